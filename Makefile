@@ -1,0 +1,49 @@
+# mneme: long-term memory for LLM agents inside PostgreSQL.
+# `make demo` and `make test` start a private PostgreSQL under .mneme/ unless
+# DATABASE_URL points at a server already.
+
+GO       ?= go
+BIN      := bin/mneme
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+PKGS     := ./...
+TESTFLAGS ?= -count=1 -timeout 45m
+export GOFLAGS ?= -buildvcs=false
+
+.PHONY: help build demo run test test-short bench eval lint fmt clean stop deps
+
+help: ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+deps: ## install what the build needs (PostgreSQL via apt-get when missing, Go modules)
+	@command -v $(GO) >/dev/null || { echo "Go is required: apt-get install golang (1.22+), or see go.dev"; exit 1; }
+	$(GO) mod download
+
+build: deps ## build bin/mneme
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./sidecar
+
+demo: build ## private cluster, migrate, sample conversation, retrieval, review, FSRS changes
+	./scripts/demo.sh
+
+run: build ## run the sidecar daemon against $$DATABASE_URL (or the demo cluster)
+	@if [ -z "$$DATABASE_URL" ]; then export DATABASE_URL=$$($(BIN) cluster url --dir .mneme/pg); fi; \
+	$(BIN) migrate && exec $(BIN) run
+
+test: build ## all tests against a real PostgreSQL (private cluster unless DATABASE_URL is set)
+	./scripts/with-test-db.sh $(GO) test $(TESTFLAGS) $(PKGS)
+
+bench: build ## benchmarks: retrieval and event latency
+	./scripts/with-test-db.sh ./scripts/bench.sh
+
+eval: build ## LoCoMo evaluation (dev split, offline) and the feedback simulation
+	./scripts/with-test-db.sh ./scripts/eval.sh
+
+lint: ## go vet and gofmt
+	$(GO) vet $(PKGS)
+	@out=$$(gofmt -l sidecar tests sql goose); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+stop: ## stop the private clusters
+	-@[ -x $(BIN) ] && $(BIN) cluster stop --dir .mneme/pg 2>/dev/null; true
+	-@[ -x $(BIN) ] && $(BIN) cluster stop --dir .mneme/test 2>/dev/null; true
+
+clean: stop ## remove build output and the private clusters
+	rm -rf bin .mneme

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+
+	"github.com/mneme-memory/mneme/sidecar/config"
+	"github.com/mneme-memory/mneme/sidecar/migrate"
+)
+
+func cmdMigrate(ctx context.Context, log *slog.Logger, args []string) error {
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	cfg, err := config.FromEnv()
+	if err != nil {
+		return err
+	}
+	if err := cfg.Validate(true); err != nil {
+		return err
+	}
+	opts := migrate.Options{Vector: cfg.Vector, Logger: log}
+	if cfg.EmbedDimSet {
+		opts.EmbedDim = cfg.EmbedDim
+	}
+	res, err := migrate.Run(ctx, cfg.DatabaseURL, opts)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("migrated: %d migrations applied now, %d SQL files re-applied, vectors: %s(%d)\n",
+		len(res.Applied), len(res.SQLFiles), res.Variant, res.Dim)
+	return nil
+}

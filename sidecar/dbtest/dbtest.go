@@ -1,0 +1,235 @@
+// Package dbtest gives tests an isolated, migrated mneme database on a real
+// PostgreSQL. With DATABASE_URL set (make test sets it to its private
+// cluster) it uses that server; otherwise it starts a private cluster for the
+// test binary, which Main stops at the end. Every New call creates a fresh
+// database from a migrated template (one template per embedding variant), so
+// tests never see each other's rows and may run in parallel.
+package dbtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/mneme-memory/mneme/sidecar/cluster"
+	"github.com/mneme-memory/mneme/sidecar/migrate"
+)
+
+// DB is one test's database.
+type DB struct {
+	Name    string
+	URL     string // connection URL of this database
+	Pool    *pgxpool.Pool
+	Variant string // pgvector | array
+}
+
+var (
+	serverOnce sync.Once
+	serverURL  string // URL of the maintenance database ("postgres")
+	serverErr  error
+	private    *cluster.Cluster
+
+	tmplMu sync.Mutex
+	tmpls  = map[string]string{} // variant request -> template db name
+)
+
+// Main runs the tests and stops the private cluster, if one was started.
+// Call it from TestMain: func TestMain(m *testing.M) { dbtest.Main(m) }.
+func Main(m *testing.M) {
+	code := m.Run()
+	if private != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		_ = private.Stop(ctx)
+		_ = private.Remove()
+		cancel()
+	}
+	os.Exit(code)
+}
+
+// Cluster returns the private cluster, or nil when DATABASE_URL points at an
+// external server. Tests that restart the server need it.
+func Cluster(t testing.TB) *cluster.Cluster {
+	ServerURL(t)
+	return private
+}
+
+// ServerURL is the URL of the server's maintenance database.
+func ServerURL(t testing.TB) string {
+	t.Helper()
+	serverOnce.Do(func() {
+		if u := os.Getenv("DATABASE_URL"); u != "" {
+			cfg, err := pgx.ParseConfig(u)
+			if err != nil {
+				serverErr = fmt.Errorf("DATABASE_URL: %w", err)
+				return
+			}
+			serverURL = withDatabase(u, cfg.Database, "postgres")
+			return
+		}
+		dir, err := os.MkdirTemp("", "mneme-test-pg-")
+		if err != nil {
+			serverErr = err
+			return
+		}
+		_ = os.Chmod(dir, 0o755)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		private, serverErr = cluster.Start(ctx, dir+"/data", cluster.Options{})
+		if serverErr == nil {
+			serverURL = private.URL("postgres")
+		}
+	})
+	if serverErr != nil {
+		t.Fatalf("test PostgreSQL: %v", serverErr)
+	}
+	return serverURL
+}
+
+// Option tunes New.
+type Option func(*options)
+
+type options struct{ vector string }
+
+// WithVector forces the embedding variant: "pgvector" or "array". Default
+// "auto": pgvector where installed, else array.
+func WithVector(v string) Option { return func(o *options) { o.vector = v } }
+
+// HasPgvector reports whether the server can install the vector extension.
+func HasPgvector(t testing.TB) bool {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, ServerURL(t))
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer conn.Close(ctx)
+	var ok bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector')`).Scan(&ok); err != nil {
+		t.Fatalf("check pgvector: %v", err)
+	}
+	return ok
+}
+
+// New creates a fresh migrated database for this test and drops it after.
+func New(t testing.TB, opts ...Option) *DB {
+	t.Helper()
+	o := options{vector: "auto"}
+	for _, f := range opts {
+		f(&o)
+	}
+	ctx := context.Background()
+	tmpl := template(t, o.vector)
+	name := "mneme_t_" + randHex(6)
+	admin := connect(t, ServerURL(t))
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, fmt.Sprintf(`CREATE DATABASE %s TEMPLATE %s`, name, tmpl)); err != nil {
+		t.Fatalf("create test database: %v", err)
+	}
+	url := withDatabase(ServerURL(t), "postgres", name)
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatalf("pool: %v", err)
+	}
+	db := &DB{Name: name, URL: url, Pool: pool}
+	if err := pool.QueryRow(ctx, `SELECT value #>> '{}' FROM mneme.settings WHERE key = 'vector_variant'`).Scan(&db.Variant); err != nil {
+		t.Fatalf("read variant: %v", err)
+	}
+	t.Cleanup(func() {
+		pool.Close()
+		c := connect(t, ServerURL(t))
+		defer c.Close(ctx)
+		// Replication slots pin a database; drop this test's first.
+		_, _ = c.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = $1 AND NOT active`, name)
+		if _, err := c.Exec(ctx, fmt.Sprintf(`DROP DATABASE IF EXISTS %s WITH (FORCE)`, name)); err != nil {
+			t.Logf("drop test database %s: %v", name, err)
+		}
+	})
+	return db
+}
+
+// NewEmpty creates an empty, unmigrated database (for migration tests).
+func NewEmpty(t testing.TB) (name, url string) {
+	t.Helper()
+	ctx := context.Background()
+	name = "mneme_e_" + randHex(6)
+	admin := connect(t, ServerURL(t))
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, `CREATE DATABASE `+name); err != nil {
+		t.Fatalf("create database: %v", err)
+	}
+	t.Cleanup(func() {
+		c := connect(t, ServerURL(t))
+		defer c.Close(ctx)
+		_, _ = c.Exec(ctx, fmt.Sprintf(`DROP DATABASE IF EXISTS %s WITH (FORCE)`, name))
+	})
+	return name, withDatabase(ServerURL(t), "postgres", name)
+}
+
+// template returns a migrated template database for the variant, made once
+// per test binary and dropped never (it lives as long as the cluster; with an
+// external server it is reused by name per process only).
+func template(t testing.TB, vector string) string {
+	t.Helper()
+	tmplMu.Lock()
+	defer tmplMu.Unlock()
+	if name, ok := tmpls[vector]; ok {
+		return name
+	}
+	ctx := context.Background()
+	name := fmt.Sprintf("mneme_tmpl_%s_%s", vector, randHex(4))
+	admin := connect(t, ServerURL(t))
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, `CREATE DATABASE `+name); err != nil {
+		t.Fatalf("create template: %v", err)
+	}
+	if _, err := migrate.Run(ctx, withDatabase(ServerURL(t), "postgres", name), migrate.Options{Vector: vector}); err != nil {
+		_, _ = admin.Exec(ctx, `DROP DATABASE `+name)
+		t.Fatalf("migrate template (%s): %v", vector, err)
+	}
+	if private == nil {
+		// On a shared server, drop our templates when the process ends is
+		// not possible from a library; mark them so they are easy to find.
+		_, _ = admin.Exec(ctx, fmt.Sprintf(`COMMENT ON DATABASE %s IS 'mneme test template, safe to drop'`, name))
+	}
+	tmpls[vector] = name
+	return name
+}
+
+func connect(t testing.TB, url string) *pgx.Conn {
+	t.Helper()
+	c, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatalf("connect %s: %v", url, err)
+	}
+	return c
+}
+
+// withDatabase swaps the database name in a postgres URL.
+func withDatabase(url, from, to string) string {
+	if i := strings.Index(url, "/"+from+"?"); i >= 0 {
+		return url[:i] + "/" + to + url[i+len(from)+1:]
+	}
+	if strings.HasSuffix(url, "/"+from) {
+		return strings.TrimSuffix(url, from) + to
+	}
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return url
+	}
+	return fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Host, cfg.Port, to)
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,180 @@
+// Package migrate brings a database to mneme's current schema: the goose
+// migrations embedded from goose/ (tables, applied once each, under a
+// Postgres session lock so concurrent migrates are safe), then the
+// idempotent SQL layer embedded from sql/ (functions and views, re-applied
+// every time under a transaction-scoped advisory lock).
+package migrate
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/database"
+	"github.com/pressly/goose/v3/lock"
+
+	migrations "github.com/mneme-memory/mneme/goose"
+	sqlfiles "github.com/mneme-memory/mneme/sql"
+)
+
+// VersionTable is goose's bookkeeping table.
+const VersionTable = "mneme_goose_version"
+
+// sqlLockKey serialises re-application of the idempotent layer.
+const sqlLockKey = 0x6d6e656d65 // "mneme"
+
+// Options choose the migrate-time embedding layout. They only matter for the
+// first migrate of a database; afterwards they must match what is there.
+type Options struct {
+	Vector   string // auto | pgvector | array ("" = auto)
+	EmbedDim int    // 0 = default (256) on first migrate, don't check later
+	Logger   *slog.Logger
+}
+
+// Result says what a migrate did.
+type Result struct {
+	Applied  []int64 // goose versions applied now
+	SQLFiles []string
+	Variant  string // pgvector | array
+	Dim      int
+}
+
+// ErrLayoutMismatch means the database was migrated with another embedding
+// variant or dimension than requested.
+var ErrLayoutMismatch = errors.New("embedding layout differs from the database's")
+
+// Run migrates the database at dsn.
+func Run(ctx context.Context, dsn string, opts Options) (Result, error) {
+	var res Result
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	switch opts.Vector {
+	case "", "auto", "pgvector", "array":
+	default:
+		return res, fmt.Errorf("vector variant %q: use auto, pgvector or array", opts.Vector)
+	}
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return res, fmt.Errorf("parse DATABASE_URL: %w", err)
+	}
+	if opts.Vector != "" {
+		cfg.RuntimeParams["mneme.vector"] = opts.Vector
+	}
+	if opts.EmbedDim > 0 {
+		cfg.RuntimeParams["mneme.embedding_dim"] = strconv.Itoa(opts.EmbedDim)
+	}
+	db := stdlib.OpenDB(*cfg)
+	defer db.Close()
+
+	if res.Applied, err = gooseUp(ctx, db); err != nil {
+		return res, err
+	}
+	for _, v := range res.Applied {
+		log.Info("applied migration", "version", v)
+	}
+
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return res, fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close(ctx)
+	if res.Variant, res.Dim, err = layout(ctx, conn); err != nil {
+		return res, err
+	}
+	if opts.EmbedDim > 0 && opts.EmbedDim != res.Dim {
+		return res, fmt.Errorf("%w: asked for dimension %d, the database has %d (fixed at first migrate; re-embed to change it)",
+			ErrLayoutMismatch, opts.EmbedDim, res.Dim)
+	}
+	if opts.Vector == "pgvector" || opts.Vector == "array" {
+		if opts.Vector != res.Variant {
+			return res, fmt.Errorf("%w: asked for %s, the database uses %s", ErrLayoutMismatch, opts.Vector, res.Variant)
+		}
+	}
+	if res.SQLFiles, err = applySQL(ctx, conn, res.Variant); err != nil {
+		return res, err
+	}
+	log.Info("migrated", "goose_applied", len(res.Applied), "sql_files", len(res.SQLFiles),
+		"vector", res.Variant, "dim", res.Dim)
+	return res, nil
+}
+
+func gooseUp(ctx context.Context, db *sql.DB) ([]int64, error) {
+	locker, err := lock.NewPostgresSessionLocker()
+	if err != nil {
+		return nil, fmt.Errorf("session locker: %w", err)
+	}
+	store, err := database.NewStore(database.DialectPostgres, VersionTable)
+	if err != nil {
+		return nil, fmt.Errorf("goose store: %w", err)
+	}
+	p, err := goose.NewProvider("", db, migrations.FS,
+		goose.WithStore(store), goose.WithSessionLocker(locker), goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		return nil, fmt.Errorf("goose provider: %w", err)
+	}
+	results, err := p.Up(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("goose up: %w", err)
+	}
+	var applied []int64
+	for _, r := range results {
+		applied = append(applied, r.Source.Version)
+	}
+	return applied, nil
+}
+
+func layout(ctx context.Context, conn *pgx.Conn) (variant string, dim int, err error) {
+	err = conn.QueryRow(ctx, `SELECT (SELECT value #>> '{}' FROM mneme.settings WHERE key = 'vector_variant'),
+	                                 (SELECT (value #>> '{}')::int FROM mneme.settings WHERE key = 'embedding_dim')`).
+		Scan(&variant, &dim)
+	if err != nil {
+		return "", 0, fmt.Errorf("read embedding layout: %w", err)
+	}
+	return variant, dim, nil
+}
+
+// applySQL re-applies every sql/*.sql file in name order in one transaction.
+func applySQL(ctx context.Context, conn *pgx.Conn, variant string) ([]string, error) {
+	names, err := fs.Glob(sqlfiles.FS, "*.sql")
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	extSchema := "mneme"
+	if variant == "pgvector" {
+		if err := conn.QueryRow(ctx, `SELECT n.nspname FROM pg_extension e
+			JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'vector'`).Scan(&extSchema); err != nil {
+			return nil, fmt.Errorf("find the vector extension's schema: %w", err)
+		}
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // after Commit this is a no-op
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(sqlLockKey)); err != nil {
+		return nil, fmt.Errorf("lock: %w", err)
+	}
+	for _, name := range names {
+		body, err := fs.ReadFile(sqlfiles.FS, name)
+		if err != nil {
+			return nil, err
+		}
+		text := strings.ReplaceAll(string(body), "@extschema@", pgx.Identifier{extSchema}.Sanitize())
+		if _, err := tx.Exec(ctx, text); err != nil {
+			return nil, fmt.Errorf("apply sql/%s: %w", name, err)
+		}
+	}
+	return names, tx.Commit(ctx)
+}

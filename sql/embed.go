@@ -1,0 +1,11 @@
+// Package sqlfiles embeds mneme's idempotent SQL layer: functions, views,
+// triggers and grants, written with CREATE OR REPLACE and re-applied in file
+// name order on every `mneme migrate`.
+package sqlfiles
+
+import "embed"
+
+// FS holds the NNN-name.sql idempotent files.
+//
+//go:embed *.sql
+var FS embed.FS
