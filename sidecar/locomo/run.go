@@ -1,0 +1,159 @@
+package locomo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// DefaultBudgets are the context budgets, in words, of every report.
+var DefaultBudgets = []int{200, 500, 1000, 2000}
+
+// Options tune Run.
+type Options struct {
+	Budgets  []int // context budgets in words; nil: DefaultBudgets
+	Headline int   // the budget of the per-category table; 0: 1000
+	Jobs     Jobs  // runs segmentation in process; required
+	Embed    QueryEmbedder
+	Progress io.Writer // progress bars; nil: none
+	Data     string    // the data file's name, for the report
+}
+
+// source produces, for one question, one ranking per method it serves.
+type source interface {
+	methods() []string
+	rank(ctx context.Context, question string) ([][]Doc, time.Duration, error)
+}
+
+// Run evaluates convs against the mneme database behind pool, which must
+// be migrated and hold none of these conversations yet (use a fresh
+// database: the numbers are reproducible only from the same start).
+func Run(ctx context.Context, pool *pgxpool.Pool, convs []Conversation, opt Options) (*Report, error) {
+	if opt.Jobs == nil {
+		return nil, errors.New("locomo: Options.Jobs is required to segment in process")
+	}
+	budgets := append([]int(nil), opt.Budgets...)
+	if len(budgets) == 0 {
+		budgets = append(budgets, DefaultBudgets...)
+	}
+	headline := opt.Headline
+	if headline == 0 {
+		headline = 1000
+	}
+	if !contains(budgets, headline) {
+		budgets = append(budgets, headline)
+	}
+	sort.Ints(budgets)
+	for _, b := range budgets {
+		if b <= 0 {
+			return nil, fmt.Errorf("locomo: budget %d is not a positive number of words", b)
+		}
+	}
+	k, err := searchK(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range convs {
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM mneme.messages WHERE conversation_id = $1`,
+			ConversationUUID(c.ID, "mneme")).Scan(&n); err != nil {
+			return nil, fmt.Errorf("check database: %w", err)
+		}
+		if n > 0 {
+			return nil, fmt.Errorf("locomo: conversation %s is already in this database: evaluate on a fresh one", c.ID)
+		}
+	}
+
+	rep := newReport(opt.Data, budgets, headline)
+	if err := rep.readSettings(ctx, pool); err != nil {
+		return nil, err
+	}
+	turns, questions := 0, 0
+	for i := range convs {
+		turns += convs[i].TurnCount()
+		questions += len(convs[i].Questions)
+	}
+	ingestBar := newProgress(opt.Progress, "ingest", turns)
+	ingested := make([]*Ingested, len(convs))
+	for i := range convs {
+		c := &convs[i]
+		ingestBar.label = "ingest " + c.ID
+		in, err := ingest(ctx, pool, opt.Jobs, c, ingestBar)
+		if err != nil {
+			return nil, err
+		}
+		ingested[i] = in
+		rep.addConversation(c, in)
+	}
+	ingestBar.done()
+
+	qBar := newProgress(opt.Progress, "questions", questions)
+	for i := range convs {
+		c := &convs[i]
+		qBar.label = "questions " + c.ID
+		mems, err := loadMemories(ctx, pool, ingested[i])
+		if err != nil {
+			return nil, fmt.Errorf("conversation %s: %w", c.ID, err)
+		}
+		rep.addMemories(mems)
+		turnsSrc, err := newBM25Source(ctx, pool, MethodBM25Turns, c, 1)
+		if err != nil {
+			return nil, err
+		}
+		winSrc, err := newBM25Source(ctx, pool, MethodBM25Windows, c, 5)
+		if err != nil {
+			return nil, err
+		}
+		sources := []source{
+			&mnemeSource{pool: pool, conv: ingested[i].ConvID, k: k, memories: mems, embed: opt.Embed},
+			turnsSrc, winSrc,
+		}
+		if os.Getenv("TEMP_NO_SEARCH") != "" { // TEMPORARY until mneme.search is on main
+			sources = sources[1:]
+		}
+		for _, q := range c.Questions {
+			for _, src := range sources {
+				rankings, took, err := src.rank(ctx, q.Text)
+				if err != nil {
+					return nil, fmt.Errorf("conversation %s question %d: %w", c.ID, q.Index+1, err)
+				}
+				for j, m := range src.methods() {
+					rep.add(m, &q, rankings[j], took)
+				}
+			}
+			qBar.add(1)
+		}
+	}
+	qBar.done()
+	rep.finish()
+	return rep, nil
+}
+
+// searchK asks mneme.search for every candidate of both legs.
+func searchK(ctx context.Context, pool *pgxpool.Pool) (int, error) {
+	var raw []byte
+	if err := pool.QueryRow(ctx, `SELECT mneme.setting('retrieve_candidates')`).Scan(&raw); err != nil {
+		return 0, fmt.Errorf("read setting retrieve_candidates: %w", err)
+	}
+	var n int
+	if err := json.Unmarshal(raw, &n); err != nil || n <= 0 {
+		return 0, fmt.Errorf("setting retrieve_candidates = %s is not a positive number", raw)
+	}
+	return 2 * n, nil
+}
+
+func contains(xs []int, x int) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
