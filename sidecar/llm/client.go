@@ -23,13 +23,13 @@ type Observer func(op string, d time.Duration, err error)
 
 // Client calls one chat model. It is safe for concurrent use.
 type Client struct {
-	api         *openai.Client
-	httpClient  *http.Client
-	model       string
-	timeout     time.Duration
-	attempts    int
-	policy      backoff.Policy
-	observe     Observer
+	api        *openai.Client
+	httpClient *http.Client
+	model      string
+	timeout    time.Duration
+	attempts   int
+	policy     backoff.Policy
+	observe    Observer
 }
 
 // Option tunes New.
