@@ -16,11 +16,12 @@ RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-SELECT concat_ws(E'\n', nullif(p_title, ''), nullif(p_summary, ''), nullif(p_content, ''))
+-- a summary equal to the content (mneme.remember writes both) counts once
+SELECT concat_ws(E'\n', nullif(p_title, ''), nullif(nullif(p_summary, ''), p_content), nullif(p_content, ''))
 $$;
 COMMENT ON FUNCTION mneme.memory_text(text, text, text) IS
     'The text of a memory that is embedded and indexed for BM25: title, summary and content, '
-    'the non-empty ones joined by newlines (Go: embed.MemoryText).';
+    'the non-empty ones joined by newlines, a summary equal to the content once (Go: embed.MemoryText).';
 
 -- -----------------------------------------------------------------------------
 -- The hash embedder

@@ -143,6 +143,12 @@ func TestHashEmbedTrigger(t *testing.T) {
 			want, _ = h.EmbedOne(embed.MemoryText("Trip", "travel plans", "Alice flies to Lisbon in May"))
 			requireVecNear(t, want, embedding(id))
 
+			// mneme.remember writes the content as the summary too: it counts once.
+			var rid uuid.UUID
+			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.remember($1, 'Bob likes green tea')`, conv).Scan(&rid))
+			w2, _ := h.EmbedOne("Bob likes green tea")
+			requireVecNear(t, w2, embedding(rid))
+
 			// An update that leaves the text alone keeps the embedding.
 			_, err = db.Pool.Exec(ctx, `UPDATE mneme.memories SET pinned = true WHERE id = $1`, id)
 			require.NoError(t, err)

@@ -168,9 +168,13 @@ func isSeparator(r rune) bool {
 }
 
 // MemoryText is the text of a memory that mneme embeds and indexes for
-// BM25: title, summary and content, the non-empty ones joined by newlines.
+// BM25: title, summary and content, the non-empty ones joined by newlines;
+// a summary equal to the content (mneme.remember writes both) counts once.
 // mneme.memory_text(title, summary, content) is its SQL twin.
 func MemoryText(title, summary, content string) string {
+	if summary == content {
+		summary = ""
+	}
 	parts := make([]string, 0, 3)
 	for _, p := range []string{title, summary, content} {
 		if p != "" {

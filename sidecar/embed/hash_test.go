@@ -75,4 +75,5 @@ func TestFoldTableMatchesSQL(t *testing.T) {
 func TestMemoryText(t *testing.T) {
 	require.Equal(t, "t\ns\nc", MemoryText("t", "s", "c"))
 	require.Equal(t, "c", MemoryText("", "", "c"))
+	require.Equal(t, "t\nc", MemoryText("t", "c", "c"))
 }
