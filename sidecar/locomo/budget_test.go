@@ -71,9 +71,3 @@ func TestPlaceTurns(t *testing.T) {
 	d = PlaceTurns("A: ok\nB: ok", []string{"x", "y"}, []string{"ok", "ok"})
 	require.Equal(t, []DocTurn{{"x", 2}, {"y", 4}}, d.Turns)
 }
-
-func TestMemoryText(t *testing.T) {
-	require.Equal(t, "Ana: hi", MemoryText("", "Ana: hi"))
-	require.Equal(t, "Ana: hi", MemoryText("hi", "Ana: hi"), "a summary the content holds adds no words")
-	require.Equal(t, "greeting\nAna: hi", MemoryText(" greeting ", "Ana: hi"))
-}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -21,28 +20,20 @@ type QueryEmbedder interface {
 // Memory is one memory of an evaluated conversation as the budget sees it.
 type Memory struct {
 	ID       uuid.UUID
-	Text     string // what counts toward the budget: MemoryText(summary, content)
+	Text     string // what counts toward the budget: mneme.memory_text(title, summary, content)
 	Doc      Doc
 	FirstMsg int64 // the first source message: a stable tie-break
 	Turns    int
 }
 
-// MemoryText is the text a memory puts into a prompt, and so what counts
-// toward the budget: its content, preceded by its summary when the summary
-// adds words the content does not already hold.
-func MemoryText(summary, content string) string {
-	summary = strings.TrimSpace(summary)
-	if summary == "" || strings.Contains(content, summary) {
-		return content
-	}
-	return summary + "\n" + content
-}
-
 // loadMemories reads the conversation's active memories and places the
-// turns of each memory's source span in its text.
+// turns of each memory's source span in its text. A memory's text is what
+// mneme indexes and embeds, mneme.memory_text(title, summary, content):
+// the same words count toward the budget, as they are what a prompt built
+// from the memory would hold.
 func loadMemories(ctx context.Context, pool *pgxpool.Pool, in *Ingested) (map[uuid.UUID]*Memory, error) {
 	rows, err := pool.Query(ctx, `
-		SELECT id, coalesce(summary, ''), content, coalesce(source_message_ids, '{}')
+		SELECT id, mneme.memory_text(title, summary, content), coalesce(source_message_ids, '{}')
 		FROM mneme.memories
 		WHERE conversation_id = $1 AND status = 'active'`, in.ConvID)
 	if err != nil {
@@ -52,15 +43,15 @@ func loadMemories(ctx context.Context, pool *pgxpool.Pool, in *Ingested) (map[uu
 	out := map[uuid.UUID]*Memory{}
 	for rows.Next() {
 		var (
-			id               uuid.UUID
-			summary, content string
-			msgs             []int64
+			id   uuid.UUID
+			text string
+			msgs []int64
 		)
-		if err := rows.Scan(&id, &summary, &content, &msgs); err != nil {
+		if err := rows.Scan(&id, &text, &msgs); err != nil {
 			return nil, fmt.Errorf("load memories: %w", err)
 		}
 		sort.Slice(msgs, func(a, b int) bool { return msgs[a] < msgs[b] })
-		m := &Memory{ID: id, Text: MemoryText(summary, content), Turns: len(msgs)}
+		m := &Memory{ID: id, Text: text, Turns: len(msgs)}
 		var ids, texts []string
 		for _, mid := range msgs {
 			dia, ok := in.DiaByMsg[mid]
