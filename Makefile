@@ -28,8 +28,8 @@ run: build ## run the sidecar daemon against $$DATABASE_URL (or the demo cluster
 	@if [ -z "$$DATABASE_URL" ]; then export DATABASE_URL=$$($(BIN) cluster url --dir .mneme/pg); fi; \
 	$(BIN) migrate && exec $(BIN) run
 
-test: build ## all tests against a real PostgreSQL (private cluster unless DATABASE_URL is set)
-	./scripts/with-test-db.sh $(GO) test $(TESTFLAGS) $(PKGS)
+test: build ## all tests against a real PostgreSQL (each test binary starts a private cluster unless DATABASE_URL is set)
+	$(GO) test $(TESTFLAGS) $(PKGS)
 
 bench: build ## benchmarks: retrieval and event latency
 	./scripts/with-test-db.sh ./scripts/bench.sh

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -21,6 +22,20 @@ func cmdCluster(ctx context.Context, log *slog.Logger, args []string) error {
 	if err := fs.Parse(args[1:]); err != nil {
 		return errUsage
 	}
+	if args[0] == "stop" {
+		c, err := cluster.Attach(ctx, *dir)
+		if errors.Is(err, cluster.ErrNotCreated) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := c.Stop(ctx); err != nil {
+			return err
+		}
+		fmt.Fprintln(os.Stderr, "stopped", c.Dir)
+		return nil
+	}
 	c, err := cluster.Start(ctx, *dir, cluster.Options{Logf: func(f string, a ...any) { log.Info(fmt.Sprintf(f, a...)) }})
 	if err != nil {
 		return err
@@ -35,12 +50,6 @@ func cmdCluster(ctx context.Context, log *slog.Logger, args []string) error {
 		} else {
 			fmt.Println(c.URL(*db))
 		}
-		return nil
-	case "stop":
-		if err := c.Stop(ctx); err != nil {
-			return err
-		}
-		fmt.Fprintln(os.Stderr, "stopped", c.Dir)
 		return nil
 	default:
 		return fmt.Errorf("%w: unknown cluster action %q (start, stop, url, env)", errUsage, args[0])

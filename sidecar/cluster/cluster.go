@@ -105,6 +105,32 @@ func Start(ctx context.Context, dir string, opts Options) (*Cluster, error) {
 	return c, c.start(ctx)
 }
 
+// Attach finds the cluster in dir without creating or starting it. It
+// returns ErrNotCreated when dir holds no cluster.
+func Attach(ctx context.Context, dir string) (*Cluster, error) {
+	bin, err := FindBinDir()
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{BinDir: bin, logf: func(string, ...any) {}}
+	if os.Geteuid() == 0 {
+		if c.cred, err = serverUser(ctx, c.logf); err != nil {
+			return nil, err
+		}
+	}
+	if c.Dir, err = c.dataDir(dir); err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(c.Dir, "PG_VERSION")); err != nil {
+		return nil, fmt.Errorf("%w in %s", ErrNotCreated, c.Dir)
+	}
+	c.Port, _ = c.runningPort(ctx)
+	return c, nil
+}
+
+// ErrNotCreated means a directory holds no cluster.
+var ErrNotCreated = errors.New("no PostgreSQL cluster")
+
 // URL is a connection URL for database db as the superuser.
 func (c *Cluster) URL(db string) string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", c.Port, db)

@@ -1,0 +1,90 @@
+package config
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func lookup(env map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+}
+
+func TestDefaults(t *testing.T) {
+	c, err := fromLookup(lookup(map[string]string{"DATABASE_URL": "postgres://u@127.0.0.1:5432/db"}))
+	require.NoError(t, err)
+	require.NoError(t, c.Validate(true))
+	require.Equal(t, EventsAuto, c.Events)
+	require.Equal(t, 4, c.Concurrency)
+	require.Equal(t, "127.0.0.1:9464", c.MetricsAddr)
+	require.Equal(t, 5*time.Second, c.PollEvery)
+	require.Equal(t, "mneme", c.SlotName)
+	require.False(t, c.LLM.Configured())
+	require.False(t, c.Embed.Configured())
+}
+
+func TestValidateReportsWhatIsMissing(t *testing.T) {
+	cases := []struct {
+		name string
+		env  map[string]string
+		want []string
+	}{
+		{"no database", map[string]string{}, []string{"DATABASE_URL is not set"}},
+		{"LLM model without URL", map[string]string{"MNEME_LLM_MODEL": "gpt-4o-mini"},
+			[]string{"MNEME_LLM_MODEL or MNEME_LLM_API_KEY is set but MNEME_LLM_BASE_URL is not"}},
+		{"LLM URL without model", map[string]string{"MNEME_LLM_BASE_URL": "http://127.0.0.1:11434/v1"},
+			[]string{"MNEME_LLM_BASE_URL is set but MNEME_LLM_MODEL is not"}},
+		{"embed key without URL", map[string]string{"MNEME_EMBED_API_KEY": "k"},
+			[]string{"MNEME_EMBED_BASE_URL is not"}},
+		{"embed URL not http", map[string]string{"MNEME_EMBED_BASE_URL": "ftp://x", "MNEME_EMBED_MODEL": "m"},
+			[]string{"MNEME_EMBED_BASE_URL=\"ftp://x\" is not an http(s) URL"}},
+		{"bad transport", map[string]string{"MNEME_EVENTS": "kafka"}, []string{`MNEME_EVENTS="kafka"`}},
+		{"bad concurrency", map[string]string{"MNEME_CONCURRENCY": "0"}, []string{"MNEME_CONCURRENCY=0"}},
+		{"bad slot", map[string]string{"MNEME_SLOT": "My-Slot"}, []string{`MNEME_SLOT="My-Slot"`}},
+		{"several at once", map[string]string{"MNEME_EVENTS": "x", "MNEME_LLM_MODEL": "m"},
+			[]string{"MNEME_EVENTS", "MNEME_LLM_BASE_URL"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			env := map[string]string{"DATABASE_URL": "postgres://u@h/db"}
+			if tc.name == "no database" {
+				env = map[string]string{}
+			}
+			for k, v := range tc.env {
+				env[k] = v
+			}
+			c, err := fromLookup(lookup(env))
+			require.NoError(t, err)
+			err = c.Validate(true)
+			require.Error(t, err)
+			require.True(t, errors.Is(err, ErrInvalid))
+			for _, w := range tc.want {
+				require.ErrorContains(t, err, w)
+			}
+		})
+	}
+}
+
+func TestFromEnvRejectsUnparsable(t *testing.T) {
+	_, err := fromLookup(lookup(map[string]string{"MNEME_CONCURRENCY": "four", "MNEME_POLL_INTERVAL": "5"}))
+	require.ErrorContains(t, err, `MNEME_CONCURRENCY="four" is not a whole number`)
+	require.ErrorContains(t, err, `MNEME_POLL_INTERVAL="5" is not a duration`)
+}
+
+func TestFullyConfiguredEndpoints(t *testing.T) {
+	c, err := fromLookup(lookup(map[string]string{
+		"DATABASE_URL":       "postgres://u@h/db",
+		"MNEME_LLM_BASE_URL": "http://127.0.0.1:11434/v1", "MNEME_LLM_MODEL": "llama3.1",
+		"MNEME_EMBED_BASE_URL": "https://api.openai.com/v1", "MNEME_EMBED_MODEL": "text-embedding-3-small",
+		"MNEME_EMBED_API_KEY": "sk", "MNEME_EMBED_DIM": "1536", "MNEME_METRICS_ADDR": "off",
+	}))
+	require.NoError(t, err)
+	require.NoError(t, c.Validate(true))
+	require.True(t, c.LLM.Configured())
+	require.True(t, c.Embed.Configured())
+	require.Equal(t, 1536, c.EmbedDim)
+	require.True(t, c.EmbedDimSet)
+	require.Equal(t, "", c.MetricsAddr)
+}
