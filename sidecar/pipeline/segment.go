@@ -95,7 +95,7 @@ func (p *Pipelines) Segment(ctx context.Context, tx pgx.Tx, job jobs.Job) error 
 	if len(eps) > 0 && set.Embedder != "hash" {
 		texts := make([]string, len(eps))
 		for i, e := range eps {
-			texts[i] = episodeContent(e.Messages)
+			texts[i] = memoryText(e.Summary, episodeContent(e.Messages))
 		}
 		if embs, err = p.embed.Embed(ctx, texts); err != nil {
 			return fmt.Errorf("segment job %d: embed %d episodes: %w", job.ID, len(eps), err)
@@ -218,6 +218,15 @@ func priorMemories(ctx context.Context, tx pgx.Tx, conv uuid.UUID, limit int) ([
 		return nil, fmt.Errorf("read prior memories: %w", err)
 	}
 	return out, nil
+}
+
+// memoryText is what mneme embeds for a memory (embed.MemoryText with no
+// title): summary and content, joined by a newline.
+func memoryText(summary, content string) string {
+	if summary == "" || summary == content {
+		return content
+	}
+	return summary + "\n" + content
 }
 
 // episodeContent is a memory's content: one line per message with its time

@@ -116,7 +116,7 @@ func cutEpisodes(embs [][]float32, forced bool, s settings) [][2]int {
 		if cut < 0 && n-start > s.EpisodeMax {
 			cut = start + s.EpisodeMin
 			for i := cut + 1; i <= start+s.EpisodeMax; i++ {
-				if sim(i) < sim(cut) {
+				if sim(i) <= sim(cut) { // ties: the longer episode
 					cut = i
 				}
 			}
