@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/mneme-memory/mneme/sidecar/embed"
 	"github.com/mneme-memory/mneme/sidecar/fsrs"
 	"github.com/mneme-memory/mneme/sidecar/jobs"
 )
@@ -95,7 +96,7 @@ func (p *Pipelines) Segment(ctx context.Context, tx pgx.Tx, job jobs.Job) error 
 	if len(eps) > 0 && set.Embedder != "hash" {
 		texts := make([]string, len(eps))
 		for i, e := range eps {
-			texts[i] = memoryText(e.Summary, episodeContent(e.Messages))
+			texts[i] = embed.MemoryText("", e.Summary, episodeContent(e.Messages))
 		}
 		if embs, err = p.embed.Embed(ctx, texts); err != nil {
 			return fmt.Errorf("segment job %d: embed %d episodes: %w", job.ID, len(eps), err)
@@ -218,15 +219,6 @@ func priorMemories(ctx context.Context, tx pgx.Tx, conv uuid.UUID, limit int) ([
 		return nil, fmt.Errorf("read prior memories: %w", err)
 	}
 	return out, nil
-}
-
-// memoryText is what mneme embeds for a memory (embed.MemoryText with no
-// title): summary and content, joined by a newline.
-func memoryText(summary, content string) string {
-	if summary == "" || summary == content {
-		return content
-	}
-	return summary + "\n" + content
 }
 
 // episodeContent is a memory's content: one line per message with its time
