@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -307,4 +309,253 @@ func TestPipelineSeedExample(t *testing.T) {
 			}
 		})
 	}
+}
+
+// rustMemory runs the Rust session into one memory and returns it.
+func (e *pipelineEnv) rustMemory() memRow {
+	e.t.Helper()
+	e.session(day1, rustSession)
+	e.say(day3.Format(time.RFC3339), "user", "I'm back at Rust after two days.")
+	e.drain()
+	mems := e.memories()
+	require.Len(e.t, mems, 1)
+	return mems[0]
+}
+
+func (e *pipelineEnv) count(q string, args ...any) int {
+	e.t.Helper()
+	var n int
+	require.NoError(e.t, e.db.Pool.QueryRow(context.Background(), q, args...).Scan(&n))
+	return n
+}
+
+// A check job whose segmenter says skip still hands the pending reviews
+// to a review job, and the messages stay queued.
+func TestPipelineSkipPathReviews(t *testing.T) {
+	for _, withLLM := range []bool{false, true} {
+		t.Run(map[bool]string{false: "offline", true: "llm"}[withLLM], func(t *testing.T) {
+			e := newPipelineEnv(t, withLLM)
+			if withLLM {
+				e.srv.Script(segmentReply("The user is learning Rust.", "project_rust"),
+					llmtest.Reply{Content: `{"action":"skip","summary":"","surprise":0,"label":"general","pinned":false}`})
+				e.srv.Default(rateBySummary)
+			}
+			rust := e.rustMemory()
+			e.retrieve("rust ownership", rust.ID)
+			e.session(day3.Add(time.Minute), rustFollowUp[:4]) // 5 queued: a check job
+			require.Equal(t, 1, e.count(`SELECT count(*) FROM mneme.jobs WHERE kind = 'segment' AND state = 'pending' AND payload->>'check' = 'true'`))
+			e.drain()
+			require.Len(t, e.memories(), 1, "skip: no new memory")
+			require.Equal(t, 5, e.count(`SELECT count(*) FROM mneme.messages WHERE conversation_id = $1 AND consumed_at IS NULL`, e.conv))
+			require.Equal(t, 1, e.count(`SELECT count(*) FROM mneme.jobs WHERE kind = 'review' AND state = 'done'`))
+			require.Equal(t, 1, e.count(`SELECT count(*) FROM mneme.review_log WHERE memory_id = $1`, rust.ID))
+			require.Equal(t, 1, e.memory(rust.ID).Reviews)
+			require.Equal(t, 1, e.count(`SELECT count(*) FROM mneme.message_queue WHERE id = $1 AND pending_reviews IS NULL`, e.conv))
+		})
+	}
+}
+
+// enqueueReview puts a review job in the queue as Segment would.
+func (e *pipelineEnv) enqueueReview(at time.Time, ids ...uuid.UUID) {
+	e.t.Helper()
+	reviews, _ := json.Marshal([]map[string]any{{"query": "rust", "memory_ids": ids}})
+	payload, _ := json.Marshal(map[string]any{"reviews": json.RawMessage(reviews), "context": []map[string]any{
+		{"id": 1, "role": "user", "content": "the borrow checker and rustlings again", "at": at}}, "reviewed_at": at})
+	_, err := e.db.Pool.Exec(context.Background(), `SELECT mneme.enqueue_job('review', $1, $2)`, e.conv, payload)
+	require.NoError(e.t, err)
+}
+
+// A review not newer than the memory's last review writes nothing.
+func TestPipelineStaleReviewSkipped(t *testing.T) {
+	e := newPipelineEnv(t, false)
+	rust := e.rustMemory()
+	e.enqueueReview(rust.LastReview, rust.ID)                 // equal: stale
+	e.enqueueReview(rust.LastReview.Add(-time.Hour), rust.ID) // older: stale
+	e.drain()
+	after := e.memory(rust.ID)
+	require.Equal(t, rust.Stability, after.Stability)
+	require.Equal(t, rust.LastReview, after.LastReview)
+	require.Zero(t, after.Reviews)
+	require.Zero(t, e.count(`SELECT count(*) FROM mneme.review_log`))
+	require.Equal(t, 2, e.count(`SELECT count(*) FROM mneme.jobs WHERE kind = 'review' AND state = 'done'`), "stale is done, not failed")
+
+	later := rust.LastReview.Add(48 * time.Hour)
+	e.enqueueReview(later, rust.ID)
+	e.enqueueReview(later, rust.ID) // delivered twice: the second is stale
+	e.drain()
+	require.Equal(t, 1, e.memory(rust.ID).Reviews)
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM mneme.review_log`))
+
+	// Memories forgotten since the retrieval are skipped.
+	_, err := e.db.Pool.Exec(context.Background(), `UPDATE mneme.memories SET status = 'invalidated' WHERE id = $1`, rust.ID)
+	require.NoError(t, err)
+	e.enqueueReview(later.Add(48*time.Hour), rust.ID, uuid.New())
+	e.drain()
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM mneme.review_log`))
+}
+
+// Two segmentations of one conversation at once (a running job and the
+// next one claimed by another sidecar): each message is consumed once and
+// the job that lost does nothing, pending reviews included.
+func TestPipelineSegmentRace(t *testing.T) {
+	e := newPipelineEnv(t, true)
+	// Both LLM calls are in flight together, so both jobs read the same queue.
+	e.srv.Default(func(openai.ChatCompletionRequest) llmtest.Reply {
+		r := segmentReply("The user is learning Rust.", "project_rust")
+		r.Delay = 300 * time.Millisecond
+		return r
+	})
+	e.session(day1, rustSession)
+	e.retrieve("rust", uuid.New())
+	ctx := context.Background()
+	payload := []byte(`{"reason":"check","check":true,"through_message_id":6,"trigger_message_id":6}`)
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tx, err := e.db.Pool.Begin(ctx)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer tx.Rollback(ctx)
+			job := jobs.Job{ID: int64(100 + i), Kind: "segment", ConversationID: uuid.NullUUID{UUID: e.conv, Valid: true}, Payload: payload, Attempts: 1}
+			if errs[i] = e.p.Segment(ctx, tx, job); errs[i] == nil {
+				errs[i] = tx.Commit(ctx)
+			}
+		}()
+	}
+	wg.Wait()
+	require.NoError(t, errs[0])
+	require.NoError(t, errs[1])
+	require.Len(t, e.srv.Requests(), 2, "both decided concurrently")
+	mems := e.memories()
+	require.Len(t, mems, 1, "one segmentation won")
+	require.Equal(t, []int64{1, 2, 3, 4, 5, 6}, mems[0].SourceIDs)
+	require.Equal(t, 6, e.count(`SELECT count(*) FROM mneme.messages WHERE memory_id = $1`, mems[0].ID))
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM mneme.jobs WHERE kind = 'review'`), "pending reviews handed over once")
+}
+
+// Many offline segmentations racing over a long conversation: every
+// message ends in exactly one memory, spans never overlap.
+func TestPipelineSegmentRaceOffline(t *testing.T) {
+	e := newPipelineEnv(t, false)
+	all := append(append(append([][2]string{}, weatherSession...), rustSession...), rustFollowUp...)
+	for i, m := range all {
+		e.say(day1.Add(time.Duration(i)*time.Minute).Format(time.RFC3339), m[0], m[1])
+	}
+	ctx := context.Background()
+	payload := []byte(fmt.Sprintf(`{"reason":"max_messages","check":false,"through_message_id":%d}`, len(all)))
+	var wg sync.WaitGroup
+	for i := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tx, err := e.db.Pool.Begin(ctx)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer tx.Rollback(ctx)
+			job := jobs.Job{ID: int64(200 + i), Kind: "segment", ConversationID: uuid.NullUUID{UUID: e.conv, Valid: true}, Payload: payload, Attempts: 1}
+			if err := e.p.Segment(ctx, tx, job); err != nil {
+				t.Error(err)
+				return
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	seen := map[int64]bool{}
+	for _, m := range e.memories() {
+		for _, id := range m.SourceIDs {
+			require.False(t, seen[id], "message %d in two memories", id)
+			seen[id] = true
+		}
+		require.Equal(t, len(m.SourceIDs), e.count(`SELECT count(*) FROM mneme.messages WHERE memory_id = $1`, m.ID))
+	}
+	require.Len(t, seen, len(all))
+	require.Zero(t, e.count(`SELECT count(*) FROM mneme.messages WHERE conversation_id = $1 AND consumed_at IS NULL`, e.conv))
+}
+
+// Malformed LLM output fails the attempt; after max_attempts the job is
+// failed with the error kept, and nothing was written from it.
+func TestPipelineMalformedLLMOutput(t *testing.T) {
+	t.Run("segmenter", func(t *testing.T) {
+		e := newPipelineEnv(t, true)
+		e.srv.Script(llmtest.Reply{Content: "not json"},
+			llmtest.Reply{Content: `{"action":"maybe","summary":"x","surprise":0.5,"label":"general","pinned":false}`},
+			llmtest.Reply{Content: `{"action":"create","summary":"x","surprise":7,"label":"general","pinned":false}`})
+		e.session(day1, rustSession)
+		e.retrieve("rust", uuid.New())
+		_, err := e.db.Pool.Exec(context.Background(), `UPDATE mneme.jobs SET max_attempts = 3`)
+		require.NoError(t, err)
+		require.Equal(t, 3, e.drain())
+		var state, lastErr string
+		var attempts int
+		require.NoError(t, e.db.Pool.QueryRow(context.Background(),
+			`SELECT state, attempts, last_error FROM mneme.jobs WHERE kind = 'segment'`).Scan(&state, &attempts, &lastErr))
+		require.Equal(t, "failed", state)
+		require.Equal(t, 3, attempts)
+		require.Contains(t, lastErr, "invalid LLM output")
+		require.Contains(t, lastErr, "surprise 7")
+		require.Empty(t, e.memories())
+		require.Equal(t, 6, e.count(`SELECT count(*) FROM mneme.messages WHERE consumed_at IS NULL`))
+		require.Equal(t, 1, e.count(`SELECT count(*) FROM mneme.message_queue WHERE pending_reviews IS NOT NULL`), "pending reviews kept")
+		require.Zero(t, e.count(`SELECT count(*) FROM mneme.jobs WHERE kind = 'review'`))
+	})
+	t.Run("reviewer", func(t *testing.T) {
+		e := newPipelineEnv(t, true)
+		e.srv.Script(segmentReply("The user is learning Rust.", "project_rust"))
+		rust := e.rustMemory()
+		e.srv.Script(llmtest.Reply{Content: `{"ratings": "all good"}`},
+			llmtest.Reply{Content: `{"ratings": [{"memory_id": 5, "rating": "good"}]}`},
+			llmtest.Reply{Content: `{"verdict": "good"}`})
+		e.enqueueReview(rust.LastReview.Add(48*time.Hour), rust.ID)
+		_, err := e.db.Pool.Exec(context.Background(), `UPDATE mneme.jobs SET max_attempts = 3 WHERE kind = 'review'`)
+		require.NoError(t, err)
+		require.Equal(t, 3, e.drain())
+		var state, lastErr string
+		require.NoError(t, e.db.Pool.QueryRow(context.Background(),
+			`SELECT state, last_error FROM mneme.jobs WHERE kind = 'review'`).Scan(&state, &lastErr))
+		require.Equal(t, "failed", state)
+		require.Contains(t, lastErr, "invalid LLM output")
+		after := e.memory(rust.ID)
+		require.Equal(t, rust.Stability, after.Stability)
+		require.Zero(t, after.Reviews)
+		require.Zero(t, e.count(`SELECT count(*) FROM mneme.review_log`))
+	})
+}
+
+// An unknown or missing rating falls back to review_default_rating
+// (logged, marked defaulted); a rating for an unknown id is ignored.
+func TestPipelineReviewDefaultRating(t *testing.T) {
+	e := newPipelineEnv(t, true)
+	e.srv.Script(segmentReply("The user is learning Rust.", "project_rust"))
+	rust := e.rustMemory()
+	e.session(day3.Add(time.Minute), weatherSession) // a second memory
+	e.say(day4.Format(time.RFC3339), "user", "Next day.")
+	e.srv.Script(segmentReply("Weather in Berlin.", "temporary"))
+	e.drain()
+	mems := e.memories()
+	require.Len(t, mems, 2)
+	weather := mems[1]
+	e.srv.Script(llmtest.Reply{Content: fmt.Sprintf(`{"ratings": [{"memory_id": %q, "rating": "superb"}, {"memory_id": %q, "rating": "easy"}]}`,
+		rust.ID, uuid.NewString())})
+	e.enqueueReview(day4.Add(24*time.Hour), rust.ID, weather.ID)
+	e.drain()
+	rows, err := e.db.Pool.Query(context.Background(), `SELECT memory_id, rating, defaulted FROM mneme.review_log ORDER BY memory_id`)
+	require.NoError(t, err)
+	type r struct {
+		ID        uuid.UUID
+		Rating    string
+		Defaulted bool
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[r])
+	require.NoError(t, err)
+	require.ElementsMatch(t, []r{{rust.ID, "hard", true}, {weather.ID, "hard", true}}, got)
 }
