@@ -52,7 +52,10 @@ func newPipelineEnv(t *testing.T, withLLM bool) *pipelineEnv {
 
 type testWriter struct{ t *testing.T }
 
-func (w testWriter) Write(b []byte) (int, error) { w.t.Log(strings.TrimRight(string(b), "\n")); return len(b), nil }
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(b), "\n"))
+	return len(b), nil
+}
 
 func (e *pipelineEnv) say(at string, role, content string) int64 {
 	e.t.Helper()

@@ -136,4 +136,3 @@ func rateOverlap(score float64, th map[string]float64) string {
 	}
 	return "easy"
 }
-
