@@ -19,8 +19,11 @@ import (
 
 	"github.com/mneme-memory/mneme/sidecar/cluster"
 	"github.com/mneme-memory/mneme/sidecar/config"
+	"github.com/mneme-memory/mneme/sidecar/embed"
+	"github.com/mneme-memory/mneme/sidecar/llm"
 	"github.com/mneme-memory/mneme/sidecar/locomo"
 	"github.com/mneme-memory/mneme/sidecar/migrate"
+	"github.com/mneme-memory/mneme/sidecar/pipeline"
 )
 
 func init() {
@@ -100,17 +103,34 @@ func cmdEvalLocomo(ctx context.Context, log *slog.Logger, args []string) error {
 		}
 	}
 
-	var progress *os.File
+	runOpts := locomo.Options{Headline: *budget, Data: filepath.Base(*data)}
 	if !*quiet {
-		progress = os.Stderr
+		runOpts.Progress = os.Stderr
 	}
-	runOpts := locomo.Options{
-		Headline: *budget,
-		Jobs:     locomo.StandInJobs{Pool: pool},
-		Data:     filepath.Base(*data),
+	var dim int
+	if err := pool.QueryRow(ctx, `SELECT (mneme.setting('embedding_dim') #>> '{}')::int`).Scan(&dim); err != nil {
+		return fmt.Errorf("read embedding_dim: %w", err)
 	}
-	if progress != nil {
-		runOpts.Progress = progress
+	// Offline by default: the heuristic segmenter and the built-in hash
+	// embedder (SQL embeds memories and queries). A configured LLM segments;
+	// a configured embedder embeds memories (pipeline) and questions (here).
+	deps := pipeline.Deps{Embedder: embed.NewHash(dim), Log: log}
+	mode := "offline"
+	if cfg.Embed.Configured() {
+		e := embed.NewOpenAI(cfg.Embed, dim)
+		deps.Embedder, runOpts.Embed = e, e
+		if _, err := pool.Exec(ctx, `SELECT mneme.set_setting('embedder', '"external"')`); err != nil {
+			return fmt.Errorf("set embedder: %w", err)
+		}
+		mode = "embedder " + cfg.Embed.Model
+	}
+	if cfg.LLM.Configured() {
+		deps.LLM = llm.New(cfg.LLM, cfg.LLMTimeout)
+		mode += ", LLM " + cfg.LLM.Model
+	}
+	runOpts.Mode = mode
+	if runOpts.Jobs, err = locomo.PipelineJobs(pool, deps); err != nil {
+		return err
 	}
 	rep, err := locomo.Run(ctx, pool, convs, runOpts)
 	if err != nil {
@@ -121,7 +141,7 @@ func cmdEvalLocomo(ctx context.Context, log *slog.Logger, args []string) error {
 		if err != nil {
 			return fmt.Errorf("plot: %w", err)
 		}
-		title := "LoCoMo evidence recall, " + rep.Data
+		title := "LoCoMo evidence recall, " + rep.Data + ", " + rep.Mode
 		if err := rep.WritePlot(f, title); err != nil {
 			f.Close()
 			return fmt.Errorf("plot: %w", err)

@@ -167,8 +167,8 @@ func newBM25Source(ctx context.Context, pool *pgxpool.Pool, name string, c *Conv
 
 func (b *bm25Source) methods() []string { return []string{b.name} }
 
-func (b *bm25Source) rank(ctx context.Context, q string) ([][]Doc, time.Duration, error) {
+func (b *bm25Source) rank(ctx context.Context, q string) ([][]Doc, []time.Duration, error) {
 	start := time.Now()
 	docs, err := b.ix.rank(ctx, q)
-	return [][]Doc{docs}, time.Since(start), err
+	return [][]Doc{docs}, []time.Duration{time.Since(start)}, err
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -104,16 +105,20 @@ var Methods = []MethodInfo{
 type searchRow struct {
 	id             uuid.UUID
 	score, rrf     float64
-	bm25, vector   *int
 	retrievability float64
 }
 
-// mnemeSource ranks a conversation's memories with one mneme.search call
-// per question and derives the ablations from the columns it returns.
+// searchK is the most mneme.search returns (its k is 1..100). The budgets
+// need far fewer: 2,000 words are 10 to 20 memories.
+const searchK = 100
+
+// mnemeSource ranks a conversation's memories for one question: mneme.search
+// as shipped (and, from its columns, the ranking without retrievability),
+// and each retrieval leg alone through its own function (mneme.bm25_search,
+// mneme.vector_search), with the candidates mneme.search fuses.
 type mnemeSource struct {
 	pool     *pgxpool.Pool
 	conv     uuid.UUID
-	k        int
 	memories map[uuid.UUID]*Memory
 	embed    QueryEmbedder
 }
@@ -122,49 +127,71 @@ func (s *mnemeSource) methods() []string {
 	return []string{MethodMneme, MethodMnemeNoR, MethodMnemeBM25, MethodMnemeVector}
 }
 
-func (s *mnemeSource) rank(ctx context.Context, q string) ([][]Doc, time.Duration, error) {
-	var qemb any
-	start := time.Now()
+func (s *mnemeSource) rank(ctx context.Context, q string) ([][]Doc, []time.Duration, error) {
+	var qemb []float32
+	var embTook time.Duration
 	if s.embed != nil {
+		start := time.Now()
 		v, err := s.embed.Embed(ctx, []string{q})
 		if err != nil {
-			return nil, 0, fmt.Errorf("embed question: %w", err)
+			return nil, nil, fmt.Errorf("embed question: %w", err)
 		}
-		qemb = v[0]
+		qemb, embTook = v[0], time.Since(start)
 	}
-	// k covers every candidate of both legs, so each ablation below sees
-	// its whole candidate list.
-	rows, err := s.pool.Query(ctx, `
-		SELECT memory_id, score, rrf, bm25_rank, vector_rank, retrievability
-		FROM mneme.search($1, $2, $3, $4)`, s.conv, q, s.k, qemb)
-	if err != nil {
-		return nil, 0, fmt.Errorf("mneme.search: %w", err)
-	}
-	var res []searchRow
-	for rows.Next() {
-		var r searchRow
-		if err := rows.Scan(&r.id, &r.score, &r.rrf, &r.bm25, &r.vector, &r.retrievability); err != nil {
-			rows.Close()
-			return nil, 0, fmt.Errorf("mneme.search: %w", err)
-		}
-		res = append(res, r)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, 0, fmt.Errorf("mneme.search: %w", err)
-	}
-	took := time.Since(start)
-	for _, r := range res {
-		if _, ok := s.memories[r.id]; !ok {
-			return nil, 0, fmt.Errorf("mneme.search returned memory %s that is not an active memory of the conversation", r.id)
-		}
+	var qarg any
+	if qemb != nil {
+		qarg = qemb
 	}
 
-	first := func(r searchRow) int64 { return s.memories[r.id].FirstMsg }
+	start := time.Now()
+	rows, err := s.pool.Query(ctx, `
+		SELECT memory_id, score, rrf, retrievability
+		FROM mneme.search($1, $2, $3, $4)`, s.conv, q, searchK, qarg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mneme.search: %w", err)
+	}
+	res, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (searchRow, error) {
+		var x searchRow
+		return x, r.Scan(&x.id, &x.score, &x.rrf, &x.retrievability)
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("mneme.search: %w", err)
+	}
+	searchTook := time.Since(start) + embTook
+
+	leg := func(sql string, args ...any) ([]uuid.UUID, time.Duration, error) {
+		start := time.Now()
+		rows, err := s.pool.Query(ctx, sql, args...)
+		if err != nil {
+			return nil, 0, err
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+		return ids, time.Since(start), err
+	}
+	bm25, bm25Took, err := leg(`SELECT memory_id FROM mneme.bm25_search($1, $2, mneme.setting('retrieve_candidates')::int) ORDER BY rank`, s.conv, q)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mneme.bm25_search: %w", err)
+	}
+	vec, vecTook, err := leg(`SELECT memory_id FROM mneme.vector_search($1,
+			coalesce($2::real[], CASE WHEN mneme.setting('embedder') #>> '{}' = 'hash' THEN mneme.hash_embed($3) END),
+			mneme.setting('retrieve_candidates')::int) ORDER BY rank`, s.conv, qarg, q)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mneme.vector_search: %w", err)
+	}
+	vecTook += embTook
+
+	doc := func(id uuid.UUID) (Doc, error) {
+		m, ok := s.memories[id]
+		if !ok {
+			return Doc{}, fmt.Errorf("retrieval returned memory %s that is not an active memory of the conversation", id)
+		}
+		return m.Doc, nil
+	}
 	// Exact score ties are broken by conversation order, not by the random
 	// memory uuid, so that every run ranks alike.
-	order := func(rows []searchRow, key func(searchRow) float64) []Doc {
-		rs := append([]searchRow(nil), rows...)
+	first := func(r searchRow) int64 { return s.memories[r.id].FirstMsg }
+	order := func(key func(searchRow) float64) ([]Doc, error) {
+		rs := append([]searchRow(nil), res...)
 		sort.SliceStable(rs, func(a, b int) bool {
 			ka, kb := key(rs[a]), key(rs[b])
 			if ka != kb {
@@ -174,29 +201,46 @@ func (s *mnemeSource) rank(ctx context.Context, q string) ([][]Doc, time.Duratio
 		})
 		docs := make([]Doc, len(rs))
 		for i, r := range rs {
-			docs[i] = s.memories[r.id].Doc
-		}
-		return docs
-	}
-	leg := func(get func(searchRow) *int) []Doc {
-		var in []searchRow
-		for _, r := range res {
-			if get(r) != nil {
-				in = append(in, r)
+			d, err := doc(r.id)
+			if err != nil {
+				return nil, err
 			}
+			docs[i] = d
 		}
-		return order(in, func(r searchRow) float64 { return -float64(*get(r)) })
+		return docs, nil
 	}
-	noR := func(r searchRow) float64 {
+	ids := func(ids []uuid.UUID) ([]Doc, error) {
+		docs := make([]Doc, len(ids))
+		for i, id := range ids {
+			d, err := doc(id)
+			if err != nil {
+				return nil, err
+			}
+			docs[i] = d
+		}
+		return docs, nil
+	}
+	full, err := order(func(r searchRow) float64 { return r.score })
+	if err != nil {
+		return nil, nil, err
+	}
+	// Without retrievability: score / R = rrf * label weight.
+	noR, err := order(func(r searchRow) float64 {
 		if r.retrievability > 0 {
 			return r.score / r.retrievability
 		}
 		return r.rrf
+	})
+	if err != nil {
+		return nil, nil, err
 	}
-	return [][]Doc{
-		order(res, func(r searchRow) float64 { return r.score }),
-		order(res, noR),
-		leg(func(r searchRow) *int { return r.bm25 }),
-		leg(func(r searchRow) *int { return r.vector }),
-	}, took, nil
+	b, err := ids(bm25)
+	if err != nil {
+		return nil, nil, err
+	}
+	v, err := ids(vec)
+	if err != nil {
+		return nil, nil, err
+	}
+	return [][]Doc{full, noR, b, v}, []time.Duration{searchTook, searchTook, bm25Took, vecTook}, nil
 }

@@ -19,6 +19,7 @@ import (
 // the data and the configuration: two runs give identical values.
 type Report struct {
 	Data          string         `json:"data"`
+	Mode          string         `json:"mode"`
 	Conversations []string       `json:"conversations"`
 	Turns         int            `json:"turns"`
 	Questions     int            `json:"questions"`
@@ -253,7 +254,7 @@ var categoryOrder = []int{1, 2, 3, 4}
 // WriteTable writes the human-readable tables.
 func (r *Report) WriteTable(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "LoCoMo evidence recall: %s\n", r.Data)
+	fmt.Fprintf(&b, "LoCoMo evidence recall: %s, %s\n", r.Data, r.Mode)
 	skipped := make([]string, 0, len(r.Skipped))
 	for k, v := range r.Skipped {
 		skipped = append(skipped, fmt.Sprintf("%d %s", v, k))

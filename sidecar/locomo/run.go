@@ -2,11 +2,9 @@ package locomo
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"time"
 
@@ -24,12 +22,13 @@ type Options struct {
 	Embed    QueryEmbedder
 	Progress io.Writer // progress bars; nil: none
 	Data     string    // the data file's name, for the report
+	Mode     string    // offline, or the LLM and embedder used, for the report
 }
 
 // source produces, for one question, one ranking per method it serves.
 type source interface {
 	methods() []string
-	rank(ctx context.Context, question string) ([][]Doc, time.Duration, error)
+	rank(ctx context.Context, question string) ([][]Doc, []time.Duration, error)
 }
 
 // Run evaluates convs against the mneme database behind pool, which must
@@ -56,10 +55,6 @@ func Run(ctx context.Context, pool *pgxpool.Pool, convs []Conversation, opt Opti
 			return nil, fmt.Errorf("locomo: budget %d is not a positive number of words", b)
 		}
 	}
-	k, err := searchK(ctx, pool)
-	if err != nil {
-		return nil, err
-	}
 	for _, c := range convs {
 		var n int
 		if err := pool.QueryRow(ctx, `SELECT count(*) FROM mneme.messages WHERE conversation_id = $1`,
@@ -72,6 +67,7 @@ func Run(ctx context.Context, pool *pgxpool.Pool, convs []Conversation, opt Opti
 	}
 
 	rep := newReport(opt.Data, budgets, headline)
+	rep.Mode = opt.Mode
 	if err := rep.readSettings(ctx, pool); err != nil {
 		return nil, err
 	}
@@ -112,11 +108,8 @@ func Run(ctx context.Context, pool *pgxpool.Pool, convs []Conversation, opt Opti
 			return nil, err
 		}
 		sources := []source{
-			&mnemeSource{pool: pool, conv: ingested[i].ConvID, k: k, memories: mems, embed: opt.Embed},
+			&mnemeSource{pool: pool, conv: ingested[i].ConvID, memories: mems, embed: opt.Embed},
 			turnsSrc, winSrc,
-		}
-		if os.Getenv("TEMP_NO_SEARCH") != "" { // TEMPORARY until mneme.search is on main
-			sources = sources[1:]
 		}
 		for _, q := range c.Questions {
 			for _, src := range sources {
@@ -125,7 +118,7 @@ func Run(ctx context.Context, pool *pgxpool.Pool, convs []Conversation, opt Opti
 					return nil, fmt.Errorf("conversation %s question %d: %w", c.ID, q.Index+1, err)
 				}
 				for j, m := range src.methods() {
-					rep.add(m, &q, rankings[j], took)
+					rep.add(m, &q, rankings[j], took[j])
 				}
 			}
 			qBar.add(1)
@@ -134,19 +127,6 @@ func Run(ctx context.Context, pool *pgxpool.Pool, convs []Conversation, opt Opti
 	qBar.done()
 	rep.finish()
 	return rep, nil
-}
-
-// searchK asks mneme.search for every candidate of both legs.
-func searchK(ctx context.Context, pool *pgxpool.Pool) (int, error) {
-	var raw []byte
-	if err := pool.QueryRow(ctx, `SELECT mneme.setting('retrieve_candidates')`).Scan(&raw); err != nil {
-		return 0, fmt.Errorf("read setting retrieve_candidates: %w", err)
-	}
-	var n int
-	if err := json.Unmarshal(raw, &n); err != nil || n <= 0 {
-		return 0, fmt.Errorf("setting retrieve_candidates = %s is not a positive number", raw)
-	}
-	return 2 * n, nil
 }
 
 func contains(xs []int, x int) bool {
