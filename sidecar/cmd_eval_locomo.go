@@ -45,6 +45,7 @@ func cmdEvalLocomo(ctx context.Context, log *slog.Logger, args []string) error {
 	limit := fs.Int("limit", 0, "evaluate only the first N conversations (0: all)")
 	keep := fs.Bool("keep-db", false, "keep the scratch database afterwards (its URL is logged)")
 	quiet := fs.Bool("quiet", false, "no progress bars")
+	count := fs.String("count", locomo.CountContent, "what of a memory fills the budget: content (its transcript) or memory_text (title, summary and content, as indexed)")
 	var sets settingFlags
 	fs.Var(&sets, "set", "mneme setting for the run, key=JSON (repeatable), e.g. --set segment_max_messages=20")
 	if err := fs.Parse(args); err != nil {
@@ -103,7 +104,10 @@ func cmdEvalLocomo(ctx context.Context, log *slog.Logger, args []string) error {
 		}
 	}
 
-	runOpts := locomo.Options{Headline: *budget, Data: filepath.Base(*data)}
+	if *count != locomo.CountContent && *count != locomo.CountMemoryText {
+		return fmt.Errorf("%w: --count must be %s or %s", errUsage, locomo.CountContent, locomo.CountMemoryText)
+	}
+	runOpts := locomo.Options{Headline: *budget, Data: filepath.Base(*data), Count: *count}
 	if !*quiet {
 		runOpts.Progress = os.Stderr
 	}

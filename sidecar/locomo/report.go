@@ -29,6 +29,7 @@ type Report struct {
 	Budgets       []int          `json:"budgets"`
 	Headline      int            `json:"headline_budget"`
 	BudgetRule    string         `json:"budget_rule"`
+	Count         string         `json:"memory_text_counted"`
 	Memories      MemoryStats    `json:"memories"`
 	Settings      map[string]any `json:"settings"`
 	Methods       []MethodResult `json:"methods"`
@@ -264,8 +265,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 		len(r.Conversations), r.Turns, r.Questions, orNone(strings.Join(skipped, ", ")))
 	fmt.Fprintf(&b, "%d evidence ids, %d of them name no turn (%s) and count as missed\n",
 		r.Evidence.IDs, r.Evidence.Invalid, orNone(strings.Join(r.Evidence.InvalidIDs, ", ")))
-	fmt.Fprintf(&b, "mneme memories: %d, %.2f turns and %.1f words each on average\n\n",
-		r.Memories.Count, r.Memories.MeanTurns, r.Memories.MeanWords)
+	fmt.Fprintf(&b, "mneme memories: %d, %.2f turns and %.1f words (%s) each on average\n\n",
+		r.Memories.Count, r.Memories.MeanTurns, r.Memories.MeanWords, r.Count)
 
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "evidence recall at budget (words)\t")

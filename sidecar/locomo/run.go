@@ -23,6 +23,7 @@ type Options struct {
 	Progress io.Writer // progress bars; nil: none
 	Data     string    // the data file's name, for the report
 	Mode     string    // offline, or the LLM and embedder used, for the report
+	Count    string    // what of a memory counts toward the budget: CountContent (default) or CountMemoryText
 }
 
 // source produces, for one question, one ranking per method it serves.
@@ -68,6 +69,10 @@ func Run(ctx context.Context, pool *pgxpool.Pool, convs []Conversation, opt Opti
 
 	rep := newReport(opt.Data, budgets, headline)
 	rep.Mode = opt.Mode
+	rep.Count = opt.Count
+	if rep.Count == "" {
+		rep.Count = CountContent
+	}
 	if err := rep.readSettings(ctx, pool); err != nil {
 		return nil, err
 	}
@@ -94,7 +99,7 @@ func Run(ctx context.Context, pool *pgxpool.Pool, convs []Conversation, opt Opti
 	for i := range convs {
 		c := &convs[i]
 		qBar.label = "questions " + c.ID
-		mems, err := loadMemories(ctx, pool, ingested[i])
+		mems, err := loadMemories(ctx, pool, ingested[i], opt.Count)
 		if err != nil {
 			return nil, fmt.Errorf("conversation %s: %w", c.ID, err)
 		}

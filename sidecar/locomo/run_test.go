@@ -70,7 +70,7 @@ func TestIngestGoesThroughAddMessage(t *testing.T) {
 	}
 
 	// The memories' source spans cover every turn exactly once.
-	mems, err := loadMemories(ctx, db.Pool, in)
+	mems, err := loadMemories(ctx, db.Pool, in, CountMemoryText)
 	require.NoError(t, err)
 	seen := map[string]int{}
 	for _, m := range mems {
