@@ -253,7 +253,7 @@ BEGIN
         WHERE NOT EXISTS (SELECT 1 FROM expired x WHERE x.id = p.memory_id)
         GROUP BY p.memory_id
     )
-    SELECT sc.id, sc.score, (row_number() OVER (ORDER BY sc.score DESC, sc.id))::int
+    SELECT sc.id, sc.score, (rank() OVER (ORDER BY sc.score DESC))::int  -- equal scores share a rank
     FROM sc
     WHERE (p_since IS NULL AND p_until IS NULL)
        OR EXISTS (SELECT 1 FROM mneme.memories m WHERE m.id = sc.id
@@ -267,4 +267,4 @@ COMMENT ON FUNCTION mneme.bm25_search(uuid, text, int, timestamptz, timestamptz)
     'The BM25 leg of retrieval: top p_limit active, unexpired memories of the conversation by Okapi BM25 '
     '(k1, b from settings bm25_k1, bm25_b; idf = ln(1 + (N - df + 0.5) / (df + 0.5)); N, df and the average '
     'length over the conversation''s active, unexpired memories), created in [p_since, p_until) when given. '
-    'Ties by memory id.';
+    'Equal scores share a rank (and are listed by memory id).';

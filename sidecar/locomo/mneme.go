@@ -177,22 +177,50 @@ func (s *mnemeSource) rank(ctx context.Context, q string) ([][]Doc, []time.Durat
 	}
 	searchTook := time.Since(start) + embTook
 
+	// A leg's ties (equal BM25 scores, equal distances) are broken by
+	// conversation order too, not by the random memory uuid.
 	leg := func(sql string, args ...any) ([]uuid.UUID, time.Duration, error) {
 		start := time.Now()
 		rows, err := s.pool.Query(ctx, sql, args...)
 		if err != nil {
 			return nil, 0, err
 		}
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-		return ids, time.Since(start), err
+		type scored struct {
+			id uuid.UUID
+			v  float64
+		}
+		hits, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (scored, error) {
+			var x scored
+			return x, r.Scan(&x.id, &x.v)
+		})
+		took := time.Since(start)
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, h := range hits {
+			if s.memories[h.id] == nil {
+				return nil, 0, fmt.Errorf("retrieval returned memory %s that is not an active memory of the conversation", h.id)
+			}
+		}
+		sort.SliceStable(hits, func(a, b int) bool {
+			if hits[a].v != hits[b].v {
+				return hits[a].v > hits[b].v
+			}
+			return s.memories[hits[a].id].FirstMsg < s.memories[hits[b].id].FirstMsg
+		})
+		ids := make([]uuid.UUID, len(hits))
+		for i, h := range hits {
+			ids[i] = h.id
+		}
+		return ids, took, nil
 	}
-	bm25, bm25Took, err := leg(`SELECT memory_id FROM mneme.bm25_search($1, $2, mneme.setting('retrieve_candidates')::int) ORDER BY rank`, s.conv, q)
+	bm25, bm25Took, err := leg(`SELECT memory_id, score FROM mneme.bm25_search($1, $2, mneme.setting('retrieve_candidates')::int)`, s.conv, q)
 	if err != nil {
 		return nil, nil, fmt.Errorf("mneme.bm25_search: %w", err)
 	}
-	vec, vecTook, err := leg(`SELECT memory_id FROM mneme.vector_search($1,
+	vec, vecTook, err := leg(`SELECT memory_id, -distance FROM mneme.vector_search($1,
 			coalesce($2::real[], CASE WHEN mneme.setting('embedder') #>> '{}' = 'hash' THEN mneme.hash_embed($3) END),
-			mneme.setting('retrieve_candidates')::int) ORDER BY rank`, s.conv, qarg, q)
+			mneme.setting('retrieve_candidates')::int)`, s.conv, qarg, q)
 	if err != nil {
 		return nil, nil, fmt.Errorf("mneme.vector_search: %w", err)
 	}
