@@ -211,6 +211,7 @@ CREATE OR REPLACE FUNCTION mneme.bm25_search(
     p_until timestamptz DEFAULT NULL)
 RETURNS TABLE (memory_id uuid, score float8, rank int)
 LANGUAGE plpgsql STABLE
+ROWS 100
 SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
