@@ -90,7 +90,7 @@ DO $do$
 DECLARE
     v_variant text := mneme.setting('vector_variant') #>> '{}';
     v_settings text := CASE WHEN v_variant = 'pgvector'
-        THEN E'SET hnsw.iterative_scan = relaxed_order\nSET hnsw.ef_search = 200\n' ELSE '' END;
+        THEN E'SET hnsw.iterative_scan = relaxed_order\nSET hnsw.ef_search = 100\n' ELSE '' END;
 BEGIN
     EXECUTE replace($fn$
 CREATE OR REPLACE FUNCTION mneme.vector_search(
