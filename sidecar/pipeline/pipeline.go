@@ -1,0 +1,157 @@
+// Package pipeline owns mneme's two conversation pipelines, run as jobs:
+// segmentation (kind "segment": queued messages become episodic memories)
+// and review (kind "review": a reviewer rates the memories a retrieval
+// returned by how the conversation used them, and only that moves FSRS
+// state). Each has an LLM path and a deterministic offline fallback.
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"reflect"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mneme-memory/mneme/sidecar/jobs"
+)
+
+// Job kinds this package handles.
+const (
+	KindSegment = "segment"
+	KindReview  = "review"
+)
+
+// chatJSON is the LLM: structured output into out (sidecar/llm.Client).
+// It returns an error, leaving out untouched, on malformed or invalid output.
+type chatJSON interface {
+	JSON(ctx context.Context, system, user, name string, out any) error
+}
+
+// embedder turns texts into vectors (sidecar/embed: the hash embedder or an
+// OpenAI-compatible endpoint).
+type embedder interface {
+	Embed(ctx context.Context, texts []string) ([][]float32, error)
+	Dim() int
+}
+
+// registry is where handlers go (jobs.Runner).
+type registry interface {
+	Register(kind string, h jobs.Handler)
+}
+
+// Deps are what the pipelines need. LLM nil means offline: the heuristic
+// segmenter and reviewer. Embedder is required: the offline segmenter
+// compares embedded windows, and with an external embedder (setting
+// embedder = "external") it also embeds new memories; with the built-in
+// hash embedder SQL fills a NULL embedding itself.
+type Deps struct {
+	LLM      chatJSON
+	Embedder embedder
+	Log      *slog.Logger
+}
+
+// Pipelines holds the handlers' dependencies.
+type Pipelines struct {
+	llm   chatJSON
+	embed embedder
+	log   *slog.Logger
+}
+
+// New checks deps. A typed nil LLM client counts as no LLM.
+func New(d Deps) (*Pipelines, error) {
+	if d.Embedder == nil || isNil(d.Embedder) {
+		return nil, fmt.Errorf("pipeline: an embedder is required (the built-in hash embedder works offline)")
+	}
+	p := &Pipelines{llm: d.LLM, embed: d.Embedder, log: d.Log}
+	if p.llm != nil && isNil(p.llm) {
+		p.llm = nil
+	}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	return p, nil
+}
+
+// Register adds the segment and review handlers to reg.
+func Register(reg registry, d Deps) error {
+	p, err := New(d)
+	if err != nil {
+		return err
+	}
+	reg.Register(KindSegment, p.Segment)
+	reg.Register(KindReview, p.Review)
+	return nil
+}
+
+// Reviewer names stored in review_log.reviewer.
+func (p *Pipelines) reviewerName() string {
+	if p.llm != nil {
+		return "llm"
+	}
+	return "heuristic"
+}
+
+func isNil(v any) bool {
+	r := reflect.ValueOf(v)
+	switch r.Kind() {
+	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice, reflect.Func:
+		return r.IsNil()
+	}
+	return false
+}
+
+// settings are the tunables the pipelines read, once per job.
+type settings struct {
+	Window          int                `key:"segment_window"`
+	EpisodeMin      int                `key:"segment_episode_min"`
+	EpisodeMax      int                `key:"segment_episode_max"`
+	ShiftSimilarity float64            `key:"segment_shift_similarity"`
+	SummarySents    int                `key:"segment_summary_sentences"`
+	DefaultRating   string             `key:"review_default_rating"`
+	Thresholds      map[string]float64 `key:"review_heuristic_thresholds"`
+	Embedder        string             `key:"embedder"`
+	EmbeddingDim    int                `key:"embedding_dim"`
+}
+
+func loadSettings(ctx context.Context, tx pgx.Tx) (settings, error) {
+	var s settings
+	rows, err := tx.Query(ctx, `SELECT key, value FROM mneme.settings`)
+	if err != nil {
+		return s, fmt.Errorf("read settings: %w", err)
+	}
+	vals := map[string][]byte{}
+	for rows.Next() {
+		var k string
+		var v []byte
+		if err := rows.Scan(&k, &v); err != nil {
+			return s, fmt.Errorf("read settings: %w", err)
+		}
+		vals[k] = v
+	}
+	if err := rows.Err(); err != nil {
+		return s, fmt.Errorf("read settings: %w", err)
+	}
+	rv := reflect.ValueOf(&s).Elem()
+	for i := 0; i < rv.NumField(); i++ {
+		key := rv.Type().Field(i).Tag.Get("key")
+		raw, ok := vals[key]
+		if !ok {
+			return s, fmt.Errorf("setting %s is missing: run mneme migrate", key)
+		}
+		if err := json.Unmarshal(raw, rv.Field(i).Addr().Interface()); err != nil {
+			return s, fmt.Errorf("setting %s = %s: %w", key, raw, err)
+		}
+	}
+	if s.Window < 1 || s.EpisodeMin < 1 || s.EpisodeMax < s.EpisodeMin || s.SummarySents < 1 {
+		return s, fmt.Errorf("settings segment_window (%d), segment_episode_min (%d), segment_episode_max (%d), segment_summary_sentences (%d): want window, min and sentences >= 1 and max >= min",
+			s.Window, s.EpisodeMin, s.EpisodeMax, s.SummarySents)
+	}
+	for _, k := range []string{"hard", "good", "easy"} {
+		if _, ok := s.Thresholds[k]; !ok {
+			return s, fmt.Errorf("setting review_heuristic_thresholds needs keys hard, good and easy, has %v", s.Thresholds)
+		}
+	}
+	return s, nil
+}

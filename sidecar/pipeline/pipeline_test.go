@@ -1,0 +1,147 @@
+package pipeline
+
+import (
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+)
+
+var testSettings = settings{Window: 3, EpisodeMin: 4, EpisodeMax: 14, ShiftSimilarity: 0.12, SummarySents: 2,
+	DefaultRating: "hard", Thresholds: map[string]float64{"hard": 0.04, "good": 0.09, "easy": 0.25}}
+
+// topics returns one unit vector per message: topic k is axis k.
+func topics(ks ...int) [][]float32 {
+	out := make([][]float32, len(ks))
+	for i, k := range ks {
+		v := make([]float32, 8)
+		v[k] = 1
+		out[i] = v
+	}
+	return out
+}
+
+func rep(k, n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = k
+	}
+	return out
+}
+
+func cat(xs ...[]int) []int {
+	var out []int
+	for _, x := range xs {
+		out = append(out, x...)
+	}
+	return out
+}
+
+func TestCutEpisodesAtTopicShift(t *testing.T) {
+	// A check job: six messages on topic 0, then four on topic 1. The shift
+	// is cut; the open episode on topic 1 stays queued.
+	require.Equal(t, [][2]int{{0, 6}}, cutEpisodes(topics(cat(rep(0, 6), rep(1, 4))...), false, testSettings))
+	// Only two messages after the shift: not a full window yet, wait.
+	require.Empty(t, cutEpisodes(topics(cat(rep(0, 6), rep(1, 2))...), false, testSettings))
+	// Forced: both episodes stored.
+	require.Equal(t, [][2]int{{0, 6}, {6, 10}}, cutEpisodes(topics(cat(rep(0, 6), rep(1, 4))...), true, testSettings))
+	// Forced with a short tail: it joins the episode before it.
+	require.Equal(t, [][2]int{{0, 8}}, cutEpisodes(topics(cat(rep(0, 6), rep(1, 2))...), true, testSettings))
+	// A shift before episode_min messages is not a cut.
+	require.Empty(t, cutEpisodes(topics(cat(rep(0, 2), rep(1, 5))...), false, testSettings))
+	// Three topics in a forced cut of 30 messages.
+	require.Equal(t, [][2]int{{0, 10}, {10, 20}, {20, 30}}, cutEpisodes(topics(cat(rep(0, 10), rep(1, 10), rep(2, 10))...), true, testSettings))
+}
+
+func TestCutEpisodesMaxLength(t *testing.T) {
+	// One topic for 20 messages: a check job cuts at episode_max and keeps
+	// the rest open; a forced one stores both parts.
+	got := cutEpisodes(topics(rep(0, 20)...), false, testSettings)
+	require.Len(t, got, 1)
+	require.Equal(t, 0, got[0][0])
+	require.LessOrEqual(t, got[0][1], 14)
+	require.GreaterOrEqual(t, got[0][1], 4)
+	got = cutEpisodes(topics(rep(0, 20)...), true, testSettings)
+	require.Equal(t, 20, got[len(got)-1][1])
+	for _, sp := range got {
+		require.LessOrEqual(t, sp[1]-sp[0], 14)
+	}
+	// A check of exactly episode_max messages stores them.
+	require.Equal(t, [][2]int{{0, 14}}, cutEpisodes(topics(rep(0, 14)...), false, testSettings))
+	// Fewer: wait.
+	require.Empty(t, cutEpisodes(topics(rep(0, 13)...), false, testSettings))
+}
+
+func TestExtractiveSummary(t *testing.T) {
+	at := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	msgs := []message{
+		{1, "user", "Hi there!", at},
+		{2, "user", "I want to learn Rust this year. The borrow checker scares me.", at},
+		{3, "assistant", "The Rust book explains the borrow checker and lifetimes well.", at},
+		{4, "user", "Thanks, I will read the Rust book chapter on lifetimes.", at},
+	}
+	s := extractiveSummary(msgs, 2)
+	require.Contains(t, s, "assistant: The Rust book explains the borrow checker and lifetimes well.")
+	require.NotContains(t, s, "Hi there")
+	require.Equal(t, s, extractiveSummary(msgs, 2), "deterministic")
+}
+
+func TestReviewHeuristic(t *testing.T) {
+	rust, weather := uuid.New(), uuid.New()
+	targets := []target{
+		{ID: rust, Summary: "user wants to learn Rust; the borrow checker and lifetimes are hard; reads the Rust book and does rustlings",
+			Content: "user: I want to learn Rust. assistant: try rustlings and the book chapter on ownership and lifetimes.", Queries: []string{"rust"}},
+		{ID: weather, Summary: "user asked about the weather in Berlin this weekend: sunny, 24 degrees",
+			Content: "user: how is the weather in Berlin? assistant: sunny and warm.", Queries: []string{"rust"}},
+	}
+	convo := []message{
+		{Role: "user", Content: "I finished the rustlings exercises on ownership today."},
+		{Role: "assistant", Content: "Nice! Lifetimes are next; the book chapter helps."},
+		{Role: "user", Content: "The borrow checker finally makes sense."},
+	}
+	got := reviewHeuristic(convo, targets, testSettings.Thresholds)
+	require.Contains(t, []string{"good", "easy"}, got[rust])
+	require.Equal(t, "again", got[weather])
+
+	// Query words are not evidence of use: a memory sharing only the
+	// query's words with the conversation is "again".
+	q := []target{{ID: weather, Summary: "Berlin weather", Content: "weather in Berlin", Queries: []string{"weather Berlin"}}}
+	require.Equal(t, "again", reviewHeuristic([]message{{Role: "user", Content: "what about the weather in Berlin?"}}, q, testSettings.Thresholds)[weather])
+}
+
+func TestAggregateKeepsEveryQuery(t *testing.T) {
+	a, b := uuid.New(), uuid.New()
+	order, qs := aggregate([]pendingReview{
+		{Query: "q1", MemoryIDs: []string{a.String(), b.String()}},
+		{Query: "q2", MemoryIDs: []string{b.String(), "not-a-uuid"}},
+		{Query: "q1", MemoryIDs: []string{a.String()}},
+	}, slog.New(slog.DiscardHandler))
+	require.Equal(t, []uuid.UUID{a, b}, order)
+	require.Equal(t, []string{"q1", "q1"}, qs[a])
+	require.Equal(t, []string{"q1", "q2"}, qs[b])
+}
+
+func TestReviewMessageFormat(t *testing.T) {
+	id := uuid.MustParse("3f1c0d3e-8d6a-4c55-9a59-0f3c2b1a9e77")
+	got := reviewMessage([]message{{Role: "user", Content: `say "hi"`}},
+		[]target{{ID: id, Summary: "a summary", Queries: []string{"q one", "q two"}}})
+	require.Equal(t, "## Conversation Context\n- user: \"say \\\"hi\\\"\"\n\n## Retrieved Memories\n\n"+
+		"### Memory 3f1c0d3e-8d6a-4c55-9a59-0f3c2b1a9e77\n**Summary:** a summary\n**Matched queries:** \"q one\", \"q two\"\n", got)
+}
+
+func TestSegmentDecisionValidate(t *testing.T) {
+	ok := segmentDecision{Action: "create", Summary: "s", Surprise: 0.3, Label: "project_mneme"}
+	require.NoError(t, ok.Validate())
+	for _, bad := range []segmentDecision{
+		{Action: "maybe"},
+		{Action: "create", Summary: "", Label: "general"},
+		{Action: "create", Summary: "s", Surprise: 1.5, Label: "general"},
+		{Action: "create", Summary: "s", Label: "Project X"},
+	} {
+		require.Error(t, bad.Validate(), "%+v", bad)
+	}
+	skip := segmentDecision{Action: "skip"}
+	require.NoError(t, skip.Validate())
+}

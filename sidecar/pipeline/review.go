@@ -1,0 +1,197 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mneme-memory/mneme/sidecar/fsrs"
+	"github.com/mneme-memory/mneme/sidecar/jobs"
+)
+
+// reviewPayload is a review job's payload, written by Segment.
+type reviewPayload struct {
+	// Reviews are the pending reviews as taken: [{query, memory_ids}, ...].
+	Reviews    json.RawMessage `json:"reviews"`
+	Context    []message       `json:"context"`
+	ReviewedAt time.Time       `json:"reviewed_at"`
+}
+
+// pendingReview is one retrieval recorded by mneme.retrieve.
+type pendingReview struct {
+	Query     string   `json:"query"`
+	MemoryIDs []string `json:"memory_ids"`
+}
+
+// target is one memory to rate, with every query that returned it.
+type target struct {
+	ID       uuid.UUID
+	Summary  string
+	Content  string
+	Queries  []string
+	Stored   fsrs.State
+	Status   string
+	Reviewed bool
+}
+
+// Review is the handler of kind "review": it aggregates the pending
+// reviews by memory (keeping every query that matched), drops memories that
+// are gone or no longer active, asks the reviewer for a rating per memory
+// (no locks held), then locks the memories, computes each FSRS next state
+// from the stored one and writes it with a review_log row. A review not
+// newer than a memory's last_reviewed_at is skipped as stale.
+func (p *Pipelines) Review(ctx context.Context, tx pgx.Tx, job jobs.Job) error {
+	var pl reviewPayload
+	if err := json.Unmarshal(job.Payload, &pl); err != nil {
+		return fmt.Errorf("review job %d: payload: %v: %w", job.ID, err, jobs.ErrPermanent)
+	}
+	if pl.ReviewedAt.IsZero() {
+		return fmt.Errorf("review job %d: payload has no reviewed_at: %w", job.ID, jobs.ErrPermanent)
+	}
+	var entries []pendingReview
+	if len(pl.Reviews) > 0 && string(pl.Reviews) != "null" {
+		if err := json.Unmarshal(pl.Reviews, &entries); err != nil {
+			return fmt.Errorf("review job %d: reviews must be an array of {query, memory_ids}: %v: %w", job.ID, err, jobs.ErrPermanent)
+		}
+	}
+	set, err := loadSettings(ctx, tx)
+	if err != nil {
+		return err
+	}
+	log := p.log.With("job", job.ID, "conversation", job.ConversationID.UUID)
+
+	order, queries := aggregate(entries, log)
+	if len(order) == 0 {
+		return nil
+	}
+	targets, err := reviewTargets(ctx, tx, order, queries, false)
+	if err != nil {
+		return fmt.Errorf("review job %d: %w", job.ID, err)
+	}
+	live := targets[:0]
+	for _, t := range targets {
+		if t.Status != "active" {
+			log.Info("review: memory no longer active, skipped", "memory", t.ID, "status", t.Status)
+			continue
+		}
+		live = append(live, t)
+	}
+	if len(live) < len(order) {
+		log.Info("review: some memories are gone or inactive", "asked", len(order), "reviewing", len(live))
+	}
+	if len(live) == 0 {
+		return nil
+	}
+
+	var ratings map[uuid.UUID]string
+	if p.llm != nil {
+		ratings, err = p.reviewLLM(ctx, pl.Context, live)
+	} else {
+		ratings = reviewHeuristic(pl.Context, live, set.Thresholds)
+	}
+	if err != nil {
+		return fmt.Errorf("review job %d: %w", job.ID, err)
+	}
+	fallback, err := fsrs.ParseRating(set.DefaultRating)
+	if err != nil {
+		return fmt.Errorf("review job %d: setting review_default_rating: %w", job.ID, err)
+	}
+
+	// Writes: lock the rows and compute from what is stored now.
+	ids := make([]uuid.UUID, len(live))
+	for i, t := range live {
+		ids[i] = t.ID
+	}
+	locked, err := reviewTargets(ctx, tx, ids, queries, true)
+	if err != nil {
+		return fmt.Errorf("review job %d: %w", job.ID, err)
+	}
+	for _, t := range locked {
+		if t.Status != "active" {
+			continue
+		}
+		if !pl.ReviewedAt.After(t.Stored.LastReviewedAt) {
+			log.Info("review: stale, skipped", "memory", t.ID, "reviewed_at", pl.ReviewedAt, "last_reviewed_at", t.Stored.LastReviewedAt)
+			continue
+		}
+		r, perr := fsrs.ParseRating(ratings[t.ID])
+		defaulted := perr != nil
+		if defaulted {
+			log.Warn("review: no usable rating, applying the default", "memory", t.ID, "got", ratings[t.ID], "default", fsrs.Name(fallback))
+			r = fallback
+		}
+		next := fsrs.Next(t.Stored, r, pl.ReviewedAt)
+		var applied bool
+		err := tx.QueryRow(ctx, `SELECT mneme.apply_review($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+			t.ID, fsrs.Name(r), next.Stability, next.Difficulty, string(next.Phase), pl.ReviewedAt,
+			p.reviewerName(), t.Queries, defaulted, job.ID).Scan(&applied)
+		if err != nil {
+			return fmt.Errorf("review job %d: apply review of %s: %w", job.ID, t.ID, err)
+		}
+		log.Info("review: rated", "memory", t.ID, "rating", fsrs.Name(r), "defaulted", defaulted,
+			"stability_before", t.Stored.Stability, "stability_after", next.Stability, "applied", applied)
+	}
+	return nil
+}
+
+// aggregate deduplicates memory ids in first-seen order and collects every
+// query that returned each (a repeat is kept: the count is a signal).
+func aggregate(entries []pendingReview, log interface{ Warn(string, ...any) }) ([]uuid.UUID, map[uuid.UUID][]string) {
+	var order []uuid.UUID
+	queries := map[uuid.UUID][]string{}
+	for _, e := range entries {
+		for _, s := range e.MemoryIDs {
+			id, err := uuid.Parse(s)
+			if err != nil {
+				log.Warn("review: not a memory id, ignored", "memory_id", s)
+				continue
+			}
+			if _, seen := queries[id]; !seen {
+				order = append(order, id)
+				queries[id] = []string{}
+			}
+			queries[id] = append(queries[id], e.Query)
+		}
+	}
+	return order, queries
+}
+
+func reviewTargets(ctx context.Context, tx pgx.Tx, ids []uuid.UUID, queries map[uuid.UUID][]string, lock bool) ([]target, error) {
+	rows, err := tx.Query(ctx, `
+		SELECT id, coalesce(summary, ''), content, status, stability, difficulty, fsrs_state, last_reviewed_at, review_count
+		FROM mneme.review_targets($1, $2)`, ids, lock)
+	if err != nil {
+		return nil, fmt.Errorf("read memories to review: %w", err)
+	}
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (target, error) {
+		var t target
+		var phase string
+		if err := r.Scan(&t.ID, &t.Summary, &t.Content, &t.Status, &t.Stored.Stability, &t.Stored.Difficulty,
+			&phase, &t.Stored.LastReviewedAt, &t.Stored.Reviews); err != nil {
+			return t, err
+		}
+		var err error
+		t.Stored.Phase, err = fsrs.ParsePhase(phase)
+		return t, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read memories to review: %w", err)
+	}
+	// Back in the pending reviews' order, with their queries.
+	byID := map[uuid.UUID]target{}
+	for _, t := range got {
+		t.Queries = queries[t.ID]
+		byID[t.ID] = t
+	}
+	out := make([]target, 0, len(got))
+	for _, id := range ids {
+		if t, ok := byID[id]; ok {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}

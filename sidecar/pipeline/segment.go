@@ -1,0 +1,235 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mneme-memory/mneme/sidecar/embed"
+	"github.com/mneme-memory/mneme/sidecar/fsrs"
+	"github.com/mneme-memory/mneme/sidecar/jobs"
+)
+
+// segmentPayload is what mneme.add_message puts in a segment job.
+type segmentPayload struct {
+	Reason           string `json:"reason"`
+	Check            bool   `json:"check"`
+	ThroughMessageID *int64 `json:"through_message_id"`
+	TriggerMessageID *int64 `json:"trigger_message_id"`
+}
+
+// message is one queued message.
+type message struct {
+	ID      int64     `json:"id"`
+	Role    string    `json:"role"`
+	Content string    `json:"content"`
+	At      time.Time `json:"at"`
+}
+
+// episode is one memory the segmenter decided to create.
+type episode struct {
+	Messages []message
+	Summary  string
+	Surprise float64
+	Label    string
+	Pinned   bool
+}
+
+// priorMemory is an existing memory of the conversation, for novelty.
+type priorMemory struct {
+	Summary string
+	Content string
+}
+
+// Segment is the handler of kind "segment".
+//
+// It reads the queued messages (through the payload's message for a forced
+// cut; all up to the newest message for a check), lets the segmenter decide
+// (slow, no locks held), then locks the conversation's queue: if any message
+// it read was consumed meanwhile, another segmentation ran first and this
+// job does nothing. Otherwise it takes the pending reviews (on every path,
+// create or skip) and enqueues a review job for them, then inserts the
+// episodes and drains exactly their messages, all in the job's transaction.
+func (p *Pipelines) Segment(ctx context.Context, tx pgx.Tx, job jobs.Job) error {
+	if !job.ConversationID.Valid {
+		return fmt.Errorf("segment job %d has no conversation: %w", job.ID, jobs.ErrPermanent)
+	}
+	conv := job.ConversationID.UUID
+	var pl segmentPayload
+	if err := json.Unmarshal(job.Payload, &pl); err != nil {
+		return fmt.Errorf("segment job %d: payload %s: %v: %w", job.ID, job.Payload, err, jobs.ErrPermanent)
+	}
+	forced := !pl.Check
+	if forced && pl.ThroughMessageID == nil {
+		return fmt.Errorf("segment job %d: a forced cut (reason %q) needs through_message_id: %w", job.ID, pl.Reason, jobs.ErrPermanent)
+	}
+	set, err := loadSettings(ctx, tx)
+	if err != nil {
+		return err
+	}
+	log := p.log.With("job", job.ID, "conversation", conv, "reason", pl.Reason)
+
+	// A later message re-aims a pending check at itself (enqueue_segment),
+	// so through_message_id is the newest message the job is about.
+	msgs, err := queuedMessages(ctx, tx, conv, pl.ThroughMessageID)
+	if err != nil {
+		return err
+	}
+
+	var eps []episode
+	if len(msgs) > 0 {
+		if p.llm != nil {
+			eps, err = p.segmentLLM(ctx, tx, conv, msgs, forced)
+		} else {
+			eps, err = p.segmentHeuristic(ctx, tx, conv, msgs, forced, set)
+		}
+		if err != nil {
+			return fmt.Errorf("segment job %d: %w", job.ID, err)
+		}
+	}
+	var embs [][]float32
+	if len(eps) > 0 && set.Embedder != "hash" {
+		texts := make([]string, len(eps))
+		for i, e := range eps {
+			texts[i] = embed.MemoryText("", e.Summary, episodeContent(e.Messages))
+		}
+		if embs, err = p.embed.Embed(ctx, texts); err != nil {
+			return fmt.Errorf("segment job %d: embed %d episodes: %w", job.ID, len(eps), err)
+		}
+		for _, e := range embs {
+			if len(e) != set.EmbeddingDim {
+				return fmt.Errorf("segment job %d: the embedder returned %d dimensions, the database has %d: %w",
+					job.ID, len(e), set.EmbeddingDim, jobs.ErrPermanent)
+			}
+		}
+	}
+
+	// From here on: writes, under the queue row lock.
+	ids := make([]int64, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.ID
+	}
+	var unchanged bool
+	if err := tx.QueryRow(ctx, `SELECT mneme.lock_queued($1, $2)`, conv, ids).Scan(&unchanged); err != nil {
+		return fmt.Errorf("segment job %d: lock queue: %w", job.ID, err)
+	}
+	if !unchanged {
+		log.Info("segment: the queue changed under the job (another segmentation consumed its messages); nothing to do")
+		return nil
+	}
+
+	if err := p.handOverReviews(ctx, tx, conv, msgs, log); err != nil {
+		return fmt.Errorf("segment job %d: %w", job.ID, err)
+	}
+
+	for i, e := range eps {
+		var emb []float32
+		if embs != nil {
+			emb = embs[i]
+		}
+		st := fsrs.Initial(e.Surprise, e.Messages[len(e.Messages)-1].At)
+		mids := make([]int64, len(e.Messages))
+		for j, m := range e.Messages {
+			mids[j] = m.ID
+		}
+		var id uuid.UUID
+		err := tx.QueryRow(ctx, `SELECT mneme.create_episode($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+			conv, mids, episodeContent(e.Messages), e.Summary, emb, float32(e.Surprise), e.Label, e.Pinned,
+			st.Stability, st.Difficulty, string(st.Phase)).Scan(&id)
+		if err != nil {
+			return fmt.Errorf("segment job %d: create episode of messages %d..%d: %w", job.ID, mids[0], mids[len(mids)-1], err)
+		}
+		log.Info("segment: episode created", "memory", id, "messages", len(mids), "first", mids[0], "last", mids[len(mids)-1],
+			"surprise", e.Surprise, "label", e.Label, "stability", st.Stability)
+	}
+	if len(eps) == 0 {
+		log.Debug("segment: skip", "queued", len(msgs))
+	}
+	return nil
+}
+
+// handOverReviews takes the conversation's pending reviews and, if there
+// were any, enqueues a review job with them as they are, the messages as
+// context and reviewed_at = the newest message's time (now when none).
+func (p *Pipelines) handOverReviews(ctx context.Context, tx pgx.Tx, conv uuid.UUID, msgs []message, log interface {
+	Info(string, ...any)
+}) error {
+	var pending []byte
+	if err := tx.QueryRow(ctx, `SELECT mneme.take_pending_reviews($1)`, conv).Scan(&pending); err != nil {
+		return fmt.Errorf("take pending reviews: %w", err)
+	}
+	if pending == nil {
+		return nil
+	}
+	at := time.Now().UTC()
+	if len(msgs) > 0 {
+		at = msgs[len(msgs)-1].At
+	}
+	if msgs == nil {
+		msgs = []message{}
+	}
+	payload, err := json.Marshal(reviewPayload{Reviews: pending, Context: msgs, ReviewedAt: at})
+	if err != nil {
+		return err
+	}
+	var jobID int64
+	if err := tx.QueryRow(ctx, `SELECT mneme.enqueue_job('review', $1, $2)`, conv, payload).Scan(&jobID); err != nil {
+		return fmt.Errorf("enqueue review: %w", err)
+	}
+	log.Info("segment: pending reviews handed to a review job", "review_job", jobID)
+	return nil
+}
+
+func queuedMessages(ctx context.Context, tx pgx.Tx, conv uuid.UUID, through *int64) ([]message, error) {
+	rows, err := tx.Query(ctx, `SELECT id, role, content, created_at FROM mneme.queued_messages($1, $2)`, conv, through)
+	if err != nil {
+		return nil, fmt.Errorf("read queued messages: %w", err)
+	}
+	msgs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (message, error) {
+		var m message
+		err := r.Scan(&m.ID, &m.Role, &m.Content, &m.At)
+		m.At = m.At.UTC()
+		return m, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read queued messages: %w", err)
+	}
+	return msgs, nil
+}
+
+// priorMemories are the conversation's most recent active memories.
+func priorMemories(ctx context.Context, tx pgx.Tx, conv uuid.UUID, limit int) ([]priorMemory, error) {
+	rows, err := tx.Query(ctx, `
+		SELECT coalesce(summary, ''), content FROM mneme.memories
+		WHERE conversation_id = $1 AND status = 'active'
+		ORDER BY created_at DESC, id LIMIT $2`, conv, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read prior memories: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (priorMemory, error) {
+		var m priorMemory
+		return m, r.Scan(&m.Summary, &m.Content)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read prior memories: %w", err)
+	}
+	return out, nil
+}
+
+// episodeContent is a memory's content: one line per message with its time
+// and speaker.
+func episodeContent(msgs []message) string {
+	var b strings.Builder
+	for i, m := range msgs {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		fmt.Fprintf(&b, "[%s] %s: %s", m.At.UTC().Format("2006-01-02 15:04"), m.Role, strings.TrimSpace(m.Content))
+	}
+	return b.String()
+}

@@ -1,0 +1,125 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// segmentSystemPrompt instructs the LLM segmenter.
+const segmentSystemPrompt = `You are a conversation segmenter for a long-term memory system.
+You read the messages of a conversation that have not been stored yet and decide whether
+they form a complete episode worth storing now as one memory ("create"), or whether the
+conversation is still in the middle of its topic and should wait for more messages ("skip").
+Create when the messages hold a coherent exchange about one topic that has concluded or
+shifted; skip when the topic is still open. When the task says the cut is forced, always create.
+
+For a created memory return:
+- summary: one to three sentences in the third person, concrete and self-contained: who said
+  or did what, names, places, numbers and dates as given. Empty when skipping.
+- surprise: 0 to 1, how new this episode is compared with the earlier memories listed
+  (0 = it repeats them, 1 = entirely new information).
+- label: one of important (decisions, commitments, facts the user stressed), user_profile
+  (stable facts about the user: identity, preferences, relationships), project_<name> (work on
+  a named project, e.g. project_website, lower-case letters, digits and _), general, temporary
+  (useful only for a short time, e.g. today's plans), trivial (small talk).
+- pinned: true only for core identity facts about the user that must never fade (name,
+  family, lasting commitments); otherwise false.`
+
+// segmentDecision is the LLM segmenter's structured output.
+type segmentDecision struct {
+	Action   string  `json:"action" enum:"create,skip" description:"create or skip"`
+	Summary  string  `json:"summary" description:"one to three sentences; empty when skipping"`
+	Surprise float64 `json:"surprise" description:"0 to 1: novelty against the earlier memories"`
+	Label    string  `json:"label" description:"important, user_profile, project_<name>, general, temporary or trivial"`
+	Pinned   bool    `json:"pinned" description:"true only for core identity facts"`
+}
+
+var labelRE = regexp.MustCompile(`^(important|user_profile|project_[a-z0-9_]+|general|temporary|trivial)$`)
+
+// Validate rejects output the segmenter must not write.
+func (d *segmentDecision) Validate() error {
+	switch d.Action {
+	case "create":
+		if strings.TrimSpace(d.Summary) == "" {
+			return fmt.Errorf("action create needs a summary")
+		}
+	case "skip":
+	default:
+		return fmt.Errorf("action %q: want create or skip", d.Action)
+	}
+	if !(d.Surprise >= 0 && d.Surprise <= 1) {
+		return fmt.Errorf("surprise %v: want 0 to 1", d.Surprise)
+	}
+	if d.Action == "create" && !labelRE.MatchString(d.Label) {
+		return fmt.Errorf("label %q: want important, user_profile, project_<name>, general, temporary or trivial", d.Label)
+	}
+	return nil
+}
+
+func (p *Pipelines) segmentLLM(ctx context.Context, tx pgx.Tx, conv uuid.UUID, msgs []message, forced bool) ([]episode, error) {
+	prior, err := priorMemories(ctx, tx, conv, 5)
+	if err != nil {
+		return nil, err
+	}
+	var b strings.Builder
+	b.WriteString("## Earlier Memories\n")
+	if len(prior) == 0 {
+		b.WriteString("(none)\n")
+	}
+	for _, m := range prior {
+		s := m.Summary
+		if s == "" {
+			s = clip(m.Content, 300)
+		}
+		fmt.Fprintf(&b, "- %q\n", s)
+	}
+	b.WriteString("\n## Messages\n")
+	for _, m := range msgs {
+		fmt.Fprintf(&b, "- [%s] %s: %q\n", m.At.Format("2006-01-02 15:04"), m.Role, m.Content)
+	}
+	if forced {
+		b.WriteString("\n## Task\nThe cut is forced: create a memory of these messages.\n")
+	} else {
+		b.WriteString("\n## Task\nDecide: create a memory of these messages now, or skip and wait for more.\n")
+	}
+	var d segmentDecision
+	if err := p.llm.JSON(ctx, segmentSystemPrompt, b.String(), "segment_decision", &d); err != nil {
+		return nil, fmt.Errorf("llm segmenter: %w", err)
+	}
+	if err := d.Validate(); err != nil { // in case the client did not
+		return nil, fmt.Errorf("llm segmenter: %w", err)
+	}
+	if d.Action == "skip" && !forced {
+		return nil, nil
+	}
+	if d.Action == "skip" {
+		// Nothing is lost silently: a forced cut drains its messages, so it
+		// must store them. Keep the LLM's judgement in the label.
+		p.log.Warn("llm segmenter answered skip on a forced cut: storing the episode as trivial", "conversation", conv)
+		if !labelRE.MatchString(d.Label) {
+			d.Label = "trivial"
+		}
+		if strings.TrimSpace(d.Summary) == "" {
+			d.Summary = extractiveSummary(msgs, 2)
+		}
+	}
+	return []episode{{Messages: msgs, Summary: strings.TrimSpace(d.Summary), Surprise: d.Surprise, Label: d.Label, Pinned: d.Pinned}}, nil
+}
+
+// clip shortens s to at most n runes, at a word boundary when it can.
+func clip(s string, n int) string {
+	r := []rune(strings.TrimSpace(s))
+	if len(r) <= n {
+		return string(r)
+	}
+	cut := string(r[:n])
+	if i := strings.LastIndexByte(cut, ' '); i > n/2 {
+		cut = cut[:i]
+	}
+	return cut + "…"
+}

@@ -1,0 +1,167 @@
+-- =============================================================================
+-- mneme retrieval, part 1: the built-in "hash" embedder and vector distance.
+--
+-- mneme.hash_embed(text) is the SQL twin of sidecar/embed.Hash: the same
+-- folding (mneme.hash_fold), the same tokens, the same MD5 feature hashing,
+-- so a query embedded here matches memories embedded by the sidecar and the
+-- other way round (tests/hash_embed_test.go checks equality to 1e-6).
+-- Idempotent: re-applied on every migrate.
+-- =============================================================================
+
+-- -----------------------------------------------------------------------------
+-- Memory text: what is embedded and indexed for BM25
+-- -----------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION mneme.memory_text(p_title text, p_summary text, p_content text)
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+-- a summary equal to the content (mneme.remember writes both) counts once
+SELECT concat_ws(E'\n', nullif(p_title, ''), nullif(nullif(p_summary, ''), p_content), nullif(p_content, ''))
+$$;
+COMMENT ON FUNCTION mneme.memory_text(text, text, text) IS
+    'The text of a memory that is embedded and indexed for BM25: title, summary and content, '
+    'the non-empty ones joined by newlines, a summary equal to the content once (Go: embed.MemoryText).';
+
+-- -----------------------------------------------------------------------------
+-- The hash embedder
+-- -----------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION mneme.hash_embed(p_text text, p_dim int)
+RETURNS real[]
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+SET jit = off  -- row estimates of the set-returning functions are far off; JIT costs 20 ms here
+AS $$
+DECLARE
+    -- Whitespace and separators: the same ranges as isSpace and isSeparator
+    -- in sidecar/embed/hash.go. Bracket ranges compare code points.
+    c_space constant text := '[\u0001-\u0020\u007f\u0085\u00a0\u1680\u2000-\u200b\u2028\u2029\u202f\u205f\u3000\ufeff]';
+    c_sep   constant text := '[\u0001-\u002f\u003a-\u0040\u005b-\u0060\u007b-\u00bf\u00d7\u00f7\u1680'
+                             '\u2000-\u206f\u2e00-\u2e7f\u3000-\u303f\ufe10-\ufe1f\ufe30-\ufe4f\ufeff'
+                             '\uff00-\uff0f\uff1a-\uff20\uff3b-\uff40\uff5b-\uff65]+';
+    v real[];
+BEGIN
+    IF p_dim IS NULL OR p_dim < 2 OR p_dim > 16000 THEN
+        RAISE EXCEPTION 'hash_embed dimension must be 2..16000, got %', coalesce(p_dim::text, 'NULL')
+            USING ERRCODE = '22023', HINT = 'mneme.hash_embed(text) uses setting embedding_dim';
+    END IF;
+    IF p_text IS NULL OR p_text COLLATE "C" ~ ('^' || c_space || '*$') THEN
+        RAISE EXCEPTION 'cannot embed empty or whitespace-only text'
+            USING ERRCODE = '22023', HINT = 'pass text with at least one visible character';
+    END IF;
+    -- Folding commutes with splitting (no folded pair crosses a separator
+    -- range; sidecar/embed tests check it), so split first, lower-case ASCII
+    -- with the cheap C lower(), and run the slow translate() of the full
+    -- table only over the few tokens that have non-ASCII characters.
+    WITH folded AS (
+        SELECT lower(p_text COLLATE "C") AS s
+    ), words AS (
+        SELECT t FROM folded, regexp_split_to_table(folded.s, c_sep) AS t WHERE t <> ''
+    ), raw AS (
+        SELECT t FROM words
+        UNION ALL
+        -- only separators: fall back to whitespace-separated chunks
+        SELECT t FROM folded, regexp_split_to_table(folded.s, c_space || '+') AS t
+        WHERE t <> '' AND NOT EXISTS (SELECT 1 FROM words)
+    ), toks AS (
+        SELECT CASE WHEN octet_length(t) = length(t) THEN t ELSE mneme.hash_fold(t) END AS t FROM raw
+    ), feats AS (
+        SELECT decode(md5('w:' || t), 'hex') AS h, 1.0::float8 AS w FROM toks
+        UNION ALL
+        SELECT decode(md5('g:' || substr(' ' || t || ' ', i, 3)), 'hex'), 0.5::float8
+        FROM toks, generate_series(1, length(t)) AS i
+    ), comp AS (
+        SELECT ((get_byte(h, 0)::bigint << 24) | (get_byte(h, 1) << 16) | (get_byte(h, 2) << 8) | get_byte(h, 3)) % p_dim AS i,
+               sum(CASE WHEN get_byte(h, 4) < 128 THEN w ELSE -w END) AS x
+        FROM feats GROUP BY 1
+    ), norm AS (
+        SELECT sqrt(sum(x * x)) AS n FROM comp
+    )
+    SELECT CASE WHEN norm.n > 0 THEN
+               (SELECT array_agg(coalesce(comp.x / norm.n, 0)::real ORDER BY g)
+                FROM generate_series(0, p_dim - 1) AS g LEFT JOIN comp ON comp.i = g)
+           END
+    INTO v FROM norm;
+    IF v IS NULL THEN
+        RAISE EXCEPTION 'text has no features (they cancelled out)' USING ERRCODE = '22023';
+    END IF;
+    RETURN v;
+END
+$$;
+COMMENT ON FUNCTION mneme.hash_embed(text, int) IS
+    'The built-in hash embedder: signed feature hashing (MD5) of folded word tokens (weight 1) and their '
+    'character trigrams (weight 0.5) into p_dim components, L2-normalised. Lexical and fuzzy similarity, '
+    'no service needed. Identical to the Go embedder sidecar/embed.Hash. Empty or whitespace-only text: 22023.';
+
+CREATE OR REPLACE FUNCTION mneme.hash_embed(p_text text)
+RETURNS real[]
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT mneme.hash_embed(p_text, (mneme.setting('embedding_dim') #>> '{}')::int)
+$$;
+COMMENT ON FUNCTION mneme.hash_embed(text) IS
+    'mneme.hash_embed(text, dim) with the database''s embedding dimension (setting embedding_dim).';
+
+-- -----------------------------------------------------------------------------
+-- Cosine distance on real[]: the array variant's <=> operator. The pgvector
+-- variant uses pgvector's own <=> on vector; retrieval SQL writes
+-- OPERATOR(@extschema@.<=>), which resolves to one or the other.
+-- -----------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION mneme.cosine_distance(a real[], b real[])
+RETURNS float8
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT 1 - sum(x::float8 * y) / nullif(sqrt(sum(x::float8 * x) * sum(y::float8 * y)), 0)
+FROM unnest(a, b) AS u(x, y)
+$$;
+COMMENT ON FUNCTION mneme.cosine_distance(real[], real[]) IS
+    'Cosine distance 1 - a.b / (|a| |b|) of two real[] vectors of the same length (NULL for a zero vector); '
+    'the function behind mneme.<=> on real[].';
+
+DO $$
+BEGIN
+    IF NOT EXISTS (
+        SELECT 1 FROM pg_operator o JOIN pg_namespace n ON n.oid = o.oprnamespace
+        WHERE n.nspname = 'mneme' AND o.oprname = '<=>'
+          AND o.oprleft = 'real[]'::regtype AND o.oprright = 'real[]'::regtype) THEN
+        CREATE OPERATOR mneme.<=> (
+            LEFTARG = real[], RIGHTARG = real[],
+            FUNCTION = mneme.cosine_distance, COMMUTATOR = OPERATOR(mneme.<=>));
+        COMMENT ON OPERATOR mneme.<=> (real[], real[]) IS
+            'Cosine distance on real[] (the array variant''s stand-in for pgvector''s <=>).';
+    END IF;
+END
+$$;
+
+-- -----------------------------------------------------------------------------
+-- Fill missing embeddings with the hash embedder
+-- -----------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION mneme.memories_hash_embed_trg()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF mneme.setting('embedder') #>> '{}' IS DISTINCT FROM 'hash' THEN
+        RETURN NEW;
+    END IF;
+    IF NEW.embedding IS NULL
+       OR (TG_OP = 'UPDATE'
+           AND (NEW.title, NEW.summary, NEW.content) IS DISTINCT FROM (OLD.title, OLD.summary, OLD.content)
+           AND NEW.embedding::real[] IS NOT DISTINCT FROM OLD.embedding::real[]) THEN  -- pgvector has no = on vector
+        NEW.embedding := mneme.hash_embed(mneme.memory_text(NEW.title, NEW.summary, NEW.content));
+    END IF;
+    RETURN NEW;
+END
+$$;
+COMMENT ON FUNCTION mneme.memories_hash_embed_trg() IS
+    'BEFORE INSERT/UPDATE on mneme.memories: with setting embedder = "hash", a NULL embedding (or the old '
+    'embedding of a row whose text changed) is replaced by mneme.hash_embed(memory_text), so a plain INSERT '
+    'is retrievable by both legs.';
+
+DROP TRIGGER IF EXISTS memories_hash_embed ON mneme.memories;
+CREATE TRIGGER memories_hash_embed
+    BEFORE INSERT OR UPDATE OF title, summary, content, embedding ON mneme.memories
+    FOR EACH ROW EXECUTE FUNCTION mneme.memories_hash_embed_trg();

@@ -1,0 +1,564 @@
+package tests
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/sashabaranov/go-openai"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mneme-memory/mneme/sidecar/config"
+	"github.com/mneme-memory/mneme/sidecar/dbtest"
+	"github.com/mneme-memory/mneme/sidecar/embed"
+	"github.com/mneme-memory/mneme/sidecar/jobs"
+	"github.com/mneme-memory/mneme/sidecar/llm"
+	"github.com/mneme-memory/mneme/sidecar/llm/llmtest"
+	"github.com/mneme-memory/mneme/sidecar/pipeline"
+)
+
+// pipelineEnv is a database with the pipelines, offline or against the
+// fake LLM server.
+type pipelineEnv struct {
+	t    *testing.T
+	db   *dbtest.DB
+	p    *pipeline.Pipelines
+	srv  *llmtest.Server // nil offline
+	conv uuid.UUID
+}
+
+func newPipelineEnv(t *testing.T, withLLM bool) *pipelineEnv {
+	t.Helper()
+	e := &pipelineEnv{t: t, db: dbtest.New(t), conv: uuid.New()}
+	deps := pipeline.Deps{Embedder: embed.NewHash(config.DefaultEmbedDim), Log: slog.New(slog.NewTextHandler(testWriter{t}, nil))}
+	if withLLM {
+		e.srv = llmtest.New(t)
+		deps.LLM = llm.New(config.Endpoint{BaseURL: e.srv.URL(), Model: "fake", APIKey: "k"}, 5*time.Second, llm.WithAttempts(1))
+	}
+	p, err := pipeline.New(deps)
+	require.NoError(t, err)
+	e.p = p
+	return e
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(b), "\n"))
+	return len(b), nil
+}
+
+func (e *pipelineEnv) say(at string, role, content string) int64 {
+	e.t.Helper()
+	var id int64
+	require.NoError(e.t, e.db.Pool.QueryRow(context.Background(),
+		`SELECT mneme.add_message($1, $2, $3, $4::timestamptz)`, e.conv, role, content, at).Scan(&id))
+	return id
+}
+
+// drain runs pending segment and review jobs of the conversation, oldest
+// first, each in its own transaction, until none is left. A failing job is
+// retried up to its max_attempts and then marked failed with its error,
+// as the runner does. It returns the number of handler calls.
+func (e *pipelineEnv) drain() int {
+	e.t.Helper()
+	ctx := context.Background()
+	calls := 0
+	for {
+		tx, err := e.db.Pool.Begin(ctx)
+		require.NoError(e.t, err)
+		var j jobs.Job
+		var maxAttempts int
+		err = tx.QueryRow(ctx, `
+			SELECT id, kind, conversation_id, payload, attempts + 1, created_at, max_attempts FROM mneme.jobs
+			WHERE state = 'pending' AND conversation_id = $1 ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`, e.conv).
+			Scan(&j.ID, &j.Kind, &j.ConversationID, &j.Payload, &j.Attempts, &j.CreatedAt, &maxAttempts)
+		if errors.Is(err, pgx.ErrNoRows) {
+			require.NoError(e.t, tx.Rollback(ctx))
+			return calls
+		}
+		require.NoError(e.t, err)
+		h := map[string]jobs.Handler{"segment": e.p.Segment, "review": e.p.Review}[j.Kind]
+		require.NotNil(e.t, h, "job kind %s", j.Kind)
+		calls++
+		herr := h(ctx, tx, j)
+		if herr == nil {
+			_, err = tx.Exec(ctx, `UPDATE mneme.jobs SET state = 'done', attempts = $2, finished_at = now() WHERE id = $1`, j.ID, j.Attempts)
+			require.NoError(e.t, err)
+			require.NoError(e.t, tx.Commit(ctx))
+			continue
+		}
+		require.NoError(e.t, tx.Rollback(ctx))
+		state := "pending"
+		if j.Attempts >= maxAttempts || errors.Is(herr, jobs.ErrPermanent) {
+			state = "failed"
+		}
+		_, err = e.db.Pool.Exec(ctx, `UPDATE mneme.jobs SET state = $2, attempts = $3, last_error = $4 WHERE id = $1`,
+			j.ID, state, j.Attempts, herr.Error())
+		require.NoError(e.t, err)
+	}
+}
+
+type memRow struct {
+	ID          uuid.UUID
+	Summary     string
+	Content     string
+	Stability   float64
+	Difficulty  float64
+	State       string
+	Reviews     int
+	LastReview  time.Time
+	Label       string
+	Surprise    float32
+	SourceIDs   []int64
+	HasEmbeding bool
+}
+
+func (e *pipelineEnv) memories() []memRow {
+	e.t.Helper()
+	rows, err := e.db.Pool.Query(context.Background(), `
+		SELECT id, coalesce(summary, ''), content, stability, difficulty, fsrs_state, review_count, last_reviewed_at,
+		       label, surprise, source_message_ids, embedding IS NOT NULL
+		FROM mneme.memories WHERE conversation_id = $1 ORDER BY created_at, id`, e.conv)
+	require.NoError(e.t, err)
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (memRow, error) {
+		var m memRow
+		err := r.Scan(&m.ID, &m.Summary, &m.Content, &m.Stability, &m.Difficulty, &m.State, &m.Reviews, &m.LastReview,
+			&m.Label, &m.Surprise, &m.SourceIDs, &m.HasEmbeding)
+		return m, err
+	})
+	require.NoError(e.t, err)
+	return out
+}
+
+func (e *pipelineEnv) memory(id uuid.UUID) memRow {
+	for _, m := range e.memories() {
+		if m.ID == id {
+			return m
+		}
+	}
+	e.t.Fatalf("memory %s not found", id)
+	return memRow{}
+}
+
+// retrieve records a retrieval of the given memories for query, as
+// mneme.retrieve does.
+func (e *pipelineEnv) retrieve(query string, ids ...uuid.UUID) {
+	e.t.Helper()
+	_, err := e.db.Pool.Exec(context.Background(), `SELECT mneme.add_pending_review($1, $2, $3)`, e.conv, ids, query)
+	require.NoError(e.t, err)
+}
+
+var weatherSession = [][2]string{
+	{"user", "What's the weather like in Berlin this weekend?"},
+	{"assistant", "Sunny on Saturday, around 24 degrees, with rain on Sunday afternoon."},
+	{"user", "Perfect for a bike ride by the Wannsee lake on Saturday then."},
+	{"assistant", "Take a jacket; the wind by the lake can be chilly."},
+	{"user", "Good idea, I'll pack my windbreaker."},
+	{"assistant", "Enjoy the ride!"},
+}
+
+var rustSession = [][2]string{
+	{"user", "I want to learn Rust this year, mostly for systems programming."},
+	{"assistant", "Start with The Rust Programming Language book and do the rustlings exercises alongside."},
+	{"user", "How does ownership work?"},
+	{"assistant", "Every value has one owner; when the owner goes out of scope the value is dropped. Borrowing lets you use a value without taking ownership."},
+	{"user", "And the borrow checker enforces that at compile time?"},
+	{"assistant", "Yes: one mutable reference or any number of shared references, and lifetimes make sure references never outlive their data."},
+}
+
+var rustFollowUp = [][2]string{
+	{"assistant", "Welcome back! Last time we covered ownership and the borrow checker."},
+	{"user", "Right, I did the rustlings move semantics exercises yesterday."},
+	{"assistant", "Great, next are references and borrowing, then lifetimes."},
+	{"user", "Lifetimes still confuse me: why must a reference not outlive its data?"},
+	{"assistant", "Otherwise the borrow checker would allow dangling references; lifetime annotations name those scopes."},
+}
+
+func (e *pipelineEnv) session(day time.Time, msgs [][2]string) {
+	for i, m := range msgs {
+		e.say(day.Add(time.Duration(i)*time.Minute).Format(time.RFC3339), m[0], m[1])
+	}
+}
+
+var (
+	day1 = time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
+	day3 = time.Date(2026, 3, 3, 9, 0, 0, 0, time.UTC)
+	day4 = time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC)
+)
+
+var memHeading = regexp.MustCompile(`### Memory ([0-9a-f-]{36})\n\*\*Summary:\*\* ([^\n]*)`)
+
+// rateBySummary is the fake LLM reviewer: easy for memories whose summary
+// mentions Rust, again for the others, plus a rating for an id it was not
+// asked about (which must be ignored).
+func rateBySummary(req openai.ChatCompletionRequest) llmtest.Reply {
+	var rs []map[string]string
+	for _, m := range memHeading.FindAllStringSubmatch(req.Messages[1].Content, -1) {
+		r := "again"
+		if strings.Contains(strings.ToLower(m[2]), "rust") {
+			r = "easy"
+		}
+		rs = append(rs, map[string]string{"memory_id": m[1], "rating": r})
+	}
+	rs = append(rs, map[string]string{"memory_id": uuid.NewString(), "rating": "easy"})
+	b, _ := json.Marshal(map[string]any{"ratings": rs})
+	return llmtest.Reply{Content: string(b)}
+}
+
+func segmentReply(summary, label string) llmtest.Reply {
+	b, _ := json.Marshal(map[string]any{"action": "create", "summary": summary, "surprise": 0.4, "label": label, "pinned": false})
+	return llmtest.Reply{Content: string(b)}
+}
+
+// The seed's example: a Rust conversation retrieves a relevant memory and
+// a weather chat; the conversation goes on about Rust; at the next
+// segmentation the review strengthens the Rust memory and weakens the
+// weather one.
+func TestPipelineSeedExample(t *testing.T) {
+	for _, withLLM := range []bool{false, true} {
+		t.Run(map[bool]string{false: "offline", true: "llm"}[withLLM], func(t *testing.T) {
+			e := newPipelineEnv(t, withLLM)
+			ctx := context.Background()
+			if withLLM {
+				e.srv.Script(
+					segmentReply("The user plans a bike ride by the Wannsee on a sunny Saturday in Berlin.", "temporary"),
+					segmentReply("The user is learning Rust: ownership, borrowing and the borrow checker.", "project_rust"),
+					segmentReply("The user practised Rust move semantics and asked about lifetimes.", "project_rust"),
+				)
+				e.srv.Default(rateBySummary)
+			}
+			e.session(day1, weatherSession)
+			e.session(day1.Add(2*time.Hour), rustSession) // the gap cuts the weather episode
+			e.drain()
+			e.say(day3.Format(time.RFC3339), "user", "I'm back at Rust after two days.") // the gap cuts the Rust episode
+			e.drain()
+			mems := e.memories()
+			require.Len(t, mems, 2, "one memory per session")
+			weather, rust := mems[0], mems[1]
+			require.Contains(t, weather.Content, "Wannsee")
+			require.Contains(t, rust.Content, "borrow checker")
+			require.Contains(t, rust.Content, "[2026-03-01 10:01] assistant: Start with The Rust")
+			require.True(t, rust.HasEmbeding)
+			require.Equal(t, "learning", rust.State)
+			require.Equal(t, day1.Add(2*time.Hour+5*time.Minute), rust.LastReview.UTC(), "last_reviewed_at = the episode's time")
+			require.GreaterOrEqual(t, rust.Stability, 3.173)
+
+			e.retrieve("rust ownership borrowing", rust.ID, weather.ID)
+			e.session(day3.Add(time.Minute), rustFollowUp)
+			e.say(day4.Format(time.RFC3339), "user", "Today: traits.") // the gap cuts the follow-up
+			e.drain()
+
+			var pending *string
+			require.NoError(t, e.db.Pool.QueryRow(ctx, `SELECT pending_reviews::text FROM mneme.message_queue WHERE id = $1`, e.conv).Scan(&pending))
+			require.Nil(t, pending, "pending reviews taken")
+			var failed int
+			require.NoError(t, e.db.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme.jobs WHERE state <> 'done'`).Scan(&failed))
+			require.Zero(t, failed)
+
+			r2, w2 := e.memory(rust.ID), e.memory(weather.ID)
+			require.Greater(t, r2.Stability, rust.Stability, "the used memory strengthens")
+			require.Less(t, w2.Stability, weather.Stability, "the noise fades")
+			require.Equal(t, 1, r2.Reviews)
+			require.Equal(t, 1, w2.Reviews)
+			require.Equal(t, day3.Add(5*time.Minute), r2.LastReview.UTC(), "last_reviewed_at = reviewed_at")
+
+			rows, err := e.db.Pool.Query(ctx, `
+				SELECT memory_id, rating, reviewer, stability_before, stability_after, matched_queries
+				FROM mneme.review_log WHERE conversation_id = $1 ORDER BY id`, e.conv)
+			require.NoError(t, err)
+			type logRow struct {
+				ID               uuid.UUID
+				Rating, Reviewer string
+				SB, SA           float64
+				Queries          []string
+			}
+			logs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[logRow])
+			require.NoError(t, err)
+			require.Len(t, logs, 2)
+			reviewer := map[bool]string{false: "heuristic", true: "llm"}[withLLM]
+			for _, l := range logs {
+				require.Equal(t, reviewer, l.Reviewer)
+				require.Equal(t, []string{"rust ownership borrowing"}, l.Queries)
+				switch l.ID {
+				case rust.ID:
+					require.Contains(t, []string{"good", "easy"}, l.Rating)
+					require.Equal(t, rust.Stability, l.SB)
+					require.Equal(t, r2.Stability, l.SA)
+				case weather.ID:
+					require.Equal(t, "again", l.Rating)
+				default:
+					t.Fatalf("review of unexpected memory %s", l.ID)
+				}
+			}
+			if withLLM {
+				reqs := e.srv.Requests()
+				require.Len(t, reqs, 4)
+				user := reqs[3].Messages[1].Content
+				require.Contains(t, reqs[3].Messages[0].Content, "You are a memory relevance reviewer")
+				require.Contains(t, user, "## Conversation Context\n- user: \"I'm back at Rust after two days.\"")
+				require.Contains(t, user, "### Memory "+rust.ID.String())
+				require.Contains(t, user, `**Matched queries:** "rust ownership borrowing"`)
+				require.Equal(t, "project_rust", r2.Label)
+			}
+		})
+	}
+}
+
+// rustMemory runs the Rust session into one memory and returns it.
+func (e *pipelineEnv) rustMemory() memRow {
+	e.t.Helper()
+	e.session(day1, rustSession)
+	e.say(day3.Format(time.RFC3339), "user", "I'm back at Rust after two days.")
+	e.drain()
+	mems := e.memories()
+	require.Len(e.t, mems, 1)
+	return mems[0]
+}
+
+func (e *pipelineEnv) count(q string, args ...any) int {
+	e.t.Helper()
+	var n int
+	require.NoError(e.t, e.db.Pool.QueryRow(context.Background(), q, args...).Scan(&n))
+	return n
+}
+
+// A check job whose segmenter says skip still hands the pending reviews
+// to a review job, and the messages stay queued.
+func TestPipelineSkipPathReviews(t *testing.T) {
+	for _, withLLM := range []bool{false, true} {
+		t.Run(map[bool]string{false: "offline", true: "llm"}[withLLM], func(t *testing.T) {
+			e := newPipelineEnv(t, withLLM)
+			if withLLM {
+				e.srv.Script(segmentReply("The user is learning Rust.", "project_rust"),
+					llmtest.Reply{Content: `{"action":"skip","summary":"","surprise":0,"label":"general","pinned":false}`})
+				e.srv.Default(rateBySummary)
+			}
+			rust := e.rustMemory()
+			e.retrieve("rust ownership", rust.ID)
+			e.session(day3.Add(time.Minute), rustFollowUp[:4]) // 5 queued: a check job
+			require.Equal(t, 1, e.count(`SELECT count(*) FROM mneme.jobs WHERE kind = 'segment' AND state = 'pending' AND payload->>'check' = 'true'`))
+			e.drain()
+			require.Len(t, e.memories(), 1, "skip: no new memory")
+			require.Equal(t, 5, e.count(`SELECT count(*) FROM mneme.messages WHERE conversation_id = $1 AND consumed_at IS NULL`, e.conv))
+			require.Equal(t, 1, e.count(`SELECT count(*) FROM mneme.jobs WHERE kind = 'review' AND state = 'done'`))
+			require.Equal(t, 1, e.count(`SELECT count(*) FROM mneme.review_log WHERE memory_id = $1`, rust.ID))
+			require.Equal(t, 1, e.memory(rust.ID).Reviews)
+			require.Equal(t, 1, e.count(`SELECT count(*) FROM mneme.message_queue WHERE id = $1 AND pending_reviews IS NULL`, e.conv))
+		})
+	}
+}
+
+// enqueueReview puts a review job in the queue as Segment would.
+func (e *pipelineEnv) enqueueReview(at time.Time, ids ...uuid.UUID) {
+	e.t.Helper()
+	reviews, _ := json.Marshal([]map[string]any{{"query": "rust", "memory_ids": ids}})
+	payload, _ := json.Marshal(map[string]any{"reviews": json.RawMessage(reviews), "context": []map[string]any{
+		{"id": 1, "role": "user", "content": "the borrow checker and rustlings again", "at": at}}, "reviewed_at": at})
+	_, err := e.db.Pool.Exec(context.Background(), `SELECT mneme.enqueue_job('review', $1, $2)`, e.conv, payload)
+	require.NoError(e.t, err)
+}
+
+// A review not newer than the memory's last review writes nothing.
+func TestPipelineStaleReviewSkipped(t *testing.T) {
+	e := newPipelineEnv(t, false)
+	rust := e.rustMemory()
+	e.enqueueReview(rust.LastReview, rust.ID)                 // equal: stale
+	e.enqueueReview(rust.LastReview.Add(-time.Hour), rust.ID) // older: stale
+	e.drain()
+	after := e.memory(rust.ID)
+	require.Equal(t, rust.Stability, after.Stability)
+	require.Equal(t, rust.LastReview, after.LastReview)
+	require.Zero(t, after.Reviews)
+	require.Zero(t, e.count(`SELECT count(*) FROM mneme.review_log`))
+	require.Equal(t, 2, e.count(`SELECT count(*) FROM mneme.jobs WHERE kind = 'review' AND state = 'done'`), "stale is done, not failed")
+
+	later := rust.LastReview.Add(48 * time.Hour)
+	e.enqueueReview(later, rust.ID)
+	e.enqueueReview(later, rust.ID) // delivered twice: the second is stale
+	e.drain()
+	require.Equal(t, 1, e.memory(rust.ID).Reviews)
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM mneme.review_log`))
+
+	// Memories forgotten since the retrieval are skipped.
+	_, err := e.db.Pool.Exec(context.Background(), `UPDATE mneme.memories SET status = 'invalidated' WHERE id = $1`, rust.ID)
+	require.NoError(t, err)
+	e.enqueueReview(later.Add(48*time.Hour), rust.ID, uuid.New())
+	e.drain()
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM mneme.review_log`))
+}
+
+// Two segmentations of one conversation at once (a running job and the
+// next one claimed by another sidecar): each message is consumed once and
+// the job that lost does nothing, pending reviews included.
+func TestPipelineSegmentRace(t *testing.T) {
+	e := newPipelineEnv(t, true)
+	// Both LLM calls are in flight together, so both jobs read the same queue.
+	e.srv.Default(func(openai.ChatCompletionRequest) llmtest.Reply {
+		r := segmentReply("The user is learning Rust.", "project_rust")
+		r.Delay = 300 * time.Millisecond
+		return r
+	})
+	e.session(day1, rustSession)
+	e.retrieve("rust", uuid.New())
+	ctx := context.Background()
+	payload := []byte(`{"reason":"check","check":true,"through_message_id":6,"trigger_message_id":6}`)
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tx, err := e.db.Pool.Begin(ctx)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer tx.Rollback(ctx)
+			job := jobs.Job{ID: int64(100 + i), Kind: "segment", ConversationID: uuid.NullUUID{UUID: e.conv, Valid: true}, Payload: payload, Attempts: 1}
+			if errs[i] = e.p.Segment(ctx, tx, job); errs[i] == nil {
+				errs[i] = tx.Commit(ctx)
+			}
+		}()
+	}
+	wg.Wait()
+	require.NoError(t, errs[0])
+	require.NoError(t, errs[1])
+	require.Len(t, e.srv.Requests(), 2, "both decided concurrently")
+	mems := e.memories()
+	require.Len(t, mems, 1, "one segmentation won")
+	require.Equal(t, []int64{1, 2, 3, 4, 5, 6}, mems[0].SourceIDs)
+	require.Equal(t, 6, e.count(`SELECT count(*) FROM mneme.messages WHERE memory_id = $1`, mems[0].ID))
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM mneme.jobs WHERE kind = 'review'`), "pending reviews handed over once")
+}
+
+// Many offline segmentations racing over a long conversation: every
+// message ends in exactly one memory, spans never overlap.
+func TestPipelineSegmentRaceOffline(t *testing.T) {
+	e := newPipelineEnv(t, false)
+	all := append(append(append([][2]string{}, weatherSession...), rustSession...), rustFollowUp...)
+	for i, m := range all {
+		e.say(day1.Add(time.Duration(i)*time.Minute).Format(time.RFC3339), m[0], m[1])
+	}
+	ctx := context.Background()
+	payload := []byte(fmt.Sprintf(`{"reason":"max_messages","check":false,"through_message_id":%d}`, len(all)))
+	var wg sync.WaitGroup
+	for i := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tx, err := e.db.Pool.Begin(ctx)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer tx.Rollback(ctx)
+			job := jobs.Job{ID: int64(200 + i), Kind: "segment", ConversationID: uuid.NullUUID{UUID: e.conv, Valid: true}, Payload: payload, Attempts: 1}
+			if err := e.p.Segment(ctx, tx, job); err != nil {
+				t.Error(err)
+				return
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	seen := map[int64]bool{}
+	for _, m := range e.memories() {
+		for _, id := range m.SourceIDs {
+			require.False(t, seen[id], "message %d in two memories", id)
+			seen[id] = true
+		}
+		require.Equal(t, len(m.SourceIDs), e.count(`SELECT count(*) FROM mneme.messages WHERE memory_id = $1`, m.ID))
+	}
+	require.Len(t, seen, len(all))
+	require.Zero(t, e.count(`SELECT count(*) FROM mneme.messages WHERE conversation_id = $1 AND consumed_at IS NULL`, e.conv))
+}
+
+// Malformed LLM output fails the attempt; after max_attempts the job is
+// failed with the error kept, and nothing was written from it.
+func TestPipelineMalformedLLMOutput(t *testing.T) {
+	t.Run("segmenter", func(t *testing.T) {
+		e := newPipelineEnv(t, true)
+		e.srv.Script(llmtest.Reply{Content: "not json"},
+			llmtest.Reply{Content: `{"action":"maybe","summary":"x","surprise":0.5,"label":"general","pinned":false}`},
+			llmtest.Reply{Content: `{"action":"create","summary":"x","surprise":7,"label":"general","pinned":false}`})
+		e.session(day1, rustSession)
+		e.retrieve("rust", uuid.New())
+		_, err := e.db.Pool.Exec(context.Background(), `UPDATE mneme.jobs SET max_attempts = 3`)
+		require.NoError(t, err)
+		require.Equal(t, 3, e.drain())
+		var state, lastErr string
+		var attempts int
+		require.NoError(t, e.db.Pool.QueryRow(context.Background(),
+			`SELECT state, attempts, last_error FROM mneme.jobs WHERE kind = 'segment'`).Scan(&state, &attempts, &lastErr))
+		require.Equal(t, "failed", state)
+		require.Equal(t, 3, attempts)
+		require.Contains(t, lastErr, "invalid LLM output")
+		require.Contains(t, lastErr, "surprise 7")
+		require.Empty(t, e.memories())
+		require.Equal(t, 6, e.count(`SELECT count(*) FROM mneme.messages WHERE consumed_at IS NULL`))
+		require.Equal(t, 1, e.count(`SELECT count(*) FROM mneme.message_queue WHERE pending_reviews IS NOT NULL`), "pending reviews kept")
+		require.Zero(t, e.count(`SELECT count(*) FROM mneme.jobs WHERE kind = 'review'`))
+	})
+	t.Run("reviewer", func(t *testing.T) {
+		e := newPipelineEnv(t, true)
+		e.srv.Script(segmentReply("The user is learning Rust.", "project_rust"))
+		rust := e.rustMemory()
+		e.srv.Script(llmtest.Reply{Content: `{"ratings": "all good"}`},
+			llmtest.Reply{Content: `{"ratings": [{"memory_id": 5, "rating": "good"}]}`},
+			llmtest.Reply{Content: `{"verdict": "good"}`})
+		e.enqueueReview(rust.LastReview.Add(48*time.Hour), rust.ID)
+		_, err := e.db.Pool.Exec(context.Background(), `UPDATE mneme.jobs SET max_attempts = 3 WHERE kind = 'review'`)
+		require.NoError(t, err)
+		require.Equal(t, 3, e.drain())
+		var state, lastErr string
+		require.NoError(t, e.db.Pool.QueryRow(context.Background(),
+			`SELECT state, last_error FROM mneme.jobs WHERE kind = 'review'`).Scan(&state, &lastErr))
+		require.Equal(t, "failed", state)
+		require.Contains(t, lastErr, "invalid LLM output")
+		after := e.memory(rust.ID)
+		require.Equal(t, rust.Stability, after.Stability)
+		require.Zero(t, after.Reviews)
+		require.Zero(t, e.count(`SELECT count(*) FROM mneme.review_log`))
+	})
+}
+
+// An unknown or missing rating falls back to review_default_rating
+// (logged, marked defaulted); a rating for an unknown id is ignored.
+func TestPipelineReviewDefaultRating(t *testing.T) {
+	e := newPipelineEnv(t, true)
+	e.srv.Script(segmentReply("The user is learning Rust.", "project_rust"))
+	rust := e.rustMemory()
+	e.session(day3.Add(time.Minute), weatherSession) // a second memory
+	e.say(day4.Format(time.RFC3339), "user", "Next day.")
+	e.srv.Script(segmentReply("Weather in Berlin.", "temporary"))
+	e.drain()
+	mems := e.memories()
+	require.Len(t, mems, 2)
+	weather := mems[1]
+	e.srv.Script(llmtest.Reply{Content: fmt.Sprintf(`{"ratings": [{"memory_id": %q, "rating": "superb"}, {"memory_id": %q, "rating": "easy"}]}`,
+		rust.ID, uuid.NewString())})
+	e.enqueueReview(day4.Add(24*time.Hour), rust.ID, weather.ID)
+	e.drain()
+	rows, err := e.db.Pool.Query(context.Background(), `SELECT memory_id, rating, defaulted FROM mneme.review_log ORDER BY memory_id`)
+	require.NoError(t, err)
+	type r struct {
+		ID        uuid.UUID
+		Rating    string
+		Defaulted bool
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[r])
+	require.NoError(t, err)
+	require.ElementsMatch(t, []r{{rust.ID, "hard", true}, {weather.ID, "hard", true}}, got)
+}
