@@ -187,6 +187,11 @@ func (r *replication) session(ctx context.Context) error {
 					if len(cur.ids) > 0 {
 						pending = append(pending, cur)
 						r.w.Wake()
+						// The commit record reaches the WAL (and us) a moment
+						// before the transaction is visible to other
+						// snapshots; a second wake covers a claim that ran
+						// inside that window.
+						time.AfterFunc(20*time.Millisecond, r.w.Wake)
 						if r.opts.OnEvent != nil {
 							for _, id := range cur.ids {
 								r.opts.OnEvent(id, commitAt)
