@@ -43,9 +43,14 @@ func cmdRun(ctx context.Context, log *slog.Logger, args []string) error {
 	reg := metrics.New()
 	m := metrics.Sidecar{R: reg}
 	runner := jobs.NewRunner(pool, runnerOptions(cfg, log, m))
-	if err := registerHandlers(runner, newDeps(cfg, pool, log, m)); err != nil {
+	d, err := newDeps(ctx, cfg, pool, log, m)
+	if err != nil {
 		return err
 	}
+	if err := registerHandlers(runner, d); err != nil {
+		return err
+	}
+	log.Info("handlers registered", "kinds", runner.Kinds())
 	if *drain {
 		start := time.Now()
 		if err := runner.Drain(ctx); err != nil {
