@@ -44,7 +44,9 @@ func cmdEvalFeedback(ctx context.Context, log *slog.Logger, args []string) error
 	}
 	defer pool.Close()
 	// The offline reviewer, as `mneme run` uses it with no LLM configured.
-	p, err := pipeline.New(pipeline.Deps{Embedder: embed.NewHash(cfg.EmbedDim), Log: log})
+	// Its per-memory logs are thousands of lines here: warnings only.
+	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	p, err := pipeline.New(pipeline.Deps{Embedder: embed.NewHash(cfg.EmbedDim), Log: quiet})
 	if err != nil {
 		return err
 	}

@@ -51,9 +51,21 @@ func buildWorkload() ([]need, []string) {
 		ans, men := strings.Fields(t.answers), strings.Fields(t.mentions)
 		n := need{Query: t.query, Period: 2 + i%3, Offset: i % (2 + i%3)}
 		for j := range 5 {
-			// Each answer holds the query and a distinct pair of its words.
-			n.Relevant = append(n.Relevant, fmt.Sprintf("Notes on the %s: %s and %s.", t.query, ans[(2*j)%len(ans)], ans[(2*j+1)%len(ans)]))
-			n.Lookalikes = append(n.Lookalikes, fmt.Sprintf("Mentioned the %s while talking about %s and %s.", t.query, men[(2*j)%len(men)], men[(2*j+1)%len(men)]))
+			// Answers: two short notes, three longer ones (BM25 ranks them
+			// lower). Lookalikes: three repeat the query words (BM25 ranks
+			// them high), two mention it once. Retrieval starts out mixed.
+			a1, a2 := ans[(2*j)%len(ans)], ans[(2*j+1)%len(ans)]
+			m1, m2 := men[(2*j)%len(men)], men[(2*j+1)%len(men)]
+			if j < 2 {
+				n.Relevant = append(n.Relevant, fmt.Sprintf("Notes on the %s: %s and %s.", t.query, a1, a2))
+			} else {
+				n.Relevant = append(n.Relevant, fmt.Sprintf("Notes on the %s: %s and %s, what we decided, what to check first and what to try next time.", t.query, a1, a2))
+			}
+			if j < 3 {
+				n.Lookalikes = append(n.Lookalikes, fmt.Sprintf("The %s again: %s, %s and %s.", t.query, t.query, m1, m2))
+			} else {
+				n.Lookalikes = append(n.Lookalikes, fmt.Sprintf("Mentioned the %s while talking about %s and %s.", t.query, m1, m2))
+			}
 		}
 		needs[i] = n
 	}
@@ -64,7 +76,7 @@ func buildWorkload() ([]need, []string) {
 		for _, t := range topics[h:min(h+3, len(topics))] {
 			qs = append(qs, t.query)
 		}
-		hubs = append(hubs, "Weekly digest: "+strings.Join(qs, ", ")+".")
+		hubs = append(hubs, "Digest: "+strings.Join(qs, ", ")+".")
 	}
 	return needs, hubs
 }
