@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-var testSettings = settings{Window: 3, EpisodeMin: 4, EpisodeMax: 14, ShiftSimilarity: 0.12, SummarySents: 2,
+var testSettings = settings{Window: 3, EpisodeMin: 4, EpisodeMax: 14, ShiftSimilarity: 0.10, SummarySents: 2,
 	DefaultRating: "hard", Thresholds: map[string]float64{"hard": 0.04, "good": 0.09, "easy": 0.25}}
 
 // topics returns one unit vector per message: topic k is axis k.
