@@ -1,0 +1,270 @@
+-- =============================================================================
+-- mneme retrieval, part 2: Okapi BM25 over memory text.
+--
+-- Tokens are the lexemes of to_tsvector('english', memory_text): Snowball
+-- English stemming, stop words removed; a memory's length is its number of
+-- lexeme occurrences. Statistics (per conversation: number of memories,
+-- total length, document frequency per lexeme; per memory: term
+-- frequencies) live in mneme.bm25_* and are kept right by statement-level
+-- triggers on mneme.memories as rows are inserted, updated, deleted or change
+-- status. Only active memories are counted. valid_until is applied at query
+-- time: bm25_search subtracts the conversation's expired memories from N, the
+-- total length and each df, so scores are exact at every instant without a
+-- job that has to run when a memory expires.
+-- Idempotent: re-applied on every migrate.
+-- =============================================================================
+
+CREATE OR REPLACE FUNCTION mneme.bm25_tsvector(p_text text)
+RETURNS tsvector
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT to_tsvector('pg_catalog.english'::regconfig, coalesce(p_text, ''))
+$$;
+COMMENT ON FUNCTION mneme.bm25_tsvector(text) IS
+    'The BM25 tokeniser: to_tsvector(''english'', text). Changing it needs SELECT mneme.bm25_reindex().';
+
+-- -----------------------------------------------------------------------------
+-- Maintenance
+-- -----------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION mneme._bm25_apply(p_removed uuid[], p_added uuid[])
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    v_rm_conv uuid[];
+    v_rm_term text[];
+    v_rm_doc_conv uuid[];
+    v_rm_doc_len int[];
+BEGIN
+    -- 1. Take the removed memories out; keep what they counted for.
+    IF cardinality(p_removed) > 0 THEN
+        WITH del AS (
+            DELETE FROM mneme.bm25_postings p WHERE p.memory_id = ANY (p_removed)
+            RETURNING p.conversation_id, p.term)
+        SELECT array_agg(conversation_id), array_agg(term) INTO v_rm_conv, v_rm_term FROM del;
+        WITH del AS (
+            DELETE FROM mneme.bm25_docs d WHERE d.memory_id = ANY (p_removed)
+            RETURNING d.conversation_id, d.doclen)
+        SELECT array_agg(conversation_id), array_agg(doclen) INTO v_rm_doc_conv, v_rm_doc_len FROM del;
+    END IF;
+
+    -- 2. Put the added (active) memories in.
+    IF cardinality(p_added) > 0 THEN
+        WITH docs AS (
+            SELECT m.id, m.conversation_id,
+                   mneme.bm25_tsvector(mneme.memory_text(m.title, m.summary, m.content)) AS tsv
+            FROM mneme.memories m
+            WHERE m.id = ANY (p_added) AND m.status = 'active'
+        ), terms AS (
+            SELECT d.id, d.conversation_id, u.lexeme AS term, cardinality(u.positions) AS tf
+            FROM docs d, unnest(d.tsv) AS u
+        ), lens AS (
+            SELECT d.id, d.conversation_id, coalesce(t.len, 0)::int AS doclen
+            FROM docs d LEFT JOIN (SELECT id, sum(tf) AS len FROM terms GROUP BY id) t ON t.id = d.id
+        ), ins AS (
+            INSERT INTO mneme.bm25_docs (memory_id, conversation_id, doclen)
+            SELECT id, conversation_id, doclen FROM lens
+        )
+        INSERT INTO mneme.bm25_postings (conversation_id, term, memory_id, tf, doclen)
+        SELECT t.conversation_id, t.term, t.id, t.tf, l.doclen
+        FROM terms t JOIN lens l ON l.id = t.id;
+    END IF;
+
+    -- 3. One upsert of the df deltas, then one of the conversation totals,
+    -- each in key order, so concurrent writers lock rows in the same order
+    -- and cannot deadlock on the statistics.
+    INSERT INTO mneme.bm25_terms AS t (conversation_id, term, df)
+    SELECT conversation_id, term, sum(delta)
+    FROM (SELECT c AS conversation_id, x AS term, -1 AS delta FROM unnest(v_rm_conv, v_rm_term) AS r(c, x)
+          UNION ALL
+          SELECT p.conversation_id, p.term, 1 FROM mneme.bm25_postings p WHERE p.memory_id = ANY (p_added)) d
+    GROUP BY conversation_id, term
+    HAVING sum(delta) <> 0
+    ORDER BY conversation_id, term
+    ON CONFLICT (conversation_id, term) DO UPDATE SET df = t.df + EXCLUDED.df;
+
+    INSERT INTO mneme.bm25_stats AS s (conversation_id, n, total_len)
+    SELECT conversation_id, sum(dn), sum(dlen)
+    FROM (SELECT c AS conversation_id, -1 AS dn, -l::bigint AS dlen FROM unnest(v_rm_doc_conv, v_rm_doc_len) AS r(c, l)
+          UNION ALL
+          SELECT d.conversation_id, 1, d.doclen FROM mneme.bm25_docs d WHERE d.memory_id = ANY (p_added)) d
+    GROUP BY conversation_id
+    ORDER BY conversation_id
+    ON CONFLICT (conversation_id) DO UPDATE SET n = s.n + EXCLUDED.n, total_len = s.total_len + EXCLUDED.total_len;
+
+    IF v_rm_conv IS NOT NULL THEN
+        DELETE FROM mneme.bm25_terms t
+        USING (SELECT DISTINCT c, x FROM unnest(v_rm_conv, v_rm_term) AS r(c, x)) r
+        WHERE t.conversation_id = r.c AND t.term = r.x AND t.df <= 0;
+    END IF;
+    IF v_rm_doc_conv IS NOT NULL THEN
+        DELETE FROM mneme.bm25_stats s WHERE s.conversation_id = ANY (v_rm_doc_conv) AND s.n <= 0;
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION mneme._bm25_apply(uuid[], uuid[]) IS
+    'Internal: removes memories from the BM25 statistics and adds the active ones among p_added '
+    '(called by the memories_bm25_* triggers and mneme.bm25_reindex).';
+
+CREATE OR REPLACE FUNCTION mneme.memories_bm25_trg()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_removed uuid[];
+    v_added   uuid[];
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        SELECT array_agg(n.id) INTO v_added FROM new_rows n WHERE n.status = 'active';
+    ELSIF TG_OP = 'DELETE' THEN
+        SELECT array_agg(o.id) INTO v_removed FROM old_rows o WHERE o.status = 'active';
+    ELSE
+        -- Only rows whose counted state or text changed: FSRS updates by
+        -- reviews cost one join here and nothing else.
+        SELECT array_agg(o.id) FILTER (WHERE o.status = 'active'),
+               array_agg(n.id) FILTER (WHERE n.status = 'active')
+        INTO v_removed, v_added
+        FROM old_rows o FULL JOIN new_rows n ON n.id = o.id
+        WHERE o.id IS NULL OR n.id IS NULL
+           OR (o.status = 'active') <> (n.status = 'active')
+           OR (n.status = 'active'
+               AND (o.conversation_id, o.title, o.summary, o.content)
+                   IS DISTINCT FROM (n.conversation_id, n.title, n.summary, n.content));
+    END IF;
+    IF v_removed IS NOT NULL OR v_added IS NOT NULL THEN
+        PERFORM mneme._bm25_apply(coalesce(v_removed, '{}'), coalesce(v_added, '{}'));
+    END IF;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION mneme.memories_bm25_trg() IS
+    'Statement-level AFTER trigger on mneme.memories: keeps the BM25 statistics right (set-based, so bulk '
+    'INSERT and COPY cost one pass).';
+
+CREATE OR REPLACE FUNCTION mneme.memories_bm25_truncate_trg()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    TRUNCATE mneme.bm25_postings, mneme.bm25_docs, mneme.bm25_terms, mneme.bm25_stats;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION mneme.memories_bm25_truncate_trg() IS
+    'TRUNCATE mneme.memories empties the BM25 statistics too.';
+
+DROP TRIGGER IF EXISTS memories_bm25_insert ON mneme.memories;
+DROP TRIGGER IF EXISTS memories_bm25_update ON mneme.memories;
+DROP TRIGGER IF EXISTS memories_bm25_delete ON mneme.memories;
+DROP TRIGGER IF EXISTS memories_bm25_truncate ON mneme.memories;
+CREATE TRIGGER memories_bm25_insert AFTER INSERT ON mneme.memories
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION mneme.memories_bm25_trg();
+CREATE TRIGGER memories_bm25_update AFTER UPDATE ON mneme.memories
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION mneme.memories_bm25_trg();
+CREATE TRIGGER memories_bm25_delete AFTER DELETE ON mneme.memories
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION mneme.memories_bm25_trg();
+CREATE TRIGGER memories_bm25_truncate AFTER TRUNCATE ON mneme.memories
+    FOR EACH STATEMENT EXECUTE FUNCTION mneme.memories_bm25_truncate_trg();
+
+CREATE OR REPLACE FUNCTION mneme.bm25_reindex()
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_ids uuid[];
+BEGIN
+    LOCK TABLE mneme.memories IN SHARE MODE;  -- no writes while the statistics are rebuilt
+    TRUNCATE mneme.bm25_postings, mneme.bm25_docs, mneme.bm25_terms, mneme.bm25_stats;
+    SELECT array_agg(id) INTO v_ids FROM mneme.memories WHERE status = 'active';
+    PERFORM mneme._bm25_apply('{}', coalesce(v_ids, '{}'));
+    RETURN coalesce(cardinality(v_ids), 0);
+END
+$$;
+COMMENT ON FUNCTION mneme.bm25_reindex() IS
+    'Rebuilds the BM25 statistics from mneme.memories (after changing the tokeniser, or to check them); '
+    'returns the number of memories indexed.';
+
+-- A database that had memories before the BM25 tables existed gets them indexed once.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM mneme.bm25_docs)
+       AND EXISTS (SELECT 1 FROM mneme.memories WHERE status = 'active') THEN
+        PERFORM mneme.bm25_reindex();
+    END IF;
+END
+$$;
+
+-- -----------------------------------------------------------------------------
+-- Query
+-- -----------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION mneme.bm25_search(
+    p_conversation_id uuid,
+    p_query text,
+    p_limit int DEFAULT 100,
+    p_since timestamptz DEFAULT NULL,
+    p_until timestamptz DEFAULT NULL)
+RETURNS TABLE (memory_id uuid, score float8, rank int)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    v_k1 float8 := mneme.setting('bm25_k1')::float8;
+    v_b  float8 := mneme.setting('bm25_b')::float8;
+BEGIN
+    IF p_limit IS NULL OR p_limit < 1 THEN
+        RAISE EXCEPTION 'limit must be at least 1' USING ERRCODE = '22023';
+    END IF;
+    RETURN QUERY
+    WITH qt AS (
+        SELECT DISTINCT u.lexeme AS term FROM unnest(mneme.bm25_tsvector(p_query)) AS u
+    ), expired AS (
+        SELECT m.id FROM mneme.memories m
+        WHERE m.conversation_id = p_conversation_id AND m.valid_until IS NOT NULL
+          AND m.status = 'active' AND m.valid_until <= now()
+    ), st AS (
+        SELECT (s.n - e.n)::float8 AS n, (s.total_len - e.len)::float8 AS total_len
+        FROM mneme.bm25_stats s,
+             LATERAL (SELECT count(*) AS n, coalesce(sum(d.doclen), 0) AS len
+                      FROM expired x JOIN mneme.bm25_docs d ON d.memory_id = x.id) e
+        WHERE s.conversation_id = p_conversation_id
+    ), w AS (
+        SELECT t.term,
+               ln(1 + (st.n - t.df + 0.5) / (t.df + 0.5)) AS idf,
+               st.total_len / st.n AS avgdl
+        FROM st,
+             LATERAL (SELECT bt.term,
+                             bt.df - (SELECT count(*) FROM expired x JOIN mneme.bm25_postings p
+                                      ON p.conversation_id = p_conversation_id AND p.term = bt.term
+                                         AND p.memory_id = x.id)::float8 AS df
+                      FROM mneme.bm25_terms bt
+                      WHERE bt.conversation_id = p_conversation_id AND bt.term IN (SELECT term FROM qt)) t
+        WHERE t.df > 0 AND st.n > 0 AND st.total_len > 0
+    ), sc AS (
+        SELECT p.memory_id AS id,
+               sum(w.idf * p.tf * (v_k1 + 1) / (p.tf + v_k1 * (1 - v_b + v_b * p.doclen / w.avgdl))) AS score
+        FROM w JOIN mneme.bm25_postings p ON p.conversation_id = p_conversation_id AND p.term = w.term
+        WHERE NOT EXISTS (SELECT 1 FROM expired x WHERE x.id = p.memory_id)
+        GROUP BY p.memory_id
+    )
+    SELECT sc.id, sc.score, (row_number() OVER (ORDER BY sc.score DESC, sc.id))::int
+    FROM sc
+    WHERE (p_since IS NULL AND p_until IS NULL)
+       OR EXISTS (SELECT 1 FROM mneme.memories m WHERE m.id = sc.id
+                  AND (p_since IS NULL OR m.created_at >= p_since)
+                  AND (p_until IS NULL OR m.created_at < p_until))
+    ORDER BY sc.score DESC, sc.id
+    LIMIT p_limit;
+END
+$$;
+COMMENT ON FUNCTION mneme.bm25_search(uuid, text, int, timestamptz, timestamptz) IS
+    'The BM25 leg of retrieval: top p_limit active, unexpired memories of the conversation by Okapi BM25 '
+    '(k1, b from settings bm25_k1, bm25_b; idf = ln(1 + (N - df + 0.5) / (df + 0.5)); N, df and the average '
+    'length over the conversation''s active, unexpired memories), created in [p_since, p_until) when given. '
+    'Ties by memory id.';
