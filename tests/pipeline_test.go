@@ -158,6 +158,16 @@ func (e *pipelineEnv) retrieve(query string, ids ...uuid.UUID) {
 	require.NoError(e.t, err)
 }
 
+// search runs the real mneme.retrieve and returns the memory ids.
+func (e *pipelineEnv) search(query string, k int) []uuid.UUID {
+	e.t.Helper()
+	rows, err := e.db.Pool.Query(context.Background(), `SELECT memory_id FROM mneme.retrieve($1, $2, $3)`, e.conv, query, k)
+	require.NoError(e.t, err)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	require.NoError(e.t, err)
+	return ids
+}
+
 var weatherSession = [][2]string{
 	{"user", "What's the weather like in Berlin this weekend?"},
 	{"assistant", "Sunny on Saturday, around 24 degrees, with rain on Sunday afternoon."},
@@ -253,7 +263,10 @@ func TestPipelineSeedExample(t *testing.T) {
 			require.Equal(t, day1.Add(2*time.Hour+5*time.Minute), rust.LastReview.UTC(), "last_reviewed_at = the episode's time")
 			require.GreaterOrEqual(t, rust.Stability, 3.173)
 
-			e.retrieve("rust ownership borrowing", rust.ID, weather.ID)
+			// The real retrieval: BM25 finds the Rust memory, the vector leg
+			// also brings the weather chat (the only other memory).
+			got := e.search("rust ownership borrowing", 5)
+			require.Equal(t, []uuid.UUID{rust.ID, weather.ID}, got)
 			e.session(day3.Add(time.Minute), rustFollowUp)
 			e.say(day4.Format(time.RFC3339), "user", "Today: traits.") // the gap cuts the follow-up
 			e.drain()
@@ -561,4 +574,31 @@ func TestPipelineReviewDefaultRating(t *testing.T) {
 	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[r])
 	require.NoError(t, err)
 	require.ElementsMatch(t, []r{{rust.ID, "hard", true}, {weather.ID, "hard", true}}, got)
+}
+
+// Retrieval is search: a thousand retrievals leave FSRS state untouched,
+// they only queue pending reviews.
+func TestPipelineRetrievalNeverReviews(t *testing.T) {
+	e := newPipelineEnv(t, false)
+	rust := e.rustMemory()
+	var n int
+	require.NoError(t, e.db.Pool.QueryRow(context.Background(), `
+		SELECT count(*) FROM generate_series(1, 1000) g, LATERAL mneme.retrieve($1, 'rust borrow checker ' || g, 5) r`, e.conv).Scan(&n))
+	require.Equal(t, 1000, n)
+	after := e.memory(rust.ID)
+	require.Equal(t, rust.Stability, after.Stability)
+	require.Equal(t, rust.Difficulty, after.Difficulty)
+	require.Equal(t, rust.State, after.State)
+	require.Equal(t, rust.LastReview, after.LastReview)
+	require.Zero(t, after.Reviews)
+	require.Zero(t, e.count(`SELECT count(*) FROM mneme.review_log`))
+	require.Equal(t, 1000, e.count(`SELECT jsonb_array_length(pending_reviews) FROM mneme.message_queue WHERE id = $1`, e.conv))
+
+	// The next segmentation hands all of them to one review, which rates
+	// the memory once, keeping every query.
+	e.session(day3.Add(time.Minute), rustFollowUp)
+	e.say(day4.Format(time.RFC3339), "user", "Today: traits.")
+	e.drain()
+	require.Equal(t, 1, e.memory(rust.ID).Reviews)
+	require.Equal(t, 1000, e.count(`SELECT cardinality(matched_queries) FROM mneme.review_log WHERE memory_id = $1`, rust.ID))
 }

@@ -1,7 +1,9 @@
 package pipeline
 
 import (
+	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -144,4 +146,15 @@ func TestSegmentDecisionValidate(t *testing.T) {
 	}
 	skip := segmentDecision{Action: "skip"}
 	require.NoError(t, skip.Validate())
+}
+
+func TestMatchedQueries(t *testing.T) {
+	require.Equal(t, `"a" (2 times), "b"`, matchedQueries([]string{"a", "b", "a"}))
+	var many []string
+	for i := range 25 {
+		many = append(many, fmt.Sprint("q", i))
+	}
+	got := matchedQueries(append(many, "q0"))
+	require.True(t, strings.HasPrefix(got, `"q0" (2 times), "q1", `))
+	require.True(t, strings.HasSuffix(got, `"q19", and 5 more (26 matches in all)`), got)
 }
