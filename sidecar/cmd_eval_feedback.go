@@ -72,7 +72,8 @@ func cmdEvalFeedback(ctx context.Context, log *slog.Logger, args []string) error
 		enc.SetIndent("", "  ")
 		return enc.Encode(res)
 	}
-	fmt.Printf("feedback simulation: %d needs (%d answers and %d lookalikes each, plus digests), %d memories per policy, %d sessions, precision@%d\n\n",
-		res.Needs, res.Relevant, res.Lookalikes, res.Memories, res.Sessions, res.K)
+	fmt.Printf("feedback simulation: %d needs (%d answers and %d lookalikes each, plus digests), %d memories per policy at the start, "+
+		"%d sessions, %d new answers per need at session %d, precision@%d\n\n",
+		res.Needs, res.Relevant, res.Lookalikes, res.Memories, res.Sessions, res.Relevant, res.NewAnswersAt, res.K)
 	return feedback.WriteTable(os.Stdout, res)
 }

@@ -39,6 +39,10 @@ func WriteSVG(w io.Writer, r Result) error {
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">%d</text>`+"\n", x(s), float64(top)+ph+18, s)
 	}
 	fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">session (one simulated day each)</text>`+"\n", float64(left)+pw/2, height-10)
+	if a := r.NewAnswersAt; a > 0 && a <= n {
+		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%d" y2="%.1f" stroke="#999" stroke-dasharray="4 3"/>`+"\n", x(a), x(a), top, float64(top)+ph)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" fill="#666">new answers arrive</text>`+"\n", x(a)+4, top+12)
+	}
 	fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%d" y2="%.1f" stroke="black"/>`+"\n", left, left, top, float64(top)+ph)
 	fmt.Fprintf(&b, `<line x1="%d" x2="%.1f" y1="%.1f" y2="%.1f" stroke="black"/>`+"\n", left, float64(left)+pw, float64(top)+ph, float64(top)+ph)
 	for i, p := range Policies {
@@ -90,7 +94,9 @@ func WriteTable(w io.Writer, r Result) error {
 		for _, row := range []struct {
 			name string
 			pts  []Point
-		}{{"mean of sessions 1-5", r.Points[:5]}, {fmt.Sprintf("mean of sessions %d-%d", n-4, n), r.Points[n-5:]}} {
+		}{{"mean of sessions 1-5", r.Points[:5]},
+			{fmt.Sprintf("mean of sessions %d-%d (before new answers)", n/2-4, n/2), r.Points[n/2-5 : n/2]},
+			{fmt.Sprintf("mean of sessions %d-%d", n-4, n), r.Points[n-5:]}} {
 			fmt.Fprintf(&b, "| %s |", row.name)
 			for _, p := range Policies {
 				fmt.Fprintf(&b, " %.3f |", avg(row.pts, p))

@@ -30,7 +30,7 @@ var Policies = []Policy{AutoGood, Review, None}
 
 // Options size the simulation.
 type Options struct {
-	Sessions int // default 30; one simulated day each
+	Sessions int // default 30; one simulated day each; new answers arrive after half of them
 	K        int // results per retrieval, default 5
 }
 
@@ -43,13 +43,15 @@ type Point struct {
 
 // Result is the whole run.
 type Result struct {
-	Sessions   int     `json:"sessions"`
-	K          int     `json:"k"`
-	Needs      int     `json:"needs"`
-	Memories   int     `json:"memories_per_policy"`
-	Relevant   int     `json:"relevant_per_need"`
-	Lookalikes int     `json:"lookalikes_per_need"`
-	Points     []Point `json:"points"`
+	Sessions int `json:"sessions"`
+	K        int `json:"k"`
+	Needs    int `json:"needs"`
+	Memories int `json:"memories_per_policy"`
+	Relevant int `json:"relevant_per_need"`
+	// NewAnswersAt is the session at which Later answers arrive (1-based).
+	NewAnswersAt int     `json:"new_answers_at_session"`
+	Lookalikes   int     `json:"lookalikes_per_need"`
+	Points       []Point `json:"points"`
 	// LookalikeStability is the mean stability of the lookalike and hub
 	// memories at the end, per policy: what each policy taught the store.
 	NoiseStability    map[Policy]float64 `json:"noise_stability_end"`
@@ -74,7 +76,7 @@ func Run(ctx context.Context, db interface {
 		opts.K = 5
 	}
 	needs, hubs := buildWorkload()
-	res := Result{Sessions: opts.Sessions, K: opts.K, Needs: len(needs), Relevant: len(needs[0].Relevant), Lookalikes: len(needs[0].Lookalikes),
+	res := Result{NewAnswersAt: opts.Sessions/2 + 1, Sessions: opts.Sessions, K: opts.K, Needs: len(needs), Relevant: len(needs[0].Relevant), Lookalikes: len(needs[0].Lookalikes),
 		NoiseStability: map[Policy]float64{}, RelevantStability: map[Policy]float64{}}
 	tx, err := db.Begin(ctx)
 	if err != nil {
@@ -94,12 +96,7 @@ func Run(ctx context.Context, db interface {
 		convs[p] = conv
 		relevant[p] = map[uuid.UUID]int{}
 		insert := func(content string) (uuid.UUID, error) {
-			var id uuid.UUID
-			// One day old, reviewed at creation: retrievability equal for all.
-			err := tx.QueryRow(ctx, `
-				INSERT INTO mneme.memories (conversation_id, kind, content, summary, source_type, created_at, last_reviewed_at)
-				VALUES ($1, 'semantic', $2, $2, 'import', $3, $3) RETURNING id`, conv, content, now.Add(-24*time.Hour)).Scan(&id)
-			return id, err
+			return insertMemory(ctx, tx, conv, content, now.Add(-24*time.Hour))
 		}
 		for ni, n := range needs {
 			for _, c := range n.Relevant {
@@ -139,6 +136,20 @@ func Run(ctx context.Context, db interface {
 			if _, err := tx.Exec(ctx, `UPDATE mneme.memories SET last_reviewed_at = last_reviewed_at - interval '1 day'
 				WHERE conversation_id = ANY ($1)`, allConvs); err != nil {
 				return res, fmt.Errorf("advance a day: %w", err)
+			}
+		}
+		if s == opts.Sessions/2 {
+			// The user learns more: new answers, fresh (retrievability 1).
+			for _, p := range Policies {
+				for ni, n := range needs {
+					for _, c := range n.Later {
+						id, err := insertMemory(ctx, tx, convs[p], c, now)
+						if err != nil {
+							return res, fmt.Errorf("insert memory: %w", err)
+						}
+						relevant[p][id] = ni
+					}
+				}
 			}
 		}
 		pt := Point{Session: s + 1, Precision: map[Policy]float64{}}
@@ -190,6 +201,16 @@ func Run(ctx context.Context, db interface {
 		res.RelevantStability[p], res.NoiseStability[p] = rel, noi
 	}
 	return res, nil
+}
+
+// insertMemory stores a memory reviewed at its creation.
+func insertMemory(ctx context.Context, tx pgx.Tx, conv uuid.UUID, content string, at time.Time) (uuid.UUID, error) {
+	// Deterministic ids: ranking ties break by id, and runs must agree.
+	id := uuid.NewSHA1(conv, []byte(content))
+	_, err := tx.Exec(ctx, `
+		INSERT INTO mneme.memories (id, conversation_id, kind, content, summary, source_type, created_at, last_reviewed_at)
+		VALUES ($1, $2, 'semantic', $3, $3, 'import', $4, $4)`, id, conv, content, at)
+	return id, err
 }
 
 func keys(m map[uuid.UUID]int) []uuid.UUID {

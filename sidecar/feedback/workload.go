@@ -17,6 +17,7 @@ import (
 type need struct {
 	Query      string
 	Relevant   []string // memories that answer it
+	Later      []string // answers that arrive half-way through
 	Lookalikes []string // memories that share its words but do not answer it
 	Period     int      // it recurs every Period sessions
 	Offset     int
@@ -66,6 +67,9 @@ func buildWorkload() ([]need, []string) {
 			} else {
 				n.Lookalikes = append(n.Lookalikes, fmt.Sprintf("Mentioned the %s while talking about %s and %s.", t.query, m1, m2))
 			}
+		}
+		for j := range 5 {
+			n.Later = append(n.Later, fmt.Sprintf("Update on the %s: %s and %s.", t.query, ans[j], ans[(j+5)%len(ans)]))
 		}
 		needs[i] = n
 	}
