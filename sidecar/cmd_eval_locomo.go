@@ -118,7 +118,10 @@ func cmdEvalLocomo(ctx context.Context, log *slog.Logger, args []string) error {
 	// Offline by default: the heuristic segmenter and the built-in hash
 	// embedder (SQL embeds memories and queries). A configured LLM segments;
 	// a configured embedder embeds memories (pipeline) and questions (here).
-	deps := pipeline.Deps{Embedder: embed.NewHash(dim), Log: log}
+	// The pipeline logs every episode at info: only warnings here, so the
+	// progress bars stay readable.
+	pipeLog := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	deps := pipeline.Deps{Embedder: embed.NewHash(dim), Log: pipeLog}
 	mode := "offline"
 	if cfg.Embed.Configured() {
 		e := embed.NewOpenAI(cfg.Embed, dim)

@@ -211,56 +211,67 @@ CREATE OR REPLACE FUNCTION mneme.bm25_search(
     p_until timestamptz DEFAULT NULL)
 RETURNS TABLE (memory_id uuid, score float8, rank int)
 LANGUAGE plpgsql STABLE
+ROWS 100
 SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
 DECLARE
-    v_k1 float8 := mneme.setting('bm25_k1')::float8;
-    v_b  float8 := mneme.setting('bm25_b')::float8;
+    v_k1      float8 := mneme.setting('bm25_k1')::float8;
+    v_b       float8 := mneme.setting('bm25_b')::float8;
+    v_expired uuid[];
+    v_n       float8;
+    v_total   float8;
+    v_bavg    float8;
 BEGIN
     IF p_limit IS NULL OR p_limit < 1 THEN
         RAISE EXCEPTION 'limit must be at least 1' USING ERRCODE = '22023';
     END IF;
+    SELECT s.n, s.total_len INTO v_n, v_total FROM mneme.bm25_stats s WHERE s.conversation_id = p_conversation_id;
+    IF NOT FOUND THEN
+        RETURN;  -- unknown conversation, or nothing active in it
+    END IF;
+    -- Expired memories are still in the statistics: take them out here.
+    SELECT array_agg(m.id) INTO v_expired FROM mneme.memories m
+    WHERE m.conversation_id = p_conversation_id AND m.valid_until IS NOT NULL
+      AND m.status = 'active' AND m.valid_until <= now();
+    IF v_expired IS NOT NULL THEN
+        SELECT v_n - count(*), v_total - coalesce(sum(d.doclen), 0) INTO v_n, v_total
+        FROM mneme.bm25_docs d WHERE d.memory_id = ANY (v_expired);
+    END IF;
+    IF v_n <= 0 OR v_total <= 0 THEN
+        RETURN;
+    END IF;
+    v_bavg := v_b / (v_total / v_n);  -- b / avgdl
+
     RETURN QUERY
-    WITH qt AS (
-        SELECT DISTINCT u.lexeme AS term FROM unnest(mneme.bm25_tsvector(p_query)) AS u
-    ), expired AS (
-        SELECT m.id FROM mneme.memories m
-        WHERE m.conversation_id = p_conversation_id AND m.valid_until IS NOT NULL
-          AND m.status = 'active' AND m.valid_until <= now()
-    ), st AS (
-        SELECT (s.n - e.n)::float8 AS n, (s.total_len - e.len)::float8 AS total_len
-        FROM mneme.bm25_stats s,
-             LATERAL (SELECT count(*) AS n, coalesce(sum(d.doclen), 0) AS len
-                      FROM expired x JOIN mneme.bm25_docs d ON d.memory_id = x.id) e
-        WHERE s.conversation_id = p_conversation_id
-    ), w AS (
-        SELECT t.term,
-               ln(1 + (st.n - t.df + 0.5) / (t.df + 0.5)) AS idf,
-               st.total_len / st.n AS avgdl
-        FROM st,
-             LATERAL (SELECT bt.term,
-                             bt.df - (SELECT count(*) FROM expired x JOIN mneme.bm25_postings p
-                                      ON p.conversation_id = p_conversation_id AND p.term = bt.term
-                                         AND p.memory_id = x.id)::float8 AS df
-                      FROM mneme.bm25_terms bt
-                      WHERE bt.conversation_id = p_conversation_id AND bt.term IN (SELECT term FROM qt)) t
-        WHERE t.df > 0 AND st.n > 0 AND st.total_len > 0
+    WITH w AS (
+        SELECT t.term, ln(1 + (v_n - t.df + 0.5) / (t.df + 0.5)) AS idf
+        FROM (SELECT bt.term,
+                     bt.df - CASE WHEN v_expired IS NULL THEN 0 ELSE
+                         (SELECT count(*) FROM mneme.bm25_postings p
+                          WHERE p.conversation_id = p_conversation_id AND p.term = bt.term
+                            AND p.memory_id = ANY (v_expired)) END::float8 AS df
+              FROM mneme.bm25_terms bt
+              WHERE bt.conversation_id = p_conversation_id
+                AND bt.term IN (SELECT u.lexeme FROM unnest(mneme.bm25_tsvector(p_query)) AS u)) t
+        WHERE t.df > 0
     ), sc AS (
         SELECT p.memory_id AS id,
-               sum(w.idf * p.tf * (v_k1 + 1) / (p.tf + v_k1 * (1 - v_b + v_b * p.doclen / w.avgdl))) AS score
+               sum(w.idf * p.tf * (v_k1 + 1) / (p.tf + v_k1 * (1 - v_b + v_bavg * p.doclen))) AS score
         FROM w JOIN mneme.bm25_postings p ON p.conversation_id = p_conversation_id AND p.term = w.term
-        WHERE NOT EXISTS (SELECT 1 FROM expired x WHERE x.id = p.memory_id)
+        WHERE v_expired IS NULL OR p.memory_id <> ALL (v_expired)
         GROUP BY p.memory_id
+    ), top AS (
+        SELECT sc.id, sc.score FROM sc
+        WHERE (p_since IS NULL AND p_until IS NULL)
+           OR EXISTS (SELECT 1 FROM mneme.memories m WHERE m.id = sc.id
+                      AND (p_since IS NULL OR m.created_at >= p_since)
+                      AND (p_until IS NULL OR m.created_at < p_until))
+        ORDER BY sc.score DESC, sc.id
+        LIMIT p_limit
     )
-    SELECT sc.id, sc.score, (rank() OVER (ORDER BY sc.score DESC))::int  -- equal scores share a rank
-    FROM sc
-    WHERE (p_since IS NULL AND p_until IS NULL)
-       OR EXISTS (SELECT 1 FROM mneme.memories m WHERE m.id = sc.id
-                  AND (p_since IS NULL OR m.created_at >= p_since)
-                  AND (p_until IS NULL OR m.created_at < p_until))
-    ORDER BY sc.score DESC, sc.id
-    LIMIT p_limit;
+    SELECT top.id, top.score, (rank() OVER (ORDER BY top.score DESC))::int  -- equal scores share a rank
+    FROM top ORDER BY top.score DESC, top.id;
 END
 $$;
 COMMENT ON FUNCTION mneme.bm25_search(uuid, text, int, timestamptz, timestamptz) IS

@@ -98,6 +98,15 @@ func ingest(ctx context.Context, pool *pgxpool.Pool, jobs Jobs, c *Conversation,
 		in.ConvID).Scan(&queued); err != nil {
 		return nil, fmt.Errorf("conversation %s: count queued: %w", c.ID, err)
 	}
+	var failed int
+	var lastErr *string
+	if err := pool.QueryRow(ctx, `SELECT count(*), max(last_error) FROM mneme.jobs WHERE conversation_id = $1 AND last_error IS NOT NULL`,
+		in.ConvID).Scan(&failed, &lastErr); err != nil {
+		return nil, fmt.Errorf("conversation %s: check jobs: %w", c.ID, err)
+	}
+	if failed > 0 {
+		return nil, fmt.Errorf("conversation %s: %d jobs failed, e.g.: %s", c.ID, failed, *lastErr)
+	}
 	if queued > 0 {
 		return nil, fmt.Errorf("conversation %s: %d messages still queued after the final segmentation", c.ID, queued)
 	}

@@ -1,6 +1,8 @@
 package locomo
 
 import (
+	"log/slog"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mneme-memory/mneme/sidecar/jobs"
@@ -8,9 +10,14 @@ import (
 )
 
 // PipelineJobs is the sidecar's job runner with the pipelines registered,
-// for ingest to drain in process.
+// for ingest to drain in process. One job at a time: segmentation of a
+// conversation is sequential anyway, and the run stays deterministic.
 func PipelineJobs(pool *pgxpool.Pool, deps pipeline.Deps) (Jobs, error) {
-	r := &miniRunner{pool: pool, handlers: map[string]jobs.Handler{}}
+	log := deps.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	r := jobs.NewRunner(pool, jobs.Options{Concurrency: 1, Logger: log})
 	if err := pipeline.Register(r, deps); err != nil {
 		return nil, err
 	}

@@ -268,28 +268,33 @@ func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(&b, "mneme memories: %d, %.2f turns and %.1f words (%s) each on average\n\n",
 		r.Memories.Count, r.Memories.MeanTurns, r.Memories.MeanWords, r.Count)
 
+	width := len("recall at budget (words)")
+	for _, m := range r.Methods {
+		width = max(width, len(m.Label))
+	}
+	pad := func(s string) string { return fmt.Sprintf("%-*s", width, s) }
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprint(tw, "evidence recall at budget (words)\t")
+	fmt.Fprintf(tw, "%s\t", pad("recall at budget (words)"))
 	for _, bud := range r.Budgets {
 		fmt.Fprintf(tw, "%d\t", bud)
 	}
 	fmt.Fprintln(tw)
 	for _, m := range r.Methods {
-		fmt.Fprintf(tw, "%s\t", m.Label)
+		fmt.Fprintf(tw, "%s\t", pad(m.Label))
 		for _, res := range m.Results {
 			fmt.Fprintf(tw, "%.3f\t", res.Overall.Recall)
 		}
 		fmt.Fprintln(tw)
 	}
 	fmt.Fprintln(tw)
-	fmt.Fprintf(tw, "at %d words\toverall\t", r.Headline)
+	fmt.Fprintf(tw, "%s\toverall\t", pad(fmt.Sprintf("at %d words", r.Headline)))
 	for _, c := range categoryOrder {
 		fmt.Fprintf(tw, "%s\t", Categories[c])
 	}
 	fmt.Fprint(tw, ">=1 found\tmean words\tsearch p50 ms\tp95 ms\t\n")
 	for _, m := range r.Methods {
 		res := r.Result(m.Name, r.Headline)
-		fmt.Fprintf(tw, "%s\t%.3f\t", m.Label, res.Overall.Recall)
+		fmt.Fprintf(tw, "%s\t%.3f\t", pad(m.Label), res.Overall.Recall)
 		for _, c := range categoryOrder {
 			fmt.Fprintf(tw, "%.3f\t", res.ByCategory[Categories[c]].Recall)
 		}
@@ -297,7 +302,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(tw, "%.3f\t%.0f\t%.2f\t%.2f\t\n", res.Overall.AnyFound, res.Overall.MeanWords, l.P50, l.P95)
 	}
 	res := r.Result(MethodMneme, r.Headline)
-	fmt.Fprintf(tw, "questions\t%d\t", res.Overall.Questions)
+	fmt.Fprintf(tw, "%s\t%d\t", pad("questions"), res.Overall.Questions)
 	for _, c := range categoryOrder {
 		fmt.Fprintf(tw, "%d\t", res.ByCategory[Categories[c]].Questions)
 	}
@@ -307,7 +312,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "\ningest: %.1f s per conversation on average (add_message for every turn, segmentation in process)\n",
 		r.Timing.IngestSecondsMean)
-	fmt.Fprintf(&b, "the four mneme rows come from one mneme.search call per question (latency shown on each)\n")
+	fmt.Fprintf(&b, "mneme and mneme without R share one mneme.search call per question; the legs are mneme.bm25_search and mneme.vector_search\n")
 	_, err := io.WriteString(w, b.String())
 	return err
 }

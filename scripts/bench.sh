@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# make bench: every benchmark, against $DATABASE_URL (make bench runs this
+# under scripts/with-test-db.sh, which provides a private cluster). Each
+# engineer's benchmarks sit in their own marked block.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MNEME=bin/mneme
+
+# --- retrieval (mneme bench retrieve; docs/retrieval.md) ---------------------
+# Sizes that finish in a few minutes on a 2-core machine. The README table
+# also has 100,000 memories: add --memories 100000 (the array fallback needs
+# --queries 10 there).
+$MNEME bench retrieve --memories 10000
+$MNEME bench retrieve --memories 10000 --vector array --queries 50
+$MNEME bench retrieve --memories 100000 --conversations 1000
+# --- end retrieval -------------------------------------------------------------
+
+# --- sidecar (mneme bench events; docs/sidecar.md) ----------------------------
+# Per transport: commit-to-handler-start latency (200 single-job commits) and
+# no-op jobs per second (5,000 jobs enqueued in one transaction).
+$MNEME bench events
+# --- end sidecar ---------------------------------------------------------------
