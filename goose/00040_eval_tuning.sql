@@ -14,14 +14,7 @@ ON CONFLICT (key) DO NOTHING;
 UPDATE mneme.settings SET value = '8', updated_at = now() WHERE key = 'segment_episode_max';
 UPDATE mneme.settings SET value = '2', updated_at = now() WHERE key = 'segment_window';
 
--- rrf_k 60 makes neighbouring ranks differ by under 2%, less than the spread
--- of retrievability between memories that were never reviewed (surprise and
--- age), so the forgetting factor reshuffled equally relevant results; at 10
--- neighbouring ranks differ by 4 to 9%.
-UPDATE mneme.settings SET value = '10', updated_at = now() WHERE key = 'rrf_k';
-
 -- +goose Down
-UPDATE mneme.settings SET value = '60' WHERE key = 'rrf_k';
 UPDATE mneme.settings SET value = '3' WHERE key = 'segment_window';
 UPDATE mneme.settings SET value = '14' WHERE key = 'segment_episode_max';
 DELETE FROM mneme.settings WHERE key = 'rrf_hash_vector_weight';

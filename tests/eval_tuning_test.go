@@ -25,7 +25,7 @@ func TestSearchFusionWeightsTheHashVectorLeg(t *testing.T) {
 	}
 	var k, w float64
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.setting('rrf_k')::float8, mneme.setting('rrf_hash_vector_weight')::float8`).Scan(&k, &w))
-	require.Equal(t, 10.0, k)
+	require.Equal(t, 60.0, k)
 	require.Equal(t, 0.1, w)
 
 	check := func(hits []hit, w float64) {
