@@ -13,3 +13,9 @@ $MNEME bench retrieve --memories 10000
 $MNEME bench retrieve --memories 100000 --conversations 1000
 $MNEME bench retrieve --memories 2000 --vector array --queries 20
 # --- end retrieval -------------------------------------------------------------
+
+# --- sidecar (mneme bench events; docs/sidecar.md) ----------------------------
+# Per transport: commit-to-handler-start latency (200 single-job commits) and
+# no-op jobs per second (5,000 jobs enqueued in one transaction).
+$MNEME bench events
+# --- end sidecar ---------------------------------------------------------------

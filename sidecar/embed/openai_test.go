@@ -72,3 +72,14 @@ func TestOpenAIEmpty(t *testing.T) {
 	require.Empty(t, vecs)
 	require.Empty(t, srv.EmbedRequests())
 }
+
+func TestNewChoosesByConfig(t *testing.T) {
+	e := embed.New(config.Endpoint{}, 32)
+	_, ok := e.(embed.Hash)
+	require.True(t, ok, "no endpoint: the built-in hash embedder")
+	require.Equal(t, 32, e.Dim())
+	srv := llmtest.New(t)
+	e = embed.New(config.Endpoint{BaseURL: srv.URL(), Model: "m"}, 32)
+	_, ok = e.(*embed.OpenAI)
+	require.True(t, ok)
+}

@@ -1,0 +1,73 @@
+package events
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mneme-memory/mneme/sidecar/backoff"
+)
+
+// notifier LISTENs on a dedicated connection. Payloads are hints: a lost
+// notification only delays a job until the next sweep.
+type notifier struct {
+	opts Options
+	w    Waker
+}
+
+func newNotifier(opts Options, w Waker) *notifier { return &notifier{opts: opts, w: w} }
+
+func (n *notifier) Run(ctx context.Context) error {
+	log := n.opts.Logger.With("transport", Notify)
+	fails := 0
+	for ctx.Err() == nil {
+		start := time.Now()
+		err := n.listen(ctx)
+		if ctx.Err() != nil {
+			break
+		}
+		if time.Since(start) > time.Minute {
+			fails = 0
+		}
+		fails++
+		d := n.opts.Reconnect.Delay(fails)
+		log.Warn("LISTEN connection lost; reconnecting", "err", err, "in", d.Round(time.Millisecond))
+		if backoff.Sleep(ctx, d) != nil {
+			break
+		}
+	}
+	return nil
+}
+
+func (n *notifier) listen(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, n.opts.DSN)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	n.opts.Logger.Info("listening", "transport", Notify, "channel", Channel)
+	// Jobs enqueued while we were not listening: the sweep would find them
+	// too, but a reconnect is a good moment to look.
+	n.w.Wake()
+	for {
+		note, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		n.w.Wake()
+		if n.opts.OnEvent != nil {
+			var p struct {
+				ID int64 `json:"id"`
+			}
+			if json.Unmarshal([]byte(note.Payload), &p) == nil && p.ID > 0 {
+				n.opts.OnEvent(p.ID, time.Time{})
+			}
+		}
+	}
+}

@@ -1,0 +1,266 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/mneme-memory/mneme/sidecar/backoff"
+)
+
+// replication follows inserts into mneme.jobs through a persistent logical
+// replication slot (pgoutput, proto_version 2). It confirms a position to
+// the server only once every job inserted up to it has been handled (done,
+// failed, or durably rescheduled), on a timer, so after a crash the slot
+// replays what was not handled yet.
+type replication struct {
+	opts Options
+	w    Waker
+}
+
+func newReplication(opts Options, w Waker) *replication { return &replication{opts: opts, w: w} }
+
+// txn is one committed transaction that inserted jobs.
+type txn struct {
+	end pglogrepl.LSN
+	ids []int64
+}
+
+func (r *replication) Run(ctx context.Context) error {
+	log := r.opts.Logger.With("transport", Replication, "slot", r.opts.Slot)
+	if r.opts.Pool == nil {
+		return errors.New("replication transport needs a pool")
+	}
+	fails := 0
+	for ctx.Err() == nil {
+		start := time.Now()
+		err := r.session(ctx)
+		if ctx.Err() != nil {
+			break
+		}
+		if time.Since(start) > time.Minute {
+			fails = 0
+		}
+		fails++
+		d := r.opts.Reconnect.Delay(fails)
+		if errors.Is(err, ErrSlotActive) {
+			// Another sidecar follows the slot; this one works from the
+			// sweep and tries again later.
+			d = max(d, 5*time.Second)
+			log.Info("slot busy (another sidecar streams from it); relying on the sweep", "retry_in", d)
+		} else {
+			log.Warn("replication stream lost; reconnecting", "err", err, "in", d.Round(time.Millisecond))
+		}
+		if backoff.Sleep(ctx, d) != nil {
+			break
+		}
+	}
+	return nil
+}
+
+func (r *replication) session(ctx context.Context) error {
+	log := r.opts.Logger.With("transport", Replication, "slot", r.opts.Slot)
+	created, err := ensureSlot(ctx, r.opts.Pool, r.opts.Slot)
+	if err != nil {
+		return err
+	}
+	if created {
+		log.Info("created replication slot; it keeps WAL until confirmed, drop it with `mneme slot drop` when retiring mneme")
+	}
+	cfg, err := pgconn.ParseConfig(r.opts.DSN)
+	if err != nil {
+		return fmt.Errorf("parse DATABASE_URL: %w", err)
+	}
+	cfg.RuntimeParams["replication"] = "database"
+	conn, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("replication connect: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	err = pglogrepl.StartReplication(ctx, conn, r.opts.Slot, 0, pglogrepl.StartReplicationOptions{
+		PluginArgs: []string{"proto_version '2'", "publication_names '" + Publication + "'"},
+	})
+	if err != nil {
+		if isCode(err, "55006") {
+			return fmt.Errorf("%w: %v", ErrSlotActive, err)
+		}
+		return fmt.Errorf("start replication: %w", err)
+	}
+	log.Info("streaming")
+	r.w.Wake() // catch up on what was enqueued while not streaming
+
+	var (
+		pending   []txn
+		cur       txn
+		inTxn     bool
+		commitAt  time.Time
+		seen      pglogrepl.LSN // everything up to here was received
+		confirmed pglogrepl.LSN
+		idCol     = map[uint32]int{} // relation id -> index of column "id"
+		next      = time.Now()
+	)
+	for {
+		if !time.Now().Before(next) {
+			pos, rest, err := r.handled(ctx, pending, seen, confirmed)
+			if err != nil {
+				// The database answers no queries (it may be shutting down,
+				// and a walsender waiting for our confirmation would hold the
+				// shutdown up): leave, and resume from the slot later.
+				return fmt.Errorf("check which streamed jobs are handled: %w", err)
+			}
+			pending = rest
+			if pos > confirmed {
+				confirmed = pos
+			}
+			if err := pglogrepl.SendStandbyStatusUpdate(ctx, conn, pglogrepl.StandbyStatusUpdate{
+				WALWritePosition: confirmed, WALFlushPosition: confirmed, WALApplyPosition: confirmed,
+			}); err != nil {
+				return fmt.Errorf("standby status update: %w", err)
+			}
+			next = time.Now().Add(r.opts.StatusEvery)
+		}
+		rctx, cancel := context.WithDeadline(ctx, next)
+		raw, err := conn.ReceiveMessage(rctx)
+		cancel()
+		if err != nil {
+			if pgconn.Timeout(err) && ctx.Err() == nil {
+				continue
+			}
+			return fmt.Errorf("receive: %w", err)
+		}
+		switch m := raw.(type) {
+		case *pgproto3.ErrorResponse:
+			return fmt.Errorf("server: %s (SQLSTATE %s)", m.Message, m.Code)
+		case *pgproto3.CopyData:
+			if len(m.Data) == 0 {
+				continue
+			}
+			switch m.Data[0] {
+			case pglogrepl.PrimaryKeepaliveMessageByteID:
+				ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(m.Data[1:])
+				if err != nil {
+					return fmt.Errorf("parse keepalive: %w", err)
+				}
+				if !inTxn && ka.ServerWALEnd > seen {
+					seen = ka.ServerWALEnd
+				}
+				if ka.ReplyRequested {
+					next = time.Time{}
+				}
+			case pglogrepl.XLogDataByteID:
+				x, err := pglogrepl.ParseXLogData(m.Data[1:])
+				if err != nil {
+					return fmt.Errorf("parse xlogdata: %w", err)
+				}
+				msg, err := pglogrepl.ParseV2(x.WALData, false)
+				if err != nil {
+					return fmt.Errorf("parse pgoutput message: %w", err)
+				}
+				switch msg := msg.(type) {
+				case *pglogrepl.RelationMessageV2:
+					for i, c := range msg.Columns {
+						if c.Name == "id" {
+							idCol[msg.RelationID] = i
+						}
+					}
+				case *pglogrepl.BeginMessage:
+					inTxn, cur, commitAt = true, txn{}, msg.CommitTime
+				case *pglogrepl.InsertMessageV2:
+					i, ok := idCol[msg.RelationID]
+					if !ok || msg.Tuple == nil || i >= len(msg.Tuple.Columns) {
+						continue
+					}
+					id, err := strconv.ParseInt(string(msg.Tuple.Columns[i].Data), 10, 64)
+					if err == nil {
+						cur.ids = append(cur.ids, id)
+					}
+				case *pglogrepl.CommitMessage:
+					inTxn = false
+					cur.end = msg.TransactionEndLSN
+					if len(cur.ids) > 0 {
+						pending = append(pending, cur)
+						r.w.Wake()
+						// The commit record reaches the WAL (and us) a moment
+						// before the transaction is visible to other
+						// snapshots; a second wake covers a claim that ran
+						// inside that window.
+						time.AfterFunc(20*time.Millisecond, r.w.Wake)
+						if r.opts.OnEvent != nil {
+							for _, id := range cur.ids {
+								r.opts.OnEvent(id, commitAt)
+							}
+						}
+					}
+					if cur.end > seen {
+						seen = cur.end
+					}
+				}
+			}
+		}
+	}
+}
+
+// handled drops the leading transactions whose jobs are all handled and
+// returns the position that is safe to confirm.
+func (r *replication) handled(ctx context.Context, pending []txn, seen, confirmed pglogrepl.LSN) (pglogrepl.LSN, []txn, error) {
+	if len(pending) == 0 {
+		return max(seen, confirmed), nil, nil
+	}
+	const maxCheck = 5000
+	var ids []int64
+	for _, t := range pending {
+		if len(ids) >= maxCheck {
+			break
+		}
+		ids = append(ids, t.ids...)
+	}
+	// Not handled: waiting to run for the first time, or running now.
+	rows, err := r.opts.Pool.Query(ctx, `
+		SELECT id FROM mneme.jobs
+		 WHERE id = ANY($1)
+		   AND (state = 'running' OR (state = 'pending' AND attempts = 0 AND run_at <= now()))`, ids)
+	if err != nil {
+		return confirmed, pending, err
+	}
+	open, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return confirmed, pending, err
+	}
+	busy := make(map[int64]bool, len(open))
+	for _, id := range open {
+		busy[id] = true
+	}
+	pos := confirmed
+	n := 0
+	checked := 0
+	for _, t := range pending {
+		if checked >= len(ids) {
+			break
+		}
+		done := true
+		for _, id := range t.ids {
+			if busy[id] {
+				done = false
+				break
+			}
+		}
+		if !done {
+			break
+		}
+		checked += len(t.ids)
+		pos = max(pos, t.end)
+		n++
+	}
+	rest := pending[n:]
+	if len(rest) == 0 {
+		pos = max(pos, seen)
+	}
+	return pos, rest, nil
+}

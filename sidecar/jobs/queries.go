@@ -1,0 +1,73 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// The runner's whole contract with the database: the functions of
+// sql/200-jobs.sql. Nothing else in this package writes SQL.
+
+type claimed struct {
+	Job
+	maxAttempts int
+	readyAt     time.Time
+}
+
+func claim(ctx context.Context, q querier, worker string, limit int, lease time.Duration) ([]claimed, error) {
+	rows, err := q.Query(ctx, `
+		SELECT id, kind, conversation_id, payload, attempts, max_attempts, created_at,
+		       greatest(created_at, run_at)
+		  FROM mneme.claim_jobs($1, $2, $3)`, worker, limit, lease)
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (claimed, error) {
+		var c claimed
+		err := row.Scan(&c.ID, &c.Kind, &c.ConversationID, &c.Payload, &c.Attempts, &c.maxAttempts, &c.CreatedAt, &c.readyAt)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", err)
+	}
+	return out, nil
+}
+
+func complete(ctx context.Context, tx pgx.Tx, id int64, worker string, attempt int) (bool, error) {
+	var ok bool
+	if err := tx.QueryRow(ctx, `SELECT mneme.complete_job($1, $2, $3)`, id, worker, attempt).Scan(&ok); err != nil {
+		return false, fmt.Errorf("complete job %d: %w", id, err)
+	}
+	return ok, nil
+}
+
+// fail returns the new state ("" if the lease was lost).
+func fail(ctx context.Context, q querier, id int64, worker string, attempt int, msg string, retryIn time.Duration, permanent bool) (string, error) {
+	var state pgtype.Text
+	err := q.QueryRow(ctx, `SELECT mneme.fail_job($1, $2, $3, $4, $5, $6)`,
+		id, worker, attempt, msg, retryIn, permanent).Scan(&state)
+	if err != nil {
+		return "", fmt.Errorf("record failure of job %d: %w", id, err)
+	}
+	return state.String, nil
+}
+
+func release(ctx context.Context, q querier, id int64, worker string, attempt int) error {
+	if _, err := q.Exec(ctx, `SELECT mneme.release_job($1, $2, $3)`, id, worker, attempt); err != nil {
+		return fmt.Errorf("release job %d: %w", id, err)
+	}
+	return nil
+}
+
+func extendLease(ctx context.Context, q querier, id int64, worker string, attempt int, lease time.Duration) (bool, error) {
+	var ok pgtype.Bool
+	err := q.QueryRow(ctx, `SELECT mneme.extend_job_lease($1, $2, $3, $4)`, id, worker, attempt, lease).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("extend lease of job %d: %w", id, err)
+	}
+	return ok.Valid && ok.Bool, nil
+}

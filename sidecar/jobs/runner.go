@@ -1,0 +1,460 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/mneme-memory/mneme/sidecar/backoff"
+)
+
+// querier is what the queries need: a pool, a connection or a transaction.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Runner claims jobs from mneme.jobs and runs their handlers.
+type Runner struct {
+	pool *pgxpool.Pool
+	opts Options
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	handlers map[string]Handler
+	running  map[int64]*run // by job id: heartbeats and shutdown release
+
+	wake     chan struct{}
+	slots    chan struct{}
+	inflight sync.WaitGroup
+
+	runCtx     context.Context // parent of every handler context
+	cancelRuns context.CancelFunc
+
+	startOnce sync.Once
+	stopOnce  sync.Once
+	stopping  chan struct{} // closed: claim no more
+	loopsDone chan struct{} // closed when dispatcher and heartbeat exit
+	aborted   bool
+	stopErr   error
+}
+
+type run struct {
+	job     Job
+	attempt int
+	cancel  context.CancelFunc
+}
+
+// NewRunner returns a runner over pool. Register handlers, then Start or Drain.
+func NewRunner(pool *pgxpool.Pool, opts Options) *Runner {
+	opts = opts.withDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Runner{
+		pool:       pool,
+		opts:       opts,
+		log:        opts.Logger.With("worker", opts.WorkerID),
+		handlers:   map[string]Handler{},
+		running:    map[int64]*run{},
+		wake:       make(chan struct{}, 1),
+		slots:      make(chan struct{}, opts.Concurrency),
+		runCtx:     ctx,
+		cancelRuns: cancel,
+		stopping:   make(chan struct{}),
+		loopsDone:  make(chan struct{}),
+	}
+}
+
+// WorkerID is the locked_by value of this runner's claims.
+func (r *Runner) WorkerID() string { return r.opts.WorkerID }
+
+// Register sets the handler for a job kind, replacing any earlier one.
+func (r *Runner) Register(kind string, h Handler) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.handlers[kind] = h
+}
+
+// Kinds lists the registered job kinds.
+func (r *Runner) Kinds() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	kinds := make([]string, 0, len(r.handlers))
+	for k := range r.handlers {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	return kinds
+}
+
+// Wake asks the runner to claim now: an event transport saw a new job. It
+// never blocks; many wakes before the next claim count as one.
+func (r *Runner) Wake() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Start runs the runner in the background until Stop (or Abort). Cancelling
+// ctx is the same as calling Stop with the runner's ShutdownTimeout.
+func (r *Runner) Start(ctx context.Context) {
+	r.startOnce.Do(func() {
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); r.dispatch() }()
+		go func() { defer wg.Done(); r.heartbeat() }()
+		go func() { wg.Wait(); close(r.loopsDone) }()
+		go func() {
+			select {
+			case <-ctx.Done():
+				_ = r.Stop(context.Background())
+			case <-r.stopping:
+			}
+		}()
+		r.log.Info("job runner started", "concurrency", r.opts.Concurrency, "kinds", r.Kinds(),
+			"lease", r.opts.Lease, "sweep", r.opts.PollEvery)
+	})
+}
+
+// Stop stops claiming and waits for in-flight jobs until ctx is done (or,
+// if ctx has no deadline, for the runner's ShutdownTimeout); jobs still
+// running then are cancelled and released for another worker without
+// counting the attempt. Stop is safe to call more than once.
+func (r *Runner) Stop(ctx context.Context) error {
+	r.stopOnce.Do(func() {
+		close(r.stopping)
+		r.startOnce.Do(func() { close(r.loopsDone) }) // never started
+		if _, ok := ctx.Deadline(); !ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, r.opts.ShutdownTimeout)
+			defer cancel()
+		}
+		done := make(chan struct{})
+		go func() { r.inflight.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			n := r.releaseAll()
+			r.log.Warn("shutdown deadline reached: released in-flight jobs", "jobs", n)
+			<-done
+		}
+		r.cancelRuns()
+		<-r.loopsDone
+		r.log.Info("job runner stopped")
+	})
+	return r.stopErr
+}
+
+// Abort stops at once as a crash would: handler contexts are cancelled,
+// nothing is released or recorded, leases are left to expire. Tests use it.
+func (r *Runner) Abort() {
+	r.mu.Lock()
+	r.aborted = true
+	r.mu.Unlock()
+	r.cancelRuns()
+	r.stopOnce.Do(func() {
+		close(r.stopping)
+		r.startOnce.Do(func() { close(r.loopsDone) })
+	})
+	r.inflight.Wait()
+	<-r.loopsDone
+}
+
+func (r *Runner) isAborted() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.aborted
+}
+
+// releaseAll cancels running handlers and gives their jobs back.
+func (r *Runner) releaseAll() int {
+	r.mu.Lock()
+	runs := make([]*run, 0, len(r.running))
+	for _, rn := range r.running {
+		runs = append(runs, rn)
+	}
+	r.mu.Unlock()
+	for _, rn := range runs {
+		rn.cancel()
+	}
+	return len(runs)
+}
+
+// Drain runs every ready job, including jobs that handlers enqueue, and
+// returns when none is ready and none is running. Jobs waiting for a retry
+// (run_at in the future) are left pending. Use it instead of Start, for
+// one-shot processing (mneme run --drain, the demo, evaluations).
+func (r *Runner) Drain(ctx context.Context) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		batch, err := claim(ctx, r.pool, r.opts.WorkerID, r.opts.Concurrency, r.opts.Lease)
+		if err != nil {
+			return err
+		}
+		if len(batch) == 0 {
+			return nil
+		}
+		var wg sync.WaitGroup
+		for _, c := range batch {
+			wg.Add(1)
+			r.inflight.Add(1)
+			go func() {
+				defer wg.Done()
+				defer r.inflight.Done()
+				r.runJob(ctx, c)
+			}()
+		}
+		wg.Wait()
+	}
+}
+
+// dispatch claims as many jobs as there are free slots whenever woken, on
+// every sweep tick, and when a slot frees after a full claim.
+func (r *Runner) dispatch() {
+	tick := time.NewTicker(r.opts.PollEvery)
+	defer tick.Stop()
+	freed := make(chan struct{}, 1)
+	fails := 0
+	for {
+		select {
+		case <-r.stopping:
+			return
+		default:
+		}
+		free := r.opts.Concurrency - len(r.slots)
+		more := false
+		if free > 0 {
+			n, err := r.claimAndStart(free, freed)
+			if err != nil {
+				fails++
+				r.log.Warn("claim failed; retrying", "err", err, "attempt", fails)
+				select {
+				case <-r.stopping:
+					return
+				case <-time.After(backoff.Policy{Base: 200 * time.Millisecond, Max: 10 * time.Second}.Delay(fails)):
+				}
+				continue
+			}
+			fails = 0
+			more = n == free
+		} else {
+			more = true
+		}
+		if more {
+			select {
+			case <-r.stopping:
+				return
+			case <-freed:
+				continue
+			case <-tick.C:
+				continue
+			}
+		}
+		select {
+		case <-r.stopping:
+			return
+		case <-r.wake:
+		case <-tick.C:
+		case <-freed:
+			// A slot freed with the queue empty: nothing to do until woken.
+			continue
+		}
+	}
+}
+
+func (r *Runner) claimAndStart(free int, freed chan struct{}) (int, error) {
+	// A claim is never cut by shutdown half way: what it claims is started
+	// or released.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	batch, err := claim(ctx, r.pool, r.opts.WorkerID, free, r.opts.Lease)
+	if err != nil {
+		return 0, err
+	}
+	for _, c := range batch {
+		r.slots <- struct{}{}
+		r.inflight.Add(1)
+		go func() {
+			defer func() {
+				<-r.slots
+				r.inflight.Done()
+				select {
+				case freed <- struct{}{}:
+				default:
+				}
+			}()
+			r.runJob(r.runCtx, c)
+		}()
+	}
+	return len(batch), nil
+}
+
+// heartbeat extends the leases of running jobs every third of a lease; a
+// run that lost its lease is cancelled (it could not commit anyway).
+func (r *Runner) heartbeat() {
+	tick := time.NewTicker(r.opts.Lease / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.stopping:
+			if r.isAborted() {
+				return
+			}
+			// Keep leases alive while Stop waits for in-flight jobs.
+			if r.countRunning() == 0 {
+				return
+			}
+		default:
+		}
+		select {
+		case <-tick.C:
+		case <-r.runCtx.Done():
+			return
+		}
+		if r.isAborted() {
+			return
+		}
+		r.mu.Lock()
+		runs := make([]*run, 0, len(r.running))
+		for _, rn := range r.running {
+			runs = append(runs, rn)
+		}
+		r.mu.Unlock()
+		for _, rn := range runs {
+			ctx, cancel := context.WithTimeout(context.Background(), r.opts.Lease/3)
+			ok, err := extendLease(ctx, r.pool, rn.job.ID, r.opts.WorkerID, rn.attempt, r.opts.Lease)
+			cancel()
+			if err != nil {
+				r.log.Warn("lease heartbeat failed", "job", rn.job.ID, "err", err)
+				continue
+			}
+			if !ok {
+				r.log.Warn("lease lost; cancelling the run", "job", rn.job.ID, "kind", rn.job.Kind)
+				rn.cancel()
+			}
+		}
+	}
+}
+
+func (r *Runner) countRunning() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.running)
+}
+
+// runJob runs one claimed job to one of: done, retried, failed, lost, released.
+func (r *Runner) runJob(parent context.Context, c claimed) {
+	start := time.Now()
+	r.opts.Observer.Claimed(c.Kind, max(0, start.Sub(c.readyAt)))
+	log := r.log.With("job", c.ID, "kind", c.Kind, "attempt", c.Attempts)
+
+	ctx, cancel := context.WithTimeout(parent, r.opts.JobTimeout)
+	defer cancel()
+	rn := &run{job: c.Job, attempt: c.Attempts, cancel: cancel}
+	r.mu.Lock()
+	r.running[c.ID] = rn
+	h, ok := r.handlers[c.Kind]
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.running, c.ID)
+		r.mu.Unlock()
+	}()
+
+	var err error
+	if !ok {
+		err = fmt.Errorf("%w: no handler for job kind %q in this sidecar (it handles: %s)",
+			ErrPermanent, c.Kind, strings.Join(r.Kinds(), ", "))
+	} else {
+		var committed bool
+		committed, err = r.execute(ctx, h, c)
+		if err == nil && committed {
+			log.Debug("job done", "took", time.Since(start))
+			r.opts.Observer.Finished(c.Kind, OutcomeDone, time.Since(start))
+			return
+		}
+		if err == nil {
+			log.Warn("lease lost before commit; rolled back, the job's new holder decides")
+			r.opts.Observer.Finished(c.Kind, OutcomeLost, time.Since(start))
+			return
+		}
+	}
+	if r.isAborted() {
+		return // a crash records nothing
+	}
+	// Shutdown past its deadline cancelled the run: give the job back.
+	if parent.Err() != nil || errors.Is(ctx.Err(), context.Canceled) {
+		rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer rcancel()
+		if rerr := release(rctx, r.pool, c.ID, r.opts.WorkerID, c.Attempts); rerr != nil {
+			log.Error("release job", "err", rerr)
+		}
+		log.Info("job released", "err", err)
+		r.opts.Observer.Finished(c.Kind, OutcomeReleased, time.Since(start))
+		return
+	}
+	permanent := errors.Is(err, ErrPermanent)
+	delay := r.opts.Retry.Delay(c.Attempts)
+	fctx, fcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer fcancel()
+	state, ferr := fail(fctx, r.pool, c.ID, r.opts.WorkerID, c.Attempts, err.Error(), delay, permanent)
+	switch {
+	case ferr != nil:
+		log.Error("job failed and recording the failure failed too; the lease will expire and the job be retried",
+			"err", err, "record_err", ferr)
+	case state == "failed":
+		log.Error("job failed", "err", err, "permanent", permanent, "max_attempts", c.maxAttempts)
+		r.opts.Observer.Finished(c.Kind, OutcomeFailed, time.Since(start))
+	case state == "pending":
+		log.Warn("job attempt failed; will retry", "err", err, "retry_in", delay.Round(time.Millisecond))
+		r.opts.Observer.Finished(c.Kind, OutcomeRetried, time.Since(start))
+	case state == "done":
+		log.Info("job attempt failed; an equivalent pending job takes over", "err", err)
+		r.opts.Observer.Finished(c.Kind, OutcomeDone, time.Since(start))
+	default:
+		log.Warn("job attempt failed after its lease was lost", "err", err)
+		r.opts.Observer.Finished(c.Kind, OutcomeLost, time.Since(start))
+	}
+}
+
+// execute runs the handler and the completion in one transaction. It
+// returns committed=false with a nil error when the lease was lost.
+func (r *Runner) execute(ctx context.Context, h Handler, c claimed) (committed bool, err error) {
+	tx, err := r.pool.Begin(ctx)
+	if err != nil {
+		return false, fmt.Errorf("begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := safeCall(ctx, h, tx, c.Job); err != nil {
+		return false, err
+	}
+	ok, err := complete(ctx, tx, c.ID, r.opts.WorkerID, c.Attempts)
+	if err != nil || !ok {
+		return false, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return false, fmt.Errorf("commit: %w", err)
+	}
+	return true, nil
+}
+
+func safeCall(ctx context.Context, h Handler, tx pgx.Tx, job Job) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("handler panicked: %v", p)
+		}
+	}()
+	return h(ctx, tx, job)
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mneme-memory/mneme/sidecar/config"
+	"github.com/mneme-memory/mneme/sidecar/dbtest"
+	"github.com/mneme-memory/mneme/sidecar/jobs"
+	"github.com/mneme-memory/mneme/sidecar/metrics"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func get(t *testing.T, url string) (int, string) {
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
+}
+
+// TestServe runs the daemon as `mneme run` does: a job enqueued by SQL is
+// done by the noop handler, /healthz and /metrics answer, and cancelling
+// the context (SIGINT) shuts it down cleanly.
+func TestServe(t *testing.T) {
+	db := dbtest.New(t, dbtest.WithVector("array"))
+	cfg := config.Config{DatabaseURL: db.URL, Events: "notify", Concurrency: 2, PollEvery: time.Hour,
+		MetricsAddr: freeAddr(t), SlotName: "unused"}
+	log := slog.New(slog.DiscardHandler)
+	reg := metrics.New()
+	m := metrics.Sidecar{R: reg}
+	runner := jobs.NewRunner(db.Pool, runnerOptions(cfg, log, m))
+	d, err := newDeps(context.Background(), cfg, db.Pool, log, m)
+	require.NoError(t, err)
+	require.NoError(t, registerHandlers(runner, d))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, cfg, db.Pool, runner, reg, log) }()
+
+	base := "http://" + cfg.MetricsAddr
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(base + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == 200
+	}, 30*time.Second, 20*time.Millisecond)
+	code, body := get(t, base+"/healthz")
+	require.Equal(t, 200, code)
+	require.Contains(t, body, "transport=notify")
+
+	// Wait for the LISTEN, then enqueue: only the notification can wake it.
+	require.Eventually(t, func() bool {
+		var n int
+		_ = db.Pool.QueryRow(context.Background(),
+			`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN mneme_jobs'`).Scan(&n)
+		return n == 1
+	}, 30*time.Second, 20*time.Millisecond)
+	_, err = db.Pool.Exec(context.Background(), `SELECT mneme.enqueue_job('noop', NULL)`)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		var n int
+		_ = db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM mneme.jobs WHERE state = 'done'`).Scan(&n)
+		return n == 1
+	}, 30*time.Second, 20*time.Millisecond)
+
+	code, body = get(t, base+"/metrics")
+	require.Equal(t, 200, code)
+	for _, want := range []string{
+		`mneme_jobs_claimed_total{kind="noop"} 1`,
+		`mneme_jobs_done_total{kind="noop"} 1`,
+		`mneme_job_claim_wait_seconds_count{kind="noop"} 1`,
+		`mneme_jobs{kind="noop",state="done"} 1`,
+	} {
+		require.Contains(t, body, want)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not shut down")
+	}
+}
+
+// TestRunDrain is `mneme run --drain`: every ready job is processed, an
+// unknown kind fails with a clear error, and the command returns.
+func TestRunDrain(t *testing.T) {
+	db := dbtest.New(t, dbtest.WithVector("array"))
+	t.Setenv("DATABASE_URL", db.URL)
+	t.Setenv("MNEME_METRICS_ADDR", "off")
+	ctx := context.Background()
+	_, err := db.Pool.Exec(ctx, `SELECT mneme.enqueue_job('noop', NULL) FROM generate_series(1, 3)`)
+	require.NoError(t, err)
+	_, err = db.Pool.Exec(ctx, `SELECT mneme.enqueue_job('nobody_handles_this', NULL)`)
+	require.NoError(t, err)
+	require.NoError(t, cmdRun(ctx, slog.New(slog.DiscardHandler), []string{"--drain"}))
+	var done, failed int
+	var lastErr string
+	require.NoError(t, db.Pool.QueryRow(ctx, `
+		SELECT count(*) FILTER (WHERE state = 'done'), count(*) FILTER (WHERE state = 'failed'),
+		       coalesce(max(last_error), '')
+		  FROM mneme.jobs`).Scan(&done, &failed, &lastErr))
+	require.Equal(t, 3, done)
+	require.Equal(t, 1, failed)
+	require.True(t, strings.Contains(lastErr, `no handler for job kind "nobody_handles_this"`), lastErr)
+}
+
+func TestRunRejectsHalfSetConfig(t *testing.T) {
+	t.Setenv("DATABASE_URL", "postgres://u@127.0.0.1:1/db")
+	t.Setenv("MNEME_LLM_MODEL", "llama3.1")
+	err := cmdRun(context.Background(), slog.New(slog.DiscardHandler), nil)
+	require.ErrorIs(t, err, config.ErrInvalid)
+	require.ErrorContains(t, err, "MNEME_LLM_BASE_URL is not")
+}

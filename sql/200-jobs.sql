@@ -1,0 +1,252 @@
+-- =============================================================================
+-- mneme job runner contract: the SQL the sidecar's runner calls to claim,
+-- complete, retry and release jobs, plus what an operator uses to see and
+-- requeue them (mneme.job_stats, mneme.retry_job).
+-- Idempotent: re-applied on every `mneme migrate` (CREATE OR REPLACE only).
+--
+-- A claim is a lease: state running, attempts + 1, locked_by = the worker,
+-- locked_until = now() + lease. The pair (locked_by, attempts) identifies one
+-- run: complete_job, fail_job and release_job act only if the job is still
+-- held by that run, so a run whose lease expired and whose job was claimed
+-- again commits nothing.
+-- =============================================================================
+
+-- -----------------------------------------------------------------------------
+-- Claiming
+-- -----------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION mneme.claim_jobs(p_worker text, p_limit int, p_lease interval)
+RETURNS SETOF mneme.jobs
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_n bigint;
+BEGIN
+    IF p_worker IS NULL OR p_worker = '' THEN
+        RAISE EXCEPTION 'worker id must not be empty' USING ERRCODE = '22023';
+    END IF;
+    IF p_limit IS NULL OR p_limit < 1 THEN
+        RAISE EXCEPTION 'claim limit must be at least 1, got %', p_limit USING ERRCODE = '22023';
+    END IF;
+    IF p_lease IS NULL OR p_lease <= interval '0' THEN
+        RAISE EXCEPTION 'lease must be a positive interval, got %', p_lease USING ERRCODE = '22023';
+    END IF;
+    -- A job whose lease expired on its last allowed attempt crashed or hung
+    -- its worker every time: fail it instead of handing it out again.
+    UPDATE mneme.jobs j
+       SET state = 'failed', finished_at = now(), updated_at = now(),
+           locked_by = NULL, locked_until = NULL,
+           last_error = format('lease expired on attempt %s of %s (worker %s crashed or timed out)%s',
+                               j.attempts, j.max_attempts, j.locked_by,
+                               coalesce('; previous error: ' || j.last_error, ''))
+     WHERE j.id IN (SELECT x.id FROM mneme.jobs x
+                     WHERE x.state = 'running' AND x.locked_until < now() AND x.attempts >= x.max_attempts
+                     FOR UPDATE SKIP LOCKED);
+    -- Expired leases first (their worker is gone), then due pending jobs.
+    RETURN QUERY
+    WITH c AS (
+        SELECT x.id FROM mneme.jobs x
+         WHERE x.state = 'running' AND x.locked_until < now()
+         ORDER BY x.locked_until, x.id
+         LIMIT p_limit
+           FOR UPDATE SKIP LOCKED)
+    UPDATE mneme.jobs j
+       SET attempts = j.attempts + 1, locked_by = p_worker, locked_until = now() + p_lease, updated_at = now()
+      FROM c
+     WHERE j.id = c.id
+    RETURNING j.*;
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    IF v_n >= p_limit THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    WITH c AS (
+        SELECT x.id FROM mneme.jobs x
+         WHERE x.state = 'pending' AND x.run_at <= now()
+         ORDER BY x.run_at, x.id
+         LIMIT p_limit - v_n
+           FOR UPDATE SKIP LOCKED)
+    UPDATE mneme.jobs j
+       SET state = 'running', attempts = j.attempts + 1,
+           locked_by = p_worker, locked_until = now() + p_lease, updated_at = now()
+      FROM c
+     WHERE j.id = c.id
+    RETURNING j.*;
+END
+$$;
+COMMENT ON FUNCTION mneme.claim_jobs(text, int, interval) IS
+    'Claims up to p_limit ready jobs (pending and due, or running with an expired lease) with FOR UPDATE SKIP LOCKED: '
+    'state running, attempts + 1, locked_by = p_worker, locked_until = now() + p_lease. '
+    'Fails jobs whose lease expired on their last attempt. Called by the sidecar''s runner.';
+
+CREATE OR REPLACE FUNCTION mneme.extend_job_lease(p_id bigint, p_worker text, p_attempt int, p_lease interval)
+RETURNS boolean
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$
+    UPDATE mneme.jobs
+       SET locked_until = now() + p_lease
+     WHERE id = p_id AND state = 'running' AND locked_by = p_worker AND attempts = p_attempt
+    RETURNING true;
+$$;
+COMMENT ON FUNCTION mneme.extend_job_lease(bigint, text, int, interval) IS
+    'Heartbeat: pushes a running job''s lease forward if this run (worker, attempt) still holds it; NULL otherwise.';
+
+-- -----------------------------------------------------------------------------
+-- Finishing
+-- -----------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION mneme.complete_job(p_id bigint, p_worker text, p_attempt int)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    UPDATE mneme.jobs
+       SET state = 'done', finished_at = now(), updated_at = now(),
+           locked_by = NULL, locked_until = NULL
+     WHERE id = p_id AND state = 'running' AND locked_by = p_worker AND attempts = p_attempt;
+    RETURN FOUND;
+END
+$$;
+COMMENT ON FUNCTION mneme.complete_job(bigint, text, int) IS
+    'Marks a job done if this run (worker, attempt) still holds it; false means the lease was lost and the '
+    'caller must roll back. The runner calls it in the handler''s transaction, so effect and completion commit together.';
+
+-- Puts a running job back to pending at p_run_at. If an equivalent job is
+-- pending already (same dedupe key, or a segment job of the same
+-- conversation), that one will do the work: this one ends done, with the
+-- note in last_error. Returns the new state.
+CREATE OR REPLACE FUNCTION mneme.requeue_job_(p_id bigint, p_run_at timestamptz, p_error text, p_attempts int)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_other bigint;
+BEGIN
+    BEGIN
+        UPDATE mneme.jobs
+           SET state = 'pending', run_at = p_run_at, attempts = p_attempts, last_error = p_error,
+               locked_by = NULL, locked_until = NULL, updated_at = now()
+         WHERE id = p_id;
+        RETURN 'pending';
+    EXCEPTION WHEN unique_violation THEN
+        SELECT p.id INTO v_other FROM mneme.jobs j, mneme.jobs p
+         WHERE j.id = p_id AND p.state = 'pending' AND p.id <> j.id
+           AND ((j.dedupe_key IS NOT NULL AND p.dedupe_key = j.dedupe_key)
+                OR (j.kind = 'segment' AND p.kind = 'segment' AND p.conversation_id = j.conversation_id))
+         LIMIT 1;
+        UPDATE mneme.jobs
+           SET state = 'done', finished_at = now(), updated_at = now(), locked_by = NULL, locked_until = NULL,
+               last_error = format('not retried: equivalent pending job %s does this work; last error: %s',
+                                   coalesce(v_other::text, '?'), coalesce(p_error, 'none'))
+         WHERE id = p_id;
+        RETURN 'done';
+    END;
+END
+$$;
+COMMENT ON FUNCTION mneme.requeue_job_(bigint, timestamptz, text, int) IS
+    'Internal to fail_job and release_job: back to pending, or done when an equivalent job is already pending.';
+
+CREATE OR REPLACE FUNCTION mneme.fail_job(
+    p_id bigint, p_worker text, p_attempt int, p_error text, p_retry_in interval, p_permanent boolean DEFAULT false)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    j mneme.jobs;
+BEGIN
+    IF p_retry_in IS NULL OR p_retry_in < interval '0' THEN
+        RAISE EXCEPTION 'retry delay must be zero or positive, got %', p_retry_in USING ERRCODE = '22023';
+    END IF;
+    SELECT * INTO j FROM mneme.jobs
+     WHERE id = p_id AND state = 'running' AND locked_by = p_worker AND attempts = p_attempt
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN NULL; -- lease lost: whoever holds the job now decides
+    END IF;
+    IF p_permanent OR j.attempts >= j.max_attempts THEN
+        UPDATE mneme.jobs
+           SET state = 'failed', finished_at = now(), updated_at = now(),
+               locked_by = NULL, locked_until = NULL, last_error = coalesce(p_error, 'unknown error')
+         WHERE id = p_id;
+        RETURN 'failed';
+    END IF;
+    RETURN mneme.requeue_job_(p_id, now() + p_retry_in, coalesce(p_error, 'unknown error'), j.attempts);
+END
+$$;
+COMMENT ON FUNCTION mneme.fail_job(bigint, text, int, text, interval, boolean) IS
+    'Records a failed attempt of a run that still holds the job: back to pending after p_retry_in, or failed '
+    '(with last_error) when permanent or out of attempts. Returns the new state, NULL if the lease was lost.';
+
+CREATE OR REPLACE FUNCTION mneme.release_job(p_id bigint, p_worker text, p_attempt int)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    j mneme.jobs;
+BEGIN
+    SELECT * INTO j FROM mneme.jobs
+     WHERE id = p_id AND state = 'running' AND locked_by = p_worker AND attempts = p_attempt
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    -- An interrupted run was not the job's fault: it does not count.
+    RETURN mneme.requeue_job_(p_id, now(), j.last_error, greatest(j.attempts - 1, 0));
+END
+$$;
+COMMENT ON FUNCTION mneme.release_job(bigint, text, int) IS
+    'Gives a running job back (sidecar shutdown): pending now, the attempt not counted. NULL if the lease was lost.';
+
+-- -----------------------------------------------------------------------------
+-- Operator views and commands
+-- -----------------------------------------------------------------------------
+CREATE OR REPLACE VIEW mneme.job_stats AS
+SELECT j.kind,
+       j.state,
+       count(*)            AS jobs,
+       min(j.created_at)   AS oldest_created_at,
+       min(j.run_at) FILTER (WHERE j.state = 'pending') AS next_run_at,
+       max(j.finished_at)  AS last_finished_at
+  FROM mneme.jobs j
+ GROUP BY j.kind, j.state;
+COMMENT ON VIEW mneme.job_stats IS
+    'Jobs per kind and state (pending, running, done, failed). SELECT * FROM mneme.jobs WHERE state = ''failed'' shows last_error.';
+
+CREATE OR REPLACE FUNCTION mneme.retry_job(p_id bigint)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    j mneme.jobs;
+BEGIN
+    IF p_id IS NULL THEN
+        RAISE EXCEPTION 'job id must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    SELECT * INTO j FROM mneme.jobs WHERE id = p_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'job % does not exist', p_id
+            USING ERRCODE = 'P0002', HINT = 'SELECT id, kind, state FROM mneme.jobs WHERE state = ''failed'' lists failed jobs';
+    END IF;
+    IF j.state <> 'failed' THEN
+        RAISE EXCEPTION 'job % is %, only a failed job can be retried', p_id, j.state
+            USING ERRCODE = '55000', HINT = 'pending and running jobs are retried by the sidecar already';
+    END IF;
+    BEGIN
+        UPDATE mneme.jobs
+           SET state = 'pending', attempts = 0, run_at = now(), finished_at = NULL, updated_at = now()
+         WHERE id = p_id;
+    EXCEPTION WHEN unique_violation THEN
+        RAISE EXCEPTION 'job % cannot be requeued: an equivalent job is already pending', p_id
+            USING ERRCODE = '23505', HINT = 'the pending job does the same work; see SELECT * FROM mneme.jobs WHERE state = ''pending''';
+    END;
+    PERFORM pg_notify('mneme_jobs', json_build_object('id', p_id, 'kind', j.kind)::text);
+END
+$$;
+COMMENT ON FUNCTION mneme.retry_job(bigint) IS
+    'Requeues a failed job with a fresh set of attempts (last_error is kept until the next failure). '
+    'Raises P0002 for an unknown id and 55000 for a job that is not failed.';
