@@ -41,7 +41,7 @@ INSERT INTO mneme.settings (key, value, description) VALUES
   ('segment_window',           '3',    'offline segmenter: messages compared on each side of a candidate topic boundary'),
   ('segment_episode_min',      '4',    'offline segmenter: an episode it cuts has at least this many messages'),
   ('segment_episode_max',      '14',   'offline segmenter: an episode this long is cut at its weakest boundary, shift or not'),
-  ('segment_shift_similarity', '0.12', 'offline segmenter: cosine similarity of the embedded windows below which a topic shift is declared'),
+  ('segment_shift_similarity', '0.10', 'offline segmenter: cosine similarity of the embedded windows below which a topic shift is declared'),
   ('segment_summary_sentences','2',    'offline segmenter: sentences in the extractive summary (the most central ones, in order)'),
   ('review_default_rating',    '"hard"', 'rating applied when the reviewer gives none, or an unknown one, for a memory (logged; review_log.defaulted)'),
   ('review_heuristic_thresholds', '{"hard": 0.04, "good": 0.09, "easy": 0.25}',

@@ -193,8 +193,9 @@ func benchTransport(ctx context.Context, log *slog.Logger, url, transport string
 
 func waitTransportReady(ctx context.Context, pool *pgxpool.Pool, transport, slot string) error {
 	q := map[string]string{
-		events.Notify:      `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN mneme_jobs'`,
-		events.Replication: `SELECT count(*) FROM pg_replication_slots WHERE slot_name = '` + slot + `' AND active`,
+		events.Notify: `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN mneme_jobs'`,
+		events.Replication: `SELECT count(*) FROM pg_replication_slots s JOIN pg_stat_replication r ON r.pid = s.active_pid
+			WHERE s.slot_name = '` + slot + `'`,
 	}[transport]
 	if q == "" {
 		return nil

@@ -13,6 +13,7 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/jobs"
 	"github.com/mneme-memory/mneme/sidecar/llm"
 	"github.com/mneme-memory/mneme/sidecar/metrics"
+	"github.com/mneme-memory/mneme/sidecar/pipeline"
 )
 
 // deps is what job handlers may use. LLM is nil when no LLM endpoint is
@@ -62,6 +63,13 @@ func newDeps(ctx context.Context, cfg config.Config, pool *pgxpool.Pool, log *sl
 // `mneme run`. Pipelines add one line each.
 func registerHandlers(r *jobs.Runner, d deps) error {
 	r.Register("noop", noop)
+	pd := pipeline.Deps{Embedder: d.Embedder, Log: d.Log}
+	if d.LLM != nil { // a nil *llm.Client must stay a nil interface: offline
+		pd.LLM = d.LLM
+	}
+	if err := pipeline.Register(r, pd); err != nil {
+		return fmt.Errorf("register pipelines: %w", err)
+	}
 	return nil
 }
 

@@ -3,7 +3,6 @@ package tests
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -17,6 +16,7 @@ import (
 	"github.com/sashabaranov/go-openai"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mneme-memory/mneme/sidecar/backoff"
 	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
 	"github.com/mneme-memory/mneme/sidecar/embed"
@@ -32,6 +32,8 @@ type pipelineEnv struct {
 	t    *testing.T
 	db   *dbtest.DB
 	p    *pipeline.Pipelines
+	deps pipeline.Deps
+	log  *slog.Logger
 	srv  *llmtest.Server // nil offline
 	conv uuid.UUID
 }
@@ -39,14 +41,15 @@ type pipelineEnv struct {
 func newPipelineEnv(t *testing.T, withLLM bool) *pipelineEnv {
 	t.Helper()
 	e := &pipelineEnv{t: t, db: dbtest.New(t), conv: uuid.New()}
-	deps := pipeline.Deps{Embedder: embed.NewHash(config.DefaultEmbedDim), Log: slog.New(slog.NewTextHandler(testWriter{t}, nil))}
+	e.log = slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	deps := pipeline.Deps{Embedder: embed.NewHash(config.DefaultEmbedDim), Log: e.log}
 	if withLLM {
 		e.srv = llmtest.New(t)
 		deps.LLM = llm.New(config.Endpoint{BaseURL: e.srv.URL(), Model: "fake", APIKey: "k"}, 5*time.Second, llm.WithAttempts(1))
 	}
 	p, err := pipeline.New(deps)
 	require.NoError(t, err)
-	e.p = p
+	e.p, e.deps = p, deps
 	return e
 }
 
@@ -65,47 +68,24 @@ func (e *pipelineEnv) say(at string, role, content string) int64 {
 	return id
 }
 
-// drain runs pending segment and review jobs of the conversation, oldest
-// first, each in its own transaction, until none is left. A failing job is
-// retried up to its max_attempts and then marked failed with its error,
-// as the runner does. It returns the number of handler calls.
-func (e *pipelineEnv) drain() int {
+// drain runs the conversation's jobs with the real job runner (the
+// pipelines registered as `mneme run` registers them, fast retries) until
+// none is pending: a failing job is retried up to its max_attempts and then
+// failed with its error kept.
+func (e *pipelineEnv) drain() {
 	e.t.Helper()
 	ctx := context.Background()
-	calls := 0
-	for {
-		tx, err := e.db.Pool.Begin(ctx)
-		require.NoError(e.t, err)
-		var j jobs.Job
-		var maxAttempts int
-		err = tx.QueryRow(ctx, `
-			SELECT id, kind, conversation_id, payload, attempts + 1, created_at, max_attempts FROM mneme.jobs
-			WHERE state = 'pending' AND conversation_id = $1 ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`, e.conv).
-			Scan(&j.ID, &j.Kind, &j.ConversationID, &j.Payload, &j.Attempts, &j.CreatedAt, &maxAttempts)
-		if errors.Is(err, pgx.ErrNoRows) {
-			require.NoError(e.t, tx.Rollback(ctx))
-			return calls
+	r := jobs.NewRunner(e.db.Pool, jobs.Options{Concurrency: 2, Lease: 5 * time.Second, PollEvery: 50 * time.Millisecond,
+		Retry: backoff.Policy{Base: 5 * time.Millisecond, Max: 10 * time.Millisecond}, Logger: e.log})
+	require.NoError(e.t, pipeline.Register(r, e.deps))
+	for range 200 {
+		require.NoError(e.t, r.Drain(ctx))
+		if e.count(`SELECT count(*) FROM mneme.jobs WHERE state IN ('pending', 'running')`) == 0 {
+			return
 		}
-		require.NoError(e.t, err)
-		h := map[string]jobs.Handler{"segment": e.p.Segment, "review": e.p.Review}[j.Kind]
-		require.NotNil(e.t, h, "job kind %s", j.Kind)
-		calls++
-		herr := h(ctx, tx, j)
-		if herr == nil {
-			_, err = tx.Exec(ctx, `UPDATE mneme.jobs SET state = 'done', attempts = $2, finished_at = now() WHERE id = $1`, j.ID, j.Attempts)
-			require.NoError(e.t, err)
-			require.NoError(e.t, tx.Commit(ctx))
-			continue
-		}
-		require.NoError(e.t, tx.Rollback(ctx))
-		state := "pending"
-		if j.Attempts >= maxAttempts || errors.Is(herr, jobs.ErrPermanent) {
-			state = "failed"
-		}
-		_, err = e.db.Pool.Exec(ctx, `UPDATE mneme.jobs SET state = $2, attempts = $3, last_error = $4 WHERE id = $1`,
-			j.ID, state, j.Attempts, herr.Error())
-		require.NoError(e.t, err)
+		time.Sleep(10 * time.Millisecond) // a retry waits for its run_at
 	}
+	e.t.Fatal("jobs still pending after 200 drains")
 }
 
 type memRow struct {
@@ -156,6 +136,16 @@ func (e *pipelineEnv) retrieve(query string, ids ...uuid.UUID) {
 	e.t.Helper()
 	_, err := e.db.Pool.Exec(context.Background(), `SELECT mneme.add_pending_review($1, $2, $3)`, e.conv, ids, query)
 	require.NoError(e.t, err)
+}
+
+// search runs the real mneme.retrieve and returns the memory ids.
+func (e *pipelineEnv) search(query string, k int) []uuid.UUID {
+	e.t.Helper()
+	rows, err := e.db.Pool.Query(context.Background(), `SELECT memory_id FROM mneme.retrieve($1, $2, $3)`, e.conv, query, k)
+	require.NoError(e.t, err)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	require.NoError(e.t, err)
+	return ids
 }
 
 var weatherSession = [][2]string{
@@ -253,7 +243,10 @@ func TestPipelineSeedExample(t *testing.T) {
 			require.Equal(t, day1.Add(2*time.Hour+5*time.Minute), rust.LastReview.UTC(), "last_reviewed_at = the episode's time")
 			require.GreaterOrEqual(t, rust.Stability, 3.173)
 
-			e.retrieve("rust ownership borrowing", rust.ID, weather.ID)
+			// The real retrieval: BM25 finds the Rust memory, the vector leg
+			// also brings the weather chat (the only other memory).
+			got := e.search("rust ownership borrowing", 5)
+			require.Equal(t, []uuid.UUID{rust.ID, weather.ID}, got)
 			e.session(day3.Add(time.Minute), rustFollowUp)
 			e.say(day4.Format(time.RFC3339), "user", "Today: traits.") // the gap cuts the follow-up
 			e.drain()
@@ -497,7 +490,7 @@ func TestPipelineMalformedLLMOutput(t *testing.T) {
 		e.retrieve("rust", uuid.New())
 		_, err := e.db.Pool.Exec(context.Background(), `UPDATE mneme.jobs SET max_attempts = 3`)
 		require.NoError(t, err)
-		require.Equal(t, 3, e.drain())
+		e.drain()
 		var state, lastErr string
 		var attempts int
 		require.NoError(t, e.db.Pool.QueryRow(context.Background(),
@@ -521,7 +514,7 @@ func TestPipelineMalformedLLMOutput(t *testing.T) {
 		e.enqueueReview(rust.LastReview.Add(48*time.Hour), rust.ID)
 		_, err := e.db.Pool.Exec(context.Background(), `UPDATE mneme.jobs SET max_attempts = 3 WHERE kind = 'review'`)
 		require.NoError(t, err)
-		require.Equal(t, 3, e.drain())
+		e.drain()
 		var state, lastErr string
 		require.NoError(t, e.db.Pool.QueryRow(context.Background(),
 			`SELECT state, last_error FROM mneme.jobs WHERE kind = 'review'`).Scan(&state, &lastErr))
@@ -561,4 +554,31 @@ func TestPipelineReviewDefaultRating(t *testing.T) {
 	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[r])
 	require.NoError(t, err)
 	require.ElementsMatch(t, []r{{rust.ID, "hard", true}, {weather.ID, "hard", true}}, got)
+}
+
+// Retrieval is search: a thousand retrievals leave FSRS state untouched,
+// they only queue pending reviews.
+func TestPipelineRetrievalNeverReviews(t *testing.T) {
+	e := newPipelineEnv(t, false)
+	rust := e.rustMemory()
+	var n int
+	require.NoError(t, e.db.Pool.QueryRow(context.Background(), `
+		SELECT count(*) FROM generate_series(1, 1000) g, LATERAL mneme.retrieve($1, 'rust borrow checker ' || g, 5) r`, e.conv).Scan(&n))
+	require.Equal(t, 1000, n)
+	after := e.memory(rust.ID)
+	require.Equal(t, rust.Stability, after.Stability)
+	require.Equal(t, rust.Difficulty, after.Difficulty)
+	require.Equal(t, rust.State, after.State)
+	require.Equal(t, rust.LastReview, after.LastReview)
+	require.Zero(t, after.Reviews)
+	require.Zero(t, e.count(`SELECT count(*) FROM mneme.review_log`))
+	require.Equal(t, 1000, e.count(`SELECT jsonb_array_length(pending_reviews) FROM mneme.message_queue WHERE id = $1`, e.conv))
+
+	// The next segmentation hands all of them to one review, which rates
+	// the memory once, keeping every query.
+	e.session(day3.Add(time.Minute), rustFollowUp)
+	e.say(day4.Format(time.RFC3339), "user", "Today: traits.")
+	e.drain()
+	require.Equal(t, 1, e.memory(rust.ID).Reviews)
+	require.Equal(t, 1000, e.count(`SELECT cardinality(matched_queries) FROM mneme.review_log WHERE memory_id = $1`, rust.ID))
 }

@@ -85,8 +85,11 @@ func start(t *testing.T, db *dbtest.DB, transport, worker string, sweep time.Dur
 func ready(t *testing.T, db *dbtest.DB, transport string) {
 	t.Helper()
 	q := map[string]string{
-		events.Notify:      `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN mneme_jobs'`,
-		events.Replication: fmt.Sprintf(`SELECT count(*) FROM pg_replication_slots WHERE slot_name = '%s' AND active`, slotName(db)),
+		events.Notify: `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN mneme_jobs'`,
+		// Active and held by a walsender: while the slot is being created its
+		// creator holds it too.
+		events.Replication: fmt.Sprintf(`SELECT count(*) FROM pg_replication_slots s JOIN pg_stat_replication r ON r.pid = s.active_pid
+			WHERE s.slot_name = '%s'`, slotName(db)),
 	}[transport]
 	if q == "" {
 		return
@@ -144,8 +147,13 @@ func TestEachTransportDeliversAJob(t *testing.T) {
 
 func slotLSN(t *testing.T, db *dbtest.DB) string {
 	var lsn string
-	require.NoError(t, db.Pool.QueryRow(context.Background(),
-		`SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, slotName(db)).Scan(&lsn))
+	err := db.Pool.QueryRow(context.Background(),
+		`SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, slotName(db)).Scan(&lsn)
+	if err != nil {
+		var all string
+		_ = db.Pool.QueryRow(context.Background(), `SELECT coalesce(string_agg(slot_name || ' ' || coalesce(database,'-') || ' ' || active::text || ' ' || coalesce(active_pid::text, '-'), '; '), 'none') FROM pg_replication_slots`).Scan(&all)
+		t.Fatalf("slot %s: %v; slots: %s", slotName(db), err, all)
+	}
 	return lsn
 }
 
@@ -161,7 +169,7 @@ func TestReplicationCatchUp(t *testing.T) {
 
 	enqueue(t, db, 1000)
 	var lsnAfterEnqueue string
-	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT pg_current_wal_lsn()::text`).Scan(&lsnAfterEnqueue))
+	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT pg_current_wal_insert_lsn()::text`).Scan(&lsnAfterEnqueue))
 
 	s = start(t, db, events.Replication, "w2", noSweep)
 	waitCount(t, db, "done", `SELECT count(*) FROM mneme.jobs WHERE state = 'done'`, 1000)
@@ -198,19 +206,20 @@ func TestReplicationConfirmsOnlyHandled(t *testing.T) {
 	defer func() { cancel(); <-done; _ = r.Stop(context.Background()) }()
 	ready(t, db, events.Replication)
 
-	var beforeJob string
-	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT pg_current_wal_lsn()::text`).Scan(&beforeJob))
 	enqueue(t, db, 1)
+	// Every position up to here includes the job's commit.
+	var afterJob string
+	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT pg_current_wal_insert_lsn()::text`).Scan(&afterJob))
 	waitCount(t, db, "running", `SELECT count(*) FROM mneme.jobs WHERE state = 'running'`, 1)
 	time.Sleep(300 * time.Millisecond) // several status updates
 	var held bool
 	require.NoError(t, db.Pool.QueryRow(context.Background(),
-		`SELECT confirmed_flush_lsn <= $2::pg_lsn FROM pg_replication_slots WHERE slot_name = $1`,
-		slotName(db), beforeJob).Scan(&held))
-	require.True(t, held, "a running job's insert is not confirmed")
+		`SELECT confirmed_flush_lsn < $2::pg_lsn FROM pg_replication_slots WHERE slot_name = $1`,
+		slotName(db), afterJob).Scan(&held))
+	require.True(t, held, "a running job's transaction is not confirmed")
 	close(release)
 	waitCount(t, db, "confirmed", fmt.Sprintf(
-		`SELECT (confirmed_flush_lsn > '%s')::int FROM pg_replication_slots WHERE slot_name = '%s'`, beforeJob, slotName(db)), 1)
+		`SELECT (confirmed_flush_lsn >= '%s')::int FROM pg_replication_slots WHERE slot_name = '%s'`, afterJob, slotName(db)), 1)
 }
 
 // TestTwoSidecarsEachJobOnce: one sidecar follows the slot, one LISTENs;
@@ -304,4 +313,19 @@ func TestChooseAuto(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, events.Poll, tr)
 	require.Contains(t, why, "MNEME_EVENTS")
+}
+
+// TestReplicationSlotBusyFallsBackToNotify: a second sidecar configured for
+// replication finds the slot in use and still gets events (LISTEN).
+func TestReplicationSlotBusyFallsBackToNotify(t *testing.T) {
+	db := newDB(t)
+	a := start(t, db, events.Replication, "a", noSweep)
+	ready(t, db, events.Replication)
+	b := start(t, db, events.Replication, "b", noSweep)
+	ready(t, db, events.Notify)
+	a.stop(t) // only b is left, listening
+	enqueue(t, db, 1)
+	waitCount(t, db, "done", `SELECT count(*) FROM mneme.jobs WHERE state = 'done'`, 1)
+	require.EqualValues(t, 1, b.calls.Load())
+	b.stop(t)
 }

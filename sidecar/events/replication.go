@@ -25,6 +25,10 @@ type replication struct {
 	w    Waker
 }
 
+// slotBusyRetry is how long a sidecar that found the slot in use waits
+// (listening for notifications) before trying the slot again.
+const slotBusyRetry = 30 * time.Second
+
 func newReplication(opts Options, w Waker) *replication { return &replication{opts: opts, w: w} }
 
 // txn is one committed transaction that inserted jobs.
@@ -49,15 +53,18 @@ func (r *replication) Run(ctx context.Context) error {
 			fails = 0
 		}
 		fails++
-		d := r.opts.Reconnect.Delay(fails)
 		if errors.Is(err, ErrSlotActive) {
-			// Another sidecar follows the slot; this one works from the
-			// sweep and tries again later.
-			d = max(d, 5*time.Second)
-			log.Info("slot busy (another sidecar streams from it); relying on the sweep", "retry_in", d)
-		} else {
-			log.Warn("replication stream lost; reconnecting", "err", err, "in", d.Round(time.Millisecond))
+			// Another sidecar follows the slot (one reader at a time): this
+			// one LISTENs meanwhile and tries the slot again later.
+			log.Info("slot busy (another sidecar streams from it); using LISTEN/NOTIFY meanwhile", "retry_in", slotBusyRetry)
+			nctx, cancel := context.WithTimeout(ctx, slotBusyRetry)
+			_ = newNotifier(r.opts, r.w).Run(nctx)
+			cancel()
+			fails = 0
+			continue
 		}
+		d := r.opts.Reconnect.Delay(fails)
+		log.Warn("replication stream lost; reconnecting", "err", err, "in", d.Round(time.Millisecond))
 		if backoff.Sleep(ctx, d) != nil {
 			break
 		}

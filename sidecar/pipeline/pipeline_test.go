@@ -1,7 +1,9 @@
 package pipeline
 
 import (
+	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-var testSettings = settings{Window: 3, EpisodeMin: 4, EpisodeMax: 14, ShiftSimilarity: 0.12, SummarySents: 2,
+var testSettings = settings{Window: 3, EpisodeMin: 4, EpisodeMax: 14, ShiftSimilarity: 0.10, SummarySents: 2,
 	DefaultRating: "hard", Thresholds: map[string]float64{"hard": 0.04, "good": 0.09, "easy": 0.25}}
 
 // topics returns one unit vector per message: topic k is axis k.
@@ -144,4 +146,15 @@ func TestSegmentDecisionValidate(t *testing.T) {
 	}
 	skip := segmentDecision{Action: "skip"}
 	require.NoError(t, skip.Validate())
+}
+
+func TestMatchedQueries(t *testing.T) {
+	require.Equal(t, `"a" (2 times), "b"`, matchedQueries([]string{"a", "b", "a"}))
+	var many []string
+	for i := range 25 {
+		many = append(many, fmt.Sprint("q", i))
+	}
+	got := matchedQueries(append(many, "q0"))
+	require.True(t, strings.HasPrefix(got, `"q0" (2 times), "q1", `))
+	require.True(t, strings.HasSuffix(got, `"q19", and 5 more (26 matches in all)`), got)
 }

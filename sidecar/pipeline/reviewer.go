@@ -52,13 +52,38 @@ func reviewMessage(ctx []message, targets []target) string {
 		if s == "" {
 			s = clip(t.Content, 400)
 		}
-		qs := make([]string, len(t.Queries))
-		for i, q := range t.Queries {
-			qs[i] = fmt.Sprintf("%q", q)
-		}
-		fmt.Fprintf(&b, "\n### Memory %s\n**Summary:** %s\n**Matched queries:** %s\n", t.ID, s, strings.Join(qs, ", "))
+		fmt.Fprintf(&b, "\n### Memory %s\n**Summary:** %s\n**Matched queries:** %s\n", t.ID, s, matchedQueries(t.Queries))
 	}
 	return b.String()
+}
+
+// maxListedQueries bounds the prompt when one memory matched many queries.
+const maxListedQueries = 20
+
+// matchedQueries lists the distinct queries in first-seen order, a repeat
+// shown as a count, at most maxListedQueries of them.
+func matchedQueries(qs []string) string {
+	var order []string
+	n := map[string]int{}
+	for _, q := range qs {
+		if n[q] == 0 {
+			order = append(order, q)
+		}
+		n[q]++
+	}
+	var parts []string
+	for i, q := range order {
+		if i == maxListedQueries {
+			parts = append(parts, fmt.Sprintf("and %d more (%d matches in all)", len(order)-i, len(qs)))
+			break
+		}
+		if n[q] > 1 {
+			parts = append(parts, fmt.Sprintf("%q (%d times)", q, n[q]))
+		} else {
+			parts = append(parts, fmt.Sprintf("%q", q))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 func (p *Pipelines) reviewLLM(ctx context.Context, convo []message, targets []target) (map[uuid.UUID]string, error) {
