@@ -33,3 +33,63 @@ echo "== pending reviews, then take-and-clear"
 "${PSQL[@]}" -c "SELECT jsonb_pretty(pending_reviews) FROM mneme.message_queue WHERE id = '$CONV'"
 "${PSQL[@]}" -c "SELECT mneme.take_pending_reviews('$CONV') AS taken"
 "${PSQL[@]}" -c "SELECT pending_reviews IS NULL AS cleared FROM mneme.message_queue WHERE id = '$CONV'"
+
+# -----------------------------------------------------------------------------
+# The pipelines, offline: docs/sample-conversation.json becomes episodic
+# memories, a retrieval records what it returned, and the next segmentation
+# hands it to a review that moves FSRS state (only the review does).
+# -----------------------------------------------------------------------------
+CONV2=00000000-0000-4000-8000-00000000de01
+SAMPLE=docs/sample-conversation.json
+feed() { # feed SESSION FIRST LAST: add messages FIRST..LAST of session SESSION (1-based)
+  "${PSQL[@]}" -q -v conv="$CONV2" -v s="$1" -v a="$2" -v b="$3" >/dev/null <<'SQL'
+\set sample `cat docs/sample-conversation.json`
+SELECT count(mneme.add_message(:'conv', m->>'role', m->>'content',
+                               ((current_date - (x.s->>'days_ago')::int) + (x.s->>'time')::time) AT TIME ZONE 'UTC'
+                               + (y.i - 1) * interval '1 minute'))
+FROM (SELECT (:'sample'::jsonb)->'sessions'->(:s - 1) AS s) x,
+     jsonb_array_elements(x.s->'messages') WITH ORDINALITY AS y(m, i)
+WHERE y.i BETWEEN :a AND :b;
+SQL
+}
+drain() { MNEME_LOG_LEVEL=${MNEME_LOG_LEVEL:-warn} $MNEME run --drain; }
+
+echo
+echo "== pipelines: the sample conversation ($SAMPLE), offline (no LLM: heuristic segmenter and reviewer)"
+"${PSQL[@]}" -q <<SQL
+DELETE FROM mneme.jobs WHERE conversation_id = '$CONV2';
+DELETE FROM mneme.memories WHERE conversation_id = '$CONV2';
+DELETE FROM mneme.message_queue WHERE id = '$CONV2';
+SQL
+feed 1 1 100   # weekend weather
+feed 2 1 100   # Rust, then a birthday present: the 15-minute gap cuts the weather episode
+drain
+feed 3 1 1     # two days later: the gap cuts the Rust and birthday session; then a retrieval
+drain
+echo "== memories created (the offline segmenter cut session 2 at its topic shift)"
+"${PSQL[@]}" -c "SELECT left(summary, 70) AS summary, label, surprise,
+       round(stability::numeric, 3) AS stability, fsrs_state, source_message_ids[1] || '..' || source_message_ids[cardinality(source_message_ids)] AS messages
+FROM mneme.memories WHERE conversation_id = '$CONV2' ORDER BY created_at, source_message_ids[1]"
+
+QUERY=$("${PSQL[@]}" -Atq <<'SQL'
+\set sample `cat docs/sample-conversation.json`
+SELECT (:'sample'::jsonb)#>>'{sessions,2,query}';
+SQL
+)
+echo "== retrieval: mneme.retrieve('$QUERY'), scores; it records a pending review and changes no FSRS state"
+"${PSQL[@]}" -c "SELECT left(summary, 60) AS summary, round(score::numeric, 5) AS score, round(rrf::numeric, 5) AS rrf,
+       bm25_rank, vector_rank, round(retrievability::numeric, 3) AS retrievability
+FROM mneme.retrieve('$CONV2', '$QUERY', 5)"
+"${PSQL[@]}" -c "SELECT jsonb_array_length(pending_reviews) AS pending_reviews FROM mneme.message_queue WHERE id = '$CONV2'"
+
+feed 3 2 100   # the conversation goes on about Rust
+feed 4 1 100   # that evening: the gap cuts session 3; segmentation takes the pending review
+drain
+echo "== review: the rating per retrieved memory and its stability change (mneme.review_log)"
+"${PSQL[@]}" -c "SELECT left(m.summary, 60) AS memory, l.rating, l.reviewer,
+       round(l.stability_before::numeric, 3) AS stability_before, round(l.stability_after::numeric, 3) AS stability_after,
+       l.state_before || ' -> ' || l.state_after AS phase, l.matched_queries
+FROM mneme.review_log l JOIN mneme.memories m ON m.id = l.memory_id
+WHERE l.conversation_id = '$CONV2' ORDER BY l.id"
+"${PSQL[@]}" -c "SELECT pending_reviews IS NULL AS pending_reviews_taken FROM mneme.message_queue WHERE id = '$CONV2'"
+"${PSQL[@]}" -c "SELECT kind, state, count(*) FROM mneme.jobs WHERE conversation_id = '$CONV2' GROUP BY 1, 2 ORDER BY 1, 2"

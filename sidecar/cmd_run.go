@@ -85,6 +85,7 @@ func runnerOptions(cfg config.Config, log *slog.Logger, m metrics.Sidecar) jobs.
 	return jobs.Options{
 		Concurrency: cfg.Concurrency,
 		PollEvery:   cfg.PollEvery,
+		MaxAttempts: cfg.MaxAttempts,
 		Logger:      log,
 		Observer:    m,
 	}

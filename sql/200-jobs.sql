@@ -11,10 +11,16 @@
 -- again commits nothing.
 -- =============================================================================
 
+-- Signatures that changed before release (a max-attempts override was added).
+DROP FUNCTION IF EXISTS mneme.claim_jobs(text, int, interval);
+DROP FUNCTION IF EXISTS mneme.fail_job(bigint, text, int, text, interval, boolean);
+
 -- -----------------------------------------------------------------------------
 -- Claiming
 -- -----------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION mneme.claim_jobs(p_worker text, p_limit int, p_lease interval)
+-- p_max_attempts, when not NULL, overrides every job's max_attempts
+-- (MNEME_MAX_ATTEMPTS); fail_job takes the same override.
+CREATE OR REPLACE FUNCTION mneme.claim_jobs(p_worker text, p_limit int, p_lease interval, p_max_attempts int DEFAULT NULL)
 RETURNS SETOF mneme.jobs
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -31,16 +37,20 @@ BEGIN
     IF p_lease IS NULL OR p_lease <= interval '0' THEN
         RAISE EXCEPTION 'lease must be a positive interval, got %', p_lease USING ERRCODE = '22023';
     END IF;
+    IF p_max_attempts < 1 THEN
+        RAISE EXCEPTION 'max attempts must be at least 1, got %', p_max_attempts USING ERRCODE = '22023';
+    END IF;
     -- A job whose lease expired on its last allowed attempt crashed or hung
     -- its worker every time: fail it instead of handing it out again.
     UPDATE mneme.jobs j
        SET state = 'failed', finished_at = now(), updated_at = now(),
            locked_by = NULL, locked_until = NULL,
            last_error = format('lease expired on attempt %s of %s (worker %s crashed or timed out)%s',
-                               j.attempts, j.max_attempts, j.locked_by,
+                               j.attempts, coalesce(p_max_attempts, j.max_attempts), j.locked_by,
                                coalesce('; previous error: ' || j.last_error, ''))
      WHERE j.id IN (SELECT x.id FROM mneme.jobs x
-                     WHERE x.state = 'running' AND x.locked_until < now() AND x.attempts >= x.max_attempts
+                     WHERE x.state = 'running' AND x.locked_until < now()
+                       AND x.attempts >= coalesce(p_max_attempts, x.max_attempts)
                      FOR UPDATE SKIP LOCKED);
     -- Expired leases first (their worker is gone), then due pending jobs.
     RETURN QUERY
@@ -74,7 +84,7 @@ BEGIN
     RETURNING j.*;
 END
 $$;
-COMMENT ON FUNCTION mneme.claim_jobs(text, int, interval) IS
+COMMENT ON FUNCTION mneme.claim_jobs(text, int, interval, int) IS
     'Claims up to p_limit ready jobs (pending and due, or running with an expired lease) with FOR UPDATE SKIP LOCKED: '
     'state running, attempts + 1, locked_by = p_worker, locked_until = now() + p_lease. '
     'Fails jobs whose lease expired on their last attempt. Called by the sidecar''s runner.';
@@ -149,7 +159,8 @@ COMMENT ON FUNCTION mneme.requeue_job_(bigint, timestamptz, text, int) IS
     'Internal to fail_job and release_job: back to pending, or done when an equivalent job is already pending.';
 
 CREATE OR REPLACE FUNCTION mneme.fail_job(
-    p_id bigint, p_worker text, p_attempt int, p_error text, p_retry_in interval, p_permanent boolean DEFAULT false)
+    p_id bigint, p_worker text, p_attempt int, p_error text, p_retry_in interval, p_permanent boolean DEFAULT false,
+    p_max_attempts int DEFAULT NULL)
 RETURNS text
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -166,7 +177,7 @@ BEGIN
     IF NOT FOUND THEN
         RETURN NULL; -- lease lost: whoever holds the job now decides
     END IF;
-    IF p_permanent OR j.attempts >= j.max_attempts THEN
+    IF p_permanent OR j.attempts >= coalesce(p_max_attempts, j.max_attempts) THEN
         UPDATE mneme.jobs
            SET state = 'failed', finished_at = now(), updated_at = now(),
                locked_by = NULL, locked_until = NULL, last_error = coalesce(p_error, 'unknown error')
@@ -176,7 +187,7 @@ BEGIN
     RETURN mneme.requeue_job_(p_id, now() + p_retry_in, coalesce(p_error, 'unknown error'), j.attempts);
 END
 $$;
-COMMENT ON FUNCTION mneme.fail_job(bigint, text, int, text, interval, boolean) IS
+COMMENT ON FUNCTION mneme.fail_job(bigint, text, int, text, interval, boolean, int) IS
     'Records a failed attempt of a run that still holds the job: back to pending after p_retry_in, or failed '
     '(with last_error) when permanent or out of attempts. Returns the new state, NULL if the lease was lost.';
 

@@ -15,7 +15,12 @@ import (
 // rrf_hash_vector_weight, with an external embedder by 1; equal BM25 scores
 // and equal distances share a rank, so equal matches fuse to equal scores.
 func TestSearchFusionWeightsTheHashVectorLeg(t *testing.T) {
-	db := dbtest.New(t)
+	for _, variant := range vectorVariants(t) {
+		t.Run(variant, func(t *testing.T) { fusionWeights(t, dbtest.New(t, dbtest.WithVector(variant))) })
+	}
+}
+
+func fusionWeights(t *testing.T, db *dbtest.DB) {
 	ctx := context.Background()
 	conv := uuid.New()
 	twinA := addMemory(t, db, conv, "a quiet lake behind the zebra farm", nil)

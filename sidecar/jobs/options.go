@@ -17,6 +17,7 @@ type Options struct {
 	Lease           time.Duration  // lease per claim, extended by heartbeats while the job runs (default 30s)
 	PollEvery       time.Duration  // sweep interval: claims whatever is ready even without an event (default 5s)
 	Retry           backoff.Policy // delay before a failed job's next attempt (default 1s doubling to 10m)
+	MaxAttempts     int            // overrides every job's max_attempts when > 0 (MNEME_MAX_ATTEMPTS)
 	JobTimeout      time.Duration  // a handler's context deadline (default 10m)
 	ShutdownTimeout time.Duration  // Stop waits this long for in-flight jobs when its ctx has no deadline (default 30s)
 	Logger          *slog.Logger

@@ -18,11 +18,11 @@ type claimed struct {
 	readyAt     time.Time
 }
 
-func claim(ctx context.Context, q querier, worker string, limit int, lease time.Duration) ([]claimed, error) {
+func claim(ctx context.Context, q querier, worker string, limit int, lease time.Duration, maxAttempts int) ([]claimed, error) {
 	rows, err := q.Query(ctx, `
 		SELECT id, kind, conversation_id, payload, attempts, max_attempts, created_at,
 		       greatest(created_at, run_at)
-		  FROM mneme.claim_jobs($1, $2, $3)`, worker, limit, lease)
+		  FROM mneme.claim_jobs($1, $2, $3, $4)`, worker, limit, lease, nullInt(maxAttempts))
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
@@ -46,10 +46,11 @@ func complete(ctx context.Context, tx pgx.Tx, id int64, worker string, attempt i
 }
 
 // fail returns the new state ("" if the lease was lost).
-func fail(ctx context.Context, q querier, id int64, worker string, attempt int, msg string, retryIn time.Duration, permanent bool) (string, error) {
+func fail(ctx context.Context, q querier, id int64, worker string, attempt int, msg string, retryIn time.Duration,
+	permanent bool, maxAttempts int) (string, error) {
 	var state pgtype.Text
-	err := q.QueryRow(ctx, `SELECT mneme.fail_job($1, $2, $3, $4, $5, $6)`,
-		id, worker, attempt, msg, retryIn, permanent).Scan(&state)
+	err := q.QueryRow(ctx, `SELECT mneme.fail_job($1, $2, $3, $4, $5, $6, $7)`,
+		id, worker, attempt, msg, retryIn, permanent, nullInt(maxAttempts)).Scan(&state)
 	if err != nil {
 		return "", fmt.Errorf("record failure of job %d: %w", id, err)
 	}
@@ -71,3 +72,6 @@ func extendLease(ctx context.Context, q querier, id int64, worker string, attemp
 	}
 	return ok.Valid && ok.Bool, nil
 }
+
+// nullInt is NULL for 0 (no override).
+func nullInt(n int) pgtype.Int4 { return pgtype.Int4{Int32: int32(n), Valid: n > 0} }

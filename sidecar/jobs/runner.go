@@ -199,7 +199,7 @@ func (r *Runner) Drain(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		batch, err := claim(ctx, r.pool, r.opts.WorkerID, r.opts.Concurrency, r.opts.Lease)
+		batch, err := claim(ctx, r.pool, r.opts.WorkerID, r.opts.Concurrency, r.opts.Lease, r.opts.MaxAttempts)
 		if err != nil {
 			return err
 		}
@@ -268,8 +268,7 @@ func (r *Runner) dispatch() {
 		case <-r.wake:
 		case <-tick.C:
 		case <-freed:
-			// A slot freed with the queue empty: nothing to do until woken.
-			continue
+			// A job finished; it may have enqueued follow-up work.
 		}
 	}
 }
@@ -279,7 +278,7 @@ func (r *Runner) claimAndStart(free int, freed chan struct{}) (int, error) {
 	// or released.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	batch, err := claim(ctx, r.pool, r.opts.WorkerID, free, r.opts.Lease)
+	batch, err := claim(ctx, r.pool, r.opts.WorkerID, free, r.opts.Lease, r.opts.MaxAttempts)
 	if err != nil {
 		return 0, err
 	}
@@ -409,7 +408,7 @@ func (r *Runner) runJob(parent context.Context, c claimed) {
 	delay := r.opts.Retry.Delay(c.Attempts)
 	fctx, fcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer fcancel()
-	state, ferr := fail(fctx, r.pool, c.ID, r.opts.WorkerID, c.Attempts, err.Error(), delay, permanent)
+	state, ferr := fail(fctx, r.pool, c.ID, r.opts.WorkerID, c.Attempts, err.Error(), delay, permanent, r.opts.MaxAttempts)
 	switch {
 	case ferr != nil:
 		log.Error("job failed and recording the failure failed too; the lease will expire and the job be retried",

@@ -400,3 +400,61 @@ func waitStarted(t *testing.T, started chan struct{}) {
 		t.Fatal("handler never started")
 	}
 }
+
+func TestRunnerMaxAttemptsOverride(t *testing.T) {
+	db := newDB(t)
+	enqueue(t, db, "flaky", 1) // max_attempts column: 5
+	var calls atomic.Int32
+	o := fastOpts()
+	o.MaxAttempts = 2
+	r := jobs.NewRunner(db.Pool, o)
+	r.Register("flaky", func(context.Context, pgx.Tx, jobs.Job) error {
+		calls.Add(1)
+		return errors.New("nope")
+	})
+	r.Start(context.Background())
+	defer r.Stop(context.Background())
+	waitFor(t, db, "failed", `SELECT count(*) FROM mneme.jobs WHERE state = 'failed'`, 1)
+	require.EqualValues(t, 2, calls.Load())
+}
+
+// TestRunnerCrashOnLastAttemptFails: a job whose worker died on its last
+// allowed attempt is failed with a clear error instead of handed out again.
+func TestRunnerCrashOnLastAttemptFails(t *testing.T) {
+	db := newDB(t)
+	ctx := context.Background()
+	enqueue(t, db, "k", 1)
+	_, err := db.Pool.Exec(ctx, `UPDATE mneme.jobs SET max_attempts = 1`)
+	require.NoError(t, err)
+	var id int64
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT id FROM mneme.claim_jobs('dead', 1, '10 ms')`).Scan(&id))
+	time.Sleep(50 * time.Millisecond)
+	r := jobs.NewRunner(db.Pool, fastOpts())
+	r.Register("k", effect("w"))
+	require.NoError(t, r.Drain(ctx))
+	var state, lastErr string
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT state, last_error FROM mneme.jobs WHERE id = $1`, id).Scan(&state, &lastErr))
+	require.Equal(t, "failed", state)
+	require.Contains(t, lastErr, "lease expired on attempt 1 of 1 (worker dead crashed or timed out)")
+	requireExactlyOnce(t, db, 0)
+}
+
+func TestJobFunctionsRejectBadInput(t *testing.T) {
+	db := newDB(t)
+	for _, q := range []string{
+		`SELECT * FROM mneme.claim_jobs('', 1, '1 s')`,
+		`SELECT * FROM mneme.claim_jobs('w', 0, '1 s')`,
+		`SELECT * FROM mneme.claim_jobs('w', 1, '0 s')`,
+		`SELECT * FROM mneme.claim_jobs('w', 1, '1 s', 0)`,
+		`SELECT mneme.fail_job(1, 'w', 1, 'e', '-1 s')`,
+	} {
+		_, err := db.Pool.Exec(context.Background(), q)
+		var pgErr *pgconn.PgError
+		require.True(t, errors.As(err, &pgErr), q)
+		require.Equal(t, "22023", pgErr.Code, q)
+	}
+	_, err := db.Pool.Exec(context.Background(), `SELECT mneme.retry_job(NULL)`)
+	var pgErr *pgconn.PgError
+	require.True(t, errors.As(err, &pgErr))
+	require.Equal(t, "22004", pgErr.Code)
+}

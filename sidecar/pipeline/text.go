@@ -28,7 +28,9 @@ yeah okay ok oh hey hi hello thanks thank sure great good nice cool wow lol haha
 going want wanted know think thought said say says tell told make made way thing things something
 anything everything lot lots kind sort maybe actually definitely pretty quite still even ever always
 never sometimes today yesterday tomorrow time times day days week weeks year years ago new old
-feel feeling felt love glad happy sounds sound awesome amazing totally absolutely`) {
+feel feeling felt love glad happy sounds sound awesome amazing totally absolutely
+next last first back right different topic together perfect start stop where two three need needs use used
+look looking try trying done doing come came take took give gave put find found keep`) {
 		m[w] = true
 	}
 	return m
@@ -62,6 +64,15 @@ func isNumber(w string) bool {
 }
 
 func stem(w string) string {
+	s := trimSuffix(w)
+	// "programming" -> "programm" -> "program", "dropped" -> "drop"
+	if n := len(s); n != len(w) && n >= 4 && s[n-1] == s[n-2] && !strings.ContainsRune("lsz", rune(s[n-1])) {
+		s = s[:n-1]
+	}
+	return s
+}
+
+func trimSuffix(w string) string {
 	switch {
 	case strings.HasSuffix(w, "ies") && len(w) > 5:
 		return w[:len(w)-3] + "y"

@@ -1,0 +1,72 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+)
+
+// The pipelines' SQL functions reject bad input with an SQLSTATE, and a
+// failed call writes nothing.
+func TestPipelineSQLBadInput(t *testing.T) {
+	e := newPipelineEnv(t, false)
+	ctx := context.Background()
+	e.session(day1, rustSession)
+	var ids []int64
+	require.NoError(t, e.db.Pool.QueryRow(ctx, `SELECT array_agg(id ORDER BY id) FROM mneme.queued_messages($1)`, e.conv).Scan(&ids))
+	require.Len(t, ids, 6)
+
+	episode := func(ids []int64, label string, surprise float32, stability float64) error {
+		_, err := e.db.Pool.Exec(ctx, `SELECT mneme.create_episode($1, $2, 'content', 'summary', NULL, $3, $4, false, $5, 5)`,
+			e.conv, ids, surprise, label, stability)
+		return err
+	}
+	code := func(err error) string {
+		var pe *pgconn.PgError
+		require.True(t, errors.As(err, &pe), "want a PostgreSQL error, got %v", err)
+		return pe.Code
+	}
+	require.Equal(t, "22023", code(episode(ids, "Project X", 0.5, 3)))
+	require.Equal(t, "22023", code(episode(ids, "general", 1.5, 3)))
+	require.Equal(t, "22023", code(episode(ids, "general", 0.5, 0)))
+	require.Equal(t, "22023", code(episode([]int64{}, "general", 0.5, 3)))
+	require.Equal(t, "55000", code(episode([]int64{ids[0], 0}, "general", 0.5, 3)), "a message that does not exist is not queued")
+	require.Zero(t, e.count(`SELECT count(*) FROM mneme.memories`))
+
+	require.NoError(t, episode(ids[:3], "project_rust", 0.5, 3))
+	require.Equal(t, "55000", code(episode(ids[2:], "general", 0.5, 3)), "message 3 is consumed")
+	var ok bool
+	require.NoError(t, e.db.Pool.QueryRow(ctx, `SELECT mneme.lock_queued($1, $2)`, e.conv, ids[2:]).Scan(&ok))
+	require.False(t, ok)
+	require.NoError(t, e.db.Pool.QueryRow(ctx, `SELECT mneme.lock_queued($1, $2)`, e.conv, ids[3:]).Scan(&ok))
+	require.True(t, ok)
+	mems := e.memories()
+	require.Len(t, mems, 1)
+	require.Equal(t, ids[:3], mems[0].SourceIDs)
+	require.Equal(t, 3, e.count(`SELECT count(*) FROM mneme.messages WHERE memory_id = $1`, mems[0].ID))
+
+	review := func(rating, reviewer string, at time.Time) error {
+		_, err := e.db.Pool.Exec(ctx, `SELECT mneme.apply_review($1, $2, 5, 5, 'review', $3, $4)`, mems[0].ID, rating, at, reviewer)
+		return err
+	}
+	later := mems[0].LastReview.Add(time.Hour)
+	require.Equal(t, "22023", code(review("great", "llm", later)))
+	require.Equal(t, "22023", code(review("good", "oracle", later)))
+	require.Equal(t, "22004", code(func() error {
+		_, err := e.db.Pool.Exec(ctx, `SELECT mneme.apply_review(NULL, 'good', 5, 5, 'review', now(), 'llm')`)
+		return err
+	}()))
+	var applied bool
+	require.NoError(t, e.db.Pool.QueryRow(ctx, `SELECT mneme.apply_review($1, 'good', 5, 5, 'review', $2, 'llm')`, uuid.New(), later).Scan(&applied))
+	require.False(t, applied, "unknown memory")
+	require.Zero(t, e.count(`SELECT count(*) FROM mneme.review_log`))
+	require.Equal(t, "22004", code(func() error {
+		_, err := e.db.Pool.Exec(ctx, `SELECT * FROM mneme.queued_messages(NULL)`)
+		return err
+	}()))
+}
