@@ -33,7 +33,9 @@ type sidecar struct {
 func (s *sidecar) stop(t *testing.T) {
 	t.Helper()
 	s.cancel()
-	require.NoError(t, <-s.done)
+	err := <-s.done
+	s.done <- err // for the cleanup
+	require.NoError(t, err)
 	require.NoError(t, s.runner.Stop(context.Background()))
 }
 
@@ -77,7 +79,18 @@ func start(t *testing.T, db *dbtest.DB, transport, worker string, sweep time.Dur
 	s.cancel = cancel
 	r.Start(context.Background())
 	go func() { s.done <- src.Run(ctx) }()
-	t.Cleanup(func() { cancel(); _ = r.Stop(context.Background()) })
+	t.Cleanup(func() {
+		// Wait for the stream to end so the slot is inactive when dbtest
+		// drops it (an active slot would keep the database from dropping).
+		cancel()
+		select {
+		case err := <-s.done:
+			s.done <- err
+		case <-time.After(30 * time.Second):
+			t.Log("event source did not stop within 30 s")
+		}
+		_ = r.Stop(context.Background())
+	})
 	return s
 }
 
