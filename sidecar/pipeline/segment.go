@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -156,9 +157,7 @@ func (p *Pipelines) Segment(ctx context.Context, tx pgx.Tx, job jobs.Job) error 
 // handOverReviews takes the conversation's pending reviews and, if there
 // were any, enqueues a review job with them as they are, the messages as
 // context and reviewed_at = the newest message's time (now when none).
-func (p *Pipelines) handOverReviews(ctx context.Context, tx pgx.Tx, conv uuid.UUID, msgs []message, log interface {
-	Info(string, ...any)
-}) error {
+func (p *Pipelines) handOverReviews(ctx context.Context, tx pgx.Tx, conv uuid.UUID, msgs []message, log *slog.Logger) error {
 	var pending []byte
 	if err := tx.QueryRow(ctx, `SELECT mneme.take_pending_reviews($1)`, conv).Scan(&pending); err != nil {
 		return fmt.Errorf("take pending reviews: %w", err)
