@@ -287,7 +287,11 @@ func TestSlotDrop(t *testing.T) {
 	db := newDB(t)
 	s := start(t, db, events.Replication, "w", noSweep)
 	ready(t, db, events.Replication)
-	_, err := events.DropSlot(context.Background(), db.Pool, slotName(db))
+	lag, err := events.Lag(context.Background(), db.Pool, slotName(db))
+	require.NoError(t, err)
+	require.True(t, lag.Active)
+	require.NotEmpty(t, lag.ConfirmedFlushLSN)
+	_, err = events.DropSlot(context.Background(), db.Pool, slotName(db))
 	require.ErrorIs(t, err, events.ErrSlotActive)
 	s.stop(t)
 	waitCount(t, db, "slot inactive", fmt.Sprintf(
@@ -298,6 +302,8 @@ func TestSlotDrop(t *testing.T) {
 	dropped, err = events.DropSlot(context.Background(), db.Pool, slotName(db))
 	require.NoError(t, err)
 	require.False(t, dropped)
+	_, err = events.Lag(context.Background(), db.Pool, slotName(db))
+	require.ErrorContains(t, err, "no replication slot named")
 }
 
 func TestChooseAuto(t *testing.T) {
