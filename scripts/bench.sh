@@ -7,12 +7,11 @@ cd "$(dirname "$0")/.."
 MNEME=bin/mneme
 
 # --- retrieval (mneme bench retrieve; docs/retrieval.md) ---------------------
-# Sizes that finish in a few minutes on a 2-core machine. The README table
-# also has 100,000 memories: add --memories 100000 (the array fallback needs
-# --queries 10 there).
+# Sizes that finish in a few minutes on a 2-core machine; docs/retrieval.md
+# has the 100,000-memory runs and their exact commands.
 $MNEME bench retrieve --memories 10000
-$MNEME bench retrieve --memories 10000 --vector array --queries 50
 $MNEME bench retrieve --memories 100000 --conversations 1000
+$MNEME bench retrieve --memories 2000 --vector array --queries 20
 # --- end retrieval -------------------------------------------------------------
 
 # --- sidecar (mneme bench events; docs/sidecar.md) ----------------------------

@@ -165,3 +165,47 @@ DROP TRIGGER IF EXISTS memories_hash_embed ON mneme.memories;
 CREATE TRIGGER memories_hash_embed
     BEFORE INSERT OR UPDATE OF title, summary, content, embedding ON mneme.memories
     FOR EACH ROW EXECUTE FUNCTION mneme.memories_hash_embed_trg();
+
+-- -----------------------------------------------------------------------------
+-- Array variant: embeddings are stored L2-normalised, so exact search is a
+-- dot product over the query's non-zero components (mneme.vector_search).
+-- Cosine distance is scale-invariant: no result changes.
+-- -----------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION mneme.l2_normalize(p real[])
+RETURNS real[]
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT CASE WHEN n.norm > 0 AND abs(n.norm - 1) > 1e-7
+            THEN (SELECT array_agg((x / n.norm)::real ORDER BY i) FROM unnest(p) WITH ORDINALITY AS u(x, i))
+            ELSE p END
+FROM (SELECT sqrt(sum(x::float8 * x)) AS norm FROM unnest(p) AS x) n
+$$;
+COMMENT ON FUNCTION mneme.l2_normalize(real[]) IS
+    'p / |p| (p itself when already of unit length or all zero).';
+
+CREATE OR REPLACE FUNCTION mneme.memories_normalize_embedding_trg()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NEW.embedding IS NOT NULL THEN
+        NEW.embedding := mneme.l2_normalize(NEW.embedding::real[]);
+    END IF;
+    RETURN NEW;
+END
+$$;
+COMMENT ON FUNCTION mneme.memories_normalize_embedding_trg() IS
+    'Array variant: stores embeddings L2-normalised (runs after memories_hash_embed: triggers fire in name order).';
+
+DROP TRIGGER IF EXISTS memories_normalize_embedding ON mneme.memories;
+DO $$
+BEGIN
+    IF mneme.setting('vector_variant') #>> '{}' = 'array' THEN
+        CREATE TRIGGER memories_normalize_embedding
+            BEFORE INSERT OR UPDATE OF embedding, title, summary, content ON mneme.memories
+            FOR EACH ROW EXECUTE FUNCTION mneme.memories_normalize_embedding_trg();
+    END IF;
+END
+$$;

@@ -39,6 +39,18 @@ DECLARE
     v_rm_doc_conv uuid[];
     v_rm_doc_len int[];
 BEGIN
+    -- 0. Lock the conversations' totals first, in key order: writers of one
+    -- conversation queue here before touching any term row, so two
+    -- transactions that each write several memories of a conversation in
+    -- separate statements cannot deadlock on the term rows.
+    INSERT INTO mneme.bm25_stats AS s (conversation_id, n, total_len)
+    SELECT DISTINCT x.c, 0, 0
+    FROM (SELECT d.conversation_id AS c FROM mneme.bm25_docs d WHERE d.memory_id = ANY (p_removed)
+          UNION ALL
+          SELECT m.conversation_id FROM mneme.memories m WHERE m.id = ANY (p_added) AND m.status = 'active') x
+    ORDER BY x.c
+    ON CONFLICT (conversation_id) DO UPDATE SET n = s.n;
+
     -- 1. Take the removed memories out; keep what they counted for.
     IF cardinality(p_removed) > 0 THEN
         WITH del AS (

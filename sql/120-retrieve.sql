@@ -147,6 +147,28 @@ BEGIN
             ORDER BY m.embedding OPERATOR(@extschema@.<=>) v_q
             LIMIT p_limit)
         SELECT c.id, c.d::float8, (row_number() OVER (ORDER BY c.d, c.id))::int FROM c ORDER BY c.d, c.id;
+    ELSIF mneme.setting('vector_variant') #>> '{}' = 'array' THEN
+        -- Exact, array variant: stored embeddings are unit length (trigger
+        -- memories_normalize_embedding), so cosine distance = 1 - q.m / |q|,
+        -- summed over the query's non-zero components only.
+        RETURN QUERY
+        WITH q AS (
+            SELECT u.i::int AS i, u.x / n.norm AS x
+            FROM unnest(p_embedding) WITH ORDINALITY AS u(x, i),
+                 (SELECT sqrt(sum(y::float8 * y)) AS norm FROM unnest(p_embedding) AS y) n
+            WHERE u.x <> 0
+        ), c AS MATERIALIZED (
+            SELECT m.id, m.embedding::real[] AS e
+            FROM mneme.memories m
+            WHERE m.conversation_id = p_conversation_id AND m.status = 'active'
+              AND (m.valid_until IS NULL OR m.valid_until > now()) AND m.embedding IS NOT NULL
+              AND (p_since IS NULL OR m.created_at >= p_since)
+              AND (p_until IS NULL OR m.created_at < p_until)
+        ), d AS (
+            SELECT c.id, 1 - sum(q.x * c.e[q.i]) AS d FROM c CROSS JOIN q GROUP BY c.id
+        )
+        SELECT d.id, d.d, (row_number() OVER (ORDER BY d.d, d.id))::int
+        FROM d ORDER BY d.d, d.id LIMIT p_limit;
     ELSE
         -- Exact: the distance is computed in a materialized CTE, so the
         -- planner cannot turn the ORDER BY into an index scan that filters

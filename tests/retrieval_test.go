@@ -591,3 +591,57 @@ func TestRetrieveDateRangeAndMarkdown(t *testing.T) {
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT jsonb_array_length(pending_reviews) FROM mneme.message_queue WHERE id = $1`, conv).Scan(&entries))
 	require.Equal(t, 1, entries, "retrieve_markdown records its retrieval")
 }
+
+// Concurrent writers of one conversation (several statements per
+// transaction, inserts, text updates, status changes, deletes) neither
+// deadlock nor leave the BM25 statistics wrong.
+func TestBM25ConcurrentWriters(t *testing.T) {
+	db := dbtest.New(t, dbtest.WithVector("array"))
+	ctx := context.Background()
+	conv := uuid.New()
+	const workers, rounds = 6, 15
+	errs := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		go func(w int) {
+			r := rand.New(rand.NewPCG(uint64(w), 99))
+			errs <- func() error {
+				for i := 0; i < rounds; i++ {
+					err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+						var a, b uuid.UUID
+						if err := tx.QueryRow(ctx, `INSERT INTO mneme.memories (conversation_id, content) VALUES ($1, $2) RETURNING id`,
+							conv, randomText(r, 8)).Scan(&a); err != nil {
+							return err
+						}
+						if err := tx.QueryRow(ctx, `INSERT INTO mneme.memories (conversation_id, content) VALUES ($1, $2) RETURNING id`,
+							conv, randomText(r, 8)).Scan(&b); err != nil {
+							return err
+						}
+						if _, err := tx.Exec(ctx, `UPDATE mneme.memories SET content = $2 WHERE id = $1`, a, randomText(r, 5)); err != nil {
+							return err
+						}
+						switch i % 3 {
+						case 0:
+							_, err := tx.Exec(ctx, `DELETE FROM mneme.memories WHERE id = $1`, b)
+							return err
+						case 1:
+							_, err := tx.Exec(ctx, `UPDATE mneme.memories SET status = 'inactive' WHERE id = $1`, b)
+							return err
+						}
+						return nil
+					})
+					if err != nil {
+						return fmt.Errorf("worker %d round %d: %w", w, i, err)
+					}
+				}
+				return nil
+			}()
+		}(w)
+	}
+	for w := 0; w < workers; w++ {
+		require.NoError(t, <-errs)
+	}
+	requireSameBM25(t, db.Pool, conv, []string{"tea", "green tea morning", "the party", "rust borrow checker"}, "after concurrent writers")
+	var n int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT n FROM mneme.bm25_stats WHERE conversation_id = $1`, conv).Scan(&n))
+	require.Equal(t, workers*rounds*2-workers*rounds*2/3, n)
+}
