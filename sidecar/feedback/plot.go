@@ -59,7 +59,11 @@ func WriteSVG(w io.Writer, r Result) error {
 	}
 	for i, p := range Policies {
 		ly := top + 20 + 22*i
-		fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="3"/>`+"\n", width-right+15, width-right+40, ly, ly, colors[p])
+		dash := ""
+		if p == None {
+			dash = ` stroke-dasharray="7 5"`
+		}
+		fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="3"%s/>`+"\n", width-right+15, width-right+40, ly, ly, colors[p], dash)
 		fmt.Fprintf(&b, `<text x="%d" y="%d">%s</text>`+"\n", width-right+46, ly+4, p)
 	}
 	b.WriteString("</svg>\n")
