@@ -146,7 +146,7 @@ BEGIN
               AND (m.valid_until IS NULL OR m.valid_until > now()) AND m.embedding IS NOT NULL
             ORDER BY m.embedding OPERATOR(@extschema@.<=>) v_q
             LIMIT p_limit)
-        SELECT c.id, c.d::float8, (row_number() OVER (ORDER BY c.d, c.id))::int FROM c ORDER BY c.d, c.id;
+        SELECT c.id, c.d::float8, (rank() OVER (ORDER BY c.d))::int FROM c ORDER BY c.d, c.id;
     ELSIF mneme.setting('vector_variant') #>> '{}' = 'array' THEN
         -- Exact, array variant: stored embeddings are unit length (trigger
         -- memories_normalize_embedding), so cosine distance = 1 - q.m / |q|,
@@ -167,7 +167,7 @@ BEGIN
         ), d AS (
             SELECT c.id, 1 - sum(q.x * c.e[q.i]) AS d FROM c CROSS JOIN q GROUP BY c.id
         )
-        SELECT d.id, d.d, (row_number() OVER (ORDER BY d.d, d.id))::int
+        SELECT d.id, d.d, (rank() OVER (ORDER BY d.d))::int
         FROM d ORDER BY d.d, d.id LIMIT p_limit;
     ELSE
         -- Exact: the distance is computed in a materialized CTE, so the
@@ -181,7 +181,7 @@ BEGIN
               AND (m.valid_until IS NULL OR m.valid_until > now()) AND m.embedding IS NOT NULL
               AND (p_since IS NULL OR m.created_at >= p_since)
               AND (p_until IS NULL OR m.created_at < p_until))
-        SELECT c.id, c.d::float8, (row_number() OVER (ORDER BY c.d, c.id))::int
+        SELECT c.id, c.d::float8, (rank() OVER (ORDER BY c.d))::int
         FROM c WHERE c.d IS NOT NULL ORDER BY c.d, c.id LIMIT p_limit;
     END IF;
 END
@@ -193,7 +193,7 @@ COMMENT ON FUNCTION mneme.vector_search(uuid, real[], int, timestamptz, timestam
     'The vector leg of retrieval: top p_limit active, unexpired memories of the conversation by cosine '
     'distance to p_embedding (empty when p_embedding is NULL), created in [p_since, p_until) when given. '
     'Exact over the conversation''s rows, or through the HNSW index with iterative scans for large '
-    'conversations (pgvector variant, setting vector_exact_max). Ties by memory id.';
+    'conversations (pgvector variant, setting vector_exact_max). Equal distances share a rank (listed by memory id).';
 
 -- -----------------------------------------------------------------------------
 -- The ranking
@@ -220,6 +220,11 @@ DECLARE
     v_until   timestamptz := search.until;
     v_cand    int := mneme.setting('retrieve_candidates')::int;
     v_rrf_k   float8 := mneme.setting('rrf_k')::float8;
+    -- The built-in hash embedder's vectors are lexical (hashed words and
+    -- trigrams): mostly redundant with BM25 and noisier, so its leg weighs
+    -- less in the fusion (setting rrf_hash_vector_weight; docs/eval.md).
+    v_vec_w   float8 := CASE WHEN mneme.setting('embedder') #>> '{}' = 'hash'
+                             THEN mneme.setting('rrf_hash_vector_weight')::float8 ELSE 1 END;
     v_weights jsonb := mneme.setting('label_weights');
 BEGIN
     IF v_conv IS NULL THEN
@@ -260,7 +265,7 @@ BEGIN
     ), r AS (
         SELECT m.id, m.kind, m.summary, m.content, m.created_at, f.br, f.vr, f.bs, f.vd,
                m.title, m.label, m.pinned,
-               coalesce(1 / (v_rrf_k + f.br), 0) + coalesce(1 / (v_rrf_k + f.vr), 0) AS rrf,
+               coalesce(1 / (v_rrf_k + f.br), 0) + v_vec_w * coalesce(1 / (v_rrf_k + f.vr), 0) AS rrf,
                CASE WHEN m.pinned THEN 1::float8
                     ELSE mneme._retrievability(m.stability, m.last_reviewed_at, now()) END AS ret,
                coalesce((v_weights ->> m.label)::float8,
@@ -278,7 +283,8 @@ $$;
 COMMENT ON FUNCTION mneme.search(uuid, text, int, real[], timestamptz, timestamptz) IS
     'Hybrid retrieval with no side effects: the top retrieve_candidates by BM25 and by cosine distance among '
     'the conversation''s active, unexpired memories (created in [since, until) when given), fused by '
-    'reciprocal rank (rrf = sum 1 / (rrf_k + rank)), score = rrf * retrievability (1 if pinned) * label weight; '
+    'reciprocal rank (rrf = sum 1 / (rrf_k + rank); the vector leg times rrf_hash_vector_weight with embedder "hash"), '
+    'score = rrf * retrievability (1 if pinned) * label weight; '
     'top k (1..100) by score, ties by id. Without query_embedding, embedder "hash" embeds the query in SQL; '
     'embedder "external" skips the vector leg (vector_rank NULL, NOTICE). Unknown conversation: no rows.';
 
