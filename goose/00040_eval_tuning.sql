@@ -9,12 +9,13 @@ INSERT INTO mneme.settings (key, value, description) VALUES
 ON CONFLICT (key) DO NOTHING;
 
 -- Shorter episodes: a context budget holds more of them, so more distinct
--- evidence fits (LoCoMo dev: 8.1 turns per episode on average at 14, 6.1
--- at 8).
-UPDATE mneme.settings SET value = '8', updated_at = now() WHERE key = 'segment_episode_max';
-UPDATE mneme.settings SET value = '2', updated_at = now() WHERE key = 'segment_window';
+-- evidence fits (LoCoMo dev: 8.6 turns per episode on average at 14, 6.2
+-- at 8). Only where the old default is still in place: a value someone
+-- chose stays.
+UPDATE mneme.settings SET value = '8', updated_at = now() WHERE key = 'segment_episode_max' AND value = '14';
+UPDATE mneme.settings SET value = '2', updated_at = now() WHERE key = 'segment_window' AND value = '3';
 
 -- +goose Down
-UPDATE mneme.settings SET value = '3' WHERE key = 'segment_window';
-UPDATE mneme.settings SET value = '14' WHERE key = 'segment_episode_max';
+UPDATE mneme.settings SET value = '3' WHERE key = 'segment_window' AND value = '2';
+UPDATE mneme.settings SET value = '14' WHERE key = 'segment_episode_max' AND value = '8';
 DELETE FROM mneme.settings WHERE key = 'rrf_hash_vector_weight';
