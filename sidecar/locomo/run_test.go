@@ -205,3 +205,26 @@ func TestBM25Baseline(t *testing.T) {
 	require.Equal(t, "", ids("the of and"), "stop words match nothing")
 	require.Equal(t, "BCA", ids("dog cat play"), "all three terms first; then the shorter of two equal matches")
 }
+
+// A session dated before the previous one (add_message appends in time
+// order) is moved to just after it, and counted.
+func TestIngestClampsOutOfOrderSessions(t *testing.T) {
+	db := dbtest.New(t)
+	convs, err := Parse([]byte(`[{"sample_id": "order", "conversation": {
+		"speaker_a": "Ana", "speaker_b": "Ben",
+		"session_1_date_time": "1:00 pm on 2 May, 2023",
+		"session_1": [{"speaker": "Ana", "dia_id": "D1:1", "text": "first"}, {"speaker": "Ben", "dia_id": "D1:2", "text": "second"}],
+		"session_2_date_time": "9:00 am on 1 May, 2023",
+		"session_2": [{"speaker": "Ana", "dia_id": "D2:1", "text": "third"}, {"speaker": "Ben", "dia_id": "D2:2", "text": "fourth"}]},
+		"qa": [{"question": "What came third?", "evidence": ["D2:1"], "category": 4}]}]`))
+	require.NoError(t, err)
+	in, err := ingest(context.Background(), db.Pool, newJobs(t, db.Pool), &convs[0], nil)
+	require.NoError(t, err)
+	require.Equal(t, 2, in.Clamped)
+	var ordered bool
+	require.NoError(t, db.Pool.QueryRow(context.Background(), `
+		SELECT bool_and(created_at > prev) FROM (
+			SELECT created_at, lag(created_at) OVER (ORDER BY id) AS prev FROM mneme.messages WHERE conversation_id = $1) x
+		WHERE prev IS NOT NULL`, in.ConvID).Scan(&ordered))
+	require.True(t, ordered)
+}
