@@ -13,6 +13,7 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/embed"
 	"github.com/mneme-memory/mneme/sidecar/feedback"
+	"github.com/mneme-memory/mneme/sidecar/migrate"
 	"github.com/mneme-memory/mneme/sidecar/pipeline"
 )
 
@@ -35,24 +36,43 @@ func cmdEvalFeedback(ctx context.Context, log *slog.Logger, args []string) error
 	if err != nil {
 		return err
 	}
-	if err := cfg.Validate(true); err != nil {
+	if err := cfg.Validate(false); err != nil {
 		return err
 	}
-	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	// A scratch database (on DATABASE_URL's server, else a private cluster)
+	// freshly migrated with the defaults: the same numbers every time, and
+	// nothing lands in a real database.
+	dsn, cleanup, err := scratchDatabase(ctx, log, cfg, false)
 	if err != nil {
-		return fmt.Errorf("connect: %w", err)
+		return err
+	}
+	defer cleanup()
+	opts := migrate.Options{Vector: cfg.Vector}
+	if cfg.EmbedDimSet {
+		opts.EmbedDim = cfg.EmbedDim
+	}
+	if _, err := migrate.Run(ctx, dsn, opts); err != nil {
+		return fmt.Errorf("migrate the scratch database: %w", err)
+	}
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		return fmt.Errorf("connect to the scratch database: %w", err)
 	}
 	defer pool.Close()
+	var dim int
+	if err := pool.QueryRow(ctx, `SELECT (mneme.setting('embedding_dim') #>> '{}')::int`).Scan(&dim); err != nil {
+		return fmt.Errorf("read embedding_dim: %w", err)
+	}
 	// The offline reviewer, as `mneme run` uses it with no LLM configured.
 	// Its per-memory logs are thousands of lines here: warnings only.
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	p, err := pipeline.New(pipeline.Deps{Embedder: embed.NewHash(cfg.EmbedDim), Log: quiet})
+	p, err := pipeline.New(pipeline.Deps{Embedder: embed.NewHash(dim), Log: quiet})
 	if err != nil {
 		return err
 	}
 	res, err := feedback.Run(ctx, pool, p.Review, feedback.Options{Sessions: *sessions}, log)
 	if err != nil {
-		return fmt.Errorf("feedback simulation (is the database migrated? run mneme migrate): %w", err)
+		return fmt.Errorf("feedback simulation: %w", err)
 	}
 	if *plot != "" {
 		f, err := os.Create(*plot)

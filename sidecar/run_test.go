@@ -1,12 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,7 +22,14 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/metrics"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
+func TestMain(m *testing.M) {
+	// TestRunSIGTERM re-executes this binary as the real `mneme`.
+	if os.Getenv("MNEME_TEST_AS_MAIN") == "1" {
+		main()
+		os.Exit(0)
+	}
+	dbtest.Main(m)
+}
 
 func freeAddr(t *testing.T) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -129,4 +140,37 @@ func TestRunRejectsHalfSetConfig(t *testing.T) {
 	err := cmdRun(context.Background(), slog.New(slog.DiscardHandler), nil)
 	require.ErrorIs(t, err, config.ErrInvalid)
 	require.ErrorContains(t, err, "MNEME_LLM_BASE_URL is not")
+}
+
+// TestRunSIGTERM runs `mneme run` as a process: it does a job enqueued by
+// SQL and exits 0 after SIGTERM, having stopped its runner.
+func TestRunSIGTERM(t *testing.T) {
+	db := dbtest.New(t, dbtest.WithVector("array"))
+	cmd := exec.Command(os.Args[0], "run")
+	cmd.Env = append(os.Environ(), "MNEME_TEST_AS_MAIN=1", "DATABASE_URL="+db.URL,
+		"MNEME_EVENTS=notify", "MNEME_METRICS_ADDR=off", "MNEME_POLL_INTERVAL=200ms")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+
+	_, err := db.Pool.Exec(context.Background(), `SELECT mneme.enqueue_job('noop', NULL)`)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		var n int
+		_ = db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM mneme.jobs WHERE state = 'done'`).Scan(&n)
+		return n == 1
+	}, 60*time.Second, 50*time.Millisecond)
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-exited:
+		require.NoError(t, err, stderr.String())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("mneme run did not exit after SIGTERM:\n%s", stderr.String())
+	}
+	require.Contains(t, stderr.String(), "shutting down")
+	require.Contains(t, stderr.String(), "job runner stopped")
 }

@@ -282,7 +282,7 @@ BEGIN
         ORDER BY sc.score DESC, sc.id
         LIMIT p_limit
     )
-    SELECT top.id, top.score, (row_number() OVER (ORDER BY top.score DESC, top.id))::int
+    SELECT top.id, top.score, (rank() OVER (ORDER BY top.score DESC))::int  -- equal scores share a rank
     FROM top ORDER BY top.score DESC, top.id;
 END
 $$;
@@ -290,4 +290,4 @@ COMMENT ON FUNCTION mneme.bm25_search(uuid, text, int, timestamptz, timestamptz)
     'The BM25 leg of retrieval: top p_limit active, unexpired memories of the conversation by Okapi BM25 '
     '(k1, b from settings bm25_k1, bm25_b; idf = ln(1 + (N - df + 0.5) / (df + 0.5)); N, df and the average '
     'length over the conversation''s active, unexpired memories), created in [p_since, p_until) when given. '
-    'Ties by memory id.';
+    'Equal scores share a rank (and are listed by memory id).';

@@ -148,7 +148,7 @@ BEGIN
               AND (m.valid_until IS NULL OR m.valid_until > now()) AND m.embedding IS NOT NULL
             ORDER BY m.embedding OPERATOR(@extschema@.<=>) v_q
             LIMIT p_limit)
-        SELECT c.id, c.d::float8, (row_number() OVER (ORDER BY c.d, c.id))::int FROM c ORDER BY c.d, c.id;
+        SELECT c.id, c.d::float8, (rank() OVER (ORDER BY c.d))::int FROM c ORDER BY c.d, c.id;
     ELSIF mneme.setting('vector_variant') #>> '{}' = 'array' THEN
         -- Exact, array variant: stored embeddings are unit length (trigger
         -- memories_normalize_embedding), so cosine distance = 1 - q.m / |q|
@@ -162,7 +162,7 @@ BEGIN
              (SELECT sqrt(sum(y::float8 * y)) AS norm FROM unnest(p_embedding) AS y) n
         WHERE u.x <> 0;
         RETURN QUERY EXECUTE format($q$
-            SELECT t.id, t.d, (row_number() OVER (ORDER BY t.d, t.id))::int
+            SELECT t.id, t.d, (rank() OVER (ORDER BY t.d))::int
             FROM (SELECT c.id, c.d FROM (
                       SELECT m.id, 1 - (%s) AS d
                       FROM (SELECT m.id, m.embedding::real[] AS e
@@ -186,7 +186,7 @@ BEGIN
               AND (m.valid_until IS NULL OR m.valid_until > now()) AND m.embedding IS NOT NULL
               AND (p_since IS NULL OR m.created_at >= p_since)
               AND (p_until IS NULL OR m.created_at < p_until))
-        SELECT c.id, c.d::float8, (row_number() OVER (ORDER BY c.d, c.id))::int
+        SELECT c.id, c.d::float8, (rank() OVER (ORDER BY c.d))::int
         FROM c WHERE c.d IS NOT NULL ORDER BY c.d, c.id LIMIT p_limit;
     END IF;
 END
@@ -198,7 +198,7 @@ COMMENT ON FUNCTION mneme.vector_search(uuid, real[], int, timestamptz, timestam
     'The vector leg of retrieval: top p_limit active, unexpired memories of the conversation by cosine '
     'distance to p_embedding (empty when p_embedding is NULL), created in [p_since, p_until) when given. '
     'Exact over the conversation''s rows, or through the HNSW index with iterative scans for large '
-    'conversations (pgvector variant, setting vector_exact_max). Ties by memory id.';
+    'conversations (pgvector variant, setting vector_exact_max). Equal distances share a rank (listed by memory id).';
 
 -- -----------------------------------------------------------------------------
 -- The ranking
@@ -225,6 +225,11 @@ DECLARE
     v_until   timestamptz := search.until;
     v_cand    int := mneme.setting('retrieve_candidates')::int;
     v_rrf_k   float8 := mneme.setting('rrf_k')::float8;
+    -- The built-in hash embedder's vectors are lexical (hashed words and
+    -- trigrams): mostly redundant with BM25 and noisier, so its leg weighs
+    -- less in the fusion (setting rrf_hash_vector_weight; docs/eval.md).
+    v_vec_w   float8 := CASE WHEN mneme.setting('embedder') #>> '{}' = 'hash'
+                             THEN mneme.setting('rrf_hash_vector_weight')::float8 ELSE 1 END;
     v_weights jsonb := mneme.setting('label_weights');
 BEGIN
     IF v_conv IS NULL THEN
@@ -265,7 +270,7 @@ BEGIN
     ), r AS (
         SELECT m.id, m.kind, m.summary, m.content, m.created_at, f.br, f.vr, f.bs, f.vd,
                m.title, m.label, m.pinned,
-               coalesce(1 / (v_rrf_k + f.br), 0) + coalesce(1 / (v_rrf_k + f.vr), 0) AS rrf,
+               coalesce(1 / (v_rrf_k + f.br), 0) + v_vec_w * coalesce(1 / (v_rrf_k + f.vr), 0) AS rrf,
                CASE WHEN m.pinned THEN 1::float8
                     ELSE mneme._retrievability(m.stability, m.last_reviewed_at, now()) END AS ret,
                coalesce((v_weights ->> m.label)::float8,
@@ -283,7 +288,8 @@ $$;
 COMMENT ON FUNCTION mneme.search(uuid, text, int, real[], timestamptz, timestamptz) IS
     'Hybrid retrieval with no side effects: the top retrieve_candidates by BM25 and by cosine distance among '
     'the conversation''s active, unexpired memories (created in [since, until) when given), fused by '
-    'reciprocal rank (rrf = sum 1 / (rrf_k + rank)), score = rrf * retrievability (1 if pinned) * label weight; '
+    'reciprocal rank (rrf = sum 1 / (rrf_k + rank); the vector leg times rrf_hash_vector_weight with embedder "hash"), '
+    'score = rrf * retrievability (1 if pinned) * label weight; '
     'top k (1..100) by score, ties by id. Without query_embedding, embedder "hash" embeds the query in SQL; '
     'embedder "external" skips the vector leg (vector_rank NULL, NOTICE). Unknown conversation: no rows.';
 

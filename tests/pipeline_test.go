@@ -38,9 +38,9 @@ type pipelineEnv struct {
 	conv uuid.UUID
 }
 
-func newPipelineEnv(t *testing.T, withLLM bool) *pipelineEnv {
+func newPipelineEnv(t *testing.T, withLLM bool, opts ...dbtest.Option) *pipelineEnv {
 	t.Helper()
-	e := &pipelineEnv{t: t, db: dbtest.New(t), conv: uuid.New()}
+	e := &pipelineEnv{t: t, db: dbtest.New(t, opts...), conv: uuid.New()}
 	e.log = slog.New(slog.NewTextHandler(testWriter{t}, nil))
 	deps := pipeline.Deps{Embedder: embed.NewHash(config.DefaultEmbedDim), Log: e.log}
 	if withLLM {
@@ -215,95 +215,103 @@ func segmentReply(summary, label string) llmtest.Reply {
 // segmentation the review strengthens the Rust memory and weakens the
 // weather one.
 func TestPipelineSeedExample(t *testing.T) {
-	for _, withLLM := range []bool{false, true} {
-		t.Run(map[bool]string{false: "offline", true: "llm"}[withLLM], func(t *testing.T) {
-			e := newPipelineEnv(t, withLLM)
-			ctx := context.Background()
-			if withLLM {
-				e.srv.Script(
-					segmentReply("The user plans a bike ride by the Wannsee on a sunny Saturday in Berlin.", "temporary"),
-					segmentReply("The user is learning Rust: ownership, borrowing and the borrow checker.", "project_rust"),
-					segmentReply("The user practised Rust move semantics and asked about lifetimes.", "project_rust"),
-				)
-				e.srv.Default(rateBySummary)
-			}
-			e.session(day1, weatherSession)
-			e.session(day1.Add(2*time.Hour), rustSession) // the gap cuts the weather episode
-			e.drain()
-			e.say(day3.Format(time.RFC3339), "user", "I'm back at Rust after two days.") // the gap cuts the Rust episode
-			e.drain()
-			mems := e.memories()
-			require.Len(t, mems, 2, "one memory per session")
-			weather, rust := mems[0], mems[1]
-			require.Contains(t, weather.Content, "Wannsee")
-			require.Contains(t, rust.Content, "borrow checker")
-			require.Contains(t, rust.Content, "[2026-03-01 10:01] assistant: Start with The Rust")
-			require.True(t, rust.HasEmbeding)
-			require.Equal(t, "learning", rust.State)
-			require.Equal(t, day1.Add(2*time.Hour+5*time.Minute), rust.LastReview.UTC(), "last_reviewed_at = the episode's time")
-			require.GreaterOrEqual(t, rust.Stability, 3.173)
+	for _, variant := range variants(t) {
+		for _, withLLM := range []bool{false, true} {
+			t.Run(variant+"/"+map[bool]string{false: "offline", true: "llm"}[withLLM], func(t *testing.T) {
+				seedExample(t, withLLM, variant)
+			})
+		}
+	}
+}
 
-			// The real retrieval: BM25 finds the Rust memory, the vector leg
-			// also brings the weather chat (the only other memory).
-			got := e.search("rust ownership borrowing", 5)
-			require.Equal(t, []uuid.UUID{rust.ID, weather.ID}, got)
-			e.session(day3.Add(time.Minute), rustFollowUp)
-			e.say(day4.Format(time.RFC3339), "user", "Today: traits.") // the gap cuts the follow-up
-			e.drain()
+func seedExample(t *testing.T, withLLM bool, variant string) {
+	e := newPipelineEnv(t, withLLM, dbtest.WithVector(variant))
+	ctx := context.Background()
+	if withLLM {
+		e.srv.Script(
+			segmentReply("The user plans a bike ride by the Wannsee on a sunny Saturday in Berlin.", "temporary"),
+			segmentReply("The user is learning Rust: ownership, borrowing and the borrow checker.", "project_rust"),
+			segmentReply("The user practised Rust move semantics and asked about lifetimes.", "project_rust"),
+		)
+		e.srv.Default(rateBySummary)
+	}
+	e.session(day1, weatherSession)
+	e.session(day1.Add(2*time.Hour), rustSession) // the gap cuts the weather episode
+	e.drain()
+	e.say(day3.Format(time.RFC3339), "user", "I'm back at Rust after two days.") // the gap cuts the Rust episode
+	e.drain()
+	mems := e.memories()
+	require.Len(t, mems, 2, "one memory per session")
+	weather, rust := mems[0], mems[1]
+	require.Contains(t, weather.Content, "Wannsee")
+	require.Contains(t, rust.Content, "borrow checker")
+	// The time heads the episode; lines minutes later carry none (eval tuning, docs/eval.md).
+	require.True(t, strings.HasPrefix(rust.Content, "[2026-03-01 10:00] user: I want to learn Rust"), rust.Content)
+	require.Contains(t, rust.Content, "\nassistant: Start with The Rust")
+	require.True(t, rust.HasEmbeding)
+	require.Equal(t, "learning", rust.State)
+	require.Equal(t, day1.Add(2*time.Hour+5*time.Minute), rust.LastReview.UTC(), "last_reviewed_at = the episode's time")
+	require.GreaterOrEqual(t, rust.Stability, 3.173)
 
-			var pending *string
-			require.NoError(t, e.db.Pool.QueryRow(ctx, `SELECT pending_reviews::text FROM mneme.message_queue WHERE id = $1`, e.conv).Scan(&pending))
-			require.Nil(t, pending, "pending reviews taken")
-			var failed int
-			require.NoError(t, e.db.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme.jobs WHERE state <> 'done'`).Scan(&failed))
-			require.Zero(t, failed)
+	// The real retrieval: BM25 finds the Rust memory, the vector leg
+	// also brings the weather chat (the only other memory).
+	got := e.search("rust ownership borrowing", 5)
+	require.Equal(t, []uuid.UUID{rust.ID, weather.ID}, got)
+	e.session(day3.Add(time.Minute), rustFollowUp)
+	e.say(day4.Format(time.RFC3339), "user", "Today: traits.") // the gap cuts the follow-up
+	e.drain()
 
-			r2, w2 := e.memory(rust.ID), e.memory(weather.ID)
-			require.Greater(t, r2.Stability, rust.Stability, "the used memory strengthens")
-			require.Less(t, w2.Stability, weather.Stability, "the noise fades")
-			require.Equal(t, 1, r2.Reviews)
-			require.Equal(t, 1, w2.Reviews)
-			require.Equal(t, day3.Add(5*time.Minute), r2.LastReview.UTC(), "last_reviewed_at = reviewed_at")
+	var pending *string
+	require.NoError(t, e.db.Pool.QueryRow(ctx, `SELECT pending_reviews::text FROM mneme.message_queue WHERE id = $1`, e.conv).Scan(&pending))
+	require.Nil(t, pending, "pending reviews taken")
+	var failed int
+	require.NoError(t, e.db.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme.jobs WHERE state <> 'done'`).Scan(&failed))
+	require.Zero(t, failed)
 
-			rows, err := e.db.Pool.Query(ctx, `
-				SELECT memory_id, rating, reviewer, stability_before, stability_after, matched_queries
-				FROM mneme.review_log WHERE conversation_id = $1 ORDER BY id`, e.conv)
-			require.NoError(t, err)
-			type logRow struct {
-				ID               uuid.UUID
-				Rating, Reviewer string
-				SB, SA           float64
-				Queries          []string
-			}
-			logs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[logRow])
-			require.NoError(t, err)
-			require.Len(t, logs, 2)
-			reviewer := map[bool]string{false: "heuristic", true: "llm"}[withLLM]
-			for _, l := range logs {
-				require.Equal(t, reviewer, l.Reviewer)
-				require.Equal(t, []string{"rust ownership borrowing"}, l.Queries)
-				switch l.ID {
-				case rust.ID:
-					require.Contains(t, []string{"good", "easy"}, l.Rating)
-					require.Equal(t, rust.Stability, l.SB)
-					require.Equal(t, r2.Stability, l.SA)
-				case weather.ID:
-					require.Equal(t, "again", l.Rating)
-				default:
-					t.Fatalf("review of unexpected memory %s", l.ID)
-				}
-			}
-			if withLLM {
-				reqs := e.srv.Requests()
-				require.Len(t, reqs, 4)
-				user := reqs[3].Messages[1].Content
-				require.Contains(t, reqs[3].Messages[0].Content, "You are a memory relevance reviewer")
-				require.Contains(t, user, "## Conversation Context\n- user: \"I'm back at Rust after two days.\"")
-				require.Contains(t, user, "### Memory "+rust.ID.String())
-				require.Contains(t, user, `**Matched queries:** "rust ownership borrowing"`)
-				require.Equal(t, "project_rust", r2.Label)
-			}
-		})
+	r2, w2 := e.memory(rust.ID), e.memory(weather.ID)
+	require.Greater(t, r2.Stability, rust.Stability, "the used memory strengthens")
+	require.Less(t, w2.Stability, weather.Stability, "the noise fades")
+	require.Equal(t, 1, r2.Reviews)
+	require.Equal(t, 1, w2.Reviews)
+	require.Equal(t, day3.Add(5*time.Minute), r2.LastReview.UTC(), "last_reviewed_at = reviewed_at")
+
+	rows, err := e.db.Pool.Query(ctx, `
+		SELECT memory_id, rating, reviewer, stability_before, stability_after, matched_queries
+		FROM mneme.review_log WHERE conversation_id = $1 ORDER BY id`, e.conv)
+	require.NoError(t, err)
+	type logRow struct {
+		ID               uuid.UUID
+		Rating, Reviewer string
+		SB, SA           float64
+		Queries          []string
+	}
+	logs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[logRow])
+	require.NoError(t, err)
+	require.Len(t, logs, 2)
+	reviewer := map[bool]string{false: "heuristic", true: "llm"}[withLLM]
+	for _, l := range logs {
+		require.Equal(t, reviewer, l.Reviewer)
+		require.Equal(t, []string{"rust ownership borrowing"}, l.Queries)
+		switch l.ID {
+		case rust.ID:
+			require.Contains(t, []string{"good", "easy"}, l.Rating)
+			require.Equal(t, rust.Stability, l.SB)
+			require.Equal(t, r2.Stability, l.SA)
+		case weather.ID:
+			require.Equal(t, "again", l.Rating)
+		default:
+			t.Fatalf("review of unexpected memory %s", l.ID)
+		}
+	}
+	if withLLM {
+		reqs := e.srv.Requests()
+		require.Len(t, reqs, 4)
+		user := reqs[3].Messages[1].Content
+		require.Contains(t, reqs[3].Messages[0].Content, "You are a memory relevance reviewer")
+		require.Contains(t, user, "## Conversation Context\n- user: \"I'm back at Rust after two days.\"")
+		require.Contains(t, user, "### Memory "+rust.ID.String())
+		require.Contains(t, user, `**Matched queries:** "rust ownership borrowing"`)
+		require.Equal(t, "project_rust", r2.Label)
 	}
 }
 
@@ -581,4 +589,24 @@ func TestPipelineRetrievalNeverReviews(t *testing.T) {
 	e.drain()
 	require.Equal(t, 1, e.memory(rust.ID).Reviews)
 	require.Equal(t, 1000, e.count(`SELECT cardinality(matched_queries) FROM mneme.review_log WHERE memory_id = $1`, rust.ID))
+}
+
+// With an external embedder the sidecar embeds new memories itself (SQL
+// does not fill them): the vector is embed.MemoryText of the memory, in
+// both embedding variants.
+func TestPipelineExternalEmbedder(t *testing.T) {
+	for _, variant := range variants(t) {
+		t.Run(variant, func(t *testing.T) {
+			e := newPipelineEnv(t, false, dbtest.WithVector(variant))
+			_, err := e.db.Pool.Exec(context.Background(), `SELECT mneme.set_setting('embedder', '"external"')`)
+			require.NoError(t, err)
+			rust := e.rustMemory()
+			require.True(t, rust.HasEmbeding)
+			var sim float64
+			require.NoError(t, e.db.Pool.QueryRow(context.Background(), `
+				SELECT 1 - mneme.cosine_distance(embedding::real[], mneme.hash_embed(mneme.memory_text(title, summary, content)))
+				FROM mneme.memories WHERE id = $1`, rust.ID).Scan(&sim))
+			require.InDelta(t, 1, sim, 1e-5)
+		})
+	}
 }

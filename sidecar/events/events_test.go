@@ -33,7 +33,9 @@ type sidecar struct {
 func (s *sidecar) stop(t *testing.T) {
 	t.Helper()
 	s.cancel()
-	require.NoError(t, <-s.done)
+	err := <-s.done
+	s.done <- err // for the cleanup
+	require.NoError(t, err)
 	require.NoError(t, s.runner.Stop(context.Background()))
 }
 
@@ -77,7 +79,18 @@ func start(t *testing.T, db *dbtest.DB, transport, worker string, sweep time.Dur
 	s.cancel = cancel
 	r.Start(context.Background())
 	go func() { s.done <- src.Run(ctx) }()
-	t.Cleanup(func() { cancel(); _ = r.Stop(context.Background()) })
+	t.Cleanup(func() {
+		// Wait for the stream to end so the slot is inactive when dbtest
+		// drops it (an active slot would keep the database from dropping).
+		cancel()
+		select {
+		case err := <-s.done:
+			s.done <- err
+		case <-time.After(30 * time.Second):
+			t.Log("event source did not stop within 30 s")
+		}
+		_ = r.Stop(context.Background())
+	})
 	return s
 }
 
@@ -274,7 +287,11 @@ func TestSlotDrop(t *testing.T) {
 	db := newDB(t)
 	s := start(t, db, events.Replication, "w", noSweep)
 	ready(t, db, events.Replication)
-	_, err := events.DropSlot(context.Background(), db.Pool, slotName(db))
+	lag, err := events.Lag(context.Background(), db.Pool, slotName(db))
+	require.NoError(t, err)
+	require.True(t, lag.Active)
+	require.NotEmpty(t, lag.ConfirmedFlushLSN)
+	_, err = events.DropSlot(context.Background(), db.Pool, slotName(db))
 	require.ErrorIs(t, err, events.ErrSlotActive)
 	s.stop(t)
 	waitCount(t, db, "slot inactive", fmt.Sprintf(
@@ -285,6 +302,8 @@ func TestSlotDrop(t *testing.T) {
 	dropped, err = events.DropSlot(context.Background(), db.Pool, slotName(db))
 	require.NoError(t, err)
 	require.False(t, dropped)
+	_, err = events.Lag(context.Background(), db.Pool, slotName(db))
+	require.ErrorContains(t, err, "no replication slot named")
 }
 
 func TestChooseAuto(t *testing.T) {

@@ -92,6 +92,9 @@ func Lag(ctx context.Context, pool *pgxpool.Pool, slot string) (SlotLag, error) 
 		       coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn), 0)::bigint
 		  FROM pg_replication_slots WHERE slot_name = $1`, slot).
 		Scan(&l.Active, &l.ConfirmedFlushLSN, &l.RetainedWALBytes, &l.UnconfirmedBytes)
+	if isNoRows(err) {
+		return l, fmt.Errorf("no replication slot named %q (the replication transport creates it when it starts): %w", slot, err)
+	}
 	if err != nil {
 		return l, fmt.Errorf("replication slot %q: %w", slot, err)
 	}

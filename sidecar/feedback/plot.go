@@ -45,14 +45,25 @@ func WriteSVG(w io.Writer, r Result) error {
 	}
 	fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%d" y2="%.1f" stroke="black"/>`+"\n", left, left, top, float64(top)+ph)
 	fmt.Fprintf(&b, `<line x1="%d" x2="%.1f" y1="%.1f" y2="%.1f" stroke="black"/>`+"\n", left, float64(left)+pw, float64(top)+ph, float64(top)+ph)
-	for i, p := range Policies {
+	// "none" first, wide and dashed: where a line coincides with it, both show.
+	for _, p := range []Policy{None, AutoGood, Review} {
 		var pts []string
 		for _, pt := range r.Points {
 			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(pt.Session), y(pt.Precision[p])))
 		}
-		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", colors[p], strings.Join(pts, " "))
+		style := `stroke-width="2"`
+		if p == None {
+			style = `stroke-width="4" stroke-dasharray="7 5"`
+		}
+		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" %s points="%s"/>`+"\n", colors[p], style, strings.Join(pts, " "))
+	}
+	for i, p := range Policies {
 		ly := top + 20 + 22*i
-		fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="3"/>`+"\n", width-right+15, width-right+40, ly, ly, colors[p])
+		dash := ""
+		if p == None {
+			dash = ` stroke-dasharray="7 5"`
+		}
+		fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="3"%s/>`+"\n", width-right+15, width-right+40, ly, ly, colors[p], dash)
 		fmt.Fprintf(&b, `<text x="%d" y="%d">%s</text>`+"\n", width-right+46, ly+4, p)
 	}
 	b.WriteString("</svg>\n")

@@ -268,8 +268,7 @@ func (r *Runner) dispatch() {
 		case <-r.wake:
 		case <-tick.C:
 		case <-freed:
-			// A slot freed with the queue empty: nothing to do until woken.
-			continue
+			// A job finished; it may have enqueued follow-up work.
 		}
 	}
 }

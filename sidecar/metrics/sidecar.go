@@ -16,7 +16,7 @@ var _ jobs.Observer = Sidecar{}
 func (s Sidecar) Claimed(kind string, wait time.Duration) {
 	s.R.Add("mneme_jobs_claimed_total", "Jobs claimed, by kind.", []string{"kind"}, []string{kind}, 1)
 	s.R.Observe("mneme_job_claim_wait_seconds",
-		"From a job becoming ready (its commit, or run_at for a retry) to its claim: the event-to-claim latency.",
+		"From a job becoming ready (created_at, the enqueuing transaction's start, or run_at for a retry) to its claim: the event-to-claim latency.",
 		[]string{"kind"}, []string{kind}, wait)
 }
 

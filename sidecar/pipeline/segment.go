@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -156,9 +157,7 @@ func (p *Pipelines) Segment(ctx context.Context, tx pgx.Tx, job jobs.Job) error 
 // handOverReviews takes the conversation's pending reviews and, if there
 // were any, enqueues a review job with them as they are, the messages as
 // context and reviewed_at = the newest message's time (now when none).
-func (p *Pipelines) handOverReviews(ctx context.Context, tx pgx.Tx, conv uuid.UUID, msgs []message, log interface {
-	Info(string, ...any)
-}) error {
+func (p *Pipelines) handOverReviews(ctx context.Context, tx pgx.Tx, conv uuid.UUID, msgs []message, log *slog.Logger) error {
 	var pending []byte
 	if err := tx.QueryRow(ctx, `SELECT mneme.take_pending_reviews($1)`, conv).Scan(&pending); err != nil {
 		return fmt.Errorf("take pending reviews: %w", err)
@@ -221,15 +220,26 @@ func priorMemories(ctx context.Context, tx pgx.Tx, conv uuid.UUID, limit int) ([
 	return out, nil
 }
 
-// episodeContent is a memory's content: one line per message with its time
-// and speaker.
+// episodeContent is a memory's content: one line per message with its
+// speaker; the time is written on the first line and again only where at
+// least stampEvery passed since the last time written, so timestamps do
+// not dominate what is indexed and embedded, nor use up a prompt budget.
 func episodeContent(msgs []message) string {
 	var b strings.Builder
+	var stamped time.Time
 	for i, m := range msgs {
 		if i > 0 {
 			b.WriteByte('\n')
 		}
-		fmt.Fprintf(&b, "[%s] %s: %s", m.At.UTC().Format("2006-01-02 15:04"), m.Role, strings.TrimSpace(m.Content))
+		if i == 0 || m.At.Sub(stamped) >= stampEvery {
+			stamped = m.At
+			fmt.Fprintf(&b, "[%s] ", m.At.UTC().Format("2006-01-02 15:04"))
+		}
+		fmt.Fprintf(&b, "%s: %s", m.Role, strings.TrimSpace(m.Content))
 	}
 	return b.String()
 }
+
+// stampEvery is how much time passes within an episode before a message's
+// line carries its time again.
+const stampEvery = 10 * time.Minute

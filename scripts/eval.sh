@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# make eval: the evaluations, offline, against $DATABASE_URL (make eval sets
+# it to a private cluster through scripts/with-test-db.sh). Each evaluation
+# creates and drops its own scratch database on that server.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MNEME=${MNEME:-bin/mneme}
+
+# --- eval: LoCoMo evidence recall (issue 6) ----------------------------------
+# The data is CC BY-NC 4.0 and never copied into this repository: it is read
+# from ../shared/data/locomo/ (or $LOCOMO_DATA).
+LOCOMO_DATA=${LOCOMO_DATA:-}
+if [ -z "$LOCOMO_DATA" ]; then
+  for f in ../shared/data/locomo/locomo-dev.json ../../shared/data/locomo/locomo-dev.json; do
+    if [ -f "$f" ]; then LOCOMO_DATA=$f; break; fi
+  done
+fi
+if [ -z "$LOCOMO_DATA" ]; then
+  echo "eval locomo: LoCoMo data not found; set LOCOMO_DATA=/path/to/locomo-dev.json (or locomo10.json)" >&2
+  exit 1
+fi
+mkdir -p docs
+$MNEME eval locomo --data "$LOCOMO_DATA" --budget 1000 --plot docs/eval-locomo.svg
+# --- end eval: LoCoMo ---------------------------------------------------------
+
+# --- eval: feedback simulation (added by its owner) ---------------------------
+# Review-based vs auto-GOOD vs no reinforcement, precision@5 of mneme.search
+# over 30 simulated sessions (docs/pipelines.md). Deterministic; its own
+# scratch database.
+$MNEME eval feedback --plot docs/feedback.svg
+# --- end eval: feedback -------------------------------------------------------

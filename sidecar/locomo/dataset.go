@@ -1,0 +1,318 @@
+// Package locomo evaluates mneme on the LoCoMo benchmark (Maharana et al.,
+// ACL 2024): it reads conversations in LoCoMo's JSON format, feeds every
+// turn through mneme's real write path (mneme.add_message and the
+// segmentation pipeline), asks every question of categories 1 to 4 through
+// mneme.search, and measures evidence recall at a context budget in words,
+// beside baselines ranked on the same data.
+//
+// The data is CC BY-NC 4.0 and is read at run time from the file given;
+// nothing of it is part of this package.
+package locomo
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Categories are LoCoMo's question categories; 5 (adversarial, no answer in
+// the conversation) is not evaluated because it has no evidence to recall.
+var Categories = map[int]string{
+	1: "multi-hop",
+	2: "temporal",
+	3: "open-domain",
+	4: "single-hop",
+}
+
+// Conversation is one LoCoMo sample.
+type Conversation struct {
+	ID        string // sample_id, e.g. conv-26
+	SpeakerA  string
+	SpeakerB  string
+	Sessions  []Session
+	Questions []Question // categories 1 to 4 only, in file order
+	// Skipped counts the questions not evaluated, by reason.
+	Skipped map[string]int
+}
+
+// Session is one dated session of a conversation.
+type Session struct {
+	N     int
+	At    time.Time // session_N_date_time, in UTC
+	Turns []Turn
+}
+
+// Turn is one dialogue turn.
+type Turn struct {
+	DiaID   string // e.g. D3:12
+	Speaker string
+	Text    string // the turn's text with the image caption appended, if any
+}
+
+// Question is one evaluated question.
+type Question struct {
+	Index    int // position in the sample's qa list
+	Text     string
+	Category int
+	// Evidence holds the distinct evidence dia_ids after splitting on ';'
+	// and trimming, in file order; Invalid those of them that name no turn
+	// of the conversation (they count as missed).
+	Evidence []string
+	Invalid  []string
+}
+
+// Skip reasons.
+const (
+	SkipCategory5  = "category 5 (adversarial)"
+	SkipNoEvidence = "no evidence"
+)
+
+// TurnCount is the number of turns of the conversation.
+func (c *Conversation) TurnCount() int {
+	n := 0
+	for _, s := range c.Sessions {
+		n += len(s.Turns)
+	}
+	return n
+}
+
+// Load reads a LoCoMo JSON file: a list of samples, as locomo10.json.
+func Load(path string) ([]Conversation, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read LoCoMo data: %w", err)
+	}
+	convs, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return convs, nil
+}
+
+// ErrFormat wraps every complaint about the input's shape.
+var ErrFormat = errors.New("not LoCoMo format")
+
+type rawSample struct {
+	SampleID     json.RawMessage            `json:"sample_id"`
+	Conversation map[string]json.RawMessage `json:"conversation"`
+	QA           []rawQA                    `json:"qa"`
+}
+
+type rawQA struct {
+	Question string          `json:"question"`
+	Evidence []string        `json:"evidence"`
+	Category json.RawMessage `json:"category"`
+}
+
+type rawTurn struct {
+	Speaker     string `json:"speaker"`
+	DiaID       string `json:"dia_id"`
+	Text        string `json:"text"`
+	BlipCaption string `json:"blip_caption"`
+}
+
+var sessionKey = regexp.MustCompile(`^session_([0-9]+)$`)
+
+// Parse decodes LoCoMo JSON. Samples without a sample_id are named by
+// their position (sample-1, ...).
+func Parse(b []byte) ([]Conversation, error) {
+	var raw []rawSample
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return nil, fmt.Errorf("%w: want a JSON list of samples: %v", ErrFormat, err)
+	}
+	if len(raw) == 0 {
+		return nil, fmt.Errorf("%w: no samples", ErrFormat)
+	}
+	out := make([]Conversation, 0, len(raw))
+	seen := map[string]bool{}
+	for i, r := range raw {
+		c, err := parseSample(i, r)
+		if err != nil {
+			return nil, err
+		}
+		if seen[c.ID] {
+			return nil, fmt.Errorf("%w: sample_id %q appears twice", ErrFormat, c.ID)
+		}
+		seen[c.ID] = true
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+func parseSample(i int, r rawSample) (Conversation, error) {
+	c := Conversation{ID: fmt.Sprintf("sample-%d", i+1), Skipped: map[string]int{}}
+	if len(r.SampleID) > 0 && string(r.SampleID) != "null" {
+		var s string
+		if err := json.Unmarshal(r.SampleID, &s); err != nil {
+			c.ID = strings.TrimSpace(string(r.SampleID)) // a number
+		} else if s != "" {
+			c.ID = s
+		}
+	}
+	fail := func(format string, a ...any) error {
+		return fmt.Errorf("%w: sample %s: %s", ErrFormat, c.ID, fmt.Sprintf(format, a...))
+	}
+	if r.Conversation == nil {
+		return c, fail(`no "conversation" object`)
+	}
+	for key, dst := range map[string]*string{"speaker_a": &c.SpeakerA, "speaker_b": &c.SpeakerB} {
+		if v, ok := r.Conversation[key]; ok {
+			if err := json.Unmarshal(v, dst); err != nil {
+				return c, fail("%s: %v", key, err)
+			}
+		}
+	}
+
+	// Sessions in numeric order; date keys of sessions that have no turns
+	// (locomo10.json has a few) are ignored.
+	var nums []int
+	for key := range r.Conversation {
+		if m := sessionKey.FindStringSubmatch(key); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			nums = append(nums, n)
+		}
+	}
+	sort.Ints(nums)
+	dia := map[string]bool{}
+	for _, n := range nums {
+		var turns []rawTurn
+		if err := json.Unmarshal(r.Conversation[fmt.Sprintf("session_%d", n)], &turns); err != nil {
+			return c, fail("session_%d: want a list of turns: %v", n, err)
+		}
+		if len(turns) == 0 {
+			continue
+		}
+		dkey := fmt.Sprintf("session_%d_date_time", n)
+		var when string
+		if v, ok := r.Conversation[dkey]; !ok || json.Unmarshal(v, &when) != nil {
+			return c, fail("session_%d has turns but no %s string", n, dkey)
+		}
+		at, err := ParseSessionTime(when)
+		if err != nil {
+			return c, fail("%s: %v", dkey, err)
+		}
+		s := Session{N: n, At: at}
+		for j, t := range turns {
+			t.DiaID = strings.TrimSpace(t.DiaID)
+			if t.DiaID == "" {
+				return c, fail("session_%d turn %d has no dia_id", n, j+1)
+			}
+			if dia[t.DiaID] {
+				return c, fail("dia_id %s appears twice", t.DiaID)
+			}
+			dia[t.DiaID] = true
+			if strings.TrimSpace(t.Speaker) == "" {
+				return c, fail("turn %s has no speaker", t.DiaID)
+			}
+			s.Turns = append(s.Turns, Turn{DiaID: t.DiaID, Speaker: strings.TrimSpace(t.Speaker), Text: TurnText(t.Text, t.BlipCaption)})
+		}
+		c.Sessions = append(c.Sessions, s)
+	}
+	if len(c.Sessions) == 0 {
+		return c, fail("no sessions with turns")
+	}
+
+	for qi, q := range r.QA {
+		cat, err := parseCategory(q.Category)
+		if err != nil {
+			return c, fail("qa %d: %v", qi+1, err)
+		}
+		if cat == 5 {
+			c.Skipped[SkipCategory5]++
+			continue
+		}
+		if _, ok := Categories[cat]; !ok {
+			return c, fail("qa %d: category %d is not 1 to 5", qi+1, cat)
+		}
+		ev := SplitEvidence(q.Evidence)
+		if len(ev) == 0 {
+			c.Skipped[SkipNoEvidence]++
+			continue
+		}
+		question := Question{Index: qi, Text: strings.TrimSpace(q.Question), Category: cat, Evidence: ev}
+		if question.Text == "" {
+			return c, fail("qa %d has an empty question", qi+1)
+		}
+		for _, e := range ev {
+			if !dia[e] {
+				question.Invalid = append(question.Invalid, e)
+			}
+		}
+		c.Questions = append(c.Questions, question)
+	}
+	return c, nil
+}
+
+func parseCategory(raw json.RawMessage) (int, error) {
+	var n int
+	if err := json.Unmarshal(raw, &n); err == nil {
+		return n, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(s)); err == nil {
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("category %s is not a number", string(raw))
+}
+
+// SplitEvidence splits evidence strings on ';' (LoCoMo has a few entries
+// like "D8:6; D9:17"), trims them, and drops empties and duplicates.
+func SplitEvidence(raw []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, r := range raw {
+		for _, part := range strings.Split(r, ";") {
+			p := strings.TrimSpace(part)
+			if p == "" || seen[p] {
+				continue
+			}
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// TurnText is the message text of a turn: an image a speaker shared is
+// known only by its caption, appended so that it can be recalled.
+func TurnText(text, caption string) string {
+	text = strings.TrimSpace(text)
+	caption = strings.TrimSpace(caption)
+	switch {
+	case caption == "":
+		return text
+	case text == "":
+		return "[shares " + caption + "]"
+	default:
+		return text + " [shares " + caption + "]"
+	}
+}
+
+var sessionLayouts = []string{
+	"3:04 pm on 2 January, 2006",
+	"3:04 pm on 2 Jan, 2006",
+	"3:04 pm on 2 January 2006",
+	"3:04pm on 2 January, 2006",
+}
+
+// ParseSessionTime parses LoCoMo's session dates, e.g. "1:56 pm on 8 May,
+// 2023", as UTC.
+func ParseSessionTime(s string) (time.Time, error) {
+	// Month names match case-insensitively; "pm" in a layout matches only
+	// lower case, so the input is lowered.
+	norm := strings.ToLower(strings.Join(strings.Fields(s), " "))
+	for _, l := range sessionLayouts {
+		if t, err := time.Parse(l, norm); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%q is not a date like \"1:56 pm on 8 May, 2023\"", s)
+}

@@ -1,0 +1,25 @@
+package locomo
+
+import (
+	"log/slog"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/mneme-memory/mneme/sidecar/jobs"
+	"github.com/mneme-memory/mneme/sidecar/pipeline"
+)
+
+// PipelineJobs is the sidecar's job runner with the pipelines registered,
+// for ingest to drain in process. One job at a time: segmentation of a
+// conversation is sequential anyway, and the run stays deterministic.
+func PipelineJobs(pool *pgxpool.Pool, deps pipeline.Deps) (Jobs, error) {
+	log := deps.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	r := jobs.NewRunner(pool, jobs.Options{Concurrency: 1, Logger: log})
+	if err := pipeline.Register(r, deps); err != nil {
+		return nil, err
+	}
+	return r, nil
+}

@@ -1,0 +1,292 @@
+package locomo
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// QueryEmbedder embeds questions when mneme uses an external embedder (the
+// sidecar's embed package). Nil: SQL embeds the query itself (built-in
+// hash embedder).
+type QueryEmbedder interface {
+	Embed(ctx context.Context, texts []string) ([][]float32, error)
+}
+
+// Memory is one memory of an evaluated conversation as the budget sees it.
+type Memory struct {
+	ID       uuid.UUID
+	Text     string // what counts toward the budget (see CountContent)
+	Doc      Doc
+	FirstMsg int64 // the first source message: a stable tie-break
+	Turns    int
+}
+
+// What of a memory goes into the context, and so counts toward the budget.
+const (
+	// CountContent: the memory's content. For an episodic memory that is
+	// the transcript of its source span, which is what holds the evidence;
+	// title and summary are ranking features (indexed, embedded) and a
+	// preview, not repeated in the context. The default.
+	CountContent = "content"
+	// CountMemoryText: everything mneme indexes and embeds,
+	// mneme.memory_text(title, summary, content); a summary extracted from
+	// the content then costs its words twice.
+	CountMemoryText = "memory_text"
+)
+
+// loadMemories reads the conversation's active memories and places the
+// turns of each memory's source span in its text.
+func loadMemories(ctx context.Context, pool *pgxpool.Pool, in *Ingested, count string) (map[uuid.UUID]*Memory, error) {
+	textSQL := "content"
+	switch count {
+	case CountContent, "":
+	case CountMemoryText:
+		textSQL = "mneme.memory_text(title, summary, content)"
+	default:
+		return nil, fmt.Errorf("count %q: want %s or %s", count, CountContent, CountMemoryText)
+	}
+	rows, err := pool.Query(ctx, `
+		SELECT id, `+textSQL+`, coalesce(source_message_ids, '{}')
+		FROM mneme.memories
+		WHERE conversation_id = $1 AND status = 'active'`, in.ConvID)
+	if err != nil {
+		return nil, fmt.Errorf("load memories: %w", err)
+	}
+	defer rows.Close()
+	out := map[uuid.UUID]*Memory{}
+	for rows.Next() {
+		var (
+			id   uuid.UUID
+			text string
+			msgs []int64
+		)
+		if err := rows.Scan(&id, &text, &msgs); err != nil {
+			return nil, fmt.Errorf("load memories: %w", err)
+		}
+		sort.Slice(msgs, func(a, b int) bool { return msgs[a] < msgs[b] })
+		m := &Memory{ID: id, Text: text, Turns: len(msgs)}
+		var ids, texts []string
+		for _, mid := range msgs {
+			dia, ok := in.DiaByMsg[mid]
+			if !ok {
+				return nil, fmt.Errorf("memory %s: source message %d is not a turn of this conversation", id, mid)
+			}
+			ids = append(ids, dia)
+			texts = append(texts, in.Text[dia])
+		}
+		if len(msgs) > 0 {
+			m.FirstMsg = msgs[0]
+		}
+		m.Doc = PlaceTurns(m.Text, ids, texts)
+		out[id] = m
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("load memories: %w", err)
+	}
+	return out, nil
+}
+
+// Method names of the mneme rankings, all from one mneme.search call.
+const (
+	MethodMneme       = "mneme"
+	MethodMnemeNoR    = "mneme_no_r"
+	MethodMnemeBM25   = "mneme_bm25"
+	MethodMnemeVector = "mneme_vector"
+	MethodBM25Turns   = "bm25_turns"
+	MethodBM25Windows = "bm25_window5"
+)
+
+// MethodInfo describes one ranked method of the report.
+type MethodInfo struct {
+	Name  string `json:"name"`
+	Label string `json:"label"`
+	About string `json:"about"`
+}
+
+// Methods are the methods of a run, in report order.
+var Methods = []MethodInfo{
+	{MethodMneme, "mneme", "mneme.search as shipped: BM25 and vector legs fused by RRF, times retrievability and label weight"},
+	{MethodMnemeNoR, "mneme without R", "the same candidates and fusion without the retrievability factor"},
+	{MethodMnemeBM25, "mneme BM25 leg", "mneme's memories ranked by its BM25 leg alone"},
+	{MethodMnemeVector, "mneme vector leg", "mneme's memories ranked by its vector leg alone"},
+	{MethodBM25Turns, "BM25 raw turns", "BM25 over the raw turns, each turn a document"},
+	{MethodBM25Windows, "BM25 5-turn windows", "BM25 over windows of 5 consecutive turns of a session"},
+}
+
+// searchRow is one row of mneme.search.
+type searchRow struct {
+	id             uuid.UUID
+	score, rrf     float64
+	retrievability float64
+}
+
+// searchK is the most mneme.search returns (its k is 1..100). The budgets
+// need far fewer: 2,000 words are 10 to 20 memories.
+const searchK = 100
+
+// mnemeSource ranks a conversation's memories for one question: mneme.search
+// as shipped (and, from its columns, the ranking without retrievability),
+// and each retrieval leg alone through its own function (mneme.bm25_search,
+// mneme.vector_search), with the candidates mneme.search fuses.
+type mnemeSource struct {
+	pool     *pgxpool.Pool
+	conv     uuid.UUID
+	memories map[uuid.UUID]*Memory
+	embed    QueryEmbedder
+}
+
+func (s *mnemeSource) methods() []string {
+	return []string{MethodMneme, MethodMnemeNoR, MethodMnemeBM25, MethodMnemeVector}
+}
+
+func (s *mnemeSource) rank(ctx context.Context, q string) ([][]Doc, []time.Duration, error) {
+	var qemb []float32
+	var embTook time.Duration
+	if s.embed != nil {
+		start := time.Now()
+		v, err := s.embed.Embed(ctx, []string{q})
+		if err != nil {
+			return nil, nil, fmt.Errorf("embed question: %w", err)
+		}
+		qemb, embTook = v[0], time.Since(start)
+	}
+	var qarg any
+	if qemb != nil {
+		qarg = qemb
+	}
+
+	start := time.Now()
+	rows, err := s.pool.Query(ctx, `
+		SELECT memory_id, score, rrf, retrievability
+		FROM mneme.search($1, $2, $3, $4)`, s.conv, q, searchK, qarg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mneme.search: %w", err)
+	}
+	res, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (searchRow, error) {
+		var x searchRow
+		return x, r.Scan(&x.id, &x.score, &x.rrf, &x.retrievability)
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("mneme.search: %w", err)
+	}
+	searchTook := time.Since(start) + embTook
+
+	// A leg's ties (equal BM25 scores, equal distances) are broken by
+	// conversation order too, not by the random memory uuid.
+	leg := func(sql string, args ...any) ([]uuid.UUID, time.Duration, error) {
+		start := time.Now()
+		rows, err := s.pool.Query(ctx, sql, args...)
+		if err != nil {
+			return nil, 0, err
+		}
+		type scored struct {
+			id uuid.UUID
+			v  float64
+		}
+		hits, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (scored, error) {
+			var x scored
+			return x, r.Scan(&x.id, &x.v)
+		})
+		took := time.Since(start)
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, h := range hits {
+			if s.memories[h.id] == nil {
+				return nil, 0, fmt.Errorf("retrieval returned memory %s that is not an active memory of the conversation", h.id)
+			}
+		}
+		sort.SliceStable(hits, func(a, b int) bool {
+			if hits[a].v != hits[b].v {
+				return hits[a].v > hits[b].v
+			}
+			return s.memories[hits[a].id].FirstMsg < s.memories[hits[b].id].FirstMsg
+		})
+		ids := make([]uuid.UUID, len(hits))
+		for i, h := range hits {
+			ids[i] = h.id
+		}
+		return ids, took, nil
+	}
+	bm25, bm25Took, err := leg(`SELECT memory_id, score FROM mneme.bm25_search($1, $2, mneme.setting('retrieve_candidates')::int)`, s.conv, q)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mneme.bm25_search: %w", err)
+	}
+	vec, vecTook, err := leg(`SELECT memory_id, -distance FROM mneme.vector_search($1,
+			coalesce($2::real[], CASE WHEN mneme.setting('embedder') #>> '{}' = 'hash' THEN mneme.hash_embed($3) END),
+			mneme.setting('retrieve_candidates')::int)`, s.conv, qarg, q)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mneme.vector_search: %w", err)
+	}
+	vecTook += embTook
+
+	doc := func(id uuid.UUID) (Doc, error) {
+		m, ok := s.memories[id]
+		if !ok {
+			return Doc{}, fmt.Errorf("retrieval returned memory %s that is not an active memory of the conversation", id)
+		}
+		return m.Doc, nil
+	}
+	// Exact score ties are broken by conversation order, not by the random
+	// memory uuid, so that every run ranks alike.
+	first := func(r searchRow) int64 { return s.memories[r.id].FirstMsg }
+	order := func(key func(searchRow) float64) ([]Doc, error) {
+		rs := append([]searchRow(nil), res...)
+		sort.SliceStable(rs, func(a, b int) bool {
+			ka, kb := key(rs[a]), key(rs[b])
+			if ka != kb {
+				return ka > kb
+			}
+			return first(rs[a]) < first(rs[b])
+		})
+		docs := make([]Doc, len(rs))
+		for i, r := range rs {
+			d, err := doc(r.id)
+			if err != nil {
+				return nil, err
+			}
+			docs[i] = d
+		}
+		return docs, nil
+	}
+	ids := func(ids []uuid.UUID) ([]Doc, error) {
+		docs := make([]Doc, len(ids))
+		for i, id := range ids {
+			d, err := doc(id)
+			if err != nil {
+				return nil, err
+			}
+			docs[i] = d
+		}
+		return docs, nil
+	}
+	full, err := order(func(r searchRow) float64 { return r.score })
+	if err != nil {
+		return nil, nil, err
+	}
+	// Without retrievability: score / R = rrf * label weight.
+	noR, err := order(func(r searchRow) float64 {
+		if r.retrievability > 0 {
+			return r.score / r.retrievability
+		}
+		return r.rrf
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := ids(bm25)
+	if err != nil {
+		return nil, nil, err
+	}
+	v, err := ids(vec)
+	if err != nil {
+		return nil, nil, err
+	}
+	return [][]Doc{full, noR, b, v}, []time.Duration{searchTook, searchTook, bm25Took, vecTook}, nil
+}
