@@ -119,7 +119,10 @@ func gooseUp(ctx context.Context, db *sql.DB) ([]int64, error) {
 		return nil, fmt.Errorf("goose store: %w", err)
 	}
 	p, err := goose.NewProvider("", db, migrations.FS,
-		goose.WithStore(store), goose.WithSessionLocker(locker), goose.WithDisableGlobalRegistry(true))
+		goose.WithStore(store), goose.WithSessionLocker(locker), goose.WithDisableGlobalRegistry(true),
+		// Migration numbers are grouped by area, so a lower-numbered file can
+		// arrive after a higher one was applied; each is still applied once.
+		goose.WithAllowOutofOrder(true))
 	if err != nil {
 		return nil, fmt.Errorf("goose provider: %w", err)
 	}

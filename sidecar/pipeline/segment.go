@@ -49,8 +49,9 @@ type priorMemory struct {
 
 // Segment is the handler of kind "segment".
 //
-// It reads the queued messages (through the payload's message for a forced
-// cut; all up to the newest message for a check), lets the segmenter decide
+// It reads the queued messages through the payload's through_message_id
+// (for a check, the newest message: enqueue_segment re-aims a pending check
+// at each new message), lets the segmenter decide
 // (slow, no locks held), then locks the conversation's queue: if any message
 // it read was consumed meanwhile, another segmentation ran first and this
 // job does nothing. Otherwise it takes the pending reviews (on every path,
