@@ -15,7 +15,7 @@ help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 deps: ## install what the build needs (PostgreSQL via apt-get when missing, Go modules)
-	@command -v $(GO) >/dev/null || { echo "Go is required: apt-get install golang (1.22+), or see go.dev"; exit 1; }
+	@command -v $(GO) >/dev/null || { echo "Go 1.21 or newer is required (it fetches the 1.26 toolchain go.mod names)"; exit 1; }
 	$(GO) mod download
 
 build: deps ## build bin/mneme
