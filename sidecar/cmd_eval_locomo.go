@@ -192,7 +192,7 @@ func scratchDatabase(ctx context.Context, log *slog.Logger, cfg config.Config, k
 		}
 		_ = os.Chmod(dir, 0o755)
 		log.Info("no DATABASE_URL: starting a private PostgreSQL", "dir", dir)
-		c, err := cluster.Start(ctx, filepath.Join(dir, "data"), cluster.Options{})
+		c, err := cluster.Start(ctx, filepath.Join(dir, "data"), cluster.Options{Disposable: true})
 		if err != nil {
 			return "", nil, fmt.Errorf("private PostgreSQL: %w", err)
 		}

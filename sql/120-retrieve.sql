@@ -90,7 +90,8 @@ DO $do$
 DECLARE
     v_variant text := mneme.setting('vector_variant') #>> '{}';
     v_settings text := CASE WHEN v_variant = 'pgvector'
-        THEN E'SET hnsw.iterative_scan = relaxed_order\nSET hnsw.ef_search = 100\n' ELSE '' END;
+        THEN E'SET hnsw.iterative_scan = relaxed_order\nSET hnsw.ef_search = 100\n'
+        ELSE E'SET extra_float_digits = 3\n' END;
 BEGIN
     EXECUTE replace($fn$
 CREATE OR REPLACE FUNCTION mneme.vector_search(
@@ -111,6 +112,7 @@ DECLARE
     v_n   bigint;
     v_all float8;
     v_ann boolean := false;
+    v_dot text;
 BEGIN
     IF p_embedding IS NULL THEN
         RETURN;
@@ -149,26 +151,29 @@ BEGIN
         SELECT c.id, c.d::float8, (rank() OVER (ORDER BY c.d))::int FROM c ORDER BY c.d, c.id;
     ELSIF mneme.setting('vector_variant') #>> '{}' = 'array' THEN
         -- Exact, array variant: stored embeddings are unit length (trigger
-        -- memories_normalize_embedding), so cosine distance = 1 - q.m / |q|,
-        -- summed over the query's non-zero components only.
-        RETURN QUERY
-        WITH q AS (
-            SELECT u.i::int AS i, u.x / n.norm AS x
-            FROM unnest(p_embedding) WITH ORDINALITY AS u(x, i),
-                 (SELECT sqrt(sum(y::float8 * y)) AS norm FROM unnest(p_embedding) AS y) n
-            WHERE u.x <> 0
-        ), c AS MATERIALIZED (
-            SELECT m.id, m.embedding::real[] AS e
-            FROM mneme.memories m
-            WHERE m.conversation_id = p_conversation_id AND m.status = 'active'
-              AND (m.valid_until IS NULL OR m.valid_until > now()) AND m.embedding IS NOT NULL
-              AND (p_since IS NULL OR m.created_at >= p_since)
-              AND (p_until IS NULL OR m.created_at < p_until)
-        ), d AS (
-            SELECT c.id, 1 - sum(q.x * c.e[q.i]) AS d FROM c CROSS JOIN q GROUP BY c.id
-        )
-        SELECT d.id, d.d, (rank() OVER (ORDER BY d.d))::int
-        FROM d ORDER BY d.d, d.id LIMIT p_limit;
+        -- memories_normalize_embedding), so cosine distance = 1 - q.m / |q|
+        -- over the query's non-zero components. The dot product is written
+        -- out as one SQL expression, (q1)*e[i1] + (q2)*e[i2] + ..., which the
+        -- executor evaluates ~30x faster than unnest-and-sum per row (floats
+        -- print exactly: extra_float_digits = 3 on this function).
+        SELECT string_agg(format('(%s)::float8 * m.e[%s]', u.x / n.norm, u.i), ' + ')
+        INTO v_dot
+        FROM unnest(p_embedding) WITH ORDINALITY AS u(x, i),
+             (SELECT sqrt(sum(y::float8 * y)) AS norm FROM unnest(p_embedding) AS y) n
+        WHERE u.x <> 0;
+        RETURN QUERY EXECUTE format($q$
+            SELECT t.id, t.d, (rank() OVER (ORDER BY t.d))::int
+            FROM (SELECT c.id, c.d FROM (
+                      SELECT m.id, 1 - (%s) AS d
+                      FROM (SELECT m.id, m.embedding::real[] AS e
+                            FROM mneme.memories m
+                            WHERE m.conversation_id = $1 AND m.status = 'active'
+                              AND (m.valid_until IS NULL OR m.valid_until > now()) AND m.embedding IS NOT NULL
+                              AND ($2::timestamptz IS NULL OR m.created_at >= $2)
+                              AND ($3::timestamptz IS NULL OR m.created_at < $3)) m) c
+                  ORDER BY c.d, c.id LIMIT $4) t
+            ORDER BY t.d, t.id$q$, v_dot)
+        USING p_conversation_id, p_since, p_until, p_limit;
     ELSE
         -- Exact: the distance is computed in a materialized CTE, so the
         -- planner cannot turn the ORDER BY into an index scan that filters

@@ -40,6 +40,10 @@ type Options struct {
 	Logf func(format string, args ...any)
 	// Settings are extra postgresql.conf lines written at initdb time.
 	Settings []string
+	// Disposable clusters (tests, evaluations) are stopped and their data
+	// removed by a detached watchdog once the calling process exits, however
+	// it exits (a test binary killed by its timeout runs no deferred code).
+	Disposable bool
 }
 
 // ErrNoServer means no PostgreSQL server binaries were found and none could
@@ -102,7 +106,30 @@ func Start(ctx context.Context, dir string, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	c.Port = port
-	return c, c.start(ctx)
+	if err := c.start(ctx); err != nil {
+		return nil, err
+	}
+	if opts.Disposable {
+		if err := c.watch(os.Getpid()); err != nil {
+			_ = c.Stop(ctx)
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// watch starts a detached shell, as the server user, that waits for process
+// pid to go away and then stops the server and removes its data directory.
+func (c *Cluster) watch(pid int) error {
+	script := fmt.Sprintf(`while [ -d /proc/%d ]; do sleep 1; done; `+
+		`"$0" stop -D "$1" -m immediate >/dev/null 2>&1; rm -rf "$1"`, pid)
+	cmd := exec.Command("/bin/sh", "-c", script, filepath.Join(c.BinDir, "pg_ctl"), c.Dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: c.cred}
+	cmd.Dir = "/"
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start cluster watchdog: %w", err)
+	}
+	return cmd.Process.Release()
 }
 
 // Attach finds the cluster in dir without creating or starting it. It

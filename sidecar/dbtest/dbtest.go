@@ -83,7 +83,7 @@ func ServerURL(t testing.TB) string {
 		_ = os.Chmod(dir, 0o755)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		private, serverErr = cluster.Start(ctx, dir+"/data", cluster.Options{})
+		private, serverErr = cluster.Start(ctx, dir+"/data", cluster.Options{Disposable: true})
 		if serverErr == nil {
 			serverURL = private.URL("postgres")
 		}
