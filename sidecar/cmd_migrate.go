@@ -15,18 +15,11 @@ func cmdMigrate(ctx context.Context, log *slog.Logger, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
-	cfg, err := config.FromEnv()
+	cfg, err := config.Load(true)
 	if err != nil {
 		return err
 	}
-	if err := cfg.Validate(true); err != nil {
-		return err
-	}
-	opts := migrate.Options{Vector: cfg.Vector, Logger: log}
-	if cfg.EmbedDimSet {
-		opts.EmbedDim = cfg.EmbedDim
-	}
-	res, err := migrate.Run(ctx, cfg.DatabaseURL, opts)
+	res, err := migrate.Run(ctx, cfg.DatabaseURL, migrate.Options{Vector: cfg.Vector, EmbedDim: cfg.MigrateEmbedDim(), Logger: log})
 	if err != nil {
 		return err
 	}

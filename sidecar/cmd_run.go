@@ -28,11 +28,8 @@ func cmdRun(ctx context.Context, log *slog.Logger, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
-	cfg, err := config.FromEnv()
+	cfg, err := config.Load(true)
 	if err != nil {
-		return err
-	}
-	if err := cfg.Validate(true); err != nil {
 		return err
 	}
 	pool, err := openPool(ctx, cfg)

@@ -17,11 +17,8 @@ func cmdSlot(ctx context.Context, log *slog.Logger, args []string) error {
 	if len(args) != 1 || (args[0] != "drop" && args[0] != "show") {
 		return fmt.Errorf("%w: mneme slot show|drop", errUsage)
 	}
-	cfg, err := config.FromEnv()
+	cfg, err := config.Load(true)
 	if err != nil {
-		return err
-	}
-	if err := cfg.Validate(true); err != nil {
 		return err
 	}
 	pool, err := openPool(ctx, cfg)

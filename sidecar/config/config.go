@@ -201,3 +201,22 @@ func redact(s string) string {
 	}
 	return u.String()
 }
+
+// Load reads the environment and validates it: the one call a command
+// needs. needDB is false for commands that do not talk to PostgreSQL.
+func Load(needDB bool) (Config, error) {
+	c, err := FromEnv()
+	if err != nil {
+		return c, err
+	}
+	return c, c.Validate(needDB)
+}
+
+// MigrateEmbedDim is the dimension to ask migrate for: the explicit
+// MNEME_EMBED_DIM, or 0 (keep what the database has, 256 on a new one).
+func (c Config) MigrateEmbedDim() int {
+	if c.EmbedDimSet {
+		return c.EmbedDim
+	}
+	return 0
+}

@@ -1,0 +1,85 @@
+package migrate
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// EmbedFunc embeds texts; nil means the built-in hash embedder, which SQL
+// runs itself.
+type EmbedFunc func(ctx context.Context, texts []string) ([][]float32, error)
+
+// reembedBatch is how many memories go to the embedder at once.
+const reembedBatch = 64
+
+// Reembed changes the database's embedding dimension to dim and recomputes
+// every memory's embedding, in one transaction: readers see the old
+// embeddings until it commits, writers wait. With embed nil the setting
+// `embedder` must be "hash" (SQL embeds); otherwise embed computes them and
+// the setting is switched to "external".
+func Reembed(ctx context.Context, conn *pgx.Conn, dim int, embed EmbedFunc) (int64, error) {
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // no-op after Commit
+	mode := `"hash"`
+	if embed != nil {
+		mode = `"external"`
+	}
+	if _, err := tx.Exec(ctx, `SELECT mneme.set_setting('embedder', $1::jsonb)`, mode); err != nil {
+		return 0, fmt.Errorf("set embedder: %w", err)
+	}
+	var n int64
+	if err := tx.QueryRow(ctx, `SELECT mneme.change_embedding_dim($1)`, dim).Scan(&n); err != nil {
+		return 0, fmt.Errorf("change embedding dimension: %w", err)
+	}
+	if embed != nil {
+		if err := fillEmbeddings(ctx, tx, dim, embed); err != nil {
+			return 0, err
+		}
+	}
+	return n, tx.Commit(ctx)
+}
+
+func fillEmbeddings(ctx context.Context, tx pgx.Tx, dim int, embed EmbedFunc) error {
+	rows, err := tx.Query(ctx, `SELECT id::text, mneme.memory_text(title, summary, content)
+		FROM mneme.memories WHERE embedding IS NULL ORDER BY id`)
+	if err != nil {
+		return fmt.Errorf("read memories: %w", err)
+	}
+	var ids, texts []string
+	for rows.Next() {
+		var id, text string
+		if err := rows.Scan(&id, &text); err != nil {
+			rows.Close()
+			return err
+		}
+		ids, texts = append(ids, id), append(texts, text)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for start := 0; start < len(ids); start += reembedBatch {
+		end := min(start+reembedBatch, len(ids))
+		vecs, err := embed(ctx, texts[start:end])
+		if err != nil {
+			return fmt.Errorf("embed memories %d to %d: %w", start, end, err)
+		}
+		if len(vecs) != end-start {
+			return fmt.Errorf("embedder returned %d vectors for %d texts", len(vecs), end-start)
+		}
+		for i, v := range vecs {
+			if len(v) != dim {
+				return fmt.Errorf("embedder returned %d dimensions, want %d", len(v), dim)
+			}
+			if _, err := tx.Exec(ctx, `UPDATE mneme.memories SET embedding = $2::real[] WHERE id = $1::uuid`, ids[start+i], v); err != nil {
+				return fmt.Errorf("store embedding of %s: %w", ids[start+i], err)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,79 @@
+-- =============================================================================
+-- Changing the embedding dimension (mneme reembed). The dimension is fixed at
+-- migrate time; this is the one way to change it afterwards: the column and
+-- the domain mneme.embedding take the new dimension, every embedding is
+-- recomputed (by SQL with the built-in hash embedder, by the sidecar's
+-- embedder otherwise) and the HNSW index is rebuilt, in the caller's
+-- transaction. Idempotent file: re-applied on every migrate.
+-- =============================================================================
+
+CREATE OR REPLACE FUNCTION mneme.change_embedding_dim(p_dim int)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_variant text := mneme.setting('vector_variant') #>> '{}';
+    v_vector  text;
+    v_n       bigint;
+    v_defs    text[];
+    v_def     text;
+BEGIN
+    IF p_dim IS NULL OR p_dim < 2 OR p_dim > 2000 THEN
+        RAISE EXCEPTION 'embedding dimension must be between 2 and 2000, got %', coalesce(p_dim::text, 'NULL')
+            USING ERRCODE = '22023', HINT = 'pgvector''s HNSW index supports up to 2000 dimensions';
+    END IF;
+    -- Writers wait until the new embeddings are committed.
+    LOCK TABLE mneme.memories IN SHARE ROW EXCLUSIVE MODE;
+
+    -- Triggers that name the column (UPDATE OF embedding) pin its type:
+    -- keep their definitions, drop them, and recreate them as they were.
+    SELECT coalesce(array_agg(pg_catalog.pg_get_triggerdef(t.oid) ORDER BY t.tgname), '{}') INTO v_defs
+    FROM pg_catalog.pg_trigger t
+    WHERE t.tgrelid = 'mneme.memories'::regclass AND NOT t.tgisinternal
+      AND (SELECT a.attnum FROM pg_catalog.pg_attribute a
+           WHERE a.attrelid = t.tgrelid AND a.attname = 'embedding') = ANY (t.tgattr::int2[]);
+    FOR v_def IN
+        SELECT format('DROP TRIGGER %I ON mneme.memories', t.tgname)
+        FROM pg_catalog.pg_trigger t
+        WHERE t.tgrelid = 'mneme.memories'::regclass AND NOT t.tgisinternal
+          AND pg_catalog.pg_get_triggerdef(t.oid) = ANY (v_defs)
+    LOOP
+        EXECUTE v_def;
+    END LOOP;
+
+    IF v_variant = 'pgvector' THEN
+        SELECT format('%I.vector', n.nspname) INTO v_vector
+        FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
+        WHERE e.extname = 'vector';
+        DROP INDEX IF EXISTS mneme.memories_embedding_hnsw;
+        EXECUTE format('ALTER TABLE mneme.memories ALTER COLUMN embedding TYPE %s(%s) USING NULL', v_vector, p_dim);
+        DROP DOMAIN mneme.embedding;
+        EXECUTE format('CREATE DOMAIN mneme.embedding AS %s(%s)', v_vector, p_dim);
+    ELSE
+        ALTER TABLE mneme.memories ALTER COLUMN embedding TYPE real[] USING NULL;
+        DROP DOMAIN mneme.embedding;
+        EXECUTE format('CREATE DOMAIN mneme.embedding AS real[] CHECK (VALUE IS NULL OR (array_ndims(VALUE) = 1 AND array_length(VALUE, 1) = %s))', p_dim);
+        ALTER TABLE mneme.memories ALTER COLUMN embedding TYPE mneme.embedding USING NULL;
+    END IF;
+    FOREACH v_def IN ARRAY v_defs LOOP
+        EXECUTE v_def;
+    END LOOP;
+    UPDATE mneme.settings SET value = to_jsonb(p_dim), updated_at = now() WHERE key = 'embedding_dim';
+
+    -- With embedder = "hash" the BEFORE trigger fills each NULL embedding
+    -- at the new dimension; with "external" they stay NULL for the sidecar.
+    UPDATE mneme.memories SET embedding = NULL;
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+
+    IF v_variant = 'pgvector' THEN
+        EXECUTE format('CREATE INDEX memories_embedding_hnsw ON mneme.memories USING hnsw (embedding %s)',
+                       replace(v_vector, '.vector', '.vector_cosine_ops'));
+    END IF;
+    RETURN v_n;
+END
+$$;
+COMMENT ON FUNCTION mneme.change_embedding_dim(int) IS
+    'Changes the embedding dimension of the database: column, domain mneme.embedding and setting embedding_dim. '
+    'With the built-in hash embedder every memory is re-embedded here; with an external embedder the embeddings '
+    'are left NULL for `mneme reembed` to fill in the same transaction. Returns the number of memories.';
