@@ -46,6 +46,8 @@ func cmdEvalLocomo(ctx context.Context, log *slog.Logger, args []string) error {
 	keep := fs.Bool("keep-db", false, "keep the scratch database afterwards (its URL is logged)")
 	quiet := fs.Bool("quiet", false, "no progress bars")
 	count := fs.String("count", locomo.CountContent, "what of a memory fills the budget: content (its transcript) or memory_text (title, summary and content, as indexed)")
+	agent := fs.Int("agent-k", 0, "simulate a live agent: mneme.retrieve with k memories for every turn during ingest, reviewed by the pipeline (0: no retrievals, no reviews)")
+	asOf := fs.String("as-of", "last", `the time mneme.search evaluates retrievability at: "last" (each conversation's last turn, when a live agent would be asked) or an RFC 3339 time`)
 	var sets settingFlags
 	fs.Var(&sets, "set", "mneme setting for the run, key=JSON (repeatable), e.g. --set segment_max_messages=20")
 	if err := fs.Parse(args); err != nil {
@@ -104,10 +106,19 @@ func cmdEvalLocomo(ctx context.Context, log *slog.Logger, args []string) error {
 		}
 	}
 
+	var asOfTime time.Time
+	if *asOf != "last" {
+		if asOfTime, err = time.Parse(time.RFC3339, *asOf); err != nil {
+			return fmt.Errorf("%w: --as-of %q: want last or an RFC 3339 time, e.g. 2026-01-01T00:00:00Z", errUsage, *asOf)
+		}
+	}
+	if *agent < 0 || *agent > 100 {
+		return fmt.Errorf("%w: --agent-k must be 0 (off) to 100", errUsage)
+	}
 	if *count != locomo.CountContent && *count != locomo.CountMemoryText {
 		return fmt.Errorf("%w: --count must be %s or %s", errUsage, locomo.CountContent, locomo.CountMemoryText)
 	}
-	runOpts := locomo.Options{Headline: *budget, Data: filepath.Base(*data), Count: *count}
+	runOpts := locomo.Options{Headline: *budget, Data: filepath.Base(*data), Count: *count, AgentK: *agent, AsOf: asOfTime}
 	if !*quiet {
 		runOpts.Progress = os.Stderr
 	}

@@ -203,13 +203,17 @@ COMMENT ON FUNCTION mneme.vector_search(uuid, real[], int, timestamptz, timestam
 -- -----------------------------------------------------------------------------
 -- The ranking
 -- -----------------------------------------------------------------------------
+-- The 6-argument form of before `at` was added: replaced, not overloaded
+-- (an overload would make every call that omits `at` ambiguous).
+DROP FUNCTION IF EXISTS mneme.search(uuid, text, int, real[], timestamptz, timestamptz);
 CREATE OR REPLACE FUNCTION mneme.search(
     conversation_id uuid,
     query text,
     k int DEFAULT 5,
     query_embedding real[] DEFAULT NULL,
     since timestamptz DEFAULT NULL,
-    until timestamptz DEFAULT NULL)
+    until timestamptz DEFAULT NULL,
+    at timestamptz DEFAULT now())
 RETURNS SETOF mneme.retrieval
 LANGUAGE plpgsql STABLE
 ROWS 10
@@ -223,6 +227,7 @@ DECLARE
     v_emb     real[] := search.query_embedding;
     v_since   timestamptz := search.since;
     v_until   timestamptz := search.until;
+    v_at      timestamptz := search.at;
     v_cand    int := mneme.setting('retrieve_candidates')::int;
     v_rrf_k   float8 := mneme.setting('rrf_k')::float8;
     -- The built-in hash embedder's vectors are lexical (hashed words and
@@ -241,6 +246,10 @@ BEGIN
     END IF;
     IF v_k IS NULL OR v_k < 1 OR v_k > 100 THEN
         RAISE EXCEPTION 'k must be between 1 and 100, got %', coalesce(v_k::text, 'NULL') USING ERRCODE = '22023';
+    END IF;
+    IF v_at IS NULL THEN
+        RAISE EXCEPTION 'at must not be NULL' USING ERRCODE = '22004',
+            HINT = 'at is the time retrievability is evaluated at; omit it for now()';
     END IF;
     IF v_since > v_until THEN
         RAISE EXCEPTION 'since (%) is after until (%)', v_since, v_until USING ERRCODE = '22023',
@@ -272,7 +281,7 @@ BEGIN
                m.title, m.label, m.pinned,
                coalesce(1 / (v_rrf_k + f.br), 0) + v_vec_w * coalesce(1 / (v_rrf_k + f.vr), 0) AS rrf,
                CASE WHEN m.pinned THEN 1::float8
-                    ELSE mneme._retrievability(m.stability, m.last_reviewed_at, now()) END AS ret,
+                    ELSE mneme._retrievability(m.stability, m.last_reviewed_at, v_at) END AS ret,
                coalesce((v_weights ->> m.label)::float8,
                         CASE WHEN m.label LIKE 'project\_%' THEN (v_weights ->> 'project')::float8 END,
                         1::float8) AS w
@@ -285,21 +294,25 @@ BEGIN
     LIMIT v_k;
 END
 $$;
-COMMENT ON FUNCTION mneme.search(uuid, text, int, real[], timestamptz, timestamptz) IS
+COMMENT ON FUNCTION mneme.search(uuid, text, int, real[], timestamptz, timestamptz, timestamptz) IS
     'Hybrid retrieval with no side effects: the top retrieve_candidates by BM25 and by cosine distance among '
     'the conversation''s active, unexpired memories (created in [since, until) when given), fused by '
     'reciprocal rank (rrf = sum 1 / (rrf_k + rank); the vector leg times rrf_hash_vector_weight with embedder "hash"), '
-    'score = rrf * retrievability (1 if pinned) * label weight; '
+    'score = rrf * retrievability at `at` (default now(); 1 if pinned) * label weight; '
     'top k (1..100) by score, ties by id. Without query_embedding, embedder "hash" embeds the query in SQL; '
     'embedder "external" skips the vector leg (vector_rank NULL, NOTICE). Unknown conversation: no rows.';
 
+-- The 6-argument form of before `at` was added: replaced, not overloaded
+-- (an overload would make every call that omits `at` ambiguous).
+DROP FUNCTION IF EXISTS mneme.retrieve(uuid, text, int, real[], timestamptz, timestamptz);
 CREATE OR REPLACE FUNCTION mneme.retrieve(
     conversation_id uuid,
     query text,
     k int DEFAULT 5,
     query_embedding real[] DEFAULT NULL,
     since timestamptz DEFAULT NULL,
-    until timestamptz DEFAULT NULL)
+    until timestamptz DEFAULT NULL,
+    at timestamptz DEFAULT now())
 RETURNS SETOF mneme.retrieval
 LANGUAGE plpgsql
 ROWS 10
@@ -309,7 +322,8 @@ DECLARE
     v_rows mneme.retrieval[];
 BEGIN
     v_rows := ARRAY(SELECT s FROM mneme.search(retrieve.conversation_id, retrieve.query, retrieve.k,
-                                               retrieve.query_embedding, retrieve.since, retrieve.until) AS s);
+                                               retrieve.query_embedding, retrieve.since, retrieve.until,
+                                               retrieve.at) AS s);
     IF cardinality(v_rows) > 0 THEN
         PERFORM mneme.add_pending_review(retrieve.conversation_id,
                                          ARRAY(SELECT (x).memory_id FROM unnest(v_rows) WITH ORDINALITY AS x ORDER BY ordinality),
@@ -318,17 +332,21 @@ BEGIN
     RETURN QUERY SELECT * FROM unnest(v_rows);
 END
 $$;
-COMMENT ON FUNCTION mneme.retrieve(uuid, text, int, real[], timestamptz, timestamptz) IS
+COMMENT ON FUNCTION mneme.retrieve(uuid, text, int, real[], timestamptz, timestamptz, timestamptz) IS
     'mneme.search, and when it returns memories, appends {query, memory_ids} to the conversation''s '
     'pending_reviews in the same transaction, for the review job to rate later. Never changes FSRS state.';
 
+-- The 6-argument form of before `at` was added: replaced, not overloaded
+-- (an overload would make every call that omits `at` ambiguous).
+DROP FUNCTION IF EXISTS mneme.retrieve_markdown(uuid, text, int, real[], timestamptz, timestamptz);
 CREATE OR REPLACE FUNCTION mneme.retrieve_markdown(
     conversation_id uuid,
     query text,
     k int DEFAULT 5,
     query_embedding real[] DEFAULT NULL,
     since timestamptz DEFAULT NULL,
-    until timestamptz DEFAULT NULL)
+    until timestamptz DEFAULT NULL,
+    at timestamptz DEFAULT now())
 RETURNS text
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -349,13 +367,14 @@ BEGIN
                E'\n' ORDER BY n)
     INTO v_md
     FROM mneme.retrieve(retrieve_markdown.conversation_id, retrieve_markdown.query, retrieve_markdown.k,
-                        retrieve_markdown.query_embedding, retrieve_markdown.since, retrieve_markdown.until)
+                        retrieve_markdown.query_embedding, retrieve_markdown.since, retrieve_markdown.until,
+                        retrieve_markdown.at)
          WITH ORDINALITY AS r(memory_id, kind, summary, content, created_at, score, rrf, bm25_rank, vector_rank,
                               retrievability, title, label, pinned, bm25_score, vector_distance, n);
     RETURN format(E'## Relevant memories for "%s"\n\n%s\n', retrieve_markdown.query,
                   coalesce(v_md, '(none found)'));
 END
 $$;
-COMMENT ON FUNCTION mneme.retrieve_markdown(uuid, text, int, real[], timestamptz, timestamptz) IS
+COMMENT ON FUNCTION mneme.retrieve_markdown(uuid, text, int, real[], timestamptz, timestamptz, timestamptz) IS
     'mneme.retrieve rendered as markdown for a prompt: per memory its summary, when, kind, label, and why it '
     'matched (BM25 and/or vector rank, score). Records the pending review like retrieve.';

@@ -38,6 +38,11 @@ type Ingested struct {
 	Text     map[string]string
 	Speaker  map[string]string
 	Duration time.Duration // add_message for every turn plus segmentation
+	// Last is the time of the conversation's last turn: when a live agent
+	// would be asked the questions, and so the time mneme.search evaluates
+	// retrievability at (its `at`), which keeps the numbers independent of
+	// the wall clock.
+	Last time.Time
 	// Clamped counts turns whose session date was before the previous
 	// turn's time; they were moved to just after it (add_message appends in
 	// time order).
@@ -46,7 +51,7 @@ type Ingested struct {
 
 // ingest feeds every turn of c through mneme.add_message, running the
 // pending jobs after each, then flushes the last messages into a segment.
-func ingest(ctx context.Context, pool *pgxpool.Pool, jobs Jobs, c *Conversation, bar *progress) (*Ingested, error) {
+func ingest(ctx context.Context, pool *pgxpool.Pool, jobs Jobs, c *Conversation, bar *progress, agentK int) (*Ingested, error) {
 	in := &Ingested{
 		ConvID:   ConversationUUID(c.ID, "mneme"),
 		DiaByMsg: map[int64]string{},
@@ -73,6 +78,16 @@ func ingest(ctx context.Context, pool *pgxpool.Pool, jobs Jobs, c *Conversation,
 				return nil, fmt.Errorf("conversation %s: add turn %s: %w", c.ID, t.DiaID, err)
 			}
 			in.DiaByMsg[id] = t.DiaID
+			if agentK > 0 {
+				// A live agent retrieves with each message it receives;
+				// mneme.retrieve records the pending review that the
+				// next segmentation rates (offline: by overlap with the
+				// conversation that followed).
+				if _, err := pool.Exec(ctx, `SELECT count(*) FROM mneme.retrieve($1, $2, $3, at => $4)`,
+					in.ConvID, t.Text, agentK, at); err != nil {
+					return nil, fmt.Errorf("conversation %s: retrieve for %s: %w", c.ID, t.DiaID, err)
+				}
+			}
 			in.Text[t.DiaID] = t.Text
 			in.Speaker[t.DiaID] = t.Speaker
 			lastID = id
@@ -110,6 +125,7 @@ func ingest(ctx context.Context, pool *pgxpool.Pool, jobs Jobs, c *Conversation,
 	if queued > 0 {
 		return nil, fmt.Errorf("conversation %s: %d messages still queued after the final segmentation", c.ID, queued)
 	}
+	in.Last = last
 	in.Duration = time.Since(start)
 	return in, nil
 }

@@ -137,6 +137,7 @@ const searchK = 100
 type mnemeSource struct {
 	pool     *pgxpool.Pool
 	conv     uuid.UUID
+	at       time.Time // the as-of time of retrievability: Ingested.Last
 	memories map[uuid.UUID]*Memory
 	embed    QueryEmbedder
 }
@@ -164,7 +165,7 @@ func (s *mnemeSource) rank(ctx context.Context, q string) ([][]Doc, []time.Durat
 	start := time.Now()
 	rows, err := s.pool.Query(ctx, `
 		SELECT memory_id, score, rrf, retrievability
-		FROM mneme.search($1, $2, $3, $4)`, s.conv, q, searchK, qarg)
+		FROM mneme.search($1, $2, $3, $4, at => $5)`, s.conv, q, searchK, qarg, s.at)
 	if err != nil {
 		return nil, nil, fmt.Errorf("mneme.search: %w", err)
 	}

@@ -30,6 +30,8 @@ type Report struct {
 	Headline      int            `json:"headline_budget"`
 	BudgetRule    string         `json:"budget_rule"`
 	Count         string         `json:"memory_text_counted"`
+	AsOf          string         `json:"retrievability_as_of"`
+	AgentK        int            `json:"agent_k"`
 	Memories      MemoryStats    `json:"memories"`
 	Settings      map[string]any `json:"settings"`
 	Methods       []MethodResult `json:"methods"`
@@ -265,8 +267,13 @@ func (r *Report) WriteTable(w io.Writer) error {
 		len(r.Conversations), r.Turns, r.Questions, orNone(strings.Join(skipped, ", ")))
 	fmt.Fprintf(&b, "%d evidence ids, %d of them name no turn (%s) and count as missed\n",
 		r.Evidence.IDs, r.Evidence.Invalid, orNone(strings.Join(r.Evidence.InvalidIDs, ", ")))
-	fmt.Fprintf(&b, "mneme memories: %d, %.2f turns and %.1f words (%s) each on average\n\n",
+	fmt.Fprintf(&b, "mneme memories: %d, %.2f turns and %.1f words (%s) each on average\n",
 		r.Memories.Count, r.Memories.MeanTurns, r.Memories.MeanWords, r.Count)
+	agent := "none (search only, no reviews)"
+	if r.AgentK > 0 {
+		agent = fmt.Sprintf("mneme.retrieve k=%d for every turn during ingest, reviewed by the pipeline", r.AgentK)
+	}
+	fmt.Fprintf(&b, "retrievability as of: %s; agent retrievals: %s\n\n", r.AsOf, agent)
 
 	width := len("recall at budget (words)")
 	for _, m := range r.Methods {

@@ -24,6 +24,15 @@ type Options struct {
 	Data     string    // the data file's name, for the report
 	Mode     string    // offline, or the LLM and embedder used, for the report
 	Count    string    // what of a memory counts toward the budget: CountContent (default) or CountMemoryText
+	// AgentK > 0 simulates a live agent during ingest: mneme.retrieve (k =
+	// AgentK) with every turn as the query, so the review pipeline rates
+	// what was retrieved. 0: search-only, no reviews.
+	AgentK int
+	// AsOf is the time mneme.search evaluates retrievability at (its
+	// `at`). Zero: each conversation's last turn, when a live agent would
+	// be asked the questions. Never the wall clock: the numbers must not
+	// depend on the day they are computed.
+	AsOf time.Time
 }
 
 // source produces, for one question, one ranking per method it serves.
@@ -70,6 +79,11 @@ func Run(ctx context.Context, pool *pgxpool.Pool, convs []Conversation, opt Opti
 	rep := newReport(opt.Data, budgets, headline)
 	rep.Mode = opt.Mode
 	rep.Count = opt.Count
+	rep.AsOf = "last turn of each conversation"
+	if !opt.AsOf.IsZero() {
+		rep.AsOf = opt.AsOf.UTC().Format(time.RFC3339)
+	}
+	rep.AgentK = opt.AgentK
 	if rep.Count == "" {
 		rep.Count = CountContent
 	}
@@ -86,7 +100,7 @@ func Run(ctx context.Context, pool *pgxpool.Pool, convs []Conversation, opt Opti
 	for i := range convs {
 		c := &convs[i]
 		ingestBar.label = "ingest " + c.ID
-		in, err := ingest(ctx, pool, opt.Jobs, c, ingestBar)
+		in, err := ingest(ctx, pool, opt.Jobs, c, ingestBar, opt.AgentK)
 		if err != nil {
 			return nil, err
 		}
@@ -113,7 +127,7 @@ func Run(ctx context.Context, pool *pgxpool.Pool, convs []Conversation, opt Opti
 			return nil, err
 		}
 		sources := []source{
-			&mnemeSource{pool: pool, conv: ingested[i].ConvID, memories: mems, embed: opt.Embed},
+			&mnemeSource{pool: pool, conv: ingested[i].ConvID, at: asOf(opt.AsOf, ingested[i]), memories: mems, embed: opt.Embed},
 			turnsSrc, winSrc,
 		}
 		for _, q := range c.Questions {
@@ -132,6 +146,14 @@ func Run(ctx context.Context, pool *pgxpool.Pool, convs []Conversation, opt Opti
 	qBar.done()
 	rep.finish()
 	return rep, nil
+}
+
+// asOf is the retrievability time of a conversation's questions.
+func asOf(fixed time.Time, in *Ingested) time.Time {
+	if fixed.IsZero() {
+		return in.Last
+	}
+	return fixed
 }
 
 func contains(xs []int, x int) bool {

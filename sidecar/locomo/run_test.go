@@ -32,7 +32,7 @@ func TestIngestGoesThroughAddMessage(t *testing.T) {
 	convs, err := Load(synthetic)
 	require.NoError(t, err)
 	c := &convs[0]
-	in, err := ingest(ctx, db.Pool, newJobs(t, db.Pool), c, nil)
+	in, err := ingest(ctx, db.Pool, newJobs(t, db.Pool), c, nil, 0)
 	require.NoError(t, err)
 	require.Equal(t, ConversationUUID("syn-1", "mneme"), in.ConvID)
 	require.Len(t, in.DiaByMsg, c.TurnCount())
@@ -218,7 +218,7 @@ func TestIngestClampsOutOfOrderSessions(t *testing.T) {
 		"session_2": [{"speaker": "Ana", "dia_id": "D2:1", "text": "third"}, {"speaker": "Ben", "dia_id": "D2:2", "text": "fourth"}]},
 		"qa": [{"question": "What came third?", "evidence": ["D2:1"], "category": 4}]}]`))
 	require.NoError(t, err)
-	in, err := ingest(context.Background(), db.Pool, newJobs(t, db.Pool), &convs[0], nil)
+	in, err := ingest(context.Background(), db.Pool, newJobs(t, db.Pool), &convs[0], nil, 0)
 	require.NoError(t, err)
 	require.Equal(t, 2, in.Clamped)
 	var ordered bool
@@ -227,4 +227,93 @@ func TestIngestClampsOutOfOrderSessions(t *testing.T) {
 			SELECT created_at, lag(created_at) OVER (ORDER BY id) AS prev FROM mneme.messages WHERE conversation_id = $1) x
 		WHERE prev IS NOT NULL`, in.ConvID).Scan(&ordered))
 	require.True(t, ordered)
+}
+
+// The numbers do not depend on the wall clock: retrievability is evaluated
+// at each conversation's last turn, so the same conversations moved years
+// into the past (which is what running the evaluation years later does to
+// now() - created_at) give the same report.
+func TestRunIgnoresWallClock(t *testing.T) {
+	run := func(shift time.Duration, opt Options) map[string]any {
+		db := dbtest.New(t)
+		convs, err := Load(synthetic)
+		require.NoError(t, err)
+		for i := range convs {
+			for j := range convs[i].Sessions {
+				convs[i].Sessions[j].At = convs[i].Sessions[j].At.Add(shift)
+			}
+		}
+		opt.Jobs, opt.Budgets = newJobs(t, db.Pool), []int{12, 30, 1000}
+		rep, err := Run(context.Background(), db.Pool, convs, opt)
+		require.NoError(t, err)
+		var buf bytes.Buffer
+		require.NoError(t, rep.WriteJSON(&buf))
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(buf.Bytes(), &m))
+		delete(m, "timing")
+		return m
+	}
+	const years = 7 * 365 * 24 * time.Hour
+	base := run(0, Options{})
+	require.Equal(t, "last turn of each conversation", base["retrievability_as_of"])
+	require.Equal(t, base, run(-years, Options{}))
+	// A fixed as-of moved with the data ranks alike too.
+	at := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	fixed := run(0, Options{AsOf: at})
+	require.Equal(t, "2024-01-01T00:00:00Z", fixed["retrievability_as_of"])
+	shifted := run(-years, Options{AsOf: at.Add(-years)})
+	shifted["retrievability_as_of"] = fixed["retrievability_as_of"]
+	require.Equal(t, fixed, shifted)
+}
+
+// With AgentK, ingest retrieves for every turn like a live agent, and the
+// pipeline reviews what was retrieved.
+func TestRunAgentRetrievals(t *testing.T) {
+	db := dbtest.New(t)
+	ctx := context.Background()
+	convs, err := Load(synthetic)
+	require.NoError(t, err)
+	rep, err := Run(ctx, db.Pool, convs, Options{Budgets: []int{1000}, Jobs: newJobs(t, db.Pool), AgentK: 3})
+	require.NoError(t, err)
+	require.Equal(t, 3, rep.AgentK)
+	var reviews int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme.review_log`).Scan(&reviews))
+	require.Positive(t, reviews)
+	var table bytes.Buffer
+	require.NoError(t, rep.WriteTable(&table))
+	require.Contains(t, table.String(), "mneme.retrieve k=3 for every turn")
+}
+
+// The as-of time is what retrievability uses: a question about the first
+// session, a year before the second, whose memory matches the question
+// better. Asked right after the first session, its memory comes first; at
+// the last turn a year later the fresh second session outranks it by
+// retrievability alone.
+func TestRunAsOfDrivesRetrievability(t *testing.T) {
+	convs, err := Parse([]byte(`[{"sample_id": "asof", "conversation": {
+		"speaker_a": "Ana", "speaker_b": "Ben",
+		"session_1_date_time": "1:00 pm on 2 May, 2022",
+		"session_1": [{"speaker": "Ana", "dia_id": "D1:1", "text": "I adopted a grey kitten called Pixel from the shelter."},
+			{"speaker": "Ben", "dia_id": "D1:2", "text": "A kitten called Pixel, lovely. Grey ones are the best."},
+			{"speaker": "Ana", "dia_id": "D1:3", "text": "The shelter said Pixel loves string."},
+			{"speaker": "Ben", "dia_id": "D1:4", "text": "Send me a photo of Pixel soon."},
+			{"speaker": "Ana", "dia_id": "D1:5", "text": "I will, once Pixel settles in."}],
+		"session_2_date_time": "1:00 pm on 2 May, 2023",
+		"session_2": [{"speaker": "Ben", "dia_id": "D2:1", "text": "My sister found a kitten at the park yesterday."},
+			{"speaker": "Ana", "dia_id": "D2:2", "text": "Did she keep it?"},
+			{"speaker": "Ben", "dia_id": "D2:3", "text": "Yes, she is buying it a bed this weekend."},
+			{"speaker": "Ana", "dia_id": "D2:4", "text": "A kitten needs toys too."},
+			{"speaker": "Ben", "dia_id": "D2:5", "text": "I will tell her that."}]},
+		"qa": [{"question": "What did Ana call the grey kitten she adopted from the shelter?", "evidence": ["D1:1"], "category": 4}]}]`))
+	require.NoError(t, err)
+	run := func(at time.Time) float64 {
+		db := dbtest.New(t)
+		rep, err := Run(context.Background(), db.Pool, convs, Options{Budgets: []int{40}, Headline: 40, Jobs: newJobs(t, db.Pool), AsOf: at})
+		require.NoError(t, err)
+		require.Equal(t, 2, rep.Memories.Count, "one memory per session")
+		require.Equal(t, 1.0, rep.Result(MethodMnemeNoR, 40).Overall.Recall, "by relevance alone, the first session comes first")
+		return rep.Result(MethodMneme, 40).Overall.Recall
+	}
+	require.Equal(t, 1.0, run(time.Date(2022, 5, 2, 14, 0, 0, 0, time.UTC)))
+	require.Equal(t, 0.0, run(time.Time{}))
 }
