@@ -236,6 +236,7 @@ DECLARE
     v_vec_w   float8 := CASE WHEN mneme.setting('embedder') #>> '{}' = 'hash'
                              THEN mneme.setting('rrf_hash_vector_weight')::float8 ELSE 1 END;
     v_weights jsonb := mneme.setting('label_weights');
+    v_rw      float8 := mneme.setting('retrievability_weight')::float8;
 BEGIN
     IF v_conv IS NULL THEN
         RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
@@ -243,6 +244,10 @@ BEGIN
     IF v_query IS NULL OR v_query ~ '^[[:space:]]*$' THEN
         RAISE EXCEPTION 'query must not be NULL or empty' USING ERRCODE = '22023',
             HINT = 'pass the text to search for, e.g. the user''s latest message';
+    END IF;
+    IF v_rw IS NULL OR v_rw < 0 OR v_rw = 'Infinity' THEN
+        RAISE EXCEPTION 'setting retrievability_weight must be a finite number >= 0, got %', v_rw
+            USING ERRCODE = '22023', HINT = 'SELECT mneme.set_setting(''retrievability_weight'', ''1'') restores the default';
     END IF;
     IF v_k IS NULL OR v_k < 1 OR v_k > 100 THEN
         RAISE EXCEPTION 'k must be between 1 and 100, got %', coalesce(v_k::text, 'NULL') USING ERRCODE = '22023';
@@ -287,10 +292,10 @@ BEGIN
                         1::float8) AS w
         FROM f JOIN mneme.memories m ON m.id = f.id
     )
-    SELECT r.id, r.kind, r.summary, r.content, r.created_at, r.rrf * r.ret * r.w, r.rrf, r.br, r.vr, r.ret,
+    SELECT r.id, r.kind, r.summary, r.content, r.created_at, r.rrf * power(r.ret, v_rw) * r.w, r.rrf, r.br, r.vr, r.ret,
            r.title, r.label, r.pinned, r.bs, r.vd
     FROM r
-    ORDER BY r.rrf * r.ret * r.w DESC, r.id
+    ORDER BY r.rrf * power(r.ret, v_rw) * r.w DESC, r.id
     LIMIT v_k;
 END
 $$;

@@ -164,7 +164,8 @@ func (s *mnemeSource) rank(ctx context.Context, q string) ([][]Doc, []time.Durat
 
 	start := time.Now()
 	rows, err := s.pool.Query(ctx, `
-		SELECT memory_id, score, rrf, retrievability
+		SELECT memory_id, score, rrf,
+		       power(retrievability, (mneme.setting('retrievability_weight') #>> '{}')::float8)  -- the factor in score
 		FROM mneme.search($1, $2, $3, $4, at => $5)`, s.conv, q, searchK, qarg, s.at)
 	if err != nil {
 		return nil, nil, fmt.Errorf("mneme.search: %w", err)
@@ -271,7 +272,7 @@ func (s *mnemeSource) rank(ctx context.Context, q string) ([][]Doc, []time.Durat
 	if err != nil {
 		return nil, nil, err
 	}
-	// Without retrievability: score / R = rrf * label weight.
+	// Without retrievability: score / R^w = rrf * label weight.
 	noR, err := order(func(r searchRow) float64 {
 		if r.retrievability > 0 {
 			return r.score / r.retrievability
