@@ -8,12 +8,9 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/embed"
 	"github.com/mneme-memory/mneme/sidecar/feedback"
-	"github.com/mneme-memory/mneme/sidecar/migrate"
 	"github.com/mneme-memory/mneme/sidecar/pipeline"
 )
 
@@ -32,33 +29,18 @@ func cmdEvalFeedback(ctx context.Context, log *slog.Logger, args []string) error
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
-	cfg, err := config.FromEnv()
+	cfg, err := config.Load(false)
 	if err != nil {
-		return err
-	}
-	if err := cfg.Validate(false); err != nil {
 		return err
 	}
 	// A scratch database (on DATABASE_URL's server, else a private cluster)
 	// freshly migrated with the defaults: the same numbers every time, and
 	// nothing lands in a real database.
-	dsn, cleanup, err := scratchDatabase(ctx, log, cfg, false)
+	pool, cleanup, err := openScratch(ctx, log, cfg, false)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	opts := migrate.Options{Vector: cfg.Vector}
-	if cfg.EmbedDimSet {
-		opts.EmbedDim = cfg.EmbedDim
-	}
-	if _, err := migrate.Run(ctx, dsn, opts); err != nil {
-		return fmt.Errorf("migrate the scratch database: %w", err)
-	}
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		return fmt.Errorf("connect to the scratch database: %w", err)
-	}
-	defer pool.Close()
 	var dim int
 	if err := pool.QueryRow(ctx, `SELECT (mneme.setting('embedding_dim') #>> '{}')::int`).Scan(&dim); err != nil {
 		return fmt.Errorf("read embedding_dim: %w", err)

@@ -75,31 +75,16 @@ func cmdEvalLocomo(ctx context.Context, log *slog.Logger, args []string) error {
 	if *limit > 0 && *limit < len(convs) {
 		convs = convs[:*limit]
 	}
-	cfg, err := config.FromEnv()
+	cfg, err := config.Load(false)
 	if err != nil {
 		return err
 	}
-	if err := cfg.Validate(false); err != nil {
-		return err
-	}
 
-	dsn, cleanup, err := scratchDatabase(ctx, log, cfg, *keep)
+	pool, cleanup, err := openScratch(ctx, log, cfg, *keep)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	opts := migrate.Options{Vector: cfg.Vector}
-	if cfg.EmbedDimSet {
-		opts.EmbedDim = cfg.EmbedDim
-	}
-	if _, err := migrate.Run(ctx, dsn, opts); err != nil {
-		return fmt.Errorf("migrate the scratch database: %w", err)
-	}
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		return fmt.Errorf("connect to the scratch database: %w", err)
-	}
-	defer pool.Close()
 	for k, v := range overrides {
 		if _, err := pool.Exec(ctx, `SELECT mneme.set_setting($1, $2::jsonb)`, k, string(v)); err != nil {
 			return fmt.Errorf("--set %s: %w", k, err)
@@ -179,6 +164,26 @@ func cmdEvalLocomo(ctx context.Context, log *slog.Logger, args []string) error {
 // numbers start from the same empty state every time and nothing of the
 // evaluation lands in a real database. cleanup drops it (and stops the
 // private cluster) unless keep is set.
+// openScratch creates a scratch database (scratchDatabase), migrates it
+// with the environment's embedding layout and connects a pool to it. cleanup
+// closes the pool and drops the database (or keeps it, with keep).
+func openScratch(ctx context.Context, log *slog.Logger, cfg config.Config, keep bool) (*pgxpool.Pool, func(), error) {
+	dsn, drop, err := scratchDatabase(ctx, log, cfg, keep)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := migrate.Run(ctx, dsn, migrate.Options{Vector: cfg.Vector, EmbedDim: cfg.MigrateEmbedDim()}); err != nil {
+		drop()
+		return nil, nil, fmt.Errorf("migrate the scratch database: %w", err)
+	}
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		drop()
+		return nil, nil, fmt.Errorf("connect to the scratch database: %w", err)
+	}
+	return pool, func() { pool.Close(); drop() }, nil
+}
+
 func scratchDatabase(ctx context.Context, log *slog.Logger, cfg config.Config, keep bool) (dsn string, cleanup func(), err error) {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
