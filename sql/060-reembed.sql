@@ -18,6 +18,7 @@ DECLARE
     v_n       bigint;
     v_defs    text[];
     v_def     text;
+    v_name    name;
 BEGIN
     IF p_dim IS NULL OR p_dim < 2 OR p_dim > 2000 THEN
         RAISE EXCEPTION 'embedding dimension must be between 2 and 2000, got %', coalesce(p_dim::text, 'NULL')
@@ -28,18 +29,17 @@ BEGIN
 
     -- Triggers that name the column (UPDATE OF embedding) pin its type:
     -- keep their definitions, drop them, and recreate them as they were.
-    SELECT coalesce(array_agg(pg_catalog.pg_get_triggerdef(t.oid) ORDER BY t.tgname), '{}') INTO v_defs
-    FROM pg_catalog.pg_trigger t
-    WHERE t.tgrelid = 'mneme.memories'::regclass AND NOT t.tgisinternal
-      AND (SELECT a.attnum FROM pg_catalog.pg_attribute a
-           WHERE a.attrelid = t.tgrelid AND a.attname = 'embedding') = ANY (t.tgattr::int2[]);
-    FOR v_def IN
-        SELECT format('DROP TRIGGER %I ON mneme.memories', t.tgname)
+    v_defs := '{}';
+    FOR v_name, v_def IN
+        SELECT t.tgname, pg_catalog.pg_get_triggerdef(t.oid)
         FROM pg_catalog.pg_trigger t
         WHERE t.tgrelid = 'mneme.memories'::regclass AND NOT t.tgisinternal
-          AND pg_catalog.pg_get_triggerdef(t.oid) = ANY (v_defs)
+          AND (SELECT a.attnum FROM pg_catalog.pg_attribute a
+               WHERE a.attrelid = t.tgrelid AND a.attname = 'embedding') = ANY (t.tgattr::int2[])
+        ORDER BY t.tgname
     LOOP
-        EXECUTE v_def;
+        v_defs := v_defs || v_def;
+        EXECUTE format('DROP TRIGGER %I ON mneme.memories', v_name);
     END LOOP;
 
     IF v_variant = 'pgvector' THEN
