@@ -39,11 +39,15 @@ type retrieveBench struct {
 	Dim           int       `json:"dim"`
 	Queries       int       `json:"queries"`
 	K             int       `json:"k"`
+	Candidates    int       `json:"candidates"` // setting retrieve_candidates: each leg's top n
 	LoadSeconds   float64   `json:"load_seconds"`
 	Retrieve      latencies `json:"retrieve"`           // mneme.retrieve with the query embedding passed in
 	RetrieveSQL   latencies `json:"retrieve_sql_embed"` // mneme.retrieve embedding the query in SQL
+	Search        latencies `json:"search"`             // mneme.search: the same ranking, no pending review written
 	Vector        latencies `json:"vector"`             // bare ORDER BY embedding <=> q LIMIT 10
 	BM25          latencies `json:"bm25"`               // bare mneme.bm25_search top 10
+	BM25Leg       latencies `json:"bm25_leg"`           // mneme.bm25_search top retrieve_candidates (the BM25 leg)
+	VectorLeg     latencies `json:"vector_leg"`         // mneme.vector_search top retrieve_candidates (the vector leg)
 }
 
 type latencies struct {
@@ -60,6 +64,7 @@ func cmdBenchRetrieve(ctx context.Context, log *slog.Logger, args []string) erro
 	vector := fs.String("vector", "auto", "embedding variant: auto, pgvector or array")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	keep := fs.Bool("keep", false, "keep the benchmark database")
+	reuse := fs.String("reuse", "", "re-measure a database kept by an earlier run with the same --memories and --conversations (migrates it, does not reload)")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
@@ -73,11 +78,18 @@ func cmdBenchRetrieve(ctx context.Context, log *slog.Logger, args []string) erro
 	if cfg.DatabaseURL == "" {
 		return fmt.Errorf("DATABASE_URL is not set: run ./scripts/with-test-db.sh bin/mneme bench retrieve ...")
 	}
-	dbURL, drop, err := benchDatabase(ctx, cfg.DatabaseURL, *keep)
-	if err != nil {
-		return err
+	var dbURL string
+	if *reuse != "" {
+		if dbURL, err = databaseURL(ctx, cfg.DatabaseURL, *reuse); err != nil {
+			return err
+		}
+	} else {
+		var drop func()
+		if dbURL, drop, err = benchDatabase(ctx, cfg.DatabaseURL, *keep); err != nil {
+			return err
+		}
+		defer drop()
 	}
-	defer drop()
 	res, err := migrate.Run(ctx, dbURL, migrate.Options{Vector: *vector, Logger: log})
 	if err != nil {
 		return fmt.Errorf("migrate benchmark database: %w", err)
@@ -90,15 +102,31 @@ func cmdBenchRetrieve(ctx context.Context, log *slog.Logger, args []string) erro
 
 	out := retrieveBench{Variant: res.Variant, Memories: *n, Conversations: *convs, PerConv: *n / *convs,
 		Dim: res.Dim, Queries: *queries, K: 10}
-	log.Info("building memories", "memories", *n, "conversations", *convs, "variant", res.Variant)
-	start := time.Now()
-	corpus, err := loadBenchMemories(ctx, conn, res.Variant, res.Dim, *n, *convs)
+	corpus, err := benchMemories(res.Dim, *n, *convs)
 	if err != nil {
 		return err
 	}
-	out.LoadSeconds = time.Since(start).Seconds()
-	log.Info("built", "seconds", out.LoadSeconds)
+	if *reuse != "" {
+		var have int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM mneme.memories`).Scan(&have); err != nil {
+			return err
+		}
+		if have != *n {
+			return fmt.Errorf("%w: database %s has %d memories, --memories is %d", errUsage, *reuse, have, *n)
+		}
+	} else {
+		log.Info("building memories", "memories", *n, "conversations", *convs, "variant", res.Variant)
+		start := time.Now()
+		if err := loadBenchMemories(ctx, conn, res.Variant, corpus); err != nil {
+			return err
+		}
+		out.LoadSeconds = time.Since(start).Seconds()
+		log.Info("built", "seconds", out.LoadSeconds)
+	}
 
+	if err := conn.QueryRow(ctx, `SELECT mneme.setting('retrieve_candidates')::int`).Scan(&out.Candidates); err != nil {
+		return fmt.Errorf("read setting retrieve_candidates: %w", err)
+	}
 	if err := runRetrieveBench(ctx, conn, corpus, &out); err != nil {
 		return err
 	}
@@ -115,12 +143,34 @@ func cmdBenchRetrieve(ctx context.Context, log *slog.Logger, args []string) erro
 	}{
 		{"mneme.retrieve (embedding passed)", out.Retrieve},
 		{"mneme.retrieve (SQL embeds the query)", out.RetrieveSQL},
+		{"mneme.search (embedding passed)", out.Search},
 		{"bare ORDER BY embedding <=> q LIMIT 10", out.Vector},
 		{"bare BM25 top 10 (mneme.bm25_search)", out.BM25},
+		{fmt.Sprintf("its BM25 leg (bm25_search top %d)", out.Candidates), out.BM25Leg},
+		{fmt.Sprintf("its vector leg (vector_search top %d)", out.Candidates), out.VectorLeg},
 	} {
 		fmt.Printf("  %-44s %9.2f %9.2f %9.2f\n", r.name, r.l.P50, r.l.P95, r.l.P99)
 	}
 	return nil
+}
+
+// databaseURL is url with its database name replaced by name.
+func databaseURL(ctx context.Context, url, name string) (string, error) {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return "", fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	cfg.Database = name
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return "", fmt.Errorf("connect to %s: %w", name, err)
+	}
+	conn.Close(ctx)
+	u := fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Host, cfg.Port, name)
+	if cfg.Password != "" {
+		u = fmt.Sprintf("postgres://%s:%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Password, cfg.Host, cfg.Port, name)
+	}
+	return u, nil
 }
 
 // benchDatabase creates a scratch database next to the one in url.
@@ -157,6 +207,8 @@ type benchCorpus struct {
 	words [][]string // per memory
 	conv  []int      // per memory: index into convs
 	hash  embed.Hash
+	texts []string    // per memory
+	embs  [][]float32 // per memory
 }
 
 // Deterministic synthetic text: 20,000 pseudo-words from syllables, drawn
@@ -180,7 +232,8 @@ func benchVocabulary(r *mrand.Rand) []string {
 	return vocab
 }
 
-func loadBenchMemories(ctx context.Context, conn *pgx.Conn, variant string, dim, n, nconv int) (*benchCorpus, error) {
+// benchMemories generates the corpus (the same for the same arguments).
+func benchMemories(dim, n, nconv int) (*benchCorpus, error) {
 	r := mrand.New(mrand.NewPCG(42, 1))
 	vocab := benchVocabulary(r)
 	zipf := mrand.NewZipf(r, 1.1, 50, uint64(len(vocab)-1))
@@ -222,13 +275,20 @@ func loadBenchMemories(ctx context.Context, conn *pgx.Conn, variant string, dim,
 	if embErr != nil {
 		return nil, fmt.Errorf("embed: %w", embErr)
 	}
+	c.texts, c.embs = texts, embs
+	return c, nil
+}
+
+// loadBenchMemories inserts the corpus as memories and indexes them.
+func loadBenchMemories(ctx context.Context, conn *pgx.Conn, variant string, c *benchCorpus) error {
+	n, texts, embs := len(c.texts), c.texts, c.embs
 
 	steps := []string{
 		`CREATE UNLOGGED TABLE bench_load (conversation_id uuid, content text, embedding real[], created_at timestamptz)`,
 	}
 	for _, s := range steps {
 		if _, err := conn.Exec(ctx, s); err != nil {
-			return nil, fmt.Errorf("prepare load: %w", err)
+			return fmt.Errorf("prepare load: %w", err)
 		}
 	}
 	base := time.Now().Add(-time.Duration(n) * time.Second)
@@ -236,7 +296,7 @@ func loadBenchMemories(ctx context.Context, conn *pgx.Conn, variant string, dim,
 		pgx.CopyFromSlice(n, func(i int) ([]any, error) {
 			return []any{c.convs[c.conv[i]], texts[i], embs[i], base.Add(time.Duration(i) * time.Second)}, nil
 		})); err != nil {
-		return nil, fmt.Errorf("copy: %w", err)
+		return fmt.Errorf("copy: %w", err)
 	}
 	load := []string{
 		// One statement: the BM25 trigger indexes all rows in one pass. The
@@ -256,10 +316,29 @@ func loadBenchMemories(ctx context.Context, conn *pgx.Conn, variant string, dim,
 		`VACUUM ANALYZE mneme.bm25_terms`, `VACUUM ANALYZE mneme.bm25_stats`, `VACUUM ANALYZE mneme.bm25_docs`)
 	for _, s := range load {
 		if _, err := conn.Exec(ctx, s); err != nil {
-			return nil, fmt.Errorf("load: %s: %w", strings.Fields(s)[0], err)
+			return fmt.Errorf("load: %s: %w", strings.Fields(s)[0], err)
 		}
 	}
-	return c, nil
+	// Index-only scans of the postings need the visibility map set; a
+	// VACUUM that overlaps an older snapshot (an autovacuum worker started
+	// during the load) leaves it unset, so repeat until it is.
+	for try := 0; ; try++ {
+		var visible float64
+		if err := conn.QueryRow(ctx, `SELECT coalesce(relallvisible::float8 / nullif(relpages, 0), 1)
+			FROM pg_class WHERE oid = 'mneme.bm25_postings'::regclass`).Scan(&visible); err != nil {
+			return err
+		}
+		if visible >= 0.99 || try == 10 {
+			break
+		}
+		time.Sleep(time.Second)
+		for _, t := range []string{"bm25_postings", "bm25_docs", "bm25_terms", "memories"} {
+			if _, err := conn.Exec(ctx, "VACUUM mneme."+t); err != nil {
+				return fmt.Errorf("vacuum: %w", err)
+			}
+		}
+	}
+	return nil
 }
 
 func runRetrieveBench(ctx context.Context, conn *pgx.Conn, c *benchCorpus, out *retrieveBench) error {
@@ -295,9 +374,14 @@ func runRetrieveBench(ctx context.Context, conn *pgx.Conn, c *benchCorpus, out *
 	}{
 		{`SELECT count(*) FROM mneme.retrieve($1, $2, 10, $3)`, func(q query) []any { return []any{q.conv, q.text, q.emb} }, &out.Retrieve},
 		{`SELECT count(*) FROM mneme.retrieve($1, $2, 10)`, func(q query) []any { return []any{q.conv, q.text} }, &out.RetrieveSQL},
+		{`SELECT count(*) FROM mneme.search($1, $2, 10, $3)`, func(q query) []any { return []any{q.conv, q.text, q.emb} }, &out.Search},
 		{`SELECT count(*) FROM (SELECT id FROM mneme.memories ORDER BY embedding <=> $1::real[]::mneme.embedding LIMIT 10) x`,
 			func(q query) []any { return []any{q.emb} }, &out.Vector},
 		{`SELECT count(*) FROM mneme.bm25_search($1, $2, 10)`, func(q query) []any { return []any{q.conv, q.text} }, &out.BM25},
+		{`SELECT count(*) FROM mneme.bm25_search($1, $2, mneme.setting('retrieve_candidates')::int)`,
+			func(q query) []any { return []any{q.conv, q.text} }, &out.BM25Leg},
+		{`SELECT count(*) FROM mneme.vector_search($1, $2, mneme.setting('retrieve_candidates')::int)`,
+			func(q query) []any { return []any{q.conv, q.emb} }, &out.VectorLeg},
 	}
 	samples := make([][]float64, len(ops))
 	for i, q := range qs {

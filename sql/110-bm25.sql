@@ -233,7 +233,8 @@ DECLARE
     v_expired uuid[];
     v_n       float8;
     v_total   float8;
-    v_bavg    float8;
+    v_c0      float8;
+    v_c1      float8;
 BEGIN
     IF p_limit IS NULL OR p_limit < 1 THEN
         RAISE EXCEPTION 'limit must be at least 1' USING ERRCODE = '22023';
@@ -253,11 +254,16 @@ BEGIN
     IF v_n <= 0 OR v_total <= 0 THEN
         RETURN;
     END IF;
-    v_bavg := v_b / (v_total / v_n);  -- b / avgdl
+    -- idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl)), with the
+    -- per-term factor idf * (k1 + 1) and the constants folded out of the
+    -- per-posting expression (evaluated once per posting: thousands of times
+    -- for a common word in a large conversation).
+    v_c0 := v_k1 * (1 - v_b);
+    v_c1 := v_k1 * v_b / (v_total / v_n);
 
     RETURN QUERY
     WITH w AS (
-        SELECT t.term, ln(1 + (v_n - t.df + 0.5) / (t.df + 0.5)) AS idf
+        SELECT t.term, ln(1 + (v_n - t.df + 0.5) / (t.df + 0.5)) * (v_k1 + 1) AS wt
         FROM (SELECT bt.term,
                      bt.df - CASE WHEN v_expired IS NULL THEN 0 ELSE
                          (SELECT count(*) FROM mneme.bm25_postings p
@@ -265,21 +271,18 @@ BEGIN
                             AND p.memory_id = ANY (v_expired)) END::float8 AS df
               FROM mneme.bm25_terms bt
               WHERE bt.conversation_id = p_conversation_id
-                AND bt.term IN (SELECT u.lexeme FROM unnest(mneme.bm25_tsvector(p_query)) AS u)) t
+                AND bt.term = ANY (tsvector_to_array(mneme.bm25_tsvector(p_query)))) t
         WHERE t.df > 0
-    ), sc AS (
-        SELECT p.memory_id AS id,
-               sum(w.idf * p.tf * (v_k1 + 1) / (p.tf + v_k1 * (1 - v_b + v_bavg * p.doclen))) AS score
-        FROM w JOIN mneme.bm25_postings p ON p.conversation_id = p_conversation_id AND p.term = w.term
-        WHERE v_expired IS NULL OR p.memory_id <> ALL (v_expired)
-        GROUP BY p.memory_id
     ), top AS (
-        SELECT sc.id, sc.score FROM sc
-        WHERE (p_since IS NULL AND p_until IS NULL)
-           OR EXISTS (SELECT 1 FROM mneme.memories m WHERE m.id = sc.id
-                      AND (p_since IS NULL OR m.created_at >= p_since)
-                      AND (p_until IS NULL OR m.created_at < p_until))
-        ORDER BY sc.score DESC, sc.id
+        SELECT p.memory_id AS id, sum(w.wt * p.tf / (p.tf + v_c0 + v_c1 * p.doclen)) AS score
+        FROM w JOIN mneme.bm25_postings p ON p.conversation_id = p_conversation_id AND p.term = w.term
+        WHERE (v_expired IS NULL OR p.memory_id <> ALL (v_expired))
+          AND ((p_since IS NULL AND p_until IS NULL)
+               OR EXISTS (SELECT 1 FROM mneme.memories m WHERE m.id = p.memory_id
+                          AND (p_since IS NULL OR m.created_at >= p_since)
+                          AND (p_until IS NULL OR m.created_at < p_until)))
+        GROUP BY p.memory_id
+        ORDER BY 2 DESC, 1
         LIMIT p_limit
     )
     SELECT top.id, top.score, (rank() OVER (ORDER BY top.score DESC))::int  -- equal scores share a rank

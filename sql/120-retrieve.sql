@@ -94,12 +94,12 @@ DECLARE
         ELSE E'SET extra_float_digits = 3\n' END;
 BEGIN
     EXECUTE replace($fn$
-CREATE OR REPLACE FUNCTION mneme.vector_search(
+CREATE OR REPLACE FUNCTION mneme._vector_search(
     p_conversation_id uuid,
     p_embedding real[],
-    p_limit int DEFAULT 100,
-    p_since timestamptz DEFAULT NULL,
-    p_until timestamptz DEFAULT NULL)
+    p_limit int,
+    p_since timestamptz,
+    p_until timestamptz)
 RETURNS TABLE (memory_id uuid, distance float8, rank int)
 LANGUAGE plpgsql STABLE
 ROWS 100
@@ -117,10 +117,6 @@ BEGIN
     IF p_embedding IS NULL THEN
         RETURN;
     END IF;
-    IF p_limit IS NULL OR p_limit < 1 THEN
-        RAISE EXCEPTION 'limit must be at least 1' USING ERRCODE = '22023';
-    END IF;
-    PERFORM mneme.check_embedding(p_embedding);
     v_q := p_embedding;
 
     -- HNSW only where it cannot lose rows to the conversation filter: a
@@ -139,6 +135,10 @@ BEGIN
     END IF;
 
     IF v_ann THEN
+        -- The candidate list as long as the result (pgvector's default 40 at
+        -- least): the search then finds p_limit rows in one pass. The
+        -- function's SET clause restores the caller's value on exit.
+        PERFORM pg_catalog.set_config('hnsw.ef_search', greatest(40, least(p_limit, 1000))::text, true);
         -- relaxed_order iterative scan: re-sort the exact distances after.
         RETURN QUERY
         WITH c AS MATERIALIZED (
@@ -194,6 +194,31 @@ $$
 $fn$, '@@settings@@', v_settings);
 END
 $do$;
+COMMENT ON FUNCTION mneme._vector_search(uuid, real[], int, timestamptz, timestamptz) IS
+    'Internal: mneme.vector_search without the argument checks (mneme.search has made them).';
+
+CREATE OR REPLACE FUNCTION mneme.vector_search(
+    p_conversation_id uuid,
+    p_embedding real[],
+    p_limit int DEFAULT 100,
+    p_since timestamptz DEFAULT NULL,
+    p_until timestamptz DEFAULT NULL)
+RETURNS TABLE (memory_id uuid, distance float8, rank int)
+LANGUAGE plpgsql STABLE
+ROWS 100
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_embedding IS NULL THEN
+        RETURN;
+    END IF;
+    IF p_limit IS NULL OR p_limit < 1 THEN
+        RAISE EXCEPTION 'limit must be at least 1' USING ERRCODE = '22023';
+    END IF;
+    PERFORM mneme.check_embedding(p_embedding);
+    RETURN QUERY SELECT * FROM mneme._vector_search(p_conversation_id, p_embedding, p_limit, p_since, p_until);
+END
+$$;
 COMMENT ON FUNCTION mneme.vector_search(uuid, real[], int, timestamptz, timestamptz) IS
     'The vector leg of retrieval: top p_limit active, unexpired memories of the conversation by cosine '
     'distance to p_embedding (empty when p_embedding is NULL), created in [p_since, p_until) when given. '
@@ -276,7 +301,7 @@ BEGIN
     WITH b AS (
         SELECT * FROM mneme.bm25_search(v_conv, v_query, v_cand, v_since, v_until)
     ), v AS (
-        SELECT * FROM mneme.vector_search(v_conv, v_emb, v_cand, v_since, v_until)
+        SELECT * FROM mneme._vector_search(v_conv, v_emb, v_cand, v_since, v_until)
     ), f AS (
         SELECT coalesce(b.memory_id, v.memory_id) AS id, b.rank AS br, v.rank AS vr,
                b.score AS bs, v.distance AS vd

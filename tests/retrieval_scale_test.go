@@ -257,6 +257,21 @@ func TestRetrievePgvectorRecall(t *testing.T) {
 	}
 	require.Greater(t, hnswScans(t, db.Pool), before, "the HNSW index was not used")
 
+	// The leg sizes the HNSW candidate list to the rows it wants and leaves
+	// the caller's setting as it was, even inside the caller's transaction.
+	tx, err := db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }() // also when an assertion below fails
+	_, err = tx.Exec(ctx, `SET LOCAL hnsw.ef_search = 77`)
+	require.NoError(t, err)
+	var got int
+	require.NoError(t, tx.QueryRow(ctx, `SELECT count(*) FROM mneme.vector_search($1, $2, 300)`, convID, qembs[0]).Scan(&got))
+	require.Equal(t, 300, got)
+	var ef string
+	require.NoError(t, tx.QueryRow(ctx, `SHOW hnsw.ef_search`).Scan(&ef))
+	require.Equal(t, "77", ef, "vector_search changed the caller's hnsw.ef_search")
+	require.NoError(t, tx.Rollback(ctx))
+
 	// Exact: the same functions with the HNSW cut-over out of reach.
 	_, err = db.Pool.Exec(ctx, `SELECT mneme.set_setting('vector_exact_max', '1000000000')`)
 	require.NoError(t, err)
