@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"regexp"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mneme-memory/mneme/sidecar/dbtest"
+)
+
+// mneme runs this test binary as the real `mneme` with args, DATABASE_URL
+// set to url; it returns stdout, stderr and the exit code.
+func mnemeCmd(t *testing.T, url string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "MNEME_TEST_AS_MAIN=1", "DATABASE_URL="+url, "MNEME_LOG_LEVEL=warn")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		code = exit.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+// TestBenchRetrieve runs `mneme bench retrieve` small: one JSON object with
+// every line, a kept database that --reuse measures again without
+// reloading, and clear errors for a --reuse that cannot be right.
+func TestBenchRetrieve(t *testing.T) {
+	server := dbtest.ServerURL(t)
+	out, stderr, code := mnemeCmd(t, server, "bench", "retrieve", "--memories", "300", "--conversations", "3",
+		"--queries", "5", "--vector", "array", "--json", "--keep")
+	require.Equal(t, 0, code, stderr)
+	m := regexp.MustCompile(`kept benchmark database (mneme_bench_[0-9a-f]+)`).FindStringSubmatch(stderr)
+	require.NotNil(t, m, stderr)
+	kept := m[1]
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(context.Background(), server)
+		if err == nil {
+			_, _ = conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+kept+" WITH (FORCE)")
+			conn.Close(context.Background())
+		}
+	})
+
+	var res retrieveBench
+	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
+	require.Equal(t, "array", res.Variant)
+	require.Equal(t, 300, res.Memories)
+	require.Equal(t, 3, res.Conversations)
+	require.Equal(t, 100, res.Candidates)
+	require.Greater(t, res.LoadSeconds, 0.0)
+	for name, l := range map[string]latencies{"retrieve": res.Retrieve, "retrieve_sql_embed": res.RetrieveSQL,
+		"search": res.Search, "vector": res.Vector, "bm25": res.BM25, "bm25_leg": res.BM25Leg, "vector_leg": res.VectorLeg} {
+		require.Greater(t, l.P50, 0.0, name)
+		require.LessOrEqual(t, l.P50, l.P95, name)
+		require.LessOrEqual(t, l.P95, l.P99, name)
+	}
+
+	out, stderr, code = mnemeCmd(t, server, "bench", "retrieve", "--memories", "300", "--conversations", "3",
+		"--queries", "5", "--json", "--reuse", kept)
+	require.Equal(t, 0, code, stderr)
+	var again retrieveBench
+	require.NoError(t, json.Unmarshal([]byte(out), &again), out)
+	require.Equal(t, "array", again.Variant, "--reuse measures the kept database's variant")
+	require.Zero(t, again.LoadSeconds, "--reuse does not load")
+	require.Greater(t, again.Retrieve.P50, 0.0)
+
+	_, stderr, code = mnemeCmd(t, server, "bench", "retrieve", "--memories", "400", "--reuse", kept)
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "has 300 memories, --memories is 400")
+
+	_, stderr, code = mnemeCmd(t, server, "bench", "retrieve", "--memories", "300", "--reuse", "mneme_bench_missing")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, `connect to mneme_bench_missing`)
+}
