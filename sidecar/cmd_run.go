@@ -80,11 +80,13 @@ func openPool(ctx context.Context, cfg config.Config) (*pgxpool.Pool, error) {
 
 func runnerOptions(cfg config.Config, log *slog.Logger, m metrics.Sidecar) jobs.Options {
 	return jobs.Options{
-		Concurrency: cfg.Concurrency,
-		PollEvery:   cfg.PollEvery,
-		MaxAttempts: cfg.MaxAttempts,
-		Logger:      log,
-		Observer:    m,
+		Concurrency:     cfg.Concurrency,
+		PollEvery:       cfg.PollEvery,
+		MaxAttempts:     cfg.MaxAttempts,
+		Lease:           cfg.JobLease,
+		ShutdownTimeout: cfg.ShutdownTimeout,
+		Logger:          log,
+		Observer:        m,
 	}
 }
 

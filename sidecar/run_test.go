@@ -148,7 +148,8 @@ func TestRunSIGTERM(t *testing.T) {
 	db := dbtest.New(t, dbtest.WithVector("array"))
 	cmd := exec.Command(os.Args[0], "run")
 	cmd.Env = append(os.Environ(), "MNEME_TEST_AS_MAIN=1", "DATABASE_URL="+db.URL,
-		"MNEME_EVENTS=notify", "MNEME_METRICS_ADDR=off", "MNEME_POLL_INTERVAL=200ms")
+		"MNEME_EVENTS=notify", "MNEME_METRICS_ADDR=off", "MNEME_POLL_INTERVAL=200ms",
+		"MNEME_JOB_LEASE=9s", "MNEME_SHUTDOWN_TIMEOUT=7s")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	require.NoError(t, cmd.Start())
@@ -171,6 +172,8 @@ func TestRunSIGTERM(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatalf("mneme run did not exit after SIGTERM:\n%s", stderr.String())
 	}
+	require.Contains(t, stderr.String(), "lease=9s", "MNEME_JOB_LEASE reaches the runner")
+	require.Contains(t, stderr.String(), "shutdown_timeout=7s", "MNEME_SHUTDOWN_TIMEOUT reaches the runner")
 	require.Contains(t, stderr.String(), "shutting down")
 	require.Contains(t, stderr.String(), "job runner stopped")
 }

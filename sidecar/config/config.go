@@ -39,6 +39,13 @@ type Config struct {
 	PollEvery   time.Duration // MNEME_POLL_INTERVAL
 	SlotName    string        // MNEME_SLOT
 	MaxAttempts int           // MNEME_MAX_ATTEMPTS
+	// JobLease is how long a claimed job stays with its worker without a
+	// heartbeat (heartbeats extend it every third of it while the job runs);
+	// a crashed worker's jobs are claimable again after it.
+	JobLease time.Duration // MNEME_JOB_LEASE
+	// ShutdownTimeout is how long SIGINT/SIGTERM waits for in-flight jobs
+	// before cancelling and releasing them.
+	ShutdownTimeout time.Duration // MNEME_SHUTDOWN_TIMEOUT
 
 	LLM   Endpoint // MNEME_LLM_BASE_URL, MNEME_LLM_API_KEY, MNEME_LLM_MODEL
 	Embed Endpoint // MNEME_EMBED_BASE_URL, MNEME_EMBED_API_KEY, MNEME_EMBED_MODEL
@@ -96,15 +103,17 @@ func fromLookup(lookup func(string) (string, bool)) (Config, error) {
 		return d
 	}
 	c := Config{
-		DatabaseURL: get("DATABASE_URL", ""),
-		Vector:      get("MNEME_VECTOR", "auto"),
-		EmbedDim:    atoi("MNEME_EMBED_DIM", DefaultEmbedDim),
-		Events:      get("MNEME_EVENTS", EventsAuto),
-		Concurrency: atoi("MNEME_CONCURRENCY", 4),
-		MetricsAddr: get("MNEME_METRICS_ADDR", "127.0.0.1:9464"),
-		PollEvery:   dur("MNEME_POLL_INTERVAL", 5*time.Second),
-		SlotName:    get("MNEME_SLOT", "mneme"),
-		MaxAttempts: atoi("MNEME_MAX_ATTEMPTS", 5),
+		DatabaseURL:     get("DATABASE_URL", ""),
+		Vector:          get("MNEME_VECTOR", "auto"),
+		EmbedDim:        atoi("MNEME_EMBED_DIM", DefaultEmbedDim),
+		Events:          get("MNEME_EVENTS", EventsAuto),
+		Concurrency:     atoi("MNEME_CONCURRENCY", 4),
+		MetricsAddr:     get("MNEME_METRICS_ADDR", "127.0.0.1:9464"),
+		PollEvery:       dur("MNEME_POLL_INTERVAL", 5*time.Second),
+		SlotName:        get("MNEME_SLOT", "mneme"),
+		MaxAttempts:     atoi("MNEME_MAX_ATTEMPTS", 5),
+		JobLease:        dur("MNEME_JOB_LEASE", 30*time.Second),
+		ShutdownTimeout: dur("MNEME_SHUTDOWN_TIMEOUT", 30*time.Second),
 		LLM: Endpoint{
 			BaseURL: get("MNEME_LLM_BASE_URL", ""),
 			APIKey:  get("MNEME_LLM_API_KEY", ""),
@@ -162,6 +171,12 @@ func (c Config) Validate(needDB bool) error {
 	}
 	if c.LLMTimeout <= 0 {
 		bad("MNEME_LLM_TIMEOUT must be positive")
+	}
+	if c.JobLease < time.Second {
+		bad("MNEME_JOB_LEASE=%s: use 1s or more (heartbeats extend it every third of it)", c.JobLease)
+	}
+	if c.ShutdownTimeout <= 0 {
+		bad("MNEME_SHUTDOWN_TIMEOUT must be positive")
 	}
 	if c.SlotName == "" || strings.ToLower(c.SlotName) != c.SlotName || strings.ContainsAny(c.SlotName, " -.") {
 		bad("MNEME_SLOT=%q: use lower-case letters, digits and _", c.SlotName)

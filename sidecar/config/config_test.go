@@ -21,6 +21,8 @@ func TestDefaults(t *testing.T) {
 	require.Equal(t, "127.0.0.1:9464", c.MetricsAddr)
 	require.Equal(t, 5*time.Second, c.PollEvery)
 	require.Equal(t, "mneme", c.SlotName)
+	require.Equal(t, 30*time.Second, c.JobLease)
+	require.Equal(t, 30*time.Second, c.ShutdownTimeout)
 	require.False(t, c.LLM.Configured())
 	require.False(t, c.Embed.Configured())
 }
@@ -43,6 +45,8 @@ func TestValidateReportsWhatIsMissing(t *testing.T) {
 		{"bad transport", map[string]string{"MNEME_EVENTS": "kafka"}, []string{`MNEME_EVENTS="kafka"`}},
 		{"bad concurrency", map[string]string{"MNEME_CONCURRENCY": "0"}, []string{"MNEME_CONCURRENCY=0"}},
 		{"bad slot", map[string]string{"MNEME_SLOT": "My-Slot"}, []string{`MNEME_SLOT="My-Slot"`}},
+		{"lease too short", map[string]string{"MNEME_JOB_LEASE": "500ms"}, []string{"MNEME_JOB_LEASE=500ms: use 1s or more"}},
+		{"shutdown not positive", map[string]string{"MNEME_SHUTDOWN_TIMEOUT": "0s"}, []string{"MNEME_SHUTDOWN_TIMEOUT must be positive"}},
 		{"several at once", map[string]string{"MNEME_EVENTS": "x", "MNEME_LLM_MODEL": "m"},
 			[]string{"MNEME_EVENTS", "MNEME_LLM_BASE_URL"}},
 	}

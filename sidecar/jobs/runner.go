@@ -122,7 +122,7 @@ func (r *Runner) Start(ctx context.Context) {
 			}
 		}()
 		r.log.Info("job runner started", "concurrency", r.opts.Concurrency, "kinds", r.Kinds(),
-			"lease", r.opts.Lease, "sweep", r.opts.PollEvery)
+			"lease", r.opts.Lease, "sweep", r.opts.PollEvery, "shutdown_timeout", r.opts.ShutdownTimeout)
 	})
 }
 
