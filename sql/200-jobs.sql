@@ -255,7 +255,9 @@ BEGIN
         RAISE EXCEPTION 'job % cannot be requeued: an equivalent job is already pending', p_id
             USING ERRCODE = '23505', HINT = 'the pending job does the same work; see SELECT * FROM mneme.jobs WHERE state = ''pending''';
     END;
-    PERFORM pg_notify('mneme_jobs', json_build_object('id', p_id, 'kind', j.kind)::text);
+    -- requeued: the replication transport sees inserts only, so it listens
+    -- for these notifications (and only these) as well.
+    PERFORM pg_notify('mneme_jobs', json_build_object('id', p_id, 'kind', j.kind, 'requeued', true)::text);
 END
 $$;
 COMMENT ON FUNCTION mneme.retry_job(bigint) IS

@@ -98,7 +98,8 @@ func start(t *testing.T, db *dbtest.DB, transport, worker string, sweep time.Dur
 func ready(t *testing.T, db *dbtest.DB, transport string) {
 	t.Helper()
 	q := map[string]string{
-		events.Notify: `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN mneme_jobs'`,
+		events.Notify: `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN mneme_jobs'
+			AND application_name = '` + events.ListenerName + `'`,
 		// Active and held by a walsender: while the slot is being created its
 		// creator holds it too.
 		events.Replication: fmt.Sprintf(`SELECT count(*) FROM pg_replication_slots s JOIN pg_stat_replication r ON r.pid = s.active_pid
@@ -347,4 +348,35 @@ func TestReplicationSlotBusyFallsBackToNotify(t *testing.T) {
 	waitCount(t, db, "done", `SELECT count(*) FROM mneme.jobs WHERE state = 'done'`, 1)
 	require.EqualValues(t, 1, b.calls.Load())
 	b.stop(t)
+}
+
+// A failed job put back by mneme.retry_job is an update, which the
+// replication stream does not carry: the transport's companion LISTEN
+// delivers it, with no sweep to fall back on.
+func TestRetriedJobIsDelivered(t *testing.T) {
+	for _, tr := range []string{events.Replication, events.Notify} {
+		t.Run(tr, func(t *testing.T) {
+			db := newDB(t)
+			ctx := context.Background()
+			var id int64
+			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.enqueue_job('work', NULL, '{"x":1}')`).Scan(&id))
+			_, err := db.Pool.Exec(ctx, `UPDATE mneme.jobs SET state = 'failed', attempts = 5, finished_at = now(),
+				last_error = 'gave up' WHERE id = $1`, id)
+			require.NoError(t, err)
+
+			s := start(t, db, tr, "w", noSweep)
+			ready(t, db, tr)
+			listener := events.ListenerName
+			if tr == events.Replication {
+				listener = events.RequeueListenerName
+			}
+			waitCount(t, db, "listening", `SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND query = 'LISTEN mneme_jobs' AND application_name = '`+listener+`'`, 1)
+			_, err = db.Pool.Exec(ctx, `SELECT mneme.retry_job($1)`, id)
+			require.NoError(t, err)
+			waitCount(t, db, "done", `SELECT count(*) FROM mneme.jobs WHERE state = 'done'`, 1)
+			requireExactlyOnce(t, db, 1)
+			s.stop(t)
+		})
+	}
 }

@@ -11,11 +11,22 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/backoff"
 )
 
+// Application names of the LISTEN connections (unless DATABASE_URL sets
+// one): the notify transport's, and the replication transport's companion
+// that wakes for requeued jobs only.
+const (
+	ListenerName        = "mneme-listen"
+	RequeueListenerName = "mneme-listen-requeued"
+)
+
 // notifier LISTENs on a dedicated connection. Payloads are hints: a lost
 // notification only delays a job until the next sweep.
 type notifier struct {
 	opts Options
 	w    Waker
+	// requeuedOnly: wake only for jobs put back by mneme.retry_job (the
+	// replication transport's companion: it sees inserts, not updates).
+	requeuedOnly bool
 }
 
 func newNotifier(opts Options, w Waker) *notifier { return &notifier{opts: opts, w: w} }
@@ -43,7 +54,18 @@ func (n *notifier) Run(ctx context.Context) error {
 }
 
 func (n *notifier) listen(ctx context.Context) error {
-	conn, err := pgx.Connect(ctx, n.opts.DSN)
+	cfg, err := pgx.ParseConfig(n.opts.DSN)
+	if err != nil {
+		return fmt.Errorf("parse DATABASE_URL: %w", err)
+	}
+	if cfg.RuntimeParams["application_name"] == "" {
+		// Tells the two listeners apart in pg_stat_activity.
+		cfg.RuntimeParams["application_name"] = ListenerName
+		if n.requeuedOnly {
+			cfg.RuntimeParams["application_name"] = RequeueListenerName
+		}
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
@@ -51,7 +73,7 @@ func (n *notifier) listen(ctx context.Context) error {
 	if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	n.opts.Logger.Info("listening", "transport", Notify, "channel", Channel)
+	n.opts.Logger.Info("listening", "transport", Notify, "channel", Channel, "requeued_only", n.requeuedOnly)
 	// Jobs enqueued while we were not listening: the sweep would find them
 	// too, but a reconnect is a good moment to look.
 	n.w.Wake()
@@ -60,14 +82,17 @@ func (n *notifier) listen(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		var p struct {
+			ID       int64 `json:"id"`
+			Requeued bool  `json:"requeued"`
+		}
+		parsed := json.Unmarshal([]byte(note.Payload), &p) == nil
+		if n.requeuedOnly && !(parsed && p.Requeued) {
+			continue
+		}
 		n.w.Wake()
-		if n.opts.OnEvent != nil {
-			var p struct {
-				ID int64 `json:"id"`
-			}
-			if json.Unmarshal([]byte(note.Payload), &p) == nil && p.ID > 0 {
-				n.opts.OnEvent(p.ID, time.Time{})
-			}
+		if n.opts.OnEvent != nil && parsed && p.ID > 0 {
+			n.opts.OnEvent(p.ID, time.Time{})
 		}
 	}
 }

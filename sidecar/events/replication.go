@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -42,6 +43,18 @@ func (r *replication) Run(ctx context.Context) error {
 	if r.opts.Pool == nil {
 		return errors.New("replication transport needs a pool")
 	}
+	// The stream carries inserts only (publication mneme_jobs): a failed job
+	// put back by mneme.retry_job is an update, announced by NOTIFY, so a
+	// companion LISTEN wakes the runner for those.
+	var companion sync.WaitGroup
+	companion.Add(1)
+	go func() {
+		defer companion.Done()
+		n := newNotifier(r.opts, r.w)
+		n.requeuedOnly = true
+		_ = n.Run(ctx)
+	}()
+	defer companion.Wait()
 	fails := 0
 	for ctx.Err() == nil {
 		start := time.Now()
