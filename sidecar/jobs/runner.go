@@ -176,14 +176,20 @@ func (r *Runner) isAborted() bool {
 	return r.aborted
 }
 
-// releaseAll cancels running handlers and gives their jobs back.
-func (r *Runner) releaseAll() int {
+// runs is a snapshot of the running jobs.
+func (r *Runner) runs() []*run {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	runs := make([]*run, 0, len(r.running))
 	for _, rn := range r.running {
 		runs = append(runs, rn)
 	}
-	r.mu.Unlock()
+	return runs
+}
+
+// releaseAll cancels running handlers and gives their jobs back.
+func (r *Runner) releaseAll() int {
+	runs := r.runs()
 	for _, rn := range runs {
 		rn.cancel()
 	}
@@ -325,12 +331,7 @@ func (r *Runner) heartbeat() {
 		if r.isAborted() {
 			return
 		}
-		r.mu.Lock()
-		runs := make([]*run, 0, len(r.running))
-		for _, rn := range r.running {
-			runs = append(runs, rn)
-		}
-		r.mu.Unlock()
+		runs := r.runs()
 		for _, rn := range runs {
 			ctx, cancel := context.WithTimeout(context.Background(), r.opts.Lease/3)
 			ok, err := extendLease(ctx, r.pool, rn.job.ID, r.opts.WorkerID, rn.attempt, r.opts.Lease)
