@@ -154,23 +154,19 @@ func cmdBenchRetrieve(ctx context.Context, log *slog.Logger, args []string) erro
 	return nil
 }
 
-// databaseURL is url with its database name replaced by name.
+// databaseURL is url pointed at the existing database name (withDatabase),
+// checked by connecting to it.
 func databaseURL(ctx context.Context, url, name string) (string, error) {
-	cfg, err := pgx.ParseConfig(url)
+	dsn, err := withDatabase(url, name)
 	if err != nil {
-		return "", fmt.Errorf("DATABASE_URL: %w", err)
+		return "", err
 	}
-	cfg.Database = name
-	conn, err := pgx.ConnectConfig(ctx, cfg)
+	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return "", fmt.Errorf("connect to %s: %w", name, err)
 	}
 	conn.Close(ctx)
-	u := fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Host, cfg.Port, name)
-	if cfg.Password != "" {
-		u = fmt.Sprintf("postgres://%s:%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Password, cfg.Host, cfg.Port, name)
-	}
-	return u, nil
+	return dsn, nil
 }
 
 // benchDatabase creates a scratch database next to the one in url.
@@ -186,10 +182,11 @@ func benchDatabase(ctx context.Context, url string, keep bool) (string, func(), 
 		admin.Close(ctx)
 		return "", nil, fmt.Errorf("create benchmark database: %w", err)
 	}
-	cfg := admin.Config()
-	dbURL := fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Host, cfg.Port, name)
-	if cfg.Password != "" {
-		dbURL = fmt.Sprintf("postgres://%s:%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Password, cfg.Host, cfg.Port, name)
+	dbURL, err := withDatabase(url, name)
+	if err != nil {
+		_, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name)
+		admin.Close(ctx)
+		return "", nil, err
 	}
 	return dbURL, func() {
 		defer admin.Close(context.Background())
@@ -378,10 +375,10 @@ func runRetrieveBench(ctx context.Context, conn *pgx.Conn, c *benchCorpus, out *
 		{`SELECT count(*) FROM (SELECT id FROM mneme.memories ORDER BY embedding <=> $1::real[]::mneme.embedding LIMIT 10) x`,
 			func(q query) []any { return []any{q.emb} }, &out.Vector},
 		{`SELECT count(*) FROM mneme.bm25_search($1, $2, 10)`, func(q query) []any { return []any{q.conv, q.text} }, &out.BM25},
-		{`SELECT count(*) FROM mneme.bm25_search($1, $2, mneme.setting('retrieve_candidates')::int)`,
-			func(q query) []any { return []any{q.conv, q.text} }, &out.BM25Leg},
-		{`SELECT count(*) FROM mneme.vector_search($1, $2, mneme.setting('retrieve_candidates')::int)`,
-			func(q query) []any { return []any{q.conv, q.emb} }, &out.VectorLeg},
+		{`SELECT count(*) FROM mneme.bm25_search($1, $2, $3)`,
+			func(q query) []any { return []any{q.conv, q.text, out.Candidates} }, &out.BM25Leg},
+		{`SELECT count(*) FROM mneme.vector_search($1, $2, $3)`,
+			func(q query) []any { return []any{q.conv, q.emb, out.Candidates} }, &out.VectorLeg},
 	}
 	samples := make([][]float64, len(ops))
 	for i := range qs {
