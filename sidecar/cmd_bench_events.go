@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mneme-memory/mneme/sidecar/config"
@@ -115,7 +114,7 @@ func benchTransport(ctx context.Context, log *slog.Logger, url, transport string
 	started := map[int64]time.Time{}
 	quiet := slog.New(slog.DiscardHandler)
 	runner := jobs.NewRunner(pool, jobs.Options{Concurrency: conc, PollEvery: sweep, Logger: quiet})
-	runner.Register("noop", func(_ context.Context, _ pgx.Tx, job jobs.Job) error {
+	runner.Register("noop", func(_ context.Context, _ jobs.Store, job jobs.Job) error {
 		now := time.Now()
 		mu.Lock()
 		started[job.ID] = now

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mneme-memory/mneme/sidecar/config"
@@ -16,21 +15,21 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/pipeline"
 )
 
-// deps is what job handlers may use. LLM is nil when no LLM endpoint is
-// configured (offline fallbacks). Embedder is the OpenAI-compatible client
-// when MNEME_EMBED_BASE_URL is set, else the built-in hash embedder; its
-// dimension is the database's (setting embedding_dim, fixed at migrate).
+// deps is what job handlers may use. Pipeline holds the clients the
+// configuration asks for: an LLM only when MNEME_LLM_BASE_URL is set
+// (otherwise the offline segmenter and reviewer), and the OpenAI-compatible
+// embedder when MNEME_EMBED_BASE_URL is set, else the built-in hash
+// embedder, with the database's dimension (setting embedding_dim).
 type deps struct {
 	Config   config.Config
 	Pool     *pgxpool.Pool
 	Log      *slog.Logger
-	LLM      *llm.Client
-	Embedder embed.Embedder
+	Pipeline pipeline.Deps
 }
 
 // newDeps builds the clients the configuration asks for.
 func newDeps(ctx context.Context, cfg config.Config, pool *pgxpool.Pool, log *slog.Logger, m metrics.Sidecar) (deps, error) {
-	d := deps{Config: cfg, Pool: pool, Log: log}
+	d := deps{Config: cfg, Pool: pool, Log: log, Pipeline: pipeline.Deps{Log: log}}
 	var dim int
 	var embedder string
 	err := pool.QueryRow(ctx, `SELECT (mneme.setting('embedding_dim') #>> '{}')::int, mneme.setting('embedder') #>> '{}'`).
@@ -43,12 +42,12 @@ func newDeps(ctx context.Context, cfg config.Config, pool *pgxpool.Pool, log *sl
 			"unset MNEME_EMBED_DIM or re-embed into the new dimension", config.ErrInvalid, cfg.EmbedDim, dim)
 	}
 	if cfg.LLM.Configured() {
-		d.LLM = llm.New(cfg.LLM, cfg.LLMTimeout, llm.WithObserver(m.LLM))
+		d.Pipeline.LLM = llm.New(cfg.LLM, cfg.LLMTimeout, llm.WithObserver(m.LLM))
 		log.Info("LLM configured", "base_url", cfg.LLM.BaseURL, "model", cfg.LLM.Model)
 	} else {
 		log.Info("no LLM configured (MNEME_LLM_BASE_URL unset): offline segmenter and reviewer")
 	}
-	d.Embedder = embed.New(cfg.Embed, dim, embed.WithObserver(m.Embed))
+	d.Pipeline.Embedder = embed.New(cfg.Embed, dim, embed.WithObserver(m.Embed))
 	switch {
 	case cfg.Embed.Configured() && embedder != "external":
 		log.Warn("MNEME_EMBED_BASE_URL is set but the database setting embedder is "+embedder+
@@ -63,15 +62,11 @@ func newDeps(ctx context.Context, cfg config.Config, pool *pgxpool.Pool, log *sl
 // `mneme run`. Pipelines add one line each.
 func registerHandlers(r *jobs.Runner, d deps) error {
 	r.Register("noop", noop)
-	pd := pipeline.Deps{Embedder: d.Embedder, Log: d.Log}
-	if d.LLM != nil { // a nil *llm.Client must stay a nil interface: offline
-		pd.LLM = d.LLM
-	}
-	if err := pipeline.Register(r, pd); err != nil {
+	if err := pipeline.Register(r, d.Pipeline); err != nil {
 		return fmt.Errorf("register pipelines: %w", err)
 	}
 	return nil
 }
 
 // noop does nothing and completes: benchmarks and smoke tests use it.
-func noop(context.Context, pgx.Tx, jobs.Job) error { return nil }
+func noop(context.Context, jobs.Store, jobs.Job) error { return nil }

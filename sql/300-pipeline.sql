@@ -221,3 +221,51 @@ COMMENT ON FUNCTION mneme.apply_review(uuid, text, float8, float8, text, timesta
     'Writes one review''s FSRS result (computed by the sidecar from the locked row) and its review_log row. '
     'Returns false, writing nothing, when the memory is gone or not active, or when reviewed_at is not after '
     'its last_reviewed_at (stale).';
+
+
+-- -----------------------------------------------------------------------------
+-- Reads of the worker (no side effects)
+-- -----------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION mneme.recent_memories(conversation_id uuid, k int)
+RETURNS TABLE (memory_id uuid, summary text, content text)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF recent_memories.conversation_id IS NULL THEN
+        RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF k IS NULL OR k < 0 OR k > 1000 THEN
+        RAISE EXCEPTION 'k must be 0 to 1000, got %', coalesce(k::text, 'NULL') USING ERRCODE = '22023';
+    END IF;
+    RETURN QUERY
+    SELECT m.id, coalesce(m.summary, ''), m.content
+    FROM mneme.memories m
+    WHERE m.conversation_id = recent_memories.conversation_id AND m.status = 'active'
+    ORDER BY m.created_at DESC, m.id
+    LIMIT k;
+END
+$$;
+COMMENT ON FUNCTION mneme.recent_memories(uuid, int) IS
+    'The conversation''s k most recent active memories, newest first: what a segmenter compares a new episode '
+    'with for surprise.';
+
+CREATE OR REPLACE FUNCTION mneme.context_messages(conversation_id uuid, message_ids bigint[])
+RETURNS TABLE (id bigint, role text, content text, created_at timestamptz)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF context_messages.conversation_id IS NULL OR message_ids IS NULL THEN
+        RAISE EXCEPTION 'conversation_id and message_ids must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    RETURN QUERY
+    SELECT m.id, m.role, m.content, m.created_at
+    FROM mneme.messages m
+    WHERE m.conversation_id = context_messages.conversation_id AND m.id = ANY (message_ids)
+    ORDER BY m.id;
+END
+$$;
+COMMENT ON FUNCTION mneme.context_messages(uuid, bigint[]) IS
+    'The given messages of the conversation in order: a review job''s context, referenced by id so message '
+    'text is stored once. Messages that no longer exist are left out.';

@@ -419,16 +419,8 @@ func TestPipelineSegmentRace(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			tx, err := e.db.Pool.Begin(ctx)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			defer tx.Rollback(ctx)
 			job := jobs.Job{ID: int64(100 + i), Kind: "segment", ConversationID: uuid.NullUUID{UUID: e.conv, Valid: true}, Payload: payload, Attempts: 1}
-			if errs[i] = e.p.Segment(ctx, tx, job); errs[i] == nil {
-				errs[i] = tx.Commit(ctx)
-			}
+			errs[i] = e.p.Segment(ctx, jobs.Inline(e.db.Pool), job)
 		}()
 	}
 	wg.Wait()
@@ -457,18 +449,8 @@ func TestPipelineSegmentRaceOffline(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			tx, err := e.db.Pool.Begin(ctx)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			defer tx.Rollback(ctx)
 			job := jobs.Job{ID: int64(200 + i), Kind: "segment", ConversationID: uuid.NullUUID{UUID: e.conv, Valid: true}, Payload: payload, Attempts: 1}
-			if err := e.p.Segment(ctx, tx, job); err != nil {
-				t.Error(err)
-				return
-			}
-			if err := tx.Commit(ctx); err != nil {
+			if err := e.p.Segment(ctx, jobs.Inline(e.db.Pool), job); err != nil {
 				t.Error(err)
 			}
 		}()

@@ -64,10 +64,12 @@ func start(t *testing.T, db *dbtest.DB, transport, worker string, sweep time.Dur
 		Retry: backoff.Policy{Base: 10 * time.Millisecond, Max: 50 * time.Millisecond}, Logger: log,
 	})
 	s := &sidecar{runner: r, done: make(chan error, 1)}
-	r.Register("work", func(ctx context.Context, tx pgx.Tx, job jobs.Job) error {
-		s.calls.Add(1)
-		_, err := tx.Exec(ctx, `INSERT INTO effects VALUES ($1, $2)`, job.ID, worker)
-		return err
+	r.Register("work", func(ctx context.Context, db jobs.Store, job jobs.Job) error {
+		return db.Commit(ctx, func(tx pgx.Tx) error {
+			s.calls.Add(1)
+			_, err := tx.Exec(ctx, `INSERT INTO effects VALUES ($1, $2)`, job.ID, worker)
+			return err
+		})
 	})
 	src, err := events.New(transport, events.Options{
 		DSN: db.URL, Pool: db.Pool, Slot: slotName(db), Logger: log,
@@ -203,12 +205,14 @@ func TestReplicationConfirmsOnlyHandled(t *testing.T) {
 	log := testLogger(t)
 	release := make(chan struct{})
 	r := jobs.NewRunner(db.Pool, jobs.Options{Concurrency: 1, Lease: 5 * time.Second, PollEvery: noSweep, Logger: log})
-	r.Register("work", func(ctx context.Context, tx pgx.Tx, job jobs.Job) error {
-		select {
-		case <-release:
-		case <-ctx.Done():
-		}
-		return nil
+	r.Register("work", func(ctx context.Context, db jobs.Store, job jobs.Job) error {
+		return db.Commit(ctx, func(tx pgx.Tx) error {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return nil
+		})
 	})
 	src, err := events.New(events.Replication, events.Options{DSN: db.URL, Pool: db.Pool, Slot: slotName(db),
 		Logger: log, StatusEvery: 50 * time.Millisecond}, r)

@@ -59,7 +59,7 @@ type Result struct {
 }
 
 // reviewer is the review handler (pipeline.Pipelines.Review, offline).
-type reviewer func(ctx context.Context, tx pgx.Tx, job jobs.Job) error
+type reviewer = jobs.Handler
 
 // Run simulates in one transaction that it rolls back: the database is
 // left as it was. Each policy gets its own conversation with the same
@@ -282,14 +282,11 @@ func reviewUse(ctx context.Context, tx pgx.Tx, review reviewer, conv uuid.UUID, 
 		},
 		"reviewed_at": at,
 	})
-	sp, err := tx.Begin(ctx)
-	if err != nil {
-		return err
-	}
+	// The handler reads through the simulation's transaction and commits its
+	// writes in a savepoint of it.
 	job := jobs.Job{Kind: "review", ConversationID: uuid.NullUUID{UUID: conv, Valid: true}, Payload: payload, Attempts: 1}
-	if err := review(ctx, sp, job); err != nil {
-		_ = sp.Rollback(ctx)
+	if err := review(ctx, jobs.Inline(tx), job); err != nil {
 		return fmt.Errorf("review: %w", err)
 	}
-	return sp.Commit(ctx)
+	return nil
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 )
 
 // Job is one row of mneme.jobs as a handler sees it.
@@ -23,12 +22,15 @@ type Job struct {
 	CreatedAt      time.Time
 }
 
-// Handler does one job inside tx. The runner marks the job done in the same
-// transaction and commits, so a handler that writes only to PostgreSQL has
-// its effect exactly once. Slow work that holds no locks (an LLM call) may
-// run before the handler's first write. A returned error rolls tx back and
-// the job is retried with backoff, unless it wraps ErrPermanent.
-type Handler func(ctx context.Context, tx pgx.Tx, job Job) error
+// Handler does one job. It reads what it needs through db with no
+// transaction open, decides (an LLM or embedder call may take seconds), then
+// writes its effect through db.Commit: one short transaction that re-checks
+// what was read and also marks the job done, so a handler that writes only to
+// PostgreSQL has its effect exactly once and holds no locks while it waits on
+// a model. A handler that returns nil without calling Commit has its job
+// completed by the runner. A returned error is retried with backoff, unless
+// it wraps ErrPermanent.
+type Handler func(ctx context.Context, db Store, job Job) error
 
 // ErrPermanent marks an error that retrying cannot fix: the job fails at once.
 var ErrPermanent = errors.New("permanent job failure")

@@ -18,7 +18,7 @@ type claimed struct {
 	readyAt     time.Time
 }
 
-func claim(ctx context.Context, q querier, worker string, limit int, lease time.Duration, maxAttempts int) ([]claimed, error) {
+func claim(ctx context.Context, q Querier, worker string, limit int, lease time.Duration, maxAttempts int) ([]claimed, error) {
 	rows, err := q.Query(ctx, `
 		SELECT id, kind, conversation_id, payload, attempts, max_attempts, created_at,
 		       greatest(created_at, run_at)
@@ -46,7 +46,7 @@ func complete(ctx context.Context, tx pgx.Tx, id int64, worker string, attempt i
 }
 
 // fail returns the new state ("" if the lease was lost).
-func fail(ctx context.Context, q querier, id int64, worker string, attempt int, msg string, retryIn time.Duration,
+func fail(ctx context.Context, q Querier, id int64, worker string, attempt int, msg string, retryIn time.Duration,
 	permanent bool, maxAttempts int) (string, error) {
 	var state pgtype.Text
 	err := q.QueryRow(ctx, `SELECT mneme.fail_job($1, $2, $3, $4, $5, $6, $7)`,
@@ -57,14 +57,14 @@ func fail(ctx context.Context, q querier, id int64, worker string, attempt int, 
 	return state.String, nil
 }
 
-func release(ctx context.Context, q querier, id int64, worker string, attempt int) error {
+func release(ctx context.Context, q Querier, id int64, worker string, attempt int) error {
 	if _, err := q.Exec(ctx, `SELECT mneme.release_job($1, $2, $3)`, id, worker, attempt); err != nil {
 		return fmt.Errorf("release job %d: %w", id, err)
 	}
 	return nil
 }
 
-func extendLease(ctx context.Context, q querier, id int64, worker string, attempt int, lease time.Duration) (bool, error) {
+func extendLease(ctx context.Context, q Querier, id int64, worker string, attempt int, lease time.Duration) (bool, error) {
 	var ok pgtype.Bool
 	err := q.QueryRow(ctx, `SELECT mneme.extend_job_lease($1, $2, $3, $4)`, id, worker, attempt, lease).Scan(&ok)
 	if err != nil {

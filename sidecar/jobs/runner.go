@@ -11,18 +11,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mneme-memory/mneme/sidecar/backoff"
 )
-
-// querier is what the queries need: a pool, a connection or a transaction.
-type querier interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
 
 // Runner claims jobs from mneme.jobs and runs their handlers.
 type Runner struct {
@@ -429,32 +421,31 @@ func (r *Runner) runJob(parent context.Context, c claimed) {
 	}
 }
 
-// execute runs the handler and the completion in one transaction. It
-// returns committed=false with a nil error when the lease was lost.
+// execute runs the handler; its Commit (or, if it made none, the runner's)
+// completes the job in the transaction of its effect. It returns
+// committed=false with a nil error when the lease was lost.
 func (r *Runner) execute(ctx context.Context, h Handler, c claimed) (committed bool, err error) {
-	tx, err := r.pool.Begin(ctx)
-	if err != nil {
-		return false, fmt.Errorf("begin: %w", err)
+	st := &runStore{db: r.pool, id: c.ID, worker: r.opts.WorkerID, attempt: c.Attempts}
+	err = safeCall(ctx, h, st, c.Job)
+	if err == nil && !st.tried {
+		err = st.Commit(ctx, func(pgx.Tx) error { return nil })
 	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := safeCall(ctx, h, tx, c.Job); err != nil {
+	switch {
+	case errors.Is(err, errLeaseLost):
+		return false, nil
+	case err != nil:
 		return false, err
-	}
-	ok, err := complete(ctx, tx, c.ID, r.opts.WorkerID, c.Attempts)
-	if err != nil || !ok {
-		return false, err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return false, fmt.Errorf("commit: %w", err)
+	case !st.done:
+		return false, fmt.Errorf("job %d: the handler returned nil after a failed commit", c.ID)
 	}
 	return true, nil
 }
 
-func safeCall(ctx context.Context, h Handler, tx pgx.Tx, job Job) (err error) {
+func safeCall(ctx context.Context, h Handler, st Store, job Job) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("handler panicked: %v", p)
 		}
 	}()
-	return h(ctx, tx, job)
+	return h(ctx, st, job)
 }

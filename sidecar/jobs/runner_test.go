@@ -38,10 +38,14 @@ func fastOpts() jobs.Options {
 
 // effect is a handler that writes one row per run in the job's transaction.
 func effect(worker string) jobs.Handler {
-	return func(ctx context.Context, tx pgx.Tx, job jobs.Job) error {
-		_, err := tx.Exec(ctx, `INSERT INTO effects VALUES ($1, $2)`, job.ID, worker)
-		return err
+	return func(ctx context.Context, db jobs.Store, job jobs.Job) error {
+		return db.Commit(ctx, func(tx pgx.Tx) error { return insertEffect(ctx, tx, job, worker) })
 	}
+}
+
+func insertEffect(ctx context.Context, tx pgx.Tx, job jobs.Job, worker string) error {
+	_, err := tx.Exec(ctx, `INSERT INTO effects VALUES ($1, $2)`, job.ID, worker)
+	return err
 }
 
 func enqueue(t *testing.T, db *dbtest.DB, kind string, n int) {
@@ -93,13 +97,15 @@ func TestDrainRunsEverythingOnce(t *testing.T) {
 	db := newDB(t)
 	enqueue(t, db, "work", 50)
 	r := jobs.NewRunner(db.Pool, fastOpts())
-	r.Register("work", func(ctx context.Context, tx pgx.Tx, job jobs.Job) error {
-		if job.ID%10 == 0 { // follow-up work enqueued by a handler is drained too
-			if _, err := tx.Exec(ctx, `SELECT mneme.enqueue_job('follow', NULL)`); err != nil {
-				return err
+	r.Register("work", func(ctx context.Context, db jobs.Store, job jobs.Job) error {
+		return db.Commit(ctx, func(tx pgx.Tx) error {
+			if job.ID%10 == 0 { // follow-up work enqueued by a handler is drained too
+				if _, err := tx.Exec(ctx, `SELECT mneme.enqueue_job('follow', NULL)`); err != nil {
+					return err
+				}
 			}
-		}
-		return effect("w")(ctx, tx, job)
+			return insertEffect(ctx, tx, job, "w")
+		})
 	})
 	r.Register("follow", effect("w"))
 	require.NoError(t, r.Drain(context.Background()))
@@ -116,15 +122,17 @@ func TestRunnerRetriesThenFails(t *testing.T) {
 	var calls atomic.Int32
 	var wrongAttempts atomic.Bool
 	r := jobs.NewRunner(db.Pool, fastOpts())
-	r.Register("flaky", func(ctx context.Context, tx pgx.Tx, job jobs.Job) error {
-		n := calls.Add(1)
-		if int(n) != job.Attempts {
-			wrongAttempts.Store(true)
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO effects VALUES ($1, 'x')`, job.ID); err != nil {
-			return err
-		}
-		return fmt.Errorf("upstream said no (call %d)", n)
+	r.Register("flaky", func(ctx context.Context, db jobs.Store, job jobs.Job) error {
+		return db.Commit(ctx, func(tx pgx.Tx) error {
+			n := calls.Add(1)
+			if int(n) != job.Attempts {
+				wrongAttempts.Store(true)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO effects VALUES ($1, 'x')`, job.ID); err != nil {
+				return err
+			}
+			return fmt.Errorf("upstream said no (call %d)", n)
+		})
 	})
 	r.Start(context.Background())
 	defer r.Stop(context.Background())
@@ -145,7 +153,7 @@ func TestRunnerPermanentErrorFailsAtOnce(t *testing.T) {
 	enqueue(t, db, "bad", 1)
 	var calls atomic.Int32
 	r := jobs.NewRunner(db.Pool, fastOpts())
-	r.Register("bad", func(context.Context, pgx.Tx, jobs.Job) error {
+	r.Register("bad", func(context.Context, jobs.Store, jobs.Job) error {
 		calls.Add(1)
 		return fmt.Errorf("payload has no text: %w", jobs.ErrPermanent)
 	})
@@ -178,11 +186,13 @@ func TestRunnerPanicIsRetried(t *testing.T) {
 	enqueue(t, db, "p", 1)
 	var calls atomic.Int32
 	r := jobs.NewRunner(db.Pool, fastOpts())
-	r.Register("p", func(ctx context.Context, tx pgx.Tx, job jobs.Job) error {
-		if calls.Add(1) == 1 {
-			panic("boom")
-		}
-		return effect("w")(ctx, tx, job)
+	r.Register("p", func(ctx context.Context, db jobs.Store, job jobs.Job) error {
+		return db.Commit(ctx, func(tx pgx.Tx) error {
+			if calls.Add(1) == 1 {
+				panic("boom")
+			}
+			return insertEffect(ctx, tx, job, "w")
+		})
 	})
 	r.Start(context.Background())
 	defer r.Stop(context.Background())
@@ -201,13 +211,15 @@ func TestRunnerCrashMidJob(t *testing.T) {
 	enqueue(t, db, "slow", 1)
 	started := make(chan struct{})
 	first := jobs.NewRunner(db.Pool, fastOpts())
-	first.Register("slow", func(ctx context.Context, tx pgx.Tx, job jobs.Job) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO effects VALUES ($1, 'first')`, job.ID); err != nil {
-			return err
-		}
-		close(started)
-		<-ctx.Done()
-		return ctx.Err()
+	first.Register("slow", func(ctx context.Context, db jobs.Store, job jobs.Job) error {
+		return db.Commit(ctx, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `INSERT INTO effects VALUES ($1, 'first')`, job.ID); err != nil {
+				return err
+			}
+			close(started)
+			<-ctx.Done()
+			return ctx.Err()
+		})
 	})
 	first.Start(context.Background())
 	waitStarted(t, started)
@@ -257,10 +269,12 @@ func TestRunnerGracefulStopReleases(t *testing.T) {
 	enqueue(t, db, "hang", 1)
 	started := make(chan struct{})
 	r := jobs.NewRunner(db.Pool, fastOpts())
-	r.Register("hang", func(ctx context.Context, tx pgx.Tx, job jobs.Job) error {
-		close(started)
-		<-ctx.Done()
-		return ctx.Err()
+	r.Register("hang", func(ctx context.Context, db jobs.Store, job jobs.Job) error {
+		return db.Commit(ctx, func(tx pgx.Tx) error {
+			close(started)
+			<-ctx.Done()
+			return ctx.Err()
+		})
 	})
 	r.Start(context.Background())
 	waitStarted(t, started)
@@ -283,10 +297,12 @@ func TestRunnerGracefulStopWaitsForInflight(t *testing.T) {
 	enqueue(t, db, "short", 1)
 	started := make(chan struct{})
 	r := jobs.NewRunner(db.Pool, fastOpts())
-	r.Register("short", func(ctx context.Context, tx pgx.Tx, job jobs.Job) error {
-		close(started)
-		time.Sleep(200 * time.Millisecond)
-		return effect("w")(ctx, tx, job)
+	r.Register("short", func(ctx context.Context, db jobs.Store, job jobs.Job) error {
+		return db.Commit(ctx, func(tx pgx.Tx) error {
+			close(started)
+			time.Sleep(200 * time.Millisecond)
+			return insertEffect(ctx, tx, job, "w")
+		})
 	})
 	r.Start(context.Background())
 	waitStarted(t, started)
@@ -330,11 +346,13 @@ func TestRetryJob(t *testing.T) {
 	var fail atomic.Bool
 	fail.Store(true)
 	r := jobs.NewRunner(db.Pool, fastOpts())
-	r.Register("once", func(ctx context.Context, tx pgx.Tx, job jobs.Job) error {
-		if fail.Load() {
-			return fmt.Errorf("not yet: %w", jobs.ErrPermanent)
-		}
-		return effect("w")(ctx, tx, job)
+	r.Register("once", func(ctx context.Context, db jobs.Store, job jobs.Job) error {
+		return db.Commit(ctx, func(tx pgx.Tx) error {
+			if fail.Load() {
+				return fmt.Errorf("not yet: %w", jobs.ErrPermanent)
+			}
+			return insertEffect(ctx, tx, job, "w")
+		})
 	})
 	require.NoError(t, r.Drain(ctx))
 	var id int64
@@ -382,7 +400,7 @@ func TestJobStatsView(t *testing.T) {
 	enqueue(t, db, "b", 2)
 	r := jobs.NewRunner(db.Pool, fastOpts())
 	r.Register("a", effect("w"))
-	r.Register("b", func(context.Context, pgx.Tx, jobs.Job) error { return jobs.ErrPermanent })
+	r.Register("b", func(context.Context, jobs.Store, jobs.Job) error { return jobs.ErrPermanent })
 	require.NoError(t, r.Drain(context.Background()))
 	rows, err := db.Pool.Query(context.Background(), `SELECT kind, state, jobs FROM mneme.job_stats ORDER BY 1, 2`)
 	require.NoError(t, err)
@@ -413,7 +431,7 @@ func TestRunnerMaxAttemptsOverride(t *testing.T) {
 	o := fastOpts()
 	o.MaxAttempts = 2
 	r := jobs.NewRunner(db.Pool, o)
-	r.Register("flaky", func(context.Context, pgx.Tx, jobs.Job) error {
+	r.Register("flaky", func(context.Context, jobs.Store, jobs.Job) error {
 		calls.Add(1)
 		return errors.New("nope")
 	})

@@ -12,7 +12,7 @@ import (
 	"log/slog"
 	"reflect"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/google/uuid"
 
 	"github.com/mneme-memory/mneme/sidecar/jobs"
 )
@@ -41,6 +41,33 @@ type registry interface {
 	Register(kind string, h jobs.Handler)
 }
 
+// Segmenter decides which episodes to store of a conversation's queued
+// messages. It runs with no transaction open. The offline implementation
+// (heuristicSegmenter) and the LLM one (llmSegmenter) are wired by New.
+type Segmenter interface {
+	Segment(ctx context.Context, in segmentInput) ([]episode, error)
+}
+
+// segmentInput is what a segmenter gets: the queued messages, whether the
+// cut is forced, the conversation's most recent memories (newest first) and
+// the settings.
+type segmentInput struct {
+	Conversation uuid.UUID
+	Messages     []message
+	Forced       bool
+	Prior        []priorMemory
+	Settings     settings
+}
+
+// Reviewer rates each retrieved memory by how the conversation that
+// followed used it: again, hard, good or easy (anything else falls back to
+// setting review_default_rating). It runs with no transaction open.
+type Reviewer interface {
+	// Name is stored in review_log.reviewer.
+	Name() string
+	Rate(ctx context.Context, convo []message, targets []target, s settings) (map[uuid.UUID]string, error)
+}
+
 // Deps are what the pipelines need. LLM nil means offline: the heuristic
 // segmenter and reviewer. Embedder is required: the offline segmenter
 // compares embedded windows, and with an external embedder (setting
@@ -54,22 +81,28 @@ type Deps struct {
 
 // Pipelines holds the handlers' dependencies.
 type Pipelines struct {
-	llm   chatJSON
-	embed embedder
-	log   *slog.Logger
+	segmenter Segmenter
+	reviewer  Reviewer
+	embed     embedder
+	log       *slog.Logger
 }
 
-// New checks deps. A typed nil LLM client counts as no LLM.
+// New wires the pipelines: the LLM segmenter and reviewer when d.LLM is set,
+// the offline ones otherwise. This is the one place that chooses them.
 func New(d Deps) (*Pipelines, error) {
-	if d.Embedder == nil || isNil(d.Embedder) {
+	if d.Embedder == nil {
 		return nil, fmt.Errorf("pipeline: an embedder is required (the built-in hash embedder works offline)")
 	}
-	p := &Pipelines{llm: d.LLM, embed: d.Embedder, log: d.Log}
-	if p.llm != nil && isNil(p.llm) {
-		p.llm = nil
-	}
+	p := &Pipelines{embed: d.Embedder, log: d.Log}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
+	}
+	if d.LLM != nil {
+		p.segmenter = llmSegmenter{llm: d.LLM, log: p.log}
+		p.reviewer = llmReviewer{llm: d.LLM, log: p.log}
+	} else {
+		p.segmenter = heuristicSegmenter{embed: d.Embedder}
+		p.reviewer = heuristicReviewer{}
 	}
 	return p, nil
 }
@@ -85,23 +118,6 @@ func Register(reg registry, d Deps) error {
 	return nil
 }
 
-// Reviewer names stored in review_log.reviewer.
-func (p *Pipelines) reviewerName() string {
-	if p.llm != nil {
-		return "llm"
-	}
-	return "heuristic"
-}
-
-func isNil(v any) bool {
-	r := reflect.ValueOf(v)
-	switch r.Kind() {
-	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice, reflect.Func:
-		return r.IsNil()
-	}
-	return false
-}
-
 // settings are the tunables the pipelines read, once per job.
 type settings struct {
 	Window          int                `key:"segment_window"`
@@ -115,9 +131,9 @@ type settings struct {
 	EmbeddingDim    int                `key:"embedding_dim"`
 }
 
-func loadSettings(ctx context.Context, tx pgx.Tx) (settings, error) {
+func loadSettings(ctx context.Context, db jobs.Querier) (settings, error) {
 	var s settings
-	rows, err := tx.Query(ctx, `SELECT key, value FROM mneme.settings`)
+	rows, err := db.Query(ctx, `SELECT key, value FROM mneme.settings`)
 	if err != nil {
 		return s, fmt.Errorf("read settings: %w", err)
 	}

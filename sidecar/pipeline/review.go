@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/google/uuid"
@@ -16,9 +17,14 @@ import (
 // reviewPayload is a review job's payload, written by Segment.
 type reviewPayload struct {
 	// Reviews are the pending reviews as taken: [{query, memory_ids}, ...].
-	Reviews    json.RawMessage `json:"reviews"`
-	Context    []message       `json:"context"`
-	ReviewedAt time.Time       `json:"reviewed_at"`
+	Reviews json.RawMessage `json:"reviews"`
+	// ContextIDs are the conversation's messages the review judges by; their
+	// text stays in mneme.messages (read when the job runs).
+	ContextIDs []int64 `json:"context_message_ids,omitempty"`
+	// Context carries messages inline instead: synthetic reviews (the
+	// feedback evaluation) and jobs enqueued before context_message_ids.
+	Context    []message `json:"context,omitempty"`
+	ReviewedAt time.Time `json:"reviewed_at"`
 }
 
 // pendingReview is one retrieval recorded by mneme.retrieve.
@@ -29,22 +35,22 @@ type pendingReview struct {
 
 // target is one memory to rate, with every query that returned it.
 type target struct {
-	ID       uuid.UUID
-	Summary  string
-	Content  string
-	Queries  []string
-	Stored   fsrs.State
-	Status   string
-	Reviewed bool
+	ID      uuid.UUID
+	Summary string
+	Content string
+	Queries []string
+	Stored  fsrs.State
+	Status  string
 }
 
 // Review is the handler of kind "review": it aggregates the pending
 // reviews by memory (keeping every query that matched), drops memories that
-// are gone or no longer active, asks the reviewer for a rating per memory
-// (no locks held), then locks the memories, computes each FSRS next state
-// from the stored one and writes it with a review_log row. A review not
-// newer than a memory's last_reviewed_at is skipped as stale.
-func (p *Pipelines) Review(ctx context.Context, tx pgx.Tx, job jobs.Job) error {
+// are gone or no longer active and asks the reviewer for a rating per
+// memory, with no transaction open; then, in one short transaction, it locks
+// the memories, computes each FSRS next state from the stored one and
+// writes it with a review_log row. A review not newer than a memory's
+// last_reviewed_at is skipped as stale.
+func (p *Pipelines) Review(ctx context.Context, db jobs.Store, job jobs.Job) error {
 	var pl reviewPayload
 	if err := json.Unmarshal(job.Payload, &pl); err != nil {
 		return fmt.Errorf("review job %d: payload: %v: %w", job.ID, err, jobs.ErrPermanent)
@@ -58,7 +64,7 @@ func (p *Pipelines) Review(ctx context.Context, tx pgx.Tx, job jobs.Job) error {
 			return fmt.Errorf("review job %d: reviews must be an array of {query, memory_ids}: %v: %w", job.ID, err, jobs.ErrPermanent)
 		}
 	}
-	set, err := loadSettings(ctx, tx)
+	set, err := loadSettings(ctx, db)
 	if err != nil {
 		return err
 	}
@@ -68,7 +74,7 @@ func (p *Pipelines) Review(ctx context.Context, tx pgx.Tx, job jobs.Job) error {
 	if len(order) == 0 {
 		return nil
 	}
-	targets, err := reviewTargets(ctx, tx, order, queries, false)
+	targets, err := reviewTargets(ctx, db, order, queries, false)
 	if err != nil {
 		return fmt.Errorf("review job %d: %w", job.ID, err)
 	}
@@ -86,13 +92,15 @@ func (p *Pipelines) Review(ctx context.Context, tx pgx.Tx, job jobs.Job) error {
 	if len(live) == 0 {
 		return nil
 	}
-
-	var ratings map[uuid.UUID]string
-	if p.llm != nil {
-		ratings, err = p.reviewLLM(ctx, pl.Context, live)
-	} else {
-		ratings = reviewHeuristic(pl.Context, live, set.Thresholds)
+	convo := pl.Context
+	if len(pl.ContextIDs) > 0 {
+		if convo, err = contextMessages(ctx, db, job.ConversationID.UUID, pl.ContextIDs); err != nil {
+			return fmt.Errorf("review job %d: %w", job.ID, err)
+		}
 	}
+
+	// Decide: the reviewer (a model call with an LLM), no transaction open.
+	ratings, err := p.reviewer.Rate(ctx, convo, live, set)
 	if err != nil {
 		return fmt.Errorf("review job %d: %w", job.ID, err)
 	}
@@ -106,36 +114,62 @@ func (p *Pipelines) Review(ctx context.Context, tx pgx.Tx, job jobs.Job) error {
 	for i, t := range live {
 		ids[i] = t.ID
 	}
-	locked, err := reviewTargets(ctx, tx, ids, queries, true)
-	if err != nil {
-		return fmt.Errorf("review job %d: %w", job.ID, err)
-	}
-	for _, t := range locked {
-		if t.Status != "active" {
-			continue
-		}
-		if !pl.ReviewedAt.After(t.Stored.LastReviewedAt) {
-			log.Info("review: stale, skipped", "memory", t.ID, "reviewed_at", pl.ReviewedAt, "last_reviewed_at", t.Stored.LastReviewedAt)
-			continue
-		}
-		r, perr := fsrs.ParseRating(ratings[t.ID])
-		defaulted := perr != nil
-		if defaulted {
-			log.Warn("review: no usable rating, applying the default", "memory", t.ID, "got", ratings[t.ID], "default", fsrs.Name(fallback))
-			r = fallback
-		}
-		next := fsrs.Next(t.Stored, r, pl.ReviewedAt)
-		var applied bool
-		err := tx.QueryRow(ctx, `SELECT mneme.apply_review($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-			t.ID, fsrs.Name(r), next.Stability, next.Difficulty, string(next.Phase), pl.ReviewedAt,
-			p.reviewerName(), t.Queries, defaulted, job.ID).Scan(&applied)
+	return db.Commit(ctx, func(tx pgx.Tx) error {
+		locked, err := reviewTargets(ctx, tx, ids, queries, true)
 		if err != nil {
-			return fmt.Errorf("review job %d: apply review of %s: %w", job.ID, t.ID, err)
+			return fmt.Errorf("review job %d: %w", job.ID, err)
 		}
-		log.Info("review: rated", "memory", t.ID, "rating", fsrs.Name(r), "defaulted", defaulted,
-			"stability_before", t.Stored.Stability, "stability_after", next.Stability, "applied", applied)
+		for _, t := range locked {
+			if err := p.applyReview(ctx, tx, job.ID, t, ratings[t.ID], fallback, pl.ReviewedAt, log); err != nil {
+				return fmt.Errorf("review job %d: %w", job.ID, err)
+			}
+		}
+		return nil
+	})
+}
+
+// applyReview writes one memory's rating as its FSRS next state, computed
+// from the locked row; inactive memories and stale reviews are skipped.
+func (p *Pipelines) applyReview(ctx context.Context, tx pgx.Tx, jobID int64, t target, rating string, fallback fsrs.Rating,
+	reviewedAt time.Time, log *slog.Logger) error {
+	if t.Status != "active" {
+		return nil
 	}
+	if !reviewedAt.After(t.Stored.LastReviewedAt) {
+		log.Info("review: stale, skipped", "memory", t.ID, "reviewed_at", reviewedAt, "last_reviewed_at", t.Stored.LastReviewedAt)
+		return nil
+	}
+	r, perr := fsrs.ParseRating(rating)
+	defaulted := perr != nil
+	if defaulted {
+		log.Warn("review: no usable rating, applying the default", "memory", t.ID, "got", rating, "default", fsrs.Name(fallback))
+		r = fallback
+	}
+	next := fsrs.Next(t.Stored, r, reviewedAt)
+	var applied bool
+	err := tx.QueryRow(ctx, `SELECT mneme.apply_review($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+		t.ID, fsrs.Name(r), next.Stability, next.Difficulty, string(next.Phase), reviewedAt,
+		p.reviewer.Name(), t.Queries, defaulted, jobID).Scan(&applied)
+	if err != nil {
+		return fmt.Errorf("apply review of %s: %w", t.ID, err)
+	}
+	log.Info("review: rated", "memory", t.ID, "rating", fsrs.Name(r), "defaulted", defaulted,
+		"stability_before", t.Stored.Stability, "stability_after", next.Stability, "applied", applied)
 	return nil
+}
+
+// contextMessages reads a review's context messages by id; erased ones are
+// simply absent.
+func contextMessages(ctx context.Context, db jobs.Querier, conv uuid.UUID, ids []int64) ([]message, error) {
+	rows, err := db.Query(ctx, `SELECT id, role, content, created_at FROM mneme.context_messages($1, $2)`, conv, ids)
+	if err != nil {
+		return nil, fmt.Errorf("read context messages: %w", err)
+	}
+	msgs, err := pgx.CollectRows(rows, scanMessage)
+	if err != nil {
+		return nil, fmt.Errorf("read context messages: %w", err)
+	}
+	return msgs, nil
 }
 
 // aggregate deduplicates memory ids in first-seen order and collects every
@@ -160,8 +194,8 @@ func aggregate(entries []pendingReview, log interface{ Warn(string, ...any) }) (
 	return order, queries
 }
 
-func reviewTargets(ctx context.Context, tx pgx.Tx, ids []uuid.UUID, queries map[uuid.UUID][]string, lock bool) ([]target, error) {
-	rows, err := tx.Query(ctx, `
+func reviewTargets(ctx context.Context, db jobs.Querier, ids []uuid.UUID, queries map[uuid.UUID][]string, lock bool) ([]target, error) {
+	rows, err := db.Query(ctx, `
 		SELECT id, coalesce(summary, ''), content, status, stability, difficulty, fsrs_state, last_reviewed_at, review_count
 		FROM mneme.review_targets($1, $2)`, ids, lock)
 	if err != nil {

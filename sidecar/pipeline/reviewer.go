@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"strings"
 
@@ -86,9 +87,17 @@ func matchedQueries(qs []string) string {
 	return strings.Join(parts, ", ")
 }
 
-func (p *Pipelines) reviewLLM(ctx context.Context, convo []message, targets []target) (map[uuid.UUID]string, error) {
+// llmReviewer is the Reviewer of a configured LLM.
+type llmReviewer struct {
+	llm chatJSON
+	log *slog.Logger
+}
+
+func (llmReviewer) Name() string { return "llm" }
+
+func (l llmReviewer) Rate(ctx context.Context, convo []message, targets []target, _ settings) (map[uuid.UUID]string, error) {
 	var out reviewOutput
-	if err := p.llm.JSON(ctx, reviewSystemPrompt, reviewMessage(convo, targets), "memory_ratings", &out); err != nil {
+	if err := l.llm.JSON(ctx, reviewSystemPrompt, reviewMessage(convo, targets), "memory_ratings", &out); err != nil {
 		return nil, fmt.Errorf("llm reviewer: %w", err)
 	}
 	want := map[uuid.UUID]bool{}
@@ -99,7 +108,7 @@ func (p *Pipelines) reviewLLM(ctx context.Context, convo []message, targets []ta
 	for _, r := range out.Ratings {
 		id, err := uuid.Parse(strings.TrimSpace(r.MemoryID))
 		if err != nil || !want[id] {
-			p.log.Warn("llm reviewer rated a memory it was not asked about; ignored", "memory_id", r.MemoryID)
+			l.log.Warn("llm reviewer rated a memory it was not asked about; ignored", "memory_id", r.MemoryID)
 			continue
 		}
 		if _, dup := ratings[id]; dup {
@@ -108,6 +117,15 @@ func (p *Pipelines) reviewLLM(ctx context.Context, convo []message, targets []ta
 		ratings[id] = r.Rating
 	}
 	return ratings, nil
+}
+
+// heuristicReviewer is the offline Reviewer (reviewHeuristic).
+type heuristicReviewer struct{}
+
+func (heuristicReviewer) Name() string { return "heuristic" }
+
+func (heuristicReviewer) Rate(_ context.Context, convo []message, targets []target, s settings) (map[uuid.UUID]string, error) {
+	return reviewHeuristic(convo, targets, s.Thresholds), nil
 }
 
 // reviewHeuristic rates each memory by how much of it the conversation

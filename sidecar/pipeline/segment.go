@@ -51,13 +51,14 @@ type priorMemory struct {
 //
 // It reads the queued messages through the payload's through_message_id
 // (for a check, the newest message: enqueue_segment re-aims a pending check
-// at each new message), lets the segmenter decide
-// (slow, no locks held), then locks the conversation's queue: if any message
-// it read was consumed meanwhile, another segmentation ran first and this
-// job does nothing. Otherwise it takes the pending reviews (on every path,
-// create or skip) and enqueues a review job for them, then inserts the
-// episodes and drains exactly their messages, all in the job's transaction.
-func (p *Pipelines) Segment(ctx context.Context, tx pgx.Tx, job jobs.Job) error {
+// at each new message) and the conversation's recent memories, lets the
+// segmenter decide and the embedder embed, all with no transaction open.
+// Then, in one short transaction, it locks the conversation's queue: if any
+// message it read was consumed meanwhile, another segmentation ran first and
+// this job does nothing. Otherwise it takes the pending reviews (on every
+// path, create or skip) and enqueues a review job for them, inserts the
+// episodes and drains exactly their messages, and completes the job.
+func (p *Pipelines) Segment(ctx context.Context, db jobs.Store, job jobs.Job) error {
 	if !job.ConversationID.Valid {
 		return fmt.Errorf("segment job %d has no conversation: %w", job.ID, jobs.ErrPermanent)
 	}
@@ -70,88 +71,107 @@ func (p *Pipelines) Segment(ctx context.Context, tx pgx.Tx, job jobs.Job) error 
 	if forced && pl.ThroughMessageID == nil {
 		return fmt.Errorf("segment job %d: a forced cut (reason %q) needs through_message_id: %w", job.ID, pl.Reason, jobs.ErrPermanent)
 	}
-	set, err := loadSettings(ctx, tx)
+	set, err := loadSettings(ctx, db)
 	if err != nil {
 		return err
 	}
 	log := p.log.With("job", job.ID, "conversation", conv, "reason", pl.Reason)
 
-	// A later message re-aims a pending check at itself (enqueue_segment),
-	// so through_message_id is the newest message the job is about.
-	msgs, err := queuedMessages(ctx, tx, conv, pl.ThroughMessageID)
+	// Reads, no transaction open.
+	msgs, err := queuedMessages(ctx, db, conv, pl.ThroughMessageID)
 	if err != nil {
 		return err
 	}
-
 	var eps []episode
+	var embs [][]float32
 	if len(msgs) > 0 {
-		if p.llm != nil {
-			eps, err = p.segmentLLM(ctx, tx, conv, msgs, forced)
-		} else {
-			eps, err = p.segmentHeuristic(ctx, tx, conv, msgs, forced, set)
-		}
+		prior, err := priorMemories(ctx, db, conv, max(heuristicPrior, llmPrior))
 		if err != nil {
+			return err
+		}
+		// Decide: the segmenter, then the embedder (model calls).
+		in := segmentInput{Conversation: conv, Messages: msgs, Forced: forced, Prior: prior, Settings: set}
+		if eps, err = p.segmenter.Segment(ctx, in); err != nil {
+			return fmt.Errorf("segment job %d: %w", job.ID, err)
+		}
+		if embs, err = p.embedEpisodes(ctx, eps, set); err != nil {
 			return fmt.Errorf("segment job %d: %w", job.ID, err)
 		}
 	}
-	var embs [][]float32
-	if len(eps) > 0 && set.Embedder != "hash" {
-		texts := make([]string, len(eps))
-		for i, e := range eps {
-			texts[i] = embed.MemoryText("", e.Summary, episodeContent(e.Messages))
-		}
-		if embs, err = p.embed.Embed(ctx, texts); err != nil {
-			return fmt.Errorf("segment job %d: embed %d episodes: %w", job.ID, len(eps), err)
-		}
-		for _, e := range embs {
-			if len(e) != set.EmbeddingDim {
-				return fmt.Errorf("segment job %d: the embedder returned %d dimensions, the database has %d: %w",
-					job.ID, len(e), set.EmbeddingDim, jobs.ErrPermanent)
-			}
-		}
-	}
 
-	// From here on: writes, under the queue row lock.
+	// Writes: one short transaction under the queue row lock.
 	ids := make([]int64, len(msgs))
 	for i, m := range msgs {
 		ids[i] = m.ID
 	}
-	var unchanged bool
-	if err := tx.QueryRow(ctx, `SELECT mneme.lock_queued($1, $2)`, conv, ids).Scan(&unchanged); err != nil {
-		return fmt.Errorf("segment job %d: lock queue: %w", job.ID, err)
-	}
-	if !unchanged {
-		log.Info("segment: the queue changed under the job (another segmentation consumed its messages); nothing to do")
+	return db.Commit(ctx, func(tx pgx.Tx) error {
+		var unchanged bool
+		if err := tx.QueryRow(ctx, `SELECT mneme.lock_queued($1, $2)`, conv, ids).Scan(&unchanged); err != nil {
+			return fmt.Errorf("segment job %d: lock queue: %w", job.ID, err)
+		}
+		if !unchanged {
+			log.Info("segment: the queue changed under the job (another segmentation consumed its messages); nothing to do")
+			return nil
+		}
+		if err := p.handOverReviews(ctx, tx, conv, msgs, log); err != nil {
+			return fmt.Errorf("segment job %d: %w", job.ID, err)
+		}
+		for i, e := range eps {
+			var emb []float32
+			if embs != nil {
+				emb = embs[i]
+			}
+			if err := p.createEpisode(ctx, tx, conv, e, emb, log); err != nil {
+				return fmt.Errorf("segment job %d: %w", job.ID, err)
+			}
+		}
+		if len(eps) == 0 {
+			log.Debug("segment: skip", "queued", len(msgs))
+		}
 		return nil
-	}
+	})
+}
 
-	if err := p.handOverReviews(ctx, tx, conv, msgs, log); err != nil {
-		return fmt.Errorf("segment job %d: %w", job.ID, err)
+// embedEpisodes embeds the new memories with an external embedder; with
+// the built-in hash embedder SQL fills a NULL embedding itself (nil).
+func (p *Pipelines) embedEpisodes(ctx context.Context, eps []episode, set settings) ([][]float32, error) {
+	if len(eps) == 0 || set.Embedder == "hash" {
+		return nil, nil
 	}
-
+	texts := make([]string, len(eps))
 	for i, e := range eps {
-		var emb []float32
-		if embs != nil {
-			emb = embs[i]
-		}
-		st := fsrs.Initial(e.Surprise, e.Messages[len(e.Messages)-1].At)
-		mids := make([]int64, len(e.Messages))
-		for j, m := range e.Messages {
-			mids[j] = m.ID
-		}
-		var id uuid.UUID
-		err := tx.QueryRow(ctx, `SELECT mneme.create_episode($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-			conv, mids, episodeContent(e.Messages), e.Summary, emb, float32(e.Surprise), e.Label, e.Pinned,
-			st.Stability, st.Difficulty, string(st.Phase)).Scan(&id)
-		if err != nil {
-			return fmt.Errorf("segment job %d: create episode of messages %d..%d: %w", job.ID, mids[0], mids[len(mids)-1], err)
-		}
-		log.Info("segment: episode created", "memory", id, "messages", len(mids), "first", mids[0], "last", mids[len(mids)-1],
-			"surprise", e.Surprise, "label", e.Label, "stability", st.Stability)
+		texts[i] = embed.MemoryText("", e.Summary, episodeContent(e.Messages))
 	}
-	if len(eps) == 0 {
-		log.Debug("segment: skip", "queued", len(msgs))
+	embs, err := p.embed.Embed(ctx, texts)
+	if err != nil {
+		return nil, fmt.Errorf("embed %d episodes: %w", len(eps), err)
 	}
+	for _, e := range embs {
+		if len(e) != set.EmbeddingDim {
+			return nil, fmt.Errorf("the embedder returned %d dimensions, the database has %d: %w",
+				len(e), set.EmbeddingDim, jobs.ErrPermanent)
+		}
+	}
+	return embs, nil
+}
+
+// createEpisode inserts one episodic memory with its initial FSRS state and
+// drains its messages (mneme.create_episode).
+func (p *Pipelines) createEpisode(ctx context.Context, tx pgx.Tx, conv uuid.UUID, e episode, emb []float32, log *slog.Logger) error {
+	st := fsrs.Initial(e.Surprise, e.Messages[len(e.Messages)-1].At)
+	mids := make([]int64, len(e.Messages))
+	for j, m := range e.Messages {
+		mids[j] = m.ID
+	}
+	var id uuid.UUID
+	err := tx.QueryRow(ctx, `SELECT mneme.create_episode($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+		conv, mids, episodeContent(e.Messages), e.Summary, emb, float32(e.Surprise), e.Label, e.Pinned,
+		st.Stability, st.Difficulty, string(st.Phase)).Scan(&id)
+	if err != nil {
+		return fmt.Errorf("create episode of messages %d..%d: %w", mids[0], mids[len(mids)-1], err)
+	}
+	log.Info("segment: episode created", "memory", id, "messages", len(mids), "first", mids[0], "last", mids[len(mids)-1],
+		"surprise", e.Surprise, "label", e.Label, "stability", st.Stability)
 	return nil
 }
 
@@ -170,10 +190,11 @@ func (p *Pipelines) handOverReviews(ctx context.Context, tx pgx.Tx, conv uuid.UU
 	if len(msgs) > 0 {
 		at = msgs[len(msgs)-1].At
 	}
-	if msgs == nil {
-		msgs = []message{}
+	ids := make([]int64, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.ID
 	}
-	payload, err := json.Marshal(reviewPayload{Reviews: pending, Context: msgs, ReviewedAt: at})
+	payload, err := json.Marshal(reviewPayload{Reviews: pending, ContextIDs: ids, ReviewedAt: at})
 	if err != nil {
 		return err
 	}
@@ -185,29 +206,29 @@ func (p *Pipelines) handOverReviews(ctx context.Context, tx pgx.Tx, conv uuid.UU
 	return nil
 }
 
-func queuedMessages(ctx context.Context, tx pgx.Tx, conv uuid.UUID, through *int64) ([]message, error) {
-	rows, err := tx.Query(ctx, `SELECT id, role, content, created_at FROM mneme.queued_messages($1, $2)`, conv, through)
+func queuedMessages(ctx context.Context, db jobs.Querier, conv uuid.UUID, through *int64) ([]message, error) {
+	rows, err := db.Query(ctx, `SELECT id, role, content, created_at FROM mneme.queued_messages($1, $2)`, conv, through)
 	if err != nil {
 		return nil, fmt.Errorf("read queued messages: %w", err)
 	}
-	msgs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (message, error) {
-		var m message
-		err := r.Scan(&m.ID, &m.Role, &m.Content, &m.At)
-		m.At = m.At.UTC()
-		return m, err
-	})
+	msgs, err := pgx.CollectRows(rows, scanMessage)
 	if err != nil {
 		return nil, fmt.Errorf("read queued messages: %w", err)
 	}
 	return msgs, nil
 }
 
-// priorMemories are the conversation's most recent active memories.
-func priorMemories(ctx context.Context, tx pgx.Tx, conv uuid.UUID, limit int) ([]priorMemory, error) {
-	rows, err := tx.Query(ctx, `
-		SELECT coalesce(summary, ''), content FROM mneme.memories
-		WHERE conversation_id = $1 AND status = 'active'
-		ORDER BY created_at DESC, id LIMIT $2`, conv, limit)
+func scanMessage(r pgx.CollectableRow) (message, error) {
+	var m message
+	err := r.Scan(&m.ID, &m.Role, &m.Content, &m.At)
+	m.At = m.At.UTC()
+	return m, err
+}
+
+// priorMemories are the conversation's most recent active memories, newest
+// first (mneme.recent_memories).
+func priorMemories(ctx context.Context, db jobs.Querier, conv uuid.UUID, limit int) ([]priorMemory, error) {
+	rows, err := db.Query(ctx, `SELECT summary, content FROM mneme.recent_memories($1, $2)`, conv, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read prior memories: %w", err)
 	}

@@ -7,8 +7,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 )
 
 // The offline segmenter, deterministic for a given embedder:
@@ -28,26 +26,33 @@ import (
 //     most recent memories (1 for the first memory).
 //   - label general, never pinned.
 
-func (p *Pipelines) segmentHeuristic(ctx context.Context, tx pgx.Tx, conv uuid.UUID, msgs []message, forced bool, s settings) ([]episode, error) {
+// heuristicPrior is how many recent memories the offline segmenter compares
+// an episode with for surprise.
+const heuristicPrior = 50
+
+// heuristicSegmenter is the offline Segmenter.
+type heuristicSegmenter struct {
+	embed embedder
+}
+
+func (h heuristicSegmenter) Segment(ctx context.Context, in segmentInput) ([]episode, error) {
+	msgs, s := in.Messages, in.Settings
 	texts := make([]string, len(msgs))
 	for i, m := range msgs {
 		texts[i] = topicText(m.Content)
 	}
-	embs, err := p.embed.Embed(ctx, texts)
+	embs, err := h.embed.Embed(ctx, texts)
 	if err != nil {
 		return nil, fmt.Errorf("embed %d messages: %w", len(msgs), err)
 	}
 	if len(embs) != len(msgs) {
 		return nil, fmt.Errorf("embedder returned %d vectors for %d messages", len(embs), len(msgs))
 	}
-	spans := cutEpisodes(embs, forced, s)
+	spans := cutEpisodes(embs, in.Forced, s)
 	if len(spans) == 0 {
 		return nil, nil
 	}
-	prior, err := priorMemories(ctx, tx, conv, 50)
-	if err != nil {
-		return nil, err
-	}
+	prior := in.Prior[:min(len(in.Prior), heuristicPrior)]
 	// Earlier episodes of this job count as prior for the later ones.
 	ptexts := make([]string, 0, len(prior)+len(spans))
 	for _, m := range prior {
@@ -56,7 +61,7 @@ func (p *Pipelines) segmentHeuristic(ctx context.Context, tx pgx.Tx, conv uuid.U
 	for _, sp := range spans {
 		ptexts = append(ptexts, topicText(episodeContent(msgs[sp[0]:sp[1]])))
 	}
-	pembs, err := p.embed.Embed(ctx, ptexts)
+	pembs, err := h.embed.Embed(ctx, ptexts)
 	if err != nil {
 		return nil, fmt.Errorf("embed %d memories for novelty: %w", len(ptexts), err)
 	}

@@ -3,11 +3,10 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"strings"
 
-	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 )
 
 // segmentSystemPrompt instructs the LLM segmenter.
@@ -61,11 +60,18 @@ func (d *segmentDecision) Validate() error {
 	return nil
 }
 
-func (p *Pipelines) segmentLLM(ctx context.Context, tx pgx.Tx, conv uuid.UUID, msgs []message, forced bool) ([]episode, error) {
-	prior, err := priorMemories(ctx, tx, conv, 5)
-	if err != nil {
-		return nil, err
-	}
+// llmSegmenter is the Segmenter of a configured LLM.
+type llmSegmenter struct {
+	llm chatJSON
+	log *slog.Logger
+}
+
+// llmPrior is how many recent memories the LLM segmenter is shown.
+const llmPrior = 5
+
+func (l llmSegmenter) Segment(ctx context.Context, in segmentInput) ([]episode, error) {
+	msgs, forced := in.Messages, in.Forced
+	prior := in.Prior[:min(len(in.Prior), llmPrior)]
 	var b strings.Builder
 	b.WriteString("## Earlier Memories\n")
 	if len(prior) == 0 {
@@ -88,7 +94,7 @@ func (p *Pipelines) segmentLLM(ctx context.Context, tx pgx.Tx, conv uuid.UUID, m
 		b.WriteString("\n## Task\nDecide: create a memory of these messages now, or skip and wait for more.\n")
 	}
 	var d segmentDecision
-	if err := p.llm.JSON(ctx, segmentSystemPrompt, b.String(), "segment_decision", &d); err != nil {
+	if err := l.llm.JSON(ctx, segmentSystemPrompt, b.String(), "segment_decision", &d); err != nil {
 		return nil, fmt.Errorf("llm segmenter: %w", err)
 	}
 	if err := d.Validate(); err != nil { // in case the client did not
@@ -100,7 +106,7 @@ func (p *Pipelines) segmentLLM(ctx context.Context, tx pgx.Tx, conv uuid.UUID, m
 	if d.Action == "skip" {
 		// Nothing is lost silently: a forced cut drains its messages, so it
 		// must store them. Keep the LLM's judgement in the label.
-		p.log.Warn("llm segmenter answered skip on a forced cut: storing the episode as trivial", "conversation", conv)
+		l.log.Warn("llm segmenter answered skip on a forced cut: storing the episode as trivial", "conversation", in.Conversation)
 		if !labelRE.MatchString(d.Label) {
 			d.Label = "trivial"
 		}
