@@ -6,7 +6,6 @@ import (
 	"math"
 	"sort"
 	"strings"
-
 )
 
 // The offline segmenter, deterministic for a given embedder:

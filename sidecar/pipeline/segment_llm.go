@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"regexp"
 	"strings"
-
 )
 
 // segmentSystemPrompt instructs the LLM segmenter.
