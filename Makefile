@@ -9,7 +9,7 @@ PKGS     := ./...
 TESTFLAGS ?= -count=1 -timeout 45m
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: help build demo run test test-short bench eval lint fmt clean stop deps
+.PHONY: help build demo run test bench eval lint clean stop deps
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -37,9 +37,10 @@ bench: build ## benchmarks: retrieval and event latency
 eval: build ## LoCoMo evaluation (dev split, offline) and the feedback simulation
 	./scripts/with-test-db.sh ./scripts/eval.sh
 
-lint: ## go vet and gofmt
+lint: ## go vet, gofmt, and go.mod/go.sum as `go mod tidy` leaves them
 	$(GO) vet $(PKGS)
 	@out=$$(gofmt -l sidecar tests sql goose); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 
 stop: ## stop the private clusters
 	-@[ -x $(BIN) ] && $(BIN) cluster stop --dir .mneme/pg 2>/dev/null; true

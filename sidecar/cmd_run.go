@@ -136,10 +136,12 @@ func serve(ctx context.Context, cfg config.Config, pool *pgxpool.Pool, runner *j
 		log.Error("event transport stopped", "err", srcErr)
 	}
 	stopSrc()
-	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	err = runner.Stop(sctx)
+	// The runner waits for in-flight jobs up to MNEME_SHUTDOWN_TIMEOUT, then
+	// releases what is still running.
+	err = runner.Stop(context.Background())
 	if srv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}
 	if srcErr == nil {

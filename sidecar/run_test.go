@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -14,11 +15,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+	openai "github.com/sashabaranov/go-openai"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
 	"github.com/mneme-memory/mneme/sidecar/jobs"
+	"github.com/mneme-memory/mneme/sidecar/llm/llmtest"
 	"github.com/mneme-memory/mneme/sidecar/metrics"
 )
 
@@ -176,4 +180,55 @@ func TestRunSIGTERM(t *testing.T) {
 	require.Contains(t, stderr.String(), "shutdown_timeout=7s", "MNEME_SHUTDOWN_TIMEOUT reaches the runner")
 	require.Contains(t, stderr.String(), "shutting down")
 	require.Contains(t, stderr.String(), "job runner stopped")
+}
+
+// TestRunShutdownTimeout: on SIGTERM, `mneme run` waits for an in-flight
+// job only MNEME_SHUTDOWN_TIMEOUT (here 1 s, while the LLM it waits on takes
+// a minute), then releases the job for another worker and exits.
+func TestRunShutdownTimeout(t *testing.T) {
+	db := dbtest.New(t, dbtest.WithVector("array"))
+	srv := llmtest.New(t)
+	srv.Default(func(openai.ChatCompletionRequest) llmtest.Reply {
+		return llmtest.Reply{Content: `{"action":"skip","summary":"","surprise":0,"label":"general","pinned":false}`, Delay: time.Minute}
+	})
+	cmd := exec.Command(os.Args[0], "run")
+	cmd.Env = append(os.Environ(), "MNEME_TEST_AS_MAIN=1", "DATABASE_URL="+db.URL,
+		"MNEME_EVENTS=notify", "MNEME_METRICS_ADDR=off", "MNEME_POLL_INTERVAL=200ms",
+		"MNEME_SHUTDOWN_TIMEOUT=1s", "MNEME_LLM_TIMEOUT=5m",
+		"MNEME_LLM_BASE_URL="+srv.URL(), "MNEME_LLM_MODEL=fake", "MNEME_LLM_API_KEY=k")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+
+	ctx := context.Background()
+	conv := uuid.New()
+	for i := range 6 {
+		_, err := db.Pool.Exec(ctx, `SELECT mneme.add_message($1, 'user', $2, $3)`, conv,
+			fmt.Sprintf("message number %d about the garden", i), time.Date(2026, 3, 1, 8, i, 0, 0, time.UTC))
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool {
+		var n int
+		_ = db.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme.jobs WHERE kind = 'segment' AND state = 'running'`).Scan(&n)
+		return n == 1 && len(srv.Requests()) == 1
+	}, 60*time.Second, 50*time.Millisecond, "the segment job waits on the LLM")
+
+	stopAt := time.Now()
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-exited:
+		require.NoError(t, err, stderr.String())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("mneme run did not exit after SIGTERM:\n%s", stderr.String())
+	}
+	require.Less(t, time.Since(stopAt), 20*time.Second, "exits after the 1 s shutdown timeout, not a fixed 30 s")
+	require.Contains(t, stderr.String(), "shutdown deadline reached: released in-flight jobs")
+	var state string
+	var attempts int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT state, attempts FROM mneme.jobs WHERE kind = 'segment'`).Scan(&state, &attempts))
+	require.Equal(t, "pending", state, "released for another worker")
+	require.Zero(t, attempts, "a released attempt does not count")
 }

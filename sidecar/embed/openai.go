@@ -42,18 +42,6 @@ func WithBatch(n int) OpenAIOption {
 	}
 }
 
-// WithTimeout bounds each HTTP attempt (default 30s).
-func WithTimeout(d time.Duration) OpenAIOption { return func(o *OpenAI) { o.timeout = d } }
-
-// WithAttempts sets the HTTP attempts per batch (default 4).
-func WithAttempts(n int) OpenAIOption {
-	return func(o *OpenAI) {
-		if n > 0 {
-			o.attempts = n
-		}
-	}
-}
-
 // WithBackoff sets the retry schedule.
 func WithBackoff(p backoff.Policy) OpenAIOption { return func(o *OpenAI) { o.policy = p } }
 

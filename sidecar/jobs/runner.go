@@ -38,7 +38,6 @@ type Runner struct {
 	stopping  chan struct{} // closed: claim no more
 	loopsDone chan struct{} // closed when dispatcher and heartbeat exit
 	aborted   bool
-	stopErr   error
 }
 
 type run struct {
@@ -144,7 +143,7 @@ func (r *Runner) Stop(ctx context.Context) error {
 		<-r.loopsDone
 		r.log.Info("job runner stopped")
 	})
-	return r.stopErr
+	return nil
 }
 
 // Abort stops at once as a crash would: handler contexts are cancelled,

@@ -50,12 +50,6 @@ func WithBackoff(p backoff.Policy) Option { return func(c *Client) { c.policy = 
 // WithObserver reports each attempt's latency and error.
 func WithObserver(o Observer) Option { return func(c *Client) { c.observe = o } }
 
-// WithHTTPClient replaces the HTTP client (default: http.Client without a
-// global timeout; the per-attempt timeout is a context deadline).
-func WithHTTPClient(h *http.Client) Option {
-	return func(c *Client) { c.httpClient = h }
-}
-
 // New returns a client for ep. timeout bounds each HTTP attempt.
 func New(ep config.Endpoint, timeout time.Duration, opts ...Option) *Client {
 	c := &Client{

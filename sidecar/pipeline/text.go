@@ -3,7 +3,6 @@ package pipeline
 import (
 	"math"
 	"regexp"
-	"sort"
 	"strings"
 	"unicode"
 )
@@ -144,14 +143,5 @@ func mean(vs [][]float32) []float32 {
 	for i := range out {
 		out[i] /= float32(len(vs))
 	}
-	return out
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
 	return out
 }
