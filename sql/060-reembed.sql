@@ -77,3 +77,37 @@ COMMENT ON FUNCTION mneme.change_embedding_dim(int) IS
     'Changes the embedding dimension of the database: column, domain mneme.embedding and setting embedding_dim. '
     'With the built-in hash embedder every memory is re-embedded here; with an external embedder the embeddings '
     'are left NULL for `mneme reembed` to fill in the same transaction. Returns the number of memories.';
+
+CREATE OR REPLACE FUNCTION mneme.memories_to_embed()
+RETURNS TABLE (memory_id uuid, memory_text text)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- plpgsql: mneme.memory_text is defined by a later file (101-hash-embed.sql).
+    RETURN QUERY
+    SELECT m.id, mneme.memory_text(m.title, m.summary, m.content)
+    FROM mneme.memories m WHERE m.embedding IS NULL ORDER BY m.id;
+END
+$$;
+COMMENT ON FUNCTION mneme.memories_to_embed() IS
+    'The memories without an embedding and the text to embed for each (`mneme reembed`).';
+
+CREATE OR REPLACE FUNCTION mneme.set_embedding(memory_id uuid, embedding real[])
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF set_embedding.memory_id IS NULL OR set_embedding.embedding IS NULL THEN
+        RAISE EXCEPTION 'memory_id and embedding must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    UPDATE mneme.memories m SET embedding = set_embedding.embedding WHERE m.id = set_embedding.memory_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'no memory %', set_embedding.memory_id USING ERRCODE = 'P0002';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION mneme.set_embedding(uuid, real[]) IS
+    'Stores a memory''s embedding computed by an external embedder (`mneme reembed`); the column''s type '
+    'checks the dimension.';

@@ -263,3 +263,30 @@ $$;
 COMMENT ON FUNCTION mneme.retry_job(bigint) IS
     'Requeues a failed job with a fresh set of attempts (last_error is kept until the next failure). '
     'Raises P0002 for an unknown id and 55000 for a job that is not failed.';
+
+-- -----------------------------------------------------------------------------
+-- Replication transport
+-- -----------------------------------------------------------------------------
+-- The publication the replication transport reads: inserts into mneme.jobs
+-- only (a new job is the only event). Created by migration 00020; re-created
+-- here on every migrate if it was dropped, so this is its one definition.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_publication WHERE pubname = 'mneme_jobs') THEN
+        CREATE PUBLICATION mneme_jobs FOR TABLE mneme.jobs WITH (publish = 'insert');
+    END IF;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION mneme.unhandled_jobs(job_ids bigint[])
+RETURNS SETOF bigint
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT j.id FROM mneme.jobs j
+    WHERE j.id = ANY (job_ids)
+      AND (j.state = 'running' OR (j.state = 'pending' AND j.attempts = 0 AND j.run_at <= now()))
+$$;
+COMMENT ON FUNCTION mneme.unhandled_jobs(bigint[]) IS
+    'Of the given jobs, those not handled yet: waiting to run for the first time, or running now. The '
+    'replication transport confirms a position only once every job inserted before it is handled.';

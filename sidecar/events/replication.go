@@ -242,10 +242,7 @@ func (r *replication) handled(ctx context.Context, pending []txn, seen, confirme
 		ids = append(ids, t.ids...)
 	}
 	// Not handled: waiting to run for the first time, or running now.
-	rows, err := r.opts.Pool.Query(ctx, `
-		SELECT id FROM mneme.jobs
-		 WHERE id = ANY($1)
-		   AND (state = 'running' OR (state = 'pending' AND attempts = 0 AND run_at <= now()))`, ids)
+	rows, err := r.opts.Pool.Query(ctx, `SELECT mneme.unhandled_jobs($1)`, ids)
 	if err != nil {
 		return confirmed, pending, err
 	}

@@ -14,16 +14,16 @@ import (
 // the slot; only one can at a time.
 var ErrSlotActive = errors.New("replication slot is in use by another process")
 
-// ensureSlot creates the publication and the persistent slot if absent and
-// checks that an existing slot is usable (same database, pgoutput).
+// ensureSlot checks the publication (created by mneme migrate), creates the
+// persistent slot if absent and checks that an existing slot is usable
+// (same database, pgoutput).
 func ensureSlot(ctx context.Context, pool *pgxpool.Pool, slot string) (created bool, err error) {
-	if _, err := pool.Exec(ctx, `
-		DO $$ BEGIN
-		  IF NOT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = 'mneme_jobs') THEN
-		    CREATE PUBLICATION mneme_jobs FOR TABLE mneme.jobs WITH (publish = 'insert');
-		  END IF;
-		END $$`); err != nil && !isCode(err, "42710") {
-		return false, fmt.Errorf("create publication %s: %w", Publication, err)
+	var pub bool
+	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)`, Publication).Scan(&pub); err != nil {
+		return false, fmt.Errorf("look up publication %s: %w", Publication, err)
+	}
+	if !pub {
+		return false, fmt.Errorf("publication %s is missing: run mneme migrate (it re-creates it)", Publication)
 	}
 	var plugin, db string
 	var active bool

@@ -2,15 +2,11 @@ package jobs
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mneme-memory/mneme/sidecar/backoff"
@@ -343,108 +339,4 @@ func (r *Runner) countRunning() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.running)
-}
-
-// runJob runs one claimed job to one of: done, retried, failed, lost, released.
-func (r *Runner) runJob(parent context.Context, c claimed) {
-	start := time.Now()
-	r.opts.Observer.Claimed(c.Kind, max(0, start.Sub(c.readyAt)))
-	log := r.log.With("job", c.ID, "kind", c.Kind, "attempt", c.Attempts)
-
-	ctx, cancel := context.WithTimeout(parent, r.opts.JobTimeout)
-	defer cancel()
-	rn := &run{job: c.Job, attempt: c.Attempts, cancel: cancel}
-	r.mu.Lock()
-	r.running[c.ID] = rn
-	h, ok := r.handlers[c.Kind]
-	r.mu.Unlock()
-	defer func() {
-		r.mu.Lock()
-		delete(r.running, c.ID)
-		r.mu.Unlock()
-	}()
-
-	var err error
-	if !ok {
-		err = fmt.Errorf("%w: no handler for job kind %q in this sidecar (it handles: %s)",
-			ErrPermanent, c.Kind, strings.Join(r.Kinds(), ", "))
-	} else {
-		var committed bool
-		committed, err = r.execute(ctx, h, c)
-		if err == nil && committed {
-			log.Debug("job done", "took", time.Since(start))
-			r.opts.Observer.Finished(c.Kind, OutcomeDone, time.Since(start))
-			return
-		}
-		if err == nil {
-			log.Warn("lease lost before commit; rolled back, the job's new holder decides")
-			r.opts.Observer.Finished(c.Kind, OutcomeLost, time.Since(start))
-			return
-		}
-	}
-	if r.isAborted() {
-		return // a crash records nothing
-	}
-	// Shutdown past its deadline cancelled the run: give the job back.
-	if parent.Err() != nil || errors.Is(ctx.Err(), context.Canceled) {
-		rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer rcancel()
-		if rerr := release(rctx, r.pool, c.ID, r.opts.WorkerID, c.Attempts); rerr != nil {
-			log.Error("release job", "err", rerr)
-		}
-		log.Info("job released", "err", err)
-		r.opts.Observer.Finished(c.Kind, OutcomeReleased, time.Since(start))
-		return
-	}
-	permanent := errors.Is(err, ErrPermanent)
-	delay := r.opts.Retry.Delay(c.Attempts)
-	fctx, fcancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer fcancel()
-	state, ferr := fail(fctx, r.pool, c.ID, r.opts.WorkerID, c.Attempts, err.Error(), delay, permanent, r.opts.MaxAttempts)
-	switch {
-	case ferr != nil:
-		log.Error("job failed and recording the failure failed too; the lease will expire and the job be retried",
-			"err", err, "record_err", ferr)
-	case state == "failed":
-		log.Error("job failed", "err", err, "permanent", permanent, "max_attempts", c.maxAttempts)
-		r.opts.Observer.Finished(c.Kind, OutcomeFailed, time.Since(start))
-	case state == "pending":
-		log.Warn("job attempt failed; will retry", "err", err, "retry_in", delay.Round(time.Millisecond))
-		r.opts.Observer.Finished(c.Kind, OutcomeRetried, time.Since(start))
-	case state == "done":
-		log.Info("job attempt failed; an equivalent pending job takes over", "err", err)
-		r.opts.Observer.Finished(c.Kind, OutcomeDone, time.Since(start))
-	default:
-		log.Warn("job attempt failed after its lease was lost", "err", err)
-		r.opts.Observer.Finished(c.Kind, OutcomeLost, time.Since(start))
-	}
-}
-
-// execute runs the handler; its Commit (or, if it made none, the runner's)
-// completes the job in the transaction of its effect. It returns
-// committed=false with a nil error when the lease was lost.
-func (r *Runner) execute(ctx context.Context, h Handler, c claimed) (committed bool, err error) {
-	st := &runStore{db: r.pool, id: c.ID, worker: r.opts.WorkerID, attempt: c.Attempts}
-	err = safeCall(ctx, h, st, c.Job)
-	if err == nil && !st.tried {
-		err = st.Commit(ctx, func(pgx.Tx) error { return nil })
-	}
-	switch {
-	case errors.Is(err, errLeaseLost):
-		return false, nil
-	case err != nil:
-		return false, err
-	case !st.done:
-		return false, fmt.Errorf("job %d: the handler returned nil after a failed commit", c.ID)
-	}
-	return true, nil
-}
-
-func safeCall(ctx context.Context, h Handler, st Store, job Job) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("handler panicked: %v", p)
-		}
-	}()
-	return h(ctx, st, job)
 }

@@ -45,8 +45,7 @@ func Reembed(ctx context.Context, conn *pgx.Conn, dim int, embed EmbedFunc) (int
 }
 
 func fillEmbeddings(ctx context.Context, tx pgx.Tx, dim int, embed EmbedFunc) error {
-	rows, err := tx.Query(ctx, `SELECT id::text, mneme.memory_text(title, summary, content)
-		FROM mneme.memories WHERE embedding IS NULL ORDER BY id`)
+	rows, err := tx.Query(ctx, `SELECT memory_id::text, memory_text FROM mneme.memories_to_embed()`)
 	if err != nil {
 		return fmt.Errorf("read memories: %w", err)
 	}
@@ -76,7 +75,7 @@ func fillEmbeddings(ctx context.Context, tx pgx.Tx, dim int, embed EmbedFunc) er
 			if len(v) != dim {
 				return fmt.Errorf("embedder returned %d dimensions, want %d", len(v), dim)
 			}
-			if _, err := tx.Exec(ctx, `UPDATE mneme.memories SET embedding = $2::real[] WHERE id = $1::uuid`, ids[start+i], v); err != nil {
+			if _, err := tx.Exec(ctx, `SELECT mneme.set_embedding($1::uuid, $2::real[])`, ids[start+i], v); err != nil {
 				return fmt.Errorf("store embedding of %s: %w", ids[start+i], err)
 			}
 		}
