@@ -9,7 +9,7 @@ PKGS     := ./...
 TESTFLAGS ?= -count=1 -timeout 45m
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: help build demo run test bench eval lint clean stop deps
+.PHONY: help build demo run psql test bench eval lint clean stop deps
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -27,6 +27,9 @@ demo: build ## private cluster, migrate, sample conversation, retrieval, review,
 run: build ## run the sidecar daemon against $$DATABASE_URL (or the demo cluster)
 	@if [ -z "$$DATABASE_URL" ]; then export DATABASE_URL=$$($(BIN) cluster url --dir .mneme/pg); fi; \
 	$(BIN) migrate && exec $(BIN) run
+
+psql: build ## psql on $$DATABASE_URL (or the demo cluster, started if needed)
+	$(BIN) psql
 
 test: build ## all tests against a real PostgreSQL (each test binary starts a private cluster unless DATABASE_URL is set)
 	$(GO) test $(TESTFLAGS) $(PKGS)

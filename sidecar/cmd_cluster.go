@@ -3,26 +3,32 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
+	"path/filepath"
 
+	"github.com/mneme-memory/mneme/sidecar/cli"
 	"github.com/mneme-memory/mneme/sidecar/cluster"
 )
 
-// cmdCluster manages the private PostgreSQL of `make demo` and `make test`.
+// demoCluster is where `make demo`, `make run` and `make psql` keep the
+// private PostgreSQL.
+const demoCluster = ".mneme/pg"
+
+// cmdCluster manages the private PostgreSQL of `make demo` and `make test`:
+// start (and print its URL), stop, url (start if needed, print the URL), env
+// (the same as `export DATABASE_URL=...`, for eval $(mneme cluster env)).
 func cmdCluster(ctx context.Context, log *slog.Logger, args []string) error {
-	if len(args) == 0 {
-		return fmt.Errorf("%w: mneme cluster start|stop|url|env [-dir DIR]", errUsage)
-	}
-	fs := flag.NewFlagSet("cluster", flag.ContinueOnError)
-	dir := fs.String("dir", ".mneme/pg", "data directory of the private cluster")
+	fs := flags("cluster")
+	dir := fs.String("dir", demoCluster, "data directory of the private cluster")
 	db := fs.String("db", "mneme", "database to create and point DATABASE_URL at")
-	if err := fs.Parse(args[1:]); err != nil {
-		return errUsage
+	act, err := cli.Action(fs, args, "start", "stop", "url", "env")
+	if err != nil {
+		return err
 	}
-	if args[0] == "stop" {
+	if act == "stop" {
 		c, err := cluster.Attach(ctx, *dir)
 		if errors.Is(err, cluster.ErrNotCreated) {
 			return nil
@@ -36,22 +42,51 @@ func cmdCluster(ctx context.Context, log *slog.Logger, args []string) error {
 		fmt.Fprintln(os.Stderr, "stopped", c.Dir)
 		return nil
 	}
-	c, err := cluster.Start(ctx, *dir, cluster.Options{Logf: func(f string, a ...any) { log.Info(fmt.Sprintf(f, a...)) }})
+	url, err := startCluster(ctx, log, *dir, *db)
 	if err != nil {
 		return err
 	}
-	switch args[0] {
-	case "start", "url", "env":
-		if err := c.CreateDatabase(ctx, *db); err != nil {
+	if act == "env" {
+		fmt.Printf("export DATABASE_URL=%s\n", url)
+	} else {
+		fmt.Println(url)
+	}
+	return nil
+}
+
+// startCluster starts (or finds running) the private cluster in dir and
+// returns the URL of database db, created if missing.
+func startCluster(ctx context.Context, log *slog.Logger, dir, db string) (string, error) {
+	c, err := cluster.Start(ctx, dir, cluster.Options{Logf: func(f string, a ...any) { log.Info(fmt.Sprintf(f, a...)) }})
+	if err != nil {
+		return "", err
+	}
+	if err := c.CreateDatabase(ctx, db); err != nil {
+		return "", err
+	}
+	return c.URL(db), nil
+}
+
+// cmdPsql opens psql on $DATABASE_URL, or on the demo cluster (started if
+// needed); further arguments go to psql.
+func cmdPsql(ctx context.Context, log *slog.Logger, args []string) error {
+	fs := flags("psql")
+	if len(args) > 0 && (args[0] == "--help" || args[0] == "-help") {
+		fs.Usage()
+		return cli.ErrHelp
+	}
+	url := os.Getenv("DATABASE_URL")
+	if url == "" {
+		var err error
+		if url, err = startCluster(ctx, log, demoCluster, "mneme"); err != nil {
 			return err
 		}
-		if args[0] == "env" {
-			fmt.Printf("export DATABASE_URL=%s\n", c.URL(*db))
-		} else {
-			fmt.Println(c.URL(*db))
-		}
-		return nil
-	default:
-		return fmt.Errorf("%w: unknown cluster action %q (start, stop, url, env)", errUsage, args[0])
 	}
+	dir, err := cluster.FindBinDir()
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(dir, "psql"), append([]string{url}, args...)...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	return cmd.Run()
 }

@@ -2,18 +2,17 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"log/slog"
 
+	"github.com/mneme-memory/mneme/sidecar/cli"
 	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/migrate"
 )
 
 func cmdMigrate(ctx context.Context, log *slog.Logger, args []string) error {
-	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+	if err := cli.Parse(flags("migrate"), args, false); err != nil {
+		return err
 	}
 	cfg, err := config.Load(true)
 	if err != nil {

@@ -2,26 +2,22 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"log/slog"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/mneme-memory/mneme/sidecar/cli"
 	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/embed"
 	"github.com/mneme-memory/mneme/sidecar/migrate"
 )
 
-func init() {
-	commands["reembed"] = command{"change the embedding dimension and re-embed every memory (MNEME_EMBED_DIM or --dim)", cmdReembed}
-}
-
 func cmdReembed(ctx context.Context, log *slog.Logger, args []string) error {
-	fs := flag.NewFlagSet("reembed", flag.ContinueOnError)
+	fs := flags("reembed")
 	dim := fs.Int("dim", 0, "the new dimension (default: MNEME_EMBED_DIM)")
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+	if err := cli.Parse(fs, args, false); err != nil {
+		return err
 	}
 	cfg, err := config.Load(true)
 	if err != nil {

@@ -5,28 +5,27 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/mneme-memory/mneme/sidecar/cli"
 	"github.com/mneme-memory/mneme/sidecar/config"
+	"github.com/mneme-memory/mneme/sidecar/daemon"
 	"github.com/mneme-memory/mneme/sidecar/events"
 )
 
-func init() {
-	commands["slot"] = command{"show|drop the replication slot ($MNEME_SLOT) the replication transport uses", cmdSlot}
-}
-
 func cmdSlot(ctx context.Context, log *slog.Logger, args []string) error {
-	if len(args) != 1 || (args[0] != "drop" && args[0] != "show") {
-		return fmt.Errorf("%w: mneme slot show|drop", errUsage)
+	act, err := cli.Action(flags("slot"), args, "show", "drop")
+	if err != nil {
+		return err
 	}
 	cfg, err := config.Load(true)
 	if err != nil {
 		return err
 	}
-	pool, err := openPool(ctx, cfg)
+	pool, err := daemon.OpenPool(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	if args[0] == "show" {
+	if act == "show" {
 		l, err := events.Lag(ctx, pool, cfg.SlotName)
 		if err != nil {
 			return err

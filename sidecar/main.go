@@ -1,79 +1,59 @@
 // Command mneme is the sidecar daemon and CLI of mneme, long-term memory for
 // LLM agents inside PostgreSQL. The SQL functions are the product; this
 // binary migrates the schema, runs the job pipelines that need an LLM,
-// an embedder or FSRS, and hosts the benchmarks and evaluations.
+// an embedder or FSRS (package daemon), and runs the benchmarks and
+// evaluations (packages bench and eval/...). Package main holds commands
+// only: each parses its flags and calls a package.
 package main
 
 import (
 	"context"
-	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
-	"sort"
 	"syscall"
+
+	"github.com/mneme-memory/mneme/sidecar/cli"
 )
 
 // version is set by the Makefile through -ldflags.
 var version = "dev"
 
-// command is one subcommand: run gets the arguments after its name.
-type command struct {
-	summary string
-	run     func(ctx context.Context, log *slog.Logger, args []string) error
+// commands is the one table of commands.
+func commands() []cli.Command {
+	return []cli.Command{
+		{Name: "migrate", Summary: "apply the embedded migrations and SQL layer to $DATABASE_URL", Run: cmdMigrate},
+		{Name: "run", Args: "[--drain]", Summary: "run the sidecar: job runner, event transport, /healthz and /metrics", Run: cmdRun},
+		{Name: "cluster", Args: "start|stop|url|env [flags]", Summary: "a private PostgreSQL for the demo and tests (default .mneme/pg)", Run: cmdCluster},
+		{Name: "psql", Args: "[psql arguments]", Summary: "open psql on $DATABASE_URL, or on the demo cluster", Run: cmdPsql},
+		{Name: "slot", Args: "show|drop", Summary: "show or drop the replication slot ($MNEME_SLOT) of the replication transport", Run: cmdSlot},
+		{Name: "reembed", Args: "[--dim N]", Summary: "change the embedding dimension and re-embed every memory", Run: cmdReembed},
+		{Name: "bench", Args: "<name> [flags]", Summary: "run a benchmark", Subs: []cli.Command{
+			{Name: "retrieve", Args: "[flags]", Summary: "latency of mneme.retrieve (k=10) beside bare vector and BM25 top-10", Run: cmdBenchRetrieve},
+			{Name: "events", Args: "[flags]", Summary: "per transport: commit-to-handler latency and jobs/s with a no-op handler", Run: cmdBenchEvents},
+		}},
+		{Name: "eval", Args: "<name> [flags]", Summary: "run an evaluation", Subs: []cli.Command{
+			{Name: "locomo", Args: "[flags]", Summary: "evidence recall on LoCoMo at a context budget, beside baselines", Run: cmdEvalLocomo},
+			{Name: "feedback", Args: "[flags]", Summary: "review-based vs auto-GOOD vs no reinforcement: precision@5 over simulated sessions", Run: cmdEvalFeedback},
+		}},
+		{Name: "version", Summary: "print the version", Run: cmdVersion},
+	}
 }
-
-var commands = map[string]command{
-	"migrate": {"apply the embedded migrations and SQL layer to $DATABASE_URL", cmdMigrate},
-	"version": {"print the version", cmdVersion},
-	"cluster": {"start|stop|url|env a private PostgreSQL for the demo and tests", cmdCluster},
-}
-
-// errUsage makes main print usage and exit 2.
-var errUsage = errors.New("usage")
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()}))
-	if len(os.Args) < 2 {
-		usage()
-		os.Exit(2)
-	}
-	name := os.Args[1]
-	if name == "help" || name == "-h" || name == "--help" {
-		usage()
-		return
-	}
-	cmd, ok := commands[name]
-	if !ok {
-		fmt.Fprintf(os.Stderr, "mneme: unknown command %q\n\n", name)
-		usage()
-		os.Exit(2)
-	}
-	if err := cmd.run(ctx, log, os.Args[2:]); err != nil {
-		if errors.Is(err, errUsage) {
-			fmt.Fprintf(os.Stderr, "mneme %s: %v\n", name, err)
-			os.Exit(2)
-		}
-		fmt.Fprintf(os.Stderr, "mneme %s: %v\n", name, err)
-		os.Exit(1)
-	}
+	code := cli.Main(ctx, log, "mneme", version, commands(), os.Args[1:])
+	stop()
+	os.Exit(code)
 }
 
-func usage() {
-	fmt.Fprintln(os.Stderr, "usage: mneme <command> [flags]\n\ncommands:")
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(os.Stderr, "  %-10s %s\n", n, commands[n].summary)
-	}
-	fmt.Fprintln(os.Stderr, "\nconfiguration is read from the environment: see README.md")
-}
+// flags is the flag set of the command at path; configuration is read from
+// the environment (README.md), flags only choose what a command does.
+func flags(path string) *flag.FlagSet { return cli.Flags(commands(), "mneme", path) }
 
 func logLevel() slog.Level {
 	var l slog.Level
@@ -83,7 +63,10 @@ func logLevel() slog.Level {
 	return l
 }
 
-func cmdVersion(_ context.Context, _ *slog.Logger, _ []string) error {
+func cmdVersion(_ context.Context, _ *slog.Logger, args []string) error {
+	if err := cli.Parse(flags("version"), args, false); err != nil {
+		return err
+	}
 	fmt.Println("mneme", version)
 	return nil
 }

@@ -14,10 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mneme-memory/mneme/sidecar/config"
+	"github.com/mneme-memory/mneme/sidecar/daemon"
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
-	"github.com/mneme-memory/mneme/sidecar/jobs"
 	"github.com/mneme-memory/mneme/sidecar/llm/llmtest"
-	"github.com/mneme-memory/mneme/sidecar/metrics"
 )
 
 var memoryHeading = regexp.MustCompile(`### Memory ([0-9a-f-]{36})\n\*\*Summary:\*\* ([^\n]*)`)
@@ -68,15 +67,11 @@ func TestServePipelines(t *testing.T) {
 				cfg.LLM = config.Endpoint{BaseURL: srv.URL(), Model: "fake", APIKey: "k"}
 			}
 			log := slog.New(slog.DiscardHandler)
-			reg := metrics.New()
-			m := metrics.Sidecar{R: reg}
-			runner := jobs.NewRunner(db.Pool, runnerOptions(cfg, log, m))
-			d, err := newDeps(ctx, cfg, db.Pool, log, m)
+			d, err := daemon.New(ctx, cfg, db.Pool, log)
 			require.NoError(t, err)
-			require.NoError(t, registerHandlers(runner, d))
 			runCtx, cancel := context.WithCancel(ctx)
 			done := make(chan error, 1)
-			go func() { done <- serve(runCtx, cfg, db.Pool, runner, reg, log) }()
+			go func() { done <- d.Serve(runCtx) }()
 			defer func() { cancel(); require.NoError(t, <-done) }()
 
 			conv := uuid.New()

@@ -20,10 +20,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mneme-memory/mneme/sidecar/config"
+	"github.com/mneme-memory/mneme/sidecar/daemon"
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
-	"github.com/mneme-memory/mneme/sidecar/jobs"
 	"github.com/mneme-memory/mneme/sidecar/llm/llmtest"
-	"github.com/mneme-memory/mneme/sidecar/metrics"
 )
 
 func TestMain(m *testing.M) {
@@ -59,15 +58,11 @@ func TestServe(t *testing.T) {
 	cfg := config.Config{DatabaseURL: db.URL, Events: "notify", Concurrency: 2, PollEvery: time.Hour,
 		MetricsAddr: freeAddr(t), SlotName: "unused"}
 	log := slog.New(slog.DiscardHandler)
-	reg := metrics.New()
-	m := metrics.Sidecar{R: reg}
-	runner := jobs.NewRunner(db.Pool, runnerOptions(cfg, log, m))
-	d, err := newDeps(context.Background(), cfg, db.Pool, log, m)
+	d, err := daemon.New(context.Background(), cfg, db.Pool, log)
 	require.NoError(t, err)
-	require.NoError(t, registerHandlers(runner, d))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- serve(ctx, cfg, db.Pool, runner, reg, log) }()
+	go func() { done <- d.Serve(ctx) }()
 
 	base := "http://" + cfg.MetricsAddr
 	require.Eventually(t, func() bool {

@@ -10,7 +10,7 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
 	"github.com/mneme-memory/mneme/sidecar/embed"
-	"github.com/mneme-memory/mneme/sidecar/feedback"
+	"github.com/mneme-memory/mneme/sidecar/eval/feedback"
 	"github.com/mneme-memory/mneme/sidecar/pipeline"
 )
 

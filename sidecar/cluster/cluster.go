@@ -16,9 +16,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -100,11 +98,9 @@ func Start(ctx context.Context, dir string, opts Options) (*Cluster, error) {
 		logf("PostgreSQL already running in %s on port %d", c.Dir, port)
 		return c, nil
 	}
-	port, err := freePort()
-	if err != nil {
+	if c.Port, err = c.port(); err != nil {
 		return nil, err
 	}
-	c.Port = port
 	if err := c.start(ctx); err != nil {
 		return nil, err
 	}
@@ -299,79 +295,31 @@ func reachable(dir string) bool {
 	}
 }
 
-// FindBinDir finds the directory with initdb, pg_ctl and postgres:
-// PG_BINDIR, then pg_config --bindir, then the newest /usr/lib/postgresql/*/bin.
-func FindBinDir() (string, error) {
-	has := func(d string) bool {
-		for _, b := range []string{"initdb", "pg_ctl", "postgres"} {
-			if _, err := os.Stat(filepath.Join(d, b)); err != nil {
-				return false
+// portFile, in the data directory, keeps the port a cluster last ran on, so
+// a restarted demo cluster keeps its URL.
+const portFile = "mneme.port"
+
+// port is the port the cluster last ran on if it is free again, else a free
+// one, remembered for next time.
+func (c *Cluster) port() (int, error) {
+	path := filepath.Join(c.Dir, portFile)
+	if b, err := os.ReadFile(path); err == nil {
+		if p, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && p > 0 {
+			if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p)); err == nil {
+				l.Close()
+				return p, nil
 			}
-		}
-		return true
-	}
-	if d := os.Getenv("PG_BINDIR"); d != "" && has(d) {
-		return d, nil
-	}
-	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
-		if d := strings.TrimSpace(string(out)); has(d) {
-			return d, nil
+			c.logf("port %d, used last time, is taken: choosing another", p)
 		}
 	}
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	sort.Slice(dirs, func(i, j int) bool { return pgMajor(dirs[i]) > pgMajor(dirs[j]) })
-	for _, d := range dirs {
-		if has(d) {
-			return d, nil
-		}
-	}
-	return "", fmt.Errorf("%w (looked at $PG_BINDIR, pg_config --bindir and /usr/lib/postgresql/*/bin); install the postgresql package", ErrNoServer)
-}
-
-func pgMajor(binDir string) int {
-	n, _ := strconv.Atoi(filepath.Base(filepath.Dir(binDir)))
-	return n
-}
-
-// install installs PostgreSQL through apt-get when running as root.
-func install(ctx context.Context, logf func(string, ...any)) error {
-	if os.Geteuid() != 0 {
-		return fmt.Errorf("%w; run as root once, or: sudo apt-get install -y postgresql", ErrNoServer)
-	}
-	if _, err := exec.LookPath("apt-get"); err != nil {
-		return fmt.Errorf("%w and apt-get is not available; install PostgreSQL 14 or newer and put pg_config on PATH", ErrNoServer)
-	}
-	logf("installing PostgreSQL with apt-get (once)")
-	env := append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-	for _, args := range [][]string{
-		{"update"},
-		{"install", "-y", "--no-install-recommends", "postgresql", "postgresql-client"},
-	} {
-		cmd := exec.CommandContext(ctx, "apt-get", args...)
-		cmd.Env = env
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("apt-get %s: %w: %s", strings.Join(args, " "), err, lastLines(string(out), 10))
-		}
-	}
-	return nil
-}
-
-// serverUser is the unprivileged account the server runs as under root.
-func serverUser(ctx context.Context, logf func(string, ...any)) (*syscall.Credential, error) {
-	u, err := user.Lookup("postgres")
+	p, err := freePort()
 	if err != nil {
-		logf("no postgres user; creating system user mneme-pg")
-		if out, err := exec.CommandContext(ctx, "useradd", "--system", "--no-create-home",
-			"--shell", "/usr/sbin/nologin", "mneme-pg").CombinedOutput(); err != nil && !strings.Contains(string(out), "exists") {
-			return nil, fmt.Errorf("create server user: %w: %s", err, out)
-		}
-		if u, err = user.Lookup("mneme-pg"); err != nil {
-			return nil, fmt.Errorf("look up server user: %w", err)
-		}
+		return 0, err
 	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+	if err := os.WriteFile(path, []byte(strconv.Itoa(p)+"\n"), 0o644); err != nil {
+		return 0, fmt.Errorf("remember the port: %w", err)
+	}
+	return p, nil
 }
 
 func freePort() (int, error) {
@@ -381,14 +329,6 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // CreateDatabase creates database name if it does not exist.

@@ -45,3 +45,32 @@ func TestDisposableClusterStopsWithItsOwner(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// TestRestartKeepsPort: a cluster stopped and started again (make demo
+// twice) comes back on the same port, so its URL stays valid.
+func TestRestartKeepsPort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a PostgreSQL server")
+	}
+	parent := t.TempDir()
+	_ = os.Chmod(parent, 0o755)
+	dir := filepath.Join(parent, "data")
+	ctx := context.Background()
+	c, err := Start(ctx, dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop(ctx) })
+	first := c.URL("postgres")
+	if err := c.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	again, err := Start(ctx, dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.URL("postgres") != first {
+		t.Fatalf("restarted on %s, was %s", again.URL("postgres"), first)
+	}
+	_ = again.Stop(ctx)
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mneme-memory/mneme/sidecar/bench"
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
 )
 
@@ -43,7 +44,7 @@ func TestBenchRetrieve(t *testing.T) {
 	out, stderr, code := mnemeCmd(t, server, "bench", "retrieve", "--memories", "300", "--conversations", "3",
 		"--queries", "5", "--vector", "array", "--json", "--keep")
 	require.Equal(t, 0, code, stderr)
-	m := regexp.MustCompile(`kept benchmark database (mneme_bench_[0-9a-f]+)`).FindStringSubmatch(stderr)
+	m := regexp.MustCompile(`scratch database kept.* name=(mneme_bench_[0-9a-f]+)`).FindStringSubmatch(stderr)
 	require.NotNil(t, m, stderr)
 	kept := m[1]
 	t.Cleanup(func() {
@@ -54,14 +55,14 @@ func TestBenchRetrieve(t *testing.T) {
 		}
 	})
 
-	var res retrieveBench
+	var res bench.RetrieveResult
 	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
 	require.Equal(t, "array", res.Variant)
 	require.Equal(t, 300, res.Memories)
 	require.Equal(t, 3, res.Conversations)
 	require.Equal(t, 100, res.Candidates)
 	require.Greater(t, res.LoadSeconds, 0.0)
-	for name, l := range map[string]latencies{"retrieve": res.Retrieve, "retrieve_sql_embed": res.RetrieveSQL,
+	for name, l := range map[string]bench.Latencies{"retrieve": res.Retrieve, "retrieve_sql_embed": res.RetrieveSQL,
 		"search": res.Search, "vector": res.Vector, "bm25": res.BM25, "bm25_leg": res.BM25Leg, "vector_leg": res.VectorLeg} {
 		require.Greater(t, l.P50, 0.0, name)
 		require.LessOrEqual(t, l.P50, l.P95, name)
@@ -71,7 +72,7 @@ func TestBenchRetrieve(t *testing.T) {
 	out, stderr, code = mnemeCmd(t, server, "bench", "retrieve", "--memories", "300", "--conversations", "3",
 		"--queries", "5", "--json", "--reuse", kept)
 	require.Equal(t, 0, code, stderr)
-	var again retrieveBench
+	var again bench.RetrieveResult
 	require.NoError(t, json.Unmarshal([]byte(out), &again), out)
 	require.Equal(t, "array", again.Variant, "--reuse measures the kept database's variant")
 	require.Zero(t, again.LoadSeconds, "--reuse does not load")

@@ -1,4 +1,4 @@
-package main
+package scratch
 
 import (
 	"testing"
@@ -7,11 +7,11 @@ import (
 )
 
 func TestWithDatabase(t *testing.T) {
-	got, err := withDatabase("postgres://u:p@127.0.0.1:5432/app?sslmode=disable", "mneme_eval_x")
+	got, err := WithDatabase("postgres://u:p@127.0.0.1:5432/app?sslmode=disable", "mneme_eval_x")
 	require.NoError(t, err)
 	require.Equal(t, "postgres://u:p@127.0.0.1:5432/mneme_eval_x?sslmode=disable", got)
-	got, err = withDatabase("host=127.0.0.1 port=5432 dbname=app", "mneme_eval_x")
+	got, err = WithDatabase("host=127.0.0.1 port=5432 dbname=app", "mneme_eval_x")
 	require.NoError(t, err)
 	require.Equal(t, "host=127.0.0.1 port=5432 dbname=app dbname=mneme_eval_x", got, "the last dbname wins")
-	require.Equal(t, "postgres://u:xxx@h/db", redact("postgres://u:secret@h/db"))
+	require.Equal(t, "postgres://u:xxx@h/db", Redact("postgres://u:secret@h/db"))
 }

@@ -1,29 +1,23 @@
-package main
+package bench
 
 import (
 	"context"
-	"encoding/json"
-	"flag"
 	"fmt"
+	"io"
 	"log/slog"
-	"os"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/events"
 	"github.com/mneme-memory/mneme/sidecar/jobs"
 	"github.com/mneme-memory/mneme/sidecar/migrate"
+	"github.com/mneme-memory/mneme/sidecar/scratch"
 )
 
-func init() {
-	benchCommands["events"] = command{"per transport: commit-to-handler latency and jobs/s with a no-op handler", cmdBenchEvents}
-}
-
-type eventsBench struct {
+// EventsResult is one transport's measurement.
+type EventsResult struct {
 	Transport   string  `json:"transport"`
 	Sweep       string  `json:"sweep_interval"`
 	Samples     int     `json:"latency_samples"`
@@ -34,67 +28,65 @@ type eventsBench struct {
 	Concurrency int     `json:"concurrency"`
 }
 
-func cmdBenchEvents(ctx context.Context, log *slog.Logger, args []string) error {
-	fs := flag.NewFlagSet("bench events", flag.ContinueOnError)
-	transports := fs.String("transports", "replication,notify,poll", "comma-separated transports to measure")
-	samples := fs.Int("samples", 200, "latency samples per transport (one job per transaction, spaced by --gap)")
-	gap := fs.Duration("gap", 10*time.Millisecond, "pause between latency samples")
-	n := fs.Int("jobs", 5000, "jobs for the throughput run (enqueued in one transaction)")
-	conc := fs.Int("concurrency", 4, "runner concurrency")
-	sweep := fs.Duration("sweep", time.Second, "sweep interval (the poll transport's latency is about half of it)")
-	asJSON := fs.Bool("json", false, "print JSON, one object per transport")
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+// EventsOptions are the benchmark's knobs (mneme bench events --help).
+type EventsOptions struct {
+	Server      string // DATABASE_URL: each transport gets a scratch database on its server
+	Transports  []string
+	Samples     int           // latency samples per transport (one job per transaction, spaced by Gap)
+	Gap         time.Duration // pause between latency samples
+	Jobs        int           // jobs for the throughput run (enqueued in one transaction)
+	Concurrency int
+	Sweep       time.Duration
+	Log         *slog.Logger
+}
+
+// Events measures, per transport, commit-to-handler latency and no-op jobs
+// per second.
+func Events(ctx context.Context, o EventsOptions) ([]EventsResult, error) {
+	if o.Samples < 1 || o.Jobs < 1 || o.Concurrency < 1 || o.Sweep <= 0 {
+		return nil, fmt.Errorf("samples, jobs, concurrency and sweep must be positive")
 	}
-	if *samples < 1 || *n < 1 || *conc < 1 || *sweep <= 0 {
-		return fmt.Errorf("%w: --samples, --jobs, --concurrency and --sweep must be positive", errUsage)
-	}
-	cfg, err := config.FromEnv()
-	if err != nil {
-		return err
-	}
-	if cfg.DatabaseURL == "" {
-		return fmt.Errorf("DATABASE_URL is not set: run ./scripts/with-test-db.sh bin/mneme bench events")
-	}
-	var results []eventsBench
-	for _, tr := range strings.Split(*transports, ",") {
-		tr = strings.TrimSpace(tr)
+	for _, tr := range o.Transports {
 		if _, err := events.New(tr, events.Options{}, nil); err != nil || tr == events.Auto {
-			return fmt.Errorf("%w: transport %q: use replication, notify or poll", errUsage, tr)
+			return nil, fmt.Errorf("transport %q: use replication, notify or poll", tr)
 		}
-		res, err := benchTransport(ctx, log, cfg.DatabaseURL, tr, *samples, *gap, *n, *conc, *sweep)
+	}
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var results []EventsResult
+	for _, tr := range o.Transports {
+		res, err := benchTransport(ctx, log, o.Server, tr, o.Samples, o.Gap, o.Jobs, o.Concurrency, o.Sweep)
 		if err != nil {
-			return fmt.Errorf("bench %s: %w", tr, err)
+			return results, fmt.Errorf("bench %s: %w", tr, err)
 		}
 		results = append(results, res)
-		if *asJSON {
-			if err := json.NewEncoder(os.Stdout).Encode(res); err != nil {
-				return err
-			}
-		}
 	}
-	if !*asJSON {
-		fmt.Printf("mneme bench events: %d latency samples, %d-job throughput run, concurrency %d, sweep %s\n",
-			*samples, *n, *conc, *sweep)
-		fmt.Printf("  %-12s %12s %12s %10s\n", "transport", "p50 ms", "p99 ms", "jobs/s")
-		for _, r := range results {
-			fmt.Printf("  %-12s %12.2f %12.2f %10.0f\n", r.Transport, r.P50, r.P99, r.JobsPerSec)
-		}
+	return results, nil
+}
+
+// WriteEventsTable prints the results for a person.
+func WriteEventsTable(w io.Writer, o EventsOptions, results []EventsResult) {
+	fmt.Fprintf(w, "mneme bench events: %d latency samples, %d-job throughput run, concurrency %d, sweep %s\n",
+		o.Samples, o.Jobs, o.Concurrency, o.Sweep)
+	fmt.Fprintf(w, "  %-12s %12s %12s %10s\n", "transport", "p50 ms", "p99 ms", "jobs/s")
+	for _, r := range results {
+		fmt.Fprintf(w, "  %-12s %12.2f %12.2f %10.0f\n", r.Transport, r.P50, r.P99, r.JobsPerSec)
 	}
-	return nil
 }
 
 // benchTransport runs one transport against a fresh database.
 func benchTransport(ctx context.Context, log *slog.Logger, url, transport string, samples int, gap time.Duration,
-	n, conc int, sweep time.Duration) (eventsBench, error) {
-	res := eventsBench{Transport: transport, Sweep: sweep.String(), Samples: samples, Jobs: n, Concurrency: conc}
-	dbURL, drop, err := benchDatabase(ctx, url, false)
+	n, conc int, sweep time.Duration) (EventsResult, error) {
+	res := EventsResult{Transport: transport, Sweep: sweep.String(), Samples: samples, Jobs: n, Concurrency: conc}
+	db, err := scratch.Create(ctx, scratch.Options{Server: url, Prefix: "mneme_bench_", Log: log})
 	if err != nil {
 		return res, err
 	}
-	defer drop()
-	slot := "mneme_bench_" + strings.TrimPrefix(dbURL[strings.LastIndex(dbURL, "/")+1:], "mneme_bench_")
-	slot = strings.SplitN(slot, "?", 2)[0]
+	defer db.Close()
+	dbURL := db.URL
+	slot := db.Name
 	if _, err := migrate.Run(ctx, dbURL, migrate.Options{Vector: "array", Logger: log}); err != nil {
 		return res, fmt.Errorf("migrate: %w", err)
 	}

@@ -1,15 +1,15 @@
-package main
+// Package bench holds mneme's benchmarks (mneme bench ...): retrieval
+// latency and event-transport latency and throughput, each on a scratch
+// database of its own. Speed targets live here, not in timed tests.
+package bench
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
-	"flag"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	mrand "math/rand/v2"
-	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -18,20 +18,13 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/embed"
 	"github.com/mneme-memory/mneme/sidecar/migrate"
+	"github.com/mneme-memory/mneme/sidecar/scratch"
 )
 
-func init() {
-	benchCommands["retrieve"] = command{
-		"latency of mneme.retrieve (k=10) beside bare vector and BM25 top-10: --memories N [--conversations C] [--json]",
-		cmdBenchRetrieve,
-	}
-}
-
-// retrieveBench is the result of one run; --json prints it.
-type retrieveBench struct {
+// RetrieveResult is the result of one run; --json prints it.
+type RetrieveResult struct {
 	Variant       string    `json:"variant"`
 	Memories      int       `json:"memories"`
 	Conversations int       `json:"conversations"`
@@ -41,105 +34,112 @@ type retrieveBench struct {
 	K             int       `json:"k"`
 	Candidates    int       `json:"candidates"` // setting retrieve_candidates: each leg's top n
 	LoadSeconds   float64   `json:"load_seconds"`
-	Retrieve      latencies `json:"retrieve"`           // mneme.retrieve with the query embedding passed in
-	RetrieveSQL   latencies `json:"retrieve_sql_embed"` // mneme.retrieve embedding the query in SQL
-	Search        latencies `json:"search"`             // mneme.search: the same ranking, no pending review written
-	Vector        latencies `json:"vector"`             // bare ORDER BY embedding <=> q LIMIT 10
-	BM25          latencies `json:"bm25"`               // bare mneme.bm25_search top 10
-	BM25Leg       latencies `json:"bm25_leg"`           // mneme.bm25_search top retrieve_candidates (the BM25 leg)
-	VectorLeg     latencies `json:"vector_leg"`         // mneme.vector_search top retrieve_candidates (the vector leg)
+	Retrieve      Latencies `json:"retrieve"`           // mneme.retrieve with the query embedding passed in
+	RetrieveSQL   Latencies `json:"retrieve_sql_embed"` // mneme.retrieve embedding the query in SQL
+	Search        Latencies `json:"search"`             // mneme.search: the same ranking, no pending review written
+	Vector        Latencies `json:"vector"`             // bare ORDER BY embedding <=> q LIMIT 10
+	BM25          Latencies `json:"bm25"`               // bare mneme.bm25_search top 10
+	BM25Leg       Latencies `json:"bm25_leg"`           // mneme.bm25_search top retrieve_candidates (the BM25 leg)
+	VectorLeg     Latencies `json:"vector_leg"`         // mneme.vector_search top retrieve_candidates (the vector leg)
 }
 
-type latencies struct {
+type Latencies struct {
 	P50 float64 `json:"p50_ms"`
 	P95 float64 `json:"p95_ms"`
 	P99 float64 `json:"p99_ms"`
 }
 
-func cmdBenchRetrieve(ctx context.Context, log *slog.Logger, args []string) error {
-	fs := flag.NewFlagSet("bench retrieve", flag.ContinueOnError)
-	n := fs.Int("memories", 10000, "number of memories")
-	convs := fs.Int("conversations", 1, "spread the memories over this many conversations")
-	queries := fs.Int("queries", 200, "timed queries per measurement")
-	vector := fs.String("vector", "auto", "embedding variant: auto, pgvector or array")
-	asJSON := fs.Bool("json", false, "print one JSON object")
-	keep := fs.Bool("keep", false, "keep the benchmark database")
-	reuse := fs.String("reuse", "", "re-measure a database kept by an earlier run with the same --memories and --conversations (migrates it, does not reload)")
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+// RetrieveOptions are the benchmark's knobs (mneme bench retrieve --help).
+type RetrieveOptions struct {
+	Server        string // DATABASE_URL: the scratch database is created on its server
+	Memories      int
+	Conversations int
+	Queries       int
+	Vector        string // auto | pgvector | array
+	Keep          bool   // keep the benchmark database
+	Reuse         string // re-measure this kept database instead of loading a new one
+	Log           *slog.Logger
+}
+
+// ErrReuseMismatch means --reuse names a database of another size.
+var ErrReuseMismatch = errors.New("the reused database does not match")
+
+// Retrieve builds (or reuses) a database of synthetic memories and times
+// mneme.retrieve, mneme.search, their legs and the bare queries.
+func Retrieve(ctx context.Context, o RetrieveOptions) (RetrieveResult, error) {
+	var out RetrieveResult
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
-	if *n < 10 || *convs < 1 || *convs > *n || *queries < 1 {
-		return fmt.Errorf("%w: need --memories >= 10, 1 <= --conversations <= memories, --queries >= 1", errUsage)
-	}
-	cfg, err := config.FromEnv()
-	if err != nil {
-		return err
-	}
-	if cfg.DatabaseURL == "" {
-		return fmt.Errorf("DATABASE_URL is not set: run ./scripts/with-test-db.sh bin/mneme bench retrieve ...")
+	if o.Memories < 10 || o.Conversations < 1 || o.Conversations > o.Memories || o.Queries < 1 {
+		return out, fmt.Errorf("need memories >= 10, 1 <= conversations <= memories, queries >= 1")
 	}
 	var dbURL string
-	if *reuse != "" {
-		if dbURL, err = databaseURL(ctx, cfg.DatabaseURL, *reuse); err != nil {
-			return err
+	var err error
+	if o.Reuse != "" {
+		if dbURL, err = scratch.Existing(ctx, o.Server, o.Reuse); err != nil {
+			return out, err
 		}
 	} else {
-		var drop func()
-		if dbURL, drop, err = benchDatabase(ctx, cfg.DatabaseURL, *keep); err != nil {
-			return err
+		db, err := scratch.Create(ctx, scratch.Options{Server: o.Server, Prefix: "mneme_bench_", Keep: o.Keep, Log: log})
+		if err != nil {
+			return out, err
 		}
-		defer drop()
+		defer db.Close()
+		dbURL = db.URL
 	}
-	res, err := migrate.Run(ctx, dbURL, migrate.Options{Vector: *vector, Logger: log})
+	res, err := migrate.Run(ctx, dbURL, migrate.Options{Vector: o.Vector, Logger: log})
 	if err != nil {
-		return fmt.Errorf("migrate benchmark database: %w", err)
+		return out, fmt.Errorf("migrate benchmark database: %w", err)
 	}
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
-		return fmt.Errorf("connect: %w", err)
+		return out, fmt.Errorf("connect: %w", err)
 	}
 	defer conn.Close(context.Background())
 
-	out := retrieveBench{Variant: res.Variant, Memories: *n, Conversations: *convs, PerConv: *n / *convs,
-		Dim: res.Dim, Queries: *queries, K: 10}
-	corpus, err := benchMemories(res.Dim, *n, *convs)
+	out = RetrieveResult{Variant: res.Variant, Memories: o.Memories, Conversations: o.Conversations,
+		PerConv: o.Memories / o.Conversations, Dim: res.Dim, Queries: o.Queries, K: 10}
+	corpus, err := benchMemories(res.Dim, o.Memories, o.Conversations)
 	if err != nil {
-		return err
+		return out, err
 	}
-	if *reuse != "" {
+	if o.Reuse != "" {
 		var have int
 		if err := conn.QueryRow(ctx, `SELECT count(*) FROM mneme.memories`).Scan(&have); err != nil {
-			return err
+			return out, err
 		}
-		if have != *n {
-			return fmt.Errorf("%w: database %s has %d memories, --memories is %d", errUsage, *reuse, have, *n)
+		if have != o.Memories {
+			return out, fmt.Errorf("%w: database %s has %d memories, --memories is %d", ErrReuseMismatch, o.Reuse, have, o.Memories)
 		}
 	} else {
-		log.Info("building memories", "memories", *n, "conversations", *convs, "variant", res.Variant)
+		log.Info("building memories", "memories", o.Memories, "conversations", o.Conversations, "variant", res.Variant)
 		start := time.Now()
 		if err := loadBenchMemories(ctx, conn, res.Variant, corpus); err != nil {
-			return err
+			return out, err
 		}
 		out.LoadSeconds = time.Since(start).Seconds()
 		log.Info("built", "seconds", out.LoadSeconds)
 	}
 
 	if err := conn.QueryRow(ctx, `SELECT mneme.setting('retrieve_candidates')::int`).Scan(&out.Candidates); err != nil {
-		return fmt.Errorf("read setting retrieve_candidates: %w", err)
+		return out, fmt.Errorf("read setting retrieve_candidates: %w", err)
 	}
 	if err := runRetrieveBench(ctx, conn, corpus, &out); err != nil {
-		return err
+		return out, err
 	}
-	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
-		return enc.Encode(out)
-	}
-	fmt.Printf("mneme bench retrieve: %d memories in %d conversation(s), variant %s (dim %d), %d queries, k=10, load %.1fs\n",
+	return out, nil
+}
+
+// WriteTable prints the result for a person.
+func (out RetrieveResult) WriteTable(w io.Writer) {
+	fmt.Fprintf(w, "mneme bench retrieve: %d memories in %d conversation(s), variant %s (dim %d), %d queries, k=10, load %.1fs\n",
 		out.Memories, out.Conversations, out.Variant, out.Dim, out.Queries, out.LoadSeconds)
-	fmt.Printf("  %-44s %9s %9s %9s\n", "query", "p50 ms", "p95 ms", "p99 ms")
+	fmt.Fprintf(w, "  %-44s %9s %9s %9s\n", "query", "p50 ms", "p95 ms", "p99 ms")
 	for _, r := range []struct {
 		name string
-		l    latencies
+		l    Latencies
 	}{
 		{"mneme.retrieve (embedding passed)", out.Retrieve},
 		{"mneme.retrieve (SQL embeds the query)", out.RetrieveSQL},
@@ -149,53 +149,8 @@ func cmdBenchRetrieve(ctx context.Context, log *slog.Logger, args []string) erro
 		{fmt.Sprintf("its BM25 leg (bm25_search top %d)", out.Candidates), out.BM25Leg},
 		{fmt.Sprintf("its vector leg (vector_search top %d)", out.Candidates), out.VectorLeg},
 	} {
-		fmt.Printf("  %-44s %9.2f %9.2f %9.2f\n", r.name, r.l.P50, r.l.P95, r.l.P99)
+		fmt.Fprintf(w, "  %-44s %9.2f %9.2f %9.2f\n", r.name, r.l.P50, r.l.P95, r.l.P99)
 	}
-	return nil
-}
-
-// databaseURL is url pointed at the existing database name (withDatabase),
-// checked by connecting to it.
-func databaseURL(ctx context.Context, url, name string) (string, error) {
-	dsn, err := withDatabase(url, name)
-	if err != nil {
-		return "", err
-	}
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return "", fmt.Errorf("connect to %s: %w", name, err)
-	}
-	conn.Close(ctx)
-	return dsn, nil
-}
-
-// benchDatabase creates a scratch database next to the one in url.
-func benchDatabase(ctx context.Context, url string, keep bool) (string, func(), error) {
-	admin, err := pgx.Connect(ctx, url)
-	if err != nil {
-		return "", nil, fmt.Errorf("connect: %w", err)
-	}
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	name := "mneme_bench_" + hex.EncodeToString(b)
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		admin.Close(ctx)
-		return "", nil, fmt.Errorf("create benchmark database: %w", err)
-	}
-	dbURL, err := withDatabase(url, name)
-	if err != nil {
-		_, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name)
-		admin.Close(ctx)
-		return "", nil, err
-	}
-	return dbURL, func() {
-		defer admin.Close(context.Background())
-		if keep {
-			fmt.Fprintf(os.Stderr, "kept benchmark database %s\n", name)
-			return
-		}
-		_, _ = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-	}, nil
 }
 
 // benchCorpus is the generated data: each memory's conversation and words.
@@ -338,7 +293,7 @@ func loadBenchMemories(ctx context.Context, conn *pgx.Conn, variant string, c *b
 	return nil
 }
 
-func runRetrieveBench(ctx context.Context, conn *pgx.Conn, c *benchCorpus, out *retrieveBench) error {
+func runRetrieveBench(ctx context.Context, conn *pgx.Conn, c *benchCorpus, out *RetrieveResult) error {
 	// The bare vector query sees mneme's and pgvector's <=> through the path.
 	if _, err := conn.Exec(ctx, `SET search_path = mneme, public`); err != nil {
 		return err
@@ -367,7 +322,7 @@ func runRetrieveBench(ctx context.Context, conn *pgx.Conn, c *benchCorpus, out *
 	ops := []struct {
 		sql  string
 		args func(q query) []any
-		dst  *latencies
+		dst  *Latencies
 	}{
 		{`SELECT count(*) FROM mneme.retrieve($1, $2, 10, $3)`, func(q query) []any { return []any{q.conv, q.text, q.emb} }, &out.Retrieve},
 		{`SELECT count(*) FROM mneme.retrieve($1, $2, 10)`, func(q query) []any { return []any{q.conv, q.text} }, &out.RetrieveSQL},
@@ -415,7 +370,7 @@ func runRetrieveBench(ctx context.Context, conn *pgx.Conn, c *benchCorpus, out *
 	return nil
 }
 
-func percentiles(ms []float64) latencies {
+func percentiles(ms []float64) Latencies {
 	sort.Float64s(ms)
 	at := func(p float64) float64 {
 		i := int(p*float64(len(ms))+0.5) - 1
@@ -427,5 +382,5 @@ func percentiles(ms []float64) latencies {
 		}
 		return ms[i]
 	}
-	return latencies{P50: at(0.50), P95: at(0.95), P99: at(0.99)}
+	return Latencies{P50: at(0.50), P95: at(0.95), P99: at(0.99)}
 }

@@ -1,0 +1,165 @@
+// Package cli is the command line's machinery: one table of commands with
+// nested groups, help on stdout (exit 0) for every command, usage errors
+// (exit 2) found before a command has any side effect. Package main holds
+// the table and the commands.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+)
+
+// Command is one subcommand: Run gets the arguments after its name. A group
+// (bench, eval) has Subs instead of Run.
+type Command struct {
+	Name    string
+	Args    string // what follows the name in the usage line
+	Summary string
+	Run     func(ctx context.Context, log *slog.Logger, args []string) error
+	Subs    []Command
+}
+
+// ErrUsage makes Main print the error and exit 2; ErrHelp makes it exit 0
+// after a command printed its usage on stdout.
+var (
+	ErrUsage = errors.New("usage")
+	ErrHelp  = errors.New("help printed")
+)
+
+// Main runs the command line args of program name and returns the exit
+// code: 0, 1 for a failure, 2 for a usage error.
+func Main(ctx context.Context, log *slog.Logger, name, version string, cmds []Command, args []string) int {
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version") {
+		fmt.Println(name, version)
+		return 0
+	}
+	err := run(ctx, log, name, cmds, args)
+	switch {
+	case err == nil, errors.Is(err, ErrHelp):
+		return 0
+	case errors.Is(err, ErrUsage):
+		fmt.Fprintf(os.Stderr, "%v\n", err)
+		return 2
+	default:
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		return 1
+	}
+}
+
+// run finds and runs the command args[0] of cmds (prefix: "mneme" or
+// "mneme bench"). help, -h and --help print the list on stdout; help
+// <command> is <command> --help.
+func run(ctx context.Context, log *slog.Logger, prefix string, cmds []Command, args []string) error {
+	if len(args) == 0 {
+		list(os.Stderr, prefix, cmds)
+		return fmt.Errorf("%w: %s needs a command", ErrUsage, prefix)
+	}
+	switch args[0] {
+	case "-h", "-help", "--help":
+		list(os.Stdout, prefix, cmds)
+		return ErrHelp
+	case "help":
+		if len(args) == 1 {
+			list(os.Stdout, prefix, cmds)
+			return ErrHelp
+		}
+		return run(ctx, log, prefix, cmds, append(append([]string{}, args[1:]...), "--help"))
+	}
+	for _, c := range cmds {
+		if c.Name != args[0] {
+			continue
+		}
+		if c.Subs != nil {
+			return run(ctx, log, prefix+" "+c.Name, c.Subs, args[1:])
+		}
+		return c.Run(ctx, log, args[1:])
+	}
+	return fmt.Errorf("%w: %s: unknown command %q (see %s help)", ErrUsage, prefix, args[0], prefix)
+}
+
+func list(w io.Writer, prefix string, cmds []Command) {
+	fmt.Fprintf(w, "usage: %s <command> [flags]\n\ncommands:\n", prefix)
+	for _, c := range cmds {
+		fmt.Fprintf(w, "  %-10s %s\n", c.Name, c.Summary)
+	}
+	fmt.Fprintf(w, "\n%s help <command> (or <command> --help) describes one\n", prefix)
+}
+
+// Find returns the command of a path such as "bench retrieve".
+func Find(cmds []Command, path string) Command {
+	var c Command
+	for _, name := range strings.Fields(path) {
+		for _, x := range cmds {
+			if x.Name == name {
+				c = x
+				break
+			}
+		}
+		cmds = c.Subs
+	}
+	return c
+}
+
+// Flags is the flag set of the command at path ("run", "bench retrieve") of
+// program name: its usage, printed by --help on stdout, is the command's
+// usage line, summary and flags.
+func Flags(cmds []Command, name, path string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name+" "+path, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {
+		c := Find(cmds, path)
+		w := os.Stdout
+		fmt.Fprintf(w, "usage: %s %s %s\n\n%s\n", name, path, c.Args, c.Summary)
+		n := 0
+		fs.VisitAll(func(*flag.Flag) { n++ })
+		if n > 0 {
+			fmt.Fprintln(w, "\nflags:")
+			fs.SetOutput(w)
+			fs.PrintDefaults()
+			fs.SetOutput(io.Discard)
+		}
+	}
+	return fs
+}
+
+// Parse parses args: -h/--help prints the usage and returns ErrHelp; a bad
+// flag or a stray argument (unless positional) is a usage error. Nothing
+// has happened yet when it returns an error.
+func Parse(fs *flag.FlagSet, args []string, positional bool) error {
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.Usage()
+		return ErrHelp
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v (see %s --help)", ErrUsage, fs.Name(), err, fs.Name())
+	}
+	if !positional && fs.NArg() > 0 {
+		return fmt.Errorf("%w: %s: unexpected argument %q (see %s --help)", ErrUsage, fs.Name(), fs.Arg(0), fs.Name())
+	}
+	return nil
+}
+
+// Action parses `<action> [flags]` for commands such as cluster and slot:
+// the action must be one of actions; --help anywhere prints the usage.
+func Action(fs *flag.FlagSet, args []string, actions ...string) (string, error) {
+	if slices.ContainsFunc(args, func(a string) bool { return a == "-h" || a == "-help" || a == "--help" }) {
+		fs.Usage()
+		return "", ErrHelp
+	}
+	if len(args) == 0 || !slices.Contains(actions, args[0]) {
+		got := "nothing"
+		if len(args) > 0 {
+			got = fmt.Sprintf("%q", args[0])
+		}
+		return "", fmt.Errorf("%w: %s: want one of %v, got %s (see %s --help)", ErrUsage, fs.Name(), actions, got, fs.Name())
+	}
+	return args[0], Parse(fs, args[1:], false)
+}

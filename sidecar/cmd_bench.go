@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/mneme-memory/mneme/sidecar/bench"
+	"github.com/mneme-memory/mneme/sidecar/cli"
+	"github.com/mneme-memory/mneme/sidecar/config"
+)
+
+func cmdBenchRetrieve(ctx context.Context, log *slog.Logger, args []string) error {
+	fs := flags("bench retrieve")
+	o := bench.RetrieveOptions{Log: log}
+	fs.IntVar(&o.Memories, "memories", 10000, "number of memories")
+	fs.IntVar(&o.Conversations, "conversations", 1, "spread the memories over this many conversations")
+	fs.IntVar(&o.Queries, "queries", 200, "timed queries per measurement")
+	fs.StringVar(&o.Vector, "vector", "auto", "embedding variant: auto, pgvector or array")
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	fs.BoolVar(&o.Keep, "keep", false, "keep the benchmark database (its name is logged)")
+	fs.StringVar(&o.Reuse, "reuse", "", "re-measure a database kept by an earlier run with the same --memories and --conversations (migrates it, does not reload)")
+	if err := cli.Parse(fs, args, false); err != nil {
+		return err
+	}
+	if o.Memories < 10 || o.Conversations < 1 || o.Conversations > o.Memories || o.Queries < 1 {
+		return fmt.Errorf("%w: need --memories >= 10, 1 <= --conversations <= memories, --queries >= 1", cli.ErrUsage)
+	}
+	cfg, err := config.FromEnv()
+	if err != nil {
+		return err
+	}
+	if cfg.DatabaseURL == "" {
+		return fmt.Errorf("DATABASE_URL is not set: run ./scripts/with-test-db.sh bin/mneme bench retrieve ...")
+	}
+	o.Server = cfg.DatabaseURL
+	res, err := bench.Retrieve(ctx, o)
+	if errors.Is(err, bench.ErrReuseMismatch) {
+		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
+	}
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return json.NewEncoder(os.Stdout).Encode(res)
+	}
+	res.WriteTable(os.Stdout)
+	return nil
+}
+
+func cmdBenchEvents(ctx context.Context, log *slog.Logger, args []string) error {
+	fs := flags("bench events")
+	o := bench.EventsOptions{Log: log}
+	transports := fs.String("transports", "replication,notify,poll", "comma-separated transports to measure")
+	fs.IntVar(&o.Samples, "samples", 200, "latency samples per transport (one job per transaction, spaced by --gap)")
+	fs.DurationVar(&o.Gap, "gap", 10*time.Millisecond, "pause between latency samples")
+	fs.IntVar(&o.Jobs, "jobs", 5000, "jobs for the throughput run (enqueued in one transaction)")
+	fs.IntVar(&o.Concurrency, "concurrency", 4, "runner concurrency")
+	fs.DurationVar(&o.Sweep, "sweep", time.Second, "sweep interval (the poll transport's latency is about half of it)")
+	asJSON := fs.Bool("json", false, "print JSON, one object per transport")
+	if err := cli.Parse(fs, args, false); err != nil {
+		return err
+	}
+	if o.Samples < 1 || o.Jobs < 1 || o.Concurrency < 1 || o.Sweep <= 0 {
+		return fmt.Errorf("%w: --samples, --jobs, --concurrency and --sweep must be positive", cli.ErrUsage)
+	}
+	for _, tr := range strings.Split(*transports, ",") {
+		tr = strings.TrimSpace(tr)
+		if tr != "replication" && tr != "notify" && tr != "poll" {
+			return fmt.Errorf("%w: transport %q: use replication, notify or poll", cli.ErrUsage, tr)
+		}
+		o.Transports = append(o.Transports, tr)
+	}
+	cfg, err := config.FromEnv()
+	if err != nil {
+		return err
+	}
+	if cfg.DatabaseURL == "" {
+		return fmt.Errorf("DATABASE_URL is not set: run ./scripts/with-test-db.sh bin/mneme bench events")
+	}
+	o.Server = cfg.DatabaseURL
+	results, err := bench.Events(ctx, o)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		for _, r := range results {
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	bench.WriteEventsTable(os.Stdout, o, results)
+	return nil
+}

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/mneme-memory/mneme/sidecar/cli"
+	"github.com/mneme-memory/mneme/sidecar/config"
+	"github.com/mneme-memory/mneme/sidecar/eval/feedback"
+	"github.com/mneme-memory/mneme/sidecar/eval/locomo"
+)
+
+// settingFlags collects repeated --set key=json flags.
+type settingFlags []string
+
+func (s *settingFlags) String() string     { return strings.Join(*s, ",") }
+func (s *settingFlags) Set(v string) error { *s = append(*s, v); return nil }
+
+func cmdEvalLocomo(ctx context.Context, log *slog.Logger, args []string) error {
+	fs := flags("eval locomo")
+	o := locomo.EvalOptions{Log: log, PipeLevel: slog.LevelWarn}
+	fs.StringVar(&o.Data, "data", "../shared/data/locomo/locomo-dev.json", "LoCoMo JSON file (locomo10.json or a subset)")
+	fs.IntVar(&o.Run.Headline, "budget", 1000, "context budget in words of the per-category table (200, 500, 1000 and 2000 are always reported)")
+	asJSON := fs.Bool("json", false, "print one JSON object instead of the tables")
+	plot := fs.String("plot", "", "write an SVG plot of recall against budget to this file")
+	fs.IntVar(&o.Limit, "limit", 0, "evaluate only the first N conversations (0: all)")
+	fs.BoolVar(&o.Keep, "keep-db", false, "keep the scratch database afterwards (its name is logged)")
+	quiet := fs.Bool("quiet", false, "no progress bars")
+	fs.StringVar(&o.Run.Count, "count", locomo.CountContent, "what of a memory fills the budget: content (its transcript) or memory_text (title, summary and content, as indexed)")
+	fs.IntVar(&o.Run.AgentK, "agent-k", 0, "simulate a live agent: mneme.retrieve with k memories for every turn during ingest, reviewed by the pipeline (0: no retrievals, no reviews)")
+	asOf := fs.String("as-of", "last", `the time mneme.search evaluates retrievability at: "last" (each conversation's last turn, when a live agent would be asked) or an RFC 3339 time`)
+	var sets settingFlags
+	fs.Var(&sets, "set", "mneme setting for the run, key=JSON (repeatable), e.g. --set segment_max_messages=20")
+	if err := cli.Parse(fs, args, false); err != nil {
+		return err
+	}
+	if o.Run.Headline <= 0 {
+		return fmt.Errorf("%w: --budget must be a positive number of words", cli.ErrUsage)
+	}
+	o.Settings = map[string]json.RawMessage{}
+	for _, s := range sets {
+		k, v, ok := strings.Cut(s, "=")
+		if !ok || !json.Valid([]byte(v)) {
+			return fmt.Errorf("%w: --set %q: want key=JSON, e.g. segment_max_messages=20 or embedder='\"hash\"'", cli.ErrUsage, s)
+		}
+		o.Settings[strings.TrimSpace(k)] = json.RawMessage(v)
+	}
+	if *asOf != "last" {
+		t, err := time.Parse(time.RFC3339, *asOf)
+		if err != nil {
+			return fmt.Errorf("%w: --as-of %q: want last or an RFC 3339 time, e.g. 2026-01-01T00:00:00Z", cli.ErrUsage, *asOf)
+		}
+		o.AsOf = t
+	}
+	if o.Run.AgentK < 0 || o.Run.AgentK > 100 {
+		return fmt.Errorf("%w: --agent-k must be 0 (off) to 100", cli.ErrUsage)
+	}
+	if o.Run.Count != locomo.CountContent && o.Run.Count != locomo.CountMemoryText {
+		return fmt.Errorf("%w: --count must be %s or %s", cli.ErrUsage, locomo.CountContent, locomo.CountMemoryText)
+	}
+	if !*quiet {
+		o.Run.Progress = os.Stderr
+	}
+	var err error
+	if o.Config, err = config.Load(false); err != nil {
+		return err
+	}
+	rep, err := locomo.Eval(ctx, o)
+	if err != nil {
+		return err
+	}
+	if *plot != "" {
+		if err := writeFile(*plot, func(f *os.File) error {
+			return rep.WritePlot(f, "LoCoMo evidence recall, "+rep.Data+", "+rep.Mode)
+		}); err != nil {
+			return fmt.Errorf("plot: %w", err)
+		}
+	}
+	if *asJSON {
+		return rep.WriteJSON(os.Stdout)
+	}
+	return rep.WriteTable(os.Stdout)
+}
+
+func cmdEvalFeedback(ctx context.Context, log *slog.Logger, args []string) error {
+	fs := flags("eval feedback")
+	asJSON := fs.Bool("json", false, "print the result as JSON")
+	plot := fs.String("plot", "", "write the precision plot to this SVG file")
+	var o feedback.Options
+	fs.IntVar(&o.Sessions, "sessions", 30, "simulated sessions (days)")
+	if err := cli.Parse(fs, args, false); err != nil {
+		return err
+	}
+	if o.Sessions < 1 {
+		return fmt.Errorf("%w: --sessions must be positive", cli.ErrUsage)
+	}
+	cfg, err := config.Load(false)
+	if err != nil {
+		return err
+	}
+	res, err := feedback.Eval(ctx, cfg.DatabaseURL, o, log)
+	if err != nil {
+		return err
+	}
+	if *plot != "" {
+		if err := writeFile(*plot, func(f *os.File) error { return feedback.WriteSVG(f, res) }); err != nil {
+			return fmt.Errorf("plot: %w", err)
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	return feedback.WriteReport(os.Stdout, res)
+}
+
+// writeFile creates path and writes it with write.
+func writeFile(path string, write func(*os.File) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mneme-memory/mneme/sidecar/cli"
+)
+
+// mnemeIn runs this test binary as the real `mneme` in dir with no
+// DATABASE_URL: what a command does before it needs a database.
+func mnemeIn(t *testing.T, dir string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Dir = dir
+	var env []string
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "DATABASE_URL=") {
+			env = append(env, e)
+		}
+	}
+	cmd.Env = append(env, "MNEME_TEST_AS_MAIN=1")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		code = exit.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+// leaves lists the paths of every runnable command ("run", "bench retrieve").
+func leaves(prefix string, cmds []cli.Command) []string {
+	var out []string
+	for _, c := range cmds {
+		p := strings.TrimSpace(prefix + " " + c.Name)
+		if c.Subs != nil {
+			out = append(out, leaves(p, c.Subs)...)
+		} else {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// TestCommandLine: every command's --help and `mneme help <command>` print
+// its usage on stdout and exit 0; an unknown flag or action exits 2 with
+// the reason on stderr; none of these touches anything (no cluster
+// directory is created, no database is needed).
+func TestCommandLine(t *testing.T) {
+	dir := t.TempDir()
+	paths := leaves("", commands())
+	require.Contains(t, paths, "bench retrieve")
+	require.Contains(t, paths, "eval locomo")
+	for _, path := range paths {
+		args := strings.Fields(path)
+		for _, argv := range [][]string{append(append([]string{}, args...), "--help"), append([]string{"help"}, args...)} {
+			out, stderr, code := mnemeIn(t, dir, argv...)
+			require.Equal(t, 0, code, "%v: %s", argv, stderr)
+			require.Contains(t, out, "usage: mneme "+path, argv)
+			require.Contains(t, out, cli.Find(commands(), path).Summary, argv)
+		}
+		if path == "psql" {
+			continue // psql passes its flags on to psql
+		}
+		_, stderr, code := mnemeIn(t, dir, append(append([]string{}, args...), "--no-such-flag")...)
+		require.Equal(t, 2, code, "%s --no-such-flag: %s", path, stderr)
+		require.Contains(t, stderr, "no-such-flag", path)
+	}
+
+	for _, argv := range [][]string{{"--help"}, {"help"}, {"-h"}, {"bench", "--help"}, {"help", "eval"}} {
+		out, _, code := mnemeIn(t, dir, argv...)
+		require.Equal(t, 0, code, argv)
+		require.Contains(t, out, "commands:", argv)
+	}
+	out, _, code := mnemeIn(t, dir, "--version")
+	require.Equal(t, 0, code)
+	require.True(t, strings.HasPrefix(out, "mneme "), out)
+
+	for _, argv := range [][]string{{}, {"nope"}, {"bench", "nope"}, {"cluster"}, {"cluster", "bogus"},
+		{"cluster", "start", "--bogus"}, {"slot", "list"}, {"run", "extra"}, {"eval", "locomo", "--budget", "0"}} {
+		_, stderr, code := mnemeIn(t, dir, argv...)
+		require.Equal(t, 2, code, "%v: %s", argv, stderr)
+		require.NotEmpty(t, stderr, argv)
+	}
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, entries, "help and usage errors have no side effect")
+	_, err = os.Stat(filepath.Join(dir, demoCluster))
+	require.True(t, os.IsNotExist(err))
+}

@@ -1,0 +1,185 @@
+// Package daemon is `mneme run`: the job runner with every pipeline's
+// handlers, the event transport that wakes it, and the /healthz and /metrics
+// endpoint.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/mneme-memory/mneme/sidecar/config"
+	"github.com/mneme-memory/mneme/sidecar/events"
+	"github.com/mneme-memory/mneme/sidecar/jobs"
+	"github.com/mneme-memory/mneme/sidecar/metrics"
+	"github.com/mneme-memory/mneme/sidecar/pipeline"
+)
+
+// Daemon is a configured sidecar: its runner has every handler registered.
+type Daemon struct {
+	Runner *jobs.Runner
+	cfg    config.Config
+	pool   *pgxpool.Pool
+	reg    *metrics.Registry
+	log    *slog.Logger
+}
+
+// New wires the sidecar on pool: metrics, the runner, the pipelines
+// (pipeline.Configure: offline unless an LLM or embedder is configured) and
+// their handlers. Registering is the one place job kinds get handlers.
+func New(ctx context.Context, cfg config.Config, pool *pgxpool.Pool, log *slog.Logger) (*Daemon, error) {
+	reg := metrics.New()
+	m := metrics.Sidecar{R: reg}
+	d := &Daemon{Runner: jobs.NewRunner(pool, runnerOptions(cfg, log, m)), cfg: cfg, pool: pool, reg: reg, log: log}
+	deps, err := pipeline.Configure(ctx, cfg, pool, log, m.LLM, m.Embed)
+	if err != nil {
+		return nil, err
+	}
+	d.Runner.Register("noop", noop)
+	if err := pipeline.Register(d.Runner, deps); err != nil {
+		return nil, fmt.Errorf("register pipelines: %w", err)
+	}
+	log.Info("handlers registered", "kinds", d.Runner.Kinds())
+	return d, nil
+}
+
+// noop does nothing and completes: benchmarks and smoke tests use it.
+func noop(context.Context, jobs.Store, jobs.Job) error { return nil }
+
+// OpenPool connects the pool `mneme run` and `mneme slot` use, sized for
+// the runner's concurrency.
+func OpenPool(ctx context.Context, cfg config.Config) (*pgxpool.Pool, error) {
+	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	// Handlers hold a connection each, claims, heartbeats and the
+	// replication bookkeeping need a few more.
+	pcfg.MaxConns = int32(cfg.Concurrency + 4)
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	return pool, nil
+}
+
+func runnerOptions(cfg config.Config, log *slog.Logger, m metrics.Sidecar) jobs.Options {
+	return jobs.Options{
+		Concurrency:     cfg.Concurrency,
+		PollEvery:       cfg.PollEvery,
+		MaxAttempts:     cfg.MaxAttempts,
+		Lease:           cfg.JobLease,
+		ShutdownTimeout: cfg.ShutdownTimeout,
+		Logger:          log,
+		Observer:        m,
+	}
+}
+
+// Serve runs the daemon until ctx is cancelled (SIGINT, SIGTERM): the event
+// transport, the job runner and the HTTP endpoint, then shuts them down in
+// reverse order, letting in-flight jobs finish.
+func (d *Daemon) Serve(ctx context.Context) error {
+	cfg, pool, runner, reg, log := d.cfg, d.pool, d.Runner, d.reg, d.log
+	transport, why, err := events.Choose(ctx, pool, cfg.Events)
+	if err != nil {
+		return err
+	}
+	log.Info("event transport", "transport", transport, "why", why, "sweep_every", cfg.PollEvery)
+	src, err := events.New(transport, events.Options{
+		DSN: cfg.DatabaseURL, Pool: pool, Slot: cfg.SlotName, Logger: log,
+	}, runner)
+	if err != nil {
+		return err
+	}
+	reg.Gauge("mneme_jobs", "Jobs in mneme.jobs by kind and state (pending = queue depth).",
+		[]string{"kind", "state"}, func() ([]metrics.Sample, error) { return jobCounts(pool) })
+
+	var srv *http.Server
+	if cfg.MetricsAddr != "" {
+		ln, err := net.Listen("tcp", cfg.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("MNEME_METRICS_ADDR=%s: %w", cfg.MetricsAddr, err)
+		}
+		srv = &http.Server{Handler: httpHandler(pool, reg, transport), ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("http server", "err", err)
+			}
+		}()
+		log.Info("serving /healthz and /metrics", "addr", ln.Addr().String())
+	}
+
+	srcCtx, stopSrc := context.WithCancel(context.WithoutCancel(ctx))
+	srcDone := make(chan error, 1)
+	go func() { srcDone <- src.Run(srcCtx) }()
+	runner.Start(context.WithoutCancel(ctx))
+
+	var srcErr error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case srcErr = <-srcDone:
+		log.Error("event transport stopped", "err", srcErr)
+	}
+	stopSrc()
+	// The runner waits for in-flight jobs up to MNEME_SHUTDOWN_TIMEOUT, then
+	// releases what is still running.
+	err = runner.Stop(context.Background())
+	if srv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}
+	if srcErr == nil {
+		<-srcDone
+	}
+	return errors.Join(srcErr, err)
+}
+
+func httpHandler(pool *pgxpool.Pool, reg *metrics.Registry, transport string) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := pool.Ping(ctx); err != nil {
+			http.Error(w, "database unreachable: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintf(w, "ok transport=%s\n", transport)
+	})
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		_ = reg.Write(w)
+	})
+	return mux
+}
+
+func jobCounts(pool *pgxpool.Pool) ([]metrics.Sample, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	rows, err := pool.Query(ctx, `SELECT kind, state, jobs FROM mneme.job_stats ORDER BY kind, state`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []metrics.Sample
+	for rows.Next() {
+		var kind, state string
+		var n int64
+		if err := rows.Scan(&kind, &state, &n); err != nil {
+			return nil, err
+		}
+		out = append(out, metrics.Sample{Labels: []string{kind, state}, Value: float64(n)})
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,49 @@
+package feedback
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/mneme-memory/mneme/sidecar/embed"
+	"github.com/mneme-memory/mneme/sidecar/pipeline"
+	"github.com/mneme-memory/mneme/sidecar/scratch"
+)
+
+// Eval runs the simulation on a scratch database (on the server of
+// DATABASE_URL, server, else a private cluster) freshly migrated with the
+// defaults: the same numbers every time, and nothing lands in a real
+// database. The reviewer is the offline one, as `mneme run` uses it with no
+// LLM configured.
+func Eval(ctx context.Context, server string, opts Options, log *slog.Logger) (Result, error) {
+	db, err := scratch.Open(ctx, scratch.Options{Server: server, Prefix: "mneme_eval_", Log: log})
+	if err != nil {
+		return Result{}, err
+	}
+	defer db.Close()
+	var dim int
+	if err := db.Pool.QueryRow(ctx, `SELECT (mneme.setting('embedding_dim') #>> '{}')::int`).Scan(&dim); err != nil {
+		return Result{}, fmt.Errorf("read embedding_dim: %w", err)
+	}
+	// Its per-memory logs are thousands of lines here: warnings only.
+	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	p, err := pipeline.New(pipeline.Deps{Embedder: embed.NewHash(dim), Log: quiet})
+	if err != nil {
+		return Result{}, err
+	}
+	res, err := Run(ctx, db.Pool, p.Review, opts, log)
+	if err != nil {
+		return res, fmt.Errorf("feedback simulation: %w", err)
+	}
+	return res, nil
+}
+
+// WriteReport prints the run's shape and its table.
+func WriteReport(w io.Writer, res Result) error {
+	fmt.Fprintf(w, "feedback simulation: %d needs (%d answers and %d lookalikes each, plus digests), %d memories per policy at the start, "+
+		"%d sessions, %d new answers per need at session %d, precision@%d\n\n",
+		res.Needs, res.Relevant, res.Lookalikes, res.Memories, res.Sessions, res.Relevant, res.NewAnswersAt, res.K)
+	return WriteTable(w, res)
+}
