@@ -249,7 +249,7 @@ func seedExample(t *testing.T, withLLM bool, variant string) {
 	require.True(t, strings.HasPrefix(rust.Content, "[2026-03-01 10:00] user: I want to learn Rust"), rust.Content)
 	require.Contains(t, rust.Content, "\nassistant: Start with The Rust")
 	require.True(t, rust.HasEmbeding)
-	require.Equal(t, "learning", rust.State)
+	require.Equal(t, "review", rust.State, "a new memory is a graduated card (docs/forgetting.md)")
 	require.Equal(t, day1.Add(2*time.Hour+5*time.Minute), rust.LastReview.UTC(), "last_reviewed_at = the episode's time")
 	require.GreaterOrEqual(t, rust.Stability, 3.173)
 

@@ -74,8 +74,8 @@ func (p *Pipelines) Review(ctx context.Context, tx pgx.Tx, job jobs.Job) error {
 	}
 	live := targets[:0]
 	for _, t := range targets {
-		if t.Status != "active" {
-			log.Info("review: memory no longer active, skipped", "memory", t.ID, "status", t.Status)
+		if !reviewable(t.Status) {
+			log.Info("review: memory superseded or forgotten, skipped", "memory", t.ID, "status", t.Status)
 			continue
 		}
 		live = append(live, t)
@@ -111,7 +111,7 @@ func (p *Pipelines) Review(ctx context.Context, tx pgx.Tx, job jobs.Job) error {
 		return fmt.Errorf("review job %d: %w", job.ID, err)
 	}
 	for _, t := range locked {
-		if t.Status != "active" {
+		if !reviewable(t.Status) {
 			continue
 		}
 		if !pl.ReviewedAt.After(t.Stored.LastReviewedAt) {
@@ -137,6 +137,10 @@ func (p *Pipelines) Review(ctx context.Context, tx pgx.Tx, job jobs.Job) error {
 	}
 	return nil
 }
+
+// reviewable: active, or inactive (cleanup took it out of retrieval after
+// it was retrieved; the review makes it active again, in SQL).
+func reviewable(status string) bool { return status == "active" || status == "inactive" }
 
 // aggregate deduplicates memory ids in first-seen order and collects every
 // query that returned each (a repeat is kept: the count is a signal).

@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mneme-memory/mneme/sidecar/embed"
-	"github.com/mneme-memory/mneme/sidecar/fsrs"
 	"github.com/mneme-memory/mneme/sidecar/jobs"
 )
 
@@ -134,20 +133,25 @@ func (p *Pipelines) Segment(ctx context.Context, tx pgx.Tx, job jobs.Job) error 
 		if embs != nil {
 			emb = embs[i]
 		}
-		st := fsrs.Initial(e.Surprise, e.Messages[len(e.Messages)-1].At)
 		mids := make([]int64, len(e.Messages))
 		for j, m := range e.Messages {
 			mids[j] = m.ID
 		}
+		// A label of "" (offline) is chosen by SQL (mneme.auto_label), and the
+		// FSRS state is the label's initial state (mneme.initial_state).
 		var id uuid.UUID
-		err := tx.QueryRow(ctx, `SELECT mneme.create_episode($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-			conv, mids, episodeContent(e.Messages), e.Summary, emb, float32(e.Surprise), e.Label, e.Pinned,
-			st.Stability, st.Difficulty, string(st.Phase)).Scan(&id)
+		var label string
+		var stability float64
+		err := tx.QueryRow(ctx, `SELECT mneme.create_episode($1, $2, $3, $4, $5, $6, nullif($7, ''), $8, NULL, NULL, NULL)`,
+			conv, mids, episodeContent(e.Messages), e.Summary, emb, float32(e.Surprise), e.Label, e.Pinned).Scan(&id)
+		if err == nil {
+			err = tx.QueryRow(ctx, `SELECT label, stability FROM mneme.memories WHERE id = $1`, id).Scan(&label, &stability)
+		}
 		if err != nil {
 			return fmt.Errorf("segment job %d: create episode of messages %d..%d: %w", job.ID, mids[0], mids[len(mids)-1], err)
 		}
 		log.Info("segment: episode created", "memory", id, "messages", len(mids), "first", mids[0], "last", mids[len(mids)-1],
-			"surprise", e.Surprise, "label", e.Label, "stability", st.Stability)
+			"surprise", e.Surprise, "label", label, "stability", stability)
 	}
 	if len(eps) == 0 {
 		log.Debug("segment: skip", "queued", len(msgs))

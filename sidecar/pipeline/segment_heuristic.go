@@ -26,7 +26,8 @@ import (
 //     their speakers.
 //   - surprise: 1 - the highest cosine similarity to the conversation's 50
 //     most recent memories (1 for the first memory).
-//   - label general, never pinned.
+//   - label: none here; SQL's offline labeller (mneme.auto_label) assigns
+//     it from the messages in mneme.create_episode. Never pinned.
 
 func (p *Pipelines) segmentHeuristic(ctx context.Context, tx pgx.Tx, conv uuid.UUID, msgs []message, forced bool, s settings) ([]episode, error) {
 	texts := make([]string, len(msgs))
@@ -71,7 +72,6 @@ func (p *Pipelines) segmentHeuristic(ctx context.Context, tx pgx.Tx, conv uuid.U
 			Messages: msgs[sp[0]:sp[1]],
 			Summary:  extractiveSummary(msgs[sp[0]:sp[1]], s.SummarySents),
 			Surprise: math.Round(math.Min(1, math.Max(0, 1-best))*1000) / 1000,
-			Label:    "general",
 		}
 	}
 	return eps, nil

@@ -3,7 +3,6 @@ package pipeline
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"strings"
 
 	"github.com/google/uuid"
@@ -39,8 +38,6 @@ type segmentDecision struct {
 	Pinned   bool    `json:"pinned" description:"true only for core identity facts"`
 }
 
-var labelRE = regexp.MustCompile(`^(important|user_profile|project_[a-z0-9_]+|general|temporary|trivial)$`)
-
 // Validate rejects output the segmenter must not write.
 func (d *segmentDecision) Validate() error {
 	switch d.Action {
@@ -55,9 +52,9 @@ func (d *segmentDecision) Validate() error {
 	if !(d.Surprise >= 0 && d.Surprise <= 1) {
 		return fmt.Errorf("surprise %v: want 0 to 1", d.Surprise)
 	}
-	if d.Action == "create" && !labelRE.MatchString(d.Label) {
-		return fmt.Errorf("label %q: want important, user_profile, project_<name>, general, temporary or trivial", d.Label)
-	}
+	// The label is checked by SQL (mneme.create_episode calls
+	// mneme.check_label, the one definition of the vocabulary): an unknown
+	// label fails the job's attempt there and writes nothing.
 	return nil
 }
 
@@ -101,7 +98,7 @@ func (p *Pipelines) segmentLLM(ctx context.Context, tx pgx.Tx, conv uuid.UUID, m
 		// Nothing is lost silently: a forced cut drains its messages, so it
 		// must store them. Keep the LLM's judgement in the label.
 		p.log.Warn("llm segmenter answered skip on a forced cut: storing the episode as trivial", "conversation", conv)
-		if !labelRE.MatchString(d.Label) {
+		if strings.TrimSpace(d.Label) == "" {
 			d.Label = "trivial"
 		}
 		if strings.TrimSpace(d.Summary) == "" {
