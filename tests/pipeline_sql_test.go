@@ -9,7 +9,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
-
 )
 
 // The pipelines' SQL functions reject bad input with an SQLSTATE, and a
