@@ -381,10 +381,12 @@ BEGIN
                    CASE n.status WHEN 'superseded' THEN 'superseded' WHEN 'invalidated' THEN 'forgotten'
                                  WHEN 'inactive' THEN 'inactivated' ELSE 'reactivated' END AS event,
                    CASE WHEN n.status <> 'active' THEN n.status_reason
+                        WHEN nullif(current_setting('mneme.event_reason', true), '') IS NOT NULL
+                            THEN current_setting('mneme.event_reason', true)
                         WHEN n.last_reviewed_at > o.last_reviewed_at THEN 'reviewed'
                         WHEN n.pinned AND NOT o.pinned THEN 'pinned'
                         WHEN n.last_confirmed_at > coalesce(o.last_confirmed_at, '-infinity') THEN 'reconfirmed'
-                        ELSE coalesce(nullif(current_setting('mneme.event_reason', true), ''), 'status set to active')
+                        ELSE 'status set to active'
                    END AS reason, 1 AS ord
             FROM old_rows o JOIN new_rows n ON n.id = o.id
             WHERE o.status IS DISTINCT FROM n.status
