@@ -15,6 +15,7 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/events"
 	"github.com/mneme-memory/mneme/sidecar/jobs"
+	"github.com/mneme-memory/mneme/sidecar/lifecycle"
 	"github.com/mneme-memory/mneme/sidecar/metrics"
 )
 
@@ -55,6 +56,12 @@ func cmdRun(ctx context.Context, log *slog.Logger, args []string) error {
 		}
 		log.Info("drained", "took", time.Since(start).Round(time.Millisecond))
 		return nil
+	}
+	// The lifecycle policy runs as a job every cleanup_interval (one pending at a time).
+	if id, err := lifecycle.Schedule(ctx, pool); err != nil {
+		return err
+	} else if id != 0 {
+		log.Info("cleanup scheduled", "job", id)
 	}
 	return serve(ctx, cfg, pool, runner, reg, log)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/embed"
 	"github.com/mneme-memory/mneme/sidecar/jobs"
+	"github.com/mneme-memory/mneme/sidecar/lifecycle"
 	"github.com/mneme-memory/mneme/sidecar/llm"
 	"github.com/mneme-memory/mneme/sidecar/metrics"
 	"github.com/mneme-memory/mneme/sidecar/pipeline"
@@ -70,6 +71,7 @@ func registerHandlers(r *jobs.Runner, d deps) error {
 	if err := pipeline.Register(r, pd); err != nil {
 		return fmt.Errorf("register pipelines: %w", err)
 	}
+	lifecycle.Register(r, d.Log)
 	return nil
 }
 
