@@ -123,11 +123,12 @@ BEGIN
 
     -- important: "not important" and "unimportant" do not count.
     rest := regexp_replace(t, '\m(not|n''t|never) (that |so |very |really |too )?important\M|\munimportant\M', ' ', 'g');
-    IF rest ~ ('\m(remember (this|that|it)|don''t forget|do not forget|never forget|must not forget|keep in mind'
-               '|important|crucial|essential|critical|for the record'
-               '|(i|we) (have |''ve |had |finally )?decided|(made|make) (a|the|my|our|a final) decision|final decision'
-               '|(i|we) promise|promised|(i|we) commit|committed to|(i|we) (have |''ve )?agreed|agreed to|(i|we) swear'
-               '|deadline|non-negotiable)\M') THEN
+    IF rest ~ ('\m(please remember|remember this|(don''t|do not) forget|must not forget|keep in mind|make a note|note that|for the record'
+               '|this is (really |very |super )?important|(it''s|it is) important (that you|to remember)'
+               '|(i|we) (have |''ve |had |finally )?decided (to|that|on)|(made|make) (a|the|my|our) (final )?decision|final decision'
+               '|(i|we) promise (to|that|i''ll|we''ll|i will|we will)|(i|we) commit(ted)? to|(i|we) (have |''ve )?agreed (to|that|on)'
+               '|deadline is|non-negotiable)\M')
+       OR rest ~ '(^|[.!?] )important *[:!]|\mremember that *[:!]' THEN
         RETURN 'important';
     END IF;
 
