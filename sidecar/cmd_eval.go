@@ -12,6 +12,7 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/cli"
 	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/eval/feedback"
+	"github.com/mneme-memory/mneme/sidecar/eval/lifecycle"
 	"github.com/mneme-memory/mneme/sidecar/eval/locomo"
 )
 
@@ -118,6 +119,38 @@ func cmdEvalFeedback(ctx context.Context, log *slog.Logger, args []string) error
 		return enc.Encode(res)
 	}
 	return feedback.WriteReport(os.Stdout, res)
+}
+
+func cmdEvalLifecycle(ctx context.Context, log *slog.Logger, args []string) error {
+	fs := flags("eval lifecycle")
+	asJSON := fs.Bool("json", false, "print the result as JSON")
+	plot := fs.String("plot", "", "write the per-label plot to this SVG file")
+	var o lifecycle.Options
+	fs.IntVar(&o.Days, "days", 365, "simulated days")
+	fs.Float64Var(&o.PurgeAfterDays, "purge-after-days", 60, "purge_after_days in the purge-on scenario")
+	if err := cli.Parse(fs, args, false); err != nil {
+		return err
+	}
+	if o.Days < 1 || o.Days > 3650 || !(o.PurgeAfterDays > 0) {
+		return fmt.Errorf("%w: --days must be 1 to 3650 and --purge-after-days positive", cli.ErrUsage)
+	}
+	cfg, err := config.Load(false)
+	if err != nil {
+		return err
+	}
+	res, err := lifecycle.Eval(ctx, cfg.DatabaseURL, o, log)
+	if err != nil {
+		return err
+	}
+	if *plot != "" {
+		if err := writeFile(*plot, func(f *os.File) error { return lifecycle.WriteSVG(f, res) }); err != nil {
+			return fmt.Errorf("plot: %w", err)
+		}
+	}
+	if *asJSON {
+		return json.NewEncoder(os.Stdout).Encode(res)
+	}
+	return lifecycle.WriteTable(os.Stdout, res)
 }
 
 // writeFile creates path and writes it with write.

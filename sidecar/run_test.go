@@ -87,7 +87,7 @@ func TestServe(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		var n int
-		_ = db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM mneme.jobs WHERE state = 'done'`).Scan(&n)
+		_ = db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM mneme.jobs WHERE kind = 'noop' AND state = 'done'`).Scan(&n)
 		return n == 1
 	}, 30*time.Second, 20*time.Millisecond)
 
@@ -160,7 +160,7 @@ func TestRunSIGTERM(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		var n int
-		_ = db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM mneme.jobs WHERE state = 'done'`).Scan(&n)
+		_ = db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM mneme.jobs WHERE kind = 'noop' AND state = 'done'`).Scan(&n)
 		return n == 1
 	}, 60*time.Second, 50*time.Millisecond)
 

@@ -8,7 +8,7 @@
 CREATE OR REPLACE FUNCTION mneme.remember(
     p_conversation_id uuid,
     p_content text,
-    p_label text DEFAULT 'general',
+    p_label text DEFAULT NULL,
     p_pinned boolean DEFAULT false,
     p_valid_until timestamptz DEFAULT NULL,
     p_supersedes uuid DEFAULT NULL,
@@ -33,9 +33,11 @@ BEGIN
             length(p_content), mneme.setting('message_max_chars')::int
             USING ERRCODE = '22001', HINT = 'raise setting message_max_chars';
     END IF;
-    IF p_label IS NULL OR p_label !~ '^[a-z][a-z0-9_]*$' THEN
-        RAISE EXCEPTION 'label must be a lower-case identifier such as general, important, user_profile, project_x'
-            USING ERRCODE = '22023';
+    -- The vocabulary is defined once (mneme.labels); no label: the offline labeller.
+    IF p_label IS NULL THEN
+        p_label := mneme.auto_label(p_content, now());
+    ELSE
+        PERFORM mneme.check_label(p_label);
     END IF;
     IF p_valid_until IS NOT NULL AND p_valid_until <= now() THEN
         RAISE EXCEPTION 'valid_until % is not in the future', p_valid_until USING ERRCODE = '22023';
@@ -69,8 +71,9 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION mneme.remember(uuid, text, text, boolean, timestamptz, uuid, text, text) IS
-    'Writes an explicit semantic memory and returns its id. With p_supersedes, the old memory becomes '
-    'superseded (kept, with status_reason) and the new one points to it through supersedes_id.';
+    'Writes an explicit semantic memory and returns its id. The label is one of mneme.labels() (22023 otherwise); '
+    'without one, mneme.auto_label chooses. The memory starts in mneme.initial_state of its label. With p_supersedes, '
+    'the old memory becomes superseded (kept, with status_reason) and the new one points to it through supersedes_id.';
 
 CREATE OR REPLACE FUNCTION mneme.pin(p_memory_id uuid, p_pinned boolean DEFAULT true)
 RETURNS void

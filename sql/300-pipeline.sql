@@ -65,7 +65,7 @@ CREATE OR REPLACE FUNCTION mneme.create_episode(
     p_pinned boolean,
     p_stability float8,
     p_difficulty float8,
-    p_fsrs_state text DEFAULT 'learning')
+    p_fsrs_state text DEFAULT NULL)
 RETURNS uuid
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -89,12 +89,11 @@ BEGIN
     IF p_surprise IS NULL OR p_surprise < 0 OR p_surprise > 1 THEN
         RAISE EXCEPTION 'surprise must be between 0 and 1, got %', p_surprise USING ERRCODE = '22023';
     END IF;
-    IF p_label IS NULL OR p_label !~ '^(important|user_profile|project_[a-z0-9_]+|general|temporary|trivial)$' THEN
-        RAISE EXCEPTION 'label % is not one of important, user_profile, project_*, general, temporary, trivial',
-            coalesce(quote_literal(p_label), 'NULL')
-            USING ERRCODE = '22023', HINT = 'project labels are project_ followed by lower-case letters, digits or _';
+    IF p_label IS NOT NULL THEN
+        PERFORM mneme.check_label(p_label);  -- the one vocabulary (sql/400-labels.sql)
     END IF;
-    IF p_stability IS NULL OR p_stability <= 0 OR p_difficulty IS NULL OR p_difficulty < 1 OR p_difficulty > 10 THEN
+    -- NULL FSRS state: the initial state of the label (trigger memories_initial_state).
+    IF p_stability <= 0 OR p_difficulty < 1 OR p_difficulty > 10 THEN
         RAISE EXCEPTION 'FSRS state out of range: stability % (> 0), difficulty % (1..10)', p_stability, p_difficulty
             USING ERRCODE = '22023';
     END IF;
@@ -106,6 +105,11 @@ BEGIN
     IF v_n <> cardinality(ARRAY(SELECT DISTINCT unnest(p_message_ids))) THEN
         RAISE EXCEPTION 'some of the % messages are not queued in conversation %', cardinality(p_message_ids), p_conversation_id
             USING ERRCODE = '55000', HINT = 'another segmentation consumed them: call mneme.lock_queued first';
+    END IF;
+
+    IF p_label IS NULL THEN  -- the offline segmenter: label by the rules
+        p_label := mneme.auto_label((SELECT string_agg(m.content, E'\n' ORDER BY m.id) FROM mneme.messages m
+                                     WHERE m.id = ANY (v_ids)), v_last);
     END IF;
 
     -- The episode happened at its last message: creation time, and the
@@ -126,7 +130,8 @@ $$;
 COMMENT ON FUNCTION mneme.create_episode(uuid, bigint[], text, text, real[], real, text, boolean, float8, float8, text) IS
     'Inserts an episodic memory made of the given queued messages (source span, created_at and last_reviewed_at '
     'taken from them) and marks exactly those messages consumed by it. Raises 55000 if any is no longer queued. '
-    'A NULL embedding is filled by SQL when the built-in embedder is configured.';
+    'A NULL embedding is filled by SQL when the built-in embedder is configured. A NULL label is chosen by '
+    'mneme.auto_label from the messages; NULL stability, difficulty, fsrs_state are the label''s mneme.initial_state.';
 
 -- -----------------------------------------------------------------------------
 -- Review
@@ -196,8 +201,8 @@ BEGIN
     END IF;
 
     SELECT * INTO m FROM mneme.memories WHERE id = p_memory_id FOR UPDATE;
-    IF NOT FOUND OR m.status <> 'active' THEN
-        RETURN false;
+    IF NOT FOUND OR m.status NOT IN ('active', 'inactive') THEN
+        RETURN false;  -- an inactive memory is reviewed and so active again (trigger memories_reactivate)
     END IF;
     IF p_reviewed_at <= m.last_reviewed_at THEN
         RETURN false; -- stale: a newer review (or the creation) is already applied
@@ -219,8 +224,8 @@ END
 $$;
 COMMENT ON FUNCTION mneme.apply_review(uuid, text, float8, float8, text, timestamptz, text, text[], boolean, bigint) IS
     'Writes one review''s FSRS result (computed by the sidecar from the locked row) and its review_log row. '
-    'Returns false, writing nothing, when the memory is gone or not active, or when reviewed_at is not after '
-    'its last_reviewed_at (stale).';
+    'Returns false, writing nothing, when the memory is gone, superseded or forgotten, or when reviewed_at is not '
+    'after its last_reviewed_at (stale). A review of an inactive memory makes it active again.';
 
 
 -- -----------------------------------------------------------------------------

@@ -9,9 +9,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
-
-	"github.com/mneme-memory/mneme/sidecar/dbtest"
-	"github.com/mneme-memory/mneme/sidecar/fsrs"
 )
 
 // The pipelines' SQL functions reject bad input with an SQLSTATE, and a
@@ -72,19 +69,4 @@ func TestPipelineSQLBadInput(t *testing.T) {
 		_, err := e.db.Pool.Exec(ctx, `SELECT * FROM mneme.queued_messages(NULL)`)
 		return err
 	}()))
-}
-
-// The column defaults of mneme.memories (goose/00001, 00030) are a fresh
-// memory with no surprise: go-fsrs's good first review.
-func TestMemoryDefaultsAreFSRSInitialState(t *testing.T) {
-	db := dbtest.New(t)
-	var s, d float64
-	var phase string
-	require.NoError(t, db.Pool.QueryRow(context.Background(), `
-		INSERT INTO mneme.memories (conversation_id, content) VALUES (gen_random_uuid(), 'x')
-		RETURNING stability, difficulty, fsrs_state`).Scan(&s, &d, &phase))
-	want := fsrs.Initial(0, time.Now())
-	require.InDelta(t, want.Stability, s, 1e-12)
-	require.InDelta(t, want.Difficulty, d, 1e-8) // the default is rounded to 8 decimals
-	require.Equal(t, string(want.Phase), phase)
 }

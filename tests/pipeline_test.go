@@ -249,7 +249,7 @@ func seedExample(t *testing.T, withLLM bool, variant string) {
 	require.True(t, strings.HasPrefix(rust.Content, "[2026-03-01 10:00] user: I want to learn Rust"), rust.Content)
 	require.Contains(t, rust.Content, "\nassistant: Start with The Rust")
 	require.True(t, rust.HasEmbeding)
-	require.Equal(t, "learning", rust.State)
+	require.Equal(t, "review", rust.State, "a new memory is a graduated card (docs/forgetting.md)")
 	require.Equal(t, day1.Add(2*time.Hour+5*time.Minute), rust.LastReview.UTC(), "last_reviewed_at = the episode's time")
 	require.GreaterOrEqual(t, rust.Stability, 3.173)
 
@@ -591,4 +591,24 @@ func TestPipelineExternalEmbedder(t *testing.T) {
 			require.InDelta(t, 1, sim, 1e-5)
 		})
 	}
+}
+
+// TestLLMLabelOutsideVocabulary: a model's label outside the vocabulary
+// (mneme.is_label) does not fail the segment job, which would stop the
+// conversation: SQL chooses the label (mneme.auto_label) and the episode is
+// stored.
+func TestLLMLabelOutsideVocabulary(t *testing.T) {
+	e := newPipelineEnv(t, true)
+	e.srv.Script(segmentReply("The user's name is Dana and she lives in Lisbon.", "Project X"))
+	for i, line := range []string{"My name is Dana and I live in Lisbon.", "Nice to meet you, Dana.",
+		"I moved there from Porto.", "Lisbon is lovely.", "I work as a nurse.", "That sounds rewarding."} {
+		e.say(day1.Add(time.Duration(i)*time.Minute).Format(time.RFC3339), []string{"user", "assistant"}[i%2], line)
+	}
+	e.say(day3.Format(time.RFC3339), "user", "Hello again.") // the gap cuts the first episode
+	e.drain()
+	require.Zero(t, e.count(`SELECT count(*) FROM mneme.jobs WHERE state = 'failed'`))
+	mems := e.memories()
+	require.NotEmpty(t, mems)
+	require.Equal(t, "user_profile", mems[0].Label, "chosen by mneme.auto_label")
+	require.Contains(t, mems[0].Content, "Lisbon")
 }

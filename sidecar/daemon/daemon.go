@@ -17,6 +17,7 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/events"
 	"github.com/mneme-memory/mneme/sidecar/jobs"
+	"github.com/mneme-memory/mneme/sidecar/lifecycle"
 	"github.com/mneme-memory/mneme/sidecar/metrics"
 	"github.com/mneme-memory/mneme/sidecar/pipeline"
 )
@@ -45,6 +46,7 @@ func New(ctx context.Context, cfg config.Config, pool *pgxpool.Pool, log *slog.L
 	if err := pipeline.Register(d.Runner, deps); err != nil {
 		return nil, fmt.Errorf("register pipelines: %w", err)
 	}
+	lifecycle.Register(d.Runner, log)
 	log.Info("handlers registered", "kinds", d.Runner.Kinds())
 	return d, nil
 }
@@ -90,6 +92,13 @@ func runnerOptions(cfg config.Config, log *slog.Logger, m metrics.Sidecar) jobs.
 // reverse order, letting in-flight jobs finish.
 func (d *Daemon) Serve(ctx context.Context) error {
 	cfg, pool, runner, reg, log := d.cfg, d.pool, d.Runner, d.reg, d.log
+	// The lifecycle policy runs as a job every cleanup_interval (one pending
+	// at a time).
+	if id, err := lifecycle.Schedule(ctx, pool); err != nil {
+		return err
+	} else if id != 0 {
+		log.Info("cleanup scheduled", "job", id)
+	}
 	transport, why, err := events.Choose(ctx, pool, cfg.Events)
 	if err != nil {
 		return err

@@ -27,8 +27,10 @@ const (
 // Phase is the FSRS card state, stored in mneme.memories.fsrs_state.
 type Phase string
 
-// Phases. A new memory is in learning: that is where go-fsrs puts a new
-// card after a first review rated good.
+// Phases. A new memory starts in review, as a graduated card (Initial): an
+// "again" is then a lapse (relearning, stability of days), where a card in
+// learning would only lose half its stability. Learning is kept for rows
+// written before that (mneme.reset_initial_state moves them).
 const (
 	Learning   Phase = "learning"
 	Review     Phase = "review"
@@ -70,20 +72,22 @@ func ParseRating(s string) (Rating, error) {
 // Name is the lower-case name mneme stores for a rating.
 func Name(r Rating) string { return strings.ToLower(r.String()) }
 
-// Initial is the state of a memory created at createdAt: go-fsrs's good
-// branch of a new card's first review, stability multiplied by
-// 1 + surprise*0.5 (surprise clamped to [0, 1]), last reviewed at creation,
-// so retrievability starts at 1.
-func Initial(surprise float64, createdAt time.Time) State {
+// Initial is the state of a memory created at createdAt whose label gives
+// it stabilityDays (setting initial_stability_days): a graduated card (phase
+// review) with stability stabilityDays * (1 + surprise*0.5) (surprise clamped
+// to [0, 1]) and the difficulty go-fsrs gives a new card's first "good",
+// last reviewed at creation, so retrievability starts at 1. SQL computes the
+// same (mneme.initial_state); a test holds them equal.
+func Initial(stabilityDays, surprise float64, createdAt time.Time) State {
 	if math.IsNaN(surprise) || surprise < 0 {
 		surprise = 0
 	}
 	surprise = math.Min(surprise, 1)
 	first := scheduler.Next(gofsrs.NewCard(), createdAt, gofsrs.Good).Card
 	return State{
-		Stability:      first.Stability * (1 + surprise*0.5),
+		Stability:      stabilityDays * (1 + surprise*0.5),
 		Difficulty:     first.Difficulty,
-		Phase:          phaseOf(first.State),
+		Phase:          Review,
 		LastReviewedAt: createdAt,
 	}
 }

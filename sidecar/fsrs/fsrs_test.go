@@ -10,29 +10,63 @@ import (
 
 var t0 = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 
-// The column defaults of mneme.memories (goose/00001) are meant to be a
-// fresh memory with no surprise: they must equal go-fsrs's state.
-func TestInitialMatchesColumnDefaults(t *testing.T) {
-	s := Initial(0, t0)
-	require.InDelta(t, 3.173, s.Stability, 1e-12)
-	require.InDelta(t, 5.28243442, s.Difficulty, 1e-8)
-	require.Equal(t, Learning, s.Phase)
+// A new memory is a graduated card: its label's stability (times the
+// surprise factor) and the difficulty of go-fsrs's first "good".
+func TestInitial(t *testing.T) {
+	s := Initial(365, 0, t0)
+	require.Equal(t, 365.0, s.Stability)
+	require.InDelta(t, 5.282434422319005, s.Difficulty, 1e-12)
+	require.Equal(t, Review, s.Phase)
 	require.Equal(t, t0, s.LastReviewedAt)
 	require.Equal(t, 0, s.Reviews)
 	require.Equal(t, 1.0, Retrievability(s.Stability, s.LastReviewedAt, t0))
 }
 
 func TestInitialSurprise(t *testing.T) {
-	require.InDelta(t, 3.173*1.5, Initial(1, t0).Stability, 1e-12)
-	require.InDelta(t, 3.173*1.25, Initial(0.5, t0).Stability, 1e-12)
-	require.InDelta(t, 3.173*1.5, Initial(7, t0).Stability, 1e-12, "clamped")
-	require.InDelta(t, 3.173, Initial(-1, t0).Stability, 1e-12, "clamped")
-	require.InDelta(t, 3.173, Initial(math.NaN(), t0).Stability, 1e-12)
+	require.InDelta(t, 14*1.5, Initial(14, 1, t0).Stability, 1e-12)
+	require.InDelta(t, 14*1.25, Initial(14, 0.5, t0).Stability, 1e-12)
+	require.InDelta(t, 14*1.5, Initial(14, 7, t0).Stability, 1e-12, "clamped")
+	require.InDelta(t, 14.0, Initial(14, -1, t0).Stability, 1e-12, "clamped")
+	require.InDelta(t, 14.0, Initial(14, math.NaN(), t0).Stability, 1e-12)
+}
+
+// What go-fsrs does to a graduated card, the reason a new memory starts as
+// one: "again" is a lapse to days whatever the stability was, "good" at
+// high retrievability adds little (spacing), and a lapsed memory later used
+// and rated good rebuilds.
+func TestGraduatedCard(t *testing.T) {
+	for _, s0 := range []float64{3, 14, 365, 1825, 3650} {
+		s := Initial(s0, 0, t0)
+		day := t0.Add(24 * time.Hour)
+		again := Next(s, Again, day)
+		require.Equal(t, Relearning, again.Phase)
+		require.Less(t, again.Stability, 20.0, "a lapse leaves days (S0 %v)", s0)
+		require.Less(t, again.Stability, s0, "S0 %v", s0)
+		good := Next(s, Good, day)
+		require.Equal(t, Review, good.Phase)
+		require.Greater(t, good.Stability, s0)
+		if s0 >= 365 {
+			require.Less(t, good.Stability, s0*1.01, "spacing: a review the next day adds under 1%% (S0 %v)", s0)
+			require.Less(t, Next(s, Easy, day).Stability, s0*1.02)
+		}
+		// Lapsed, then used and rated good a week later: it rebuilds.
+		back := Next(again, Good, day.Add(7*24*time.Hour))
+		require.Equal(t, Review, back.Phase)
+		require.Greater(t, back.Stability, again.Stability)
+		later := Next(back, Good, day.Add(60*24*time.Hour))
+		require.Greater(t, later.Stability, back.Stability)
+	}
+	// Noise judged twice fades faster still.
+	s := Initial(365, 0, t0)
+	once := Next(s, Again, t0.Add(24*time.Hour))
+	twice := Next(once, Again, t0.Add(48*time.Hour))
+	require.Less(t, twice.Stability, once.Stability)
 }
 
 func TestNextOrdersRatings(t *testing.T) {
 	for _, days := range []float64{0.01, 1, 3, 30} {
-		for _, start := range []State{Initial(0, t0), {Stability: 10, Difficulty: 5, Phase: Review, LastReviewedAt: t0, Reviews: 2}} {
+		for _, start := range []State{Initial(3, 0, t0), {Stability: 10, Difficulty: 5, Phase: Review, LastReviewedAt: t0, Reviews: 2},
+			{Stability: 3.173, Difficulty: 5.28, Phase: Learning, LastReviewedAt: t0}} {
 			at := t0.Add(time.Duration(days * 24 * float64(time.Hour)))
 			again, hard, good, easy := Next(start, Again, at), Next(start, Hard, at), Next(start, Good, at), Next(start, Easy, at)
 			require.Less(t, again.Stability, start.Stability, "again lowers stability (days=%v, phase=%s)", days, start.Phase)
@@ -55,13 +89,15 @@ func TestNextOrdersRatings(t *testing.T) {
 }
 
 func TestNextPhases(t *testing.T) {
-	s := Initial(0, t0)
+	s := Initial(365, 0, t0)
 	at := t0.Add(48 * time.Hour)
 	require.Equal(t, Review, Next(s, Good, at).Phase)
-	require.Equal(t, Learning, Next(s, Again, at).Phase)
-	r := Next(s, Good, at)
-	require.Equal(t, Relearning, Next(r, Again, at.Add(72*time.Hour)).Phase)
-	// A good first review after creation is go-fsrs's short-term step.
+	require.Equal(t, Relearning, Next(s, Again, at).Phase)
+	// A row from before graduated cards (learning) still follows go-fsrs.
+	old := State{Stability: 3.173, Difficulty: 5.282434422319005, Phase: Learning, LastReviewedAt: t0}
+	require.Equal(t, Learning, Next(old, Again, at).Phase)
+	r := Next(old, Good, at)
+	require.Equal(t, Review, r.Phase)
 	require.InDelta(t, 3.173*math.Exp(0.51655*0.6621), r.Stability, 1e-9)
 }
 

@@ -80,8 +80,8 @@ func (p *Pipelines) Review(ctx context.Context, db jobs.Store, job jobs.Job) err
 	}
 	live := targets[:0]
 	for _, t := range targets {
-		if t.Status != "active" {
-			log.Info("review: memory no longer active, skipped", "memory", t.ID, "status", t.Status)
+		if !reviewable(t.Status) {
+			log.Info("review: memory superseded or forgotten, skipped", "memory", t.ID, "status", t.Status)
 			continue
 		}
 		live = append(live, t)
@@ -132,7 +132,7 @@ func (p *Pipelines) Review(ctx context.Context, db jobs.Store, job jobs.Job) err
 // from the locked row; inactive memories and stale reviews are skipped.
 func (p *Pipelines) applyReview(ctx context.Context, tx pgx.Tx, jobID int64, t target, rating string, fallback fsrs.Rating,
 	reviewedAt time.Time, log *slog.Logger) error {
-	if t.Status != "active" {
+	if !reviewable(t.Status) {
 		return nil
 	}
 	if !reviewedAt.After(t.Stored.LastReviewedAt) {
@@ -171,6 +171,10 @@ func contextMessages(ctx context.Context, db jobs.Querier, conv uuid.UUID, ids [
 	}
 	return msgs, nil
 }
+
+// reviewable: active, or inactive (cleanup took it out of retrieval after
+// it was retrieved; the review makes it active again, in SQL).
+func reviewable(status string) bool { return status == "active" || status == "inactive" }
 
 // aggregate deduplicates memory ids in first-seen order and collects every
 // query that returned each (a repeat is kept: the count is a signal).

@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mneme-memory/mneme/sidecar/embed"
-	"github.com/mneme-memory/mneme/sidecar/fsrs"
 	"github.com/mneme-memory/mneme/sidecar/jobs"
 )
 
@@ -155,23 +154,34 @@ func (p *Pipelines) embedEpisodes(ctx context.Context, eps []episode, set settin
 	return embs, nil
 }
 
-// createEpisode inserts one episodic memory with its initial FSRS state and
-// drains its messages (mneme.create_episode).
+// createEpisode inserts one episodic memory and drains its messages
+// (mneme.create_episode). SQL chooses what the segmenter left open: the
+// label when it gave none or one outside the vocabulary (mneme.auto_label)
+// and the label's initial FSRS state (mneme.initial_state).
 func (p *Pipelines) createEpisode(ctx context.Context, tx pgx.Tx, conv uuid.UUID, e episode, emb []float32, log *slog.Logger) error {
-	st := fsrs.Initial(e.Surprise, e.Messages[len(e.Messages)-1].At)
 	mids := make([]int64, len(e.Messages))
 	for j, m := range e.Messages {
 		mids[j] = m.ID
 	}
 	var id uuid.UUID
-	err := tx.QueryRow(ctx, `SELECT mneme.create_episode($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-		conv, mids, episodeContent(e.Messages), e.Summary, emb, float32(e.Surprise), e.Label, e.Pinned,
-		st.Stability, st.Difficulty, string(st.Phase)).Scan(&id)
+	var label string
+	var stability float64
+	var known bool
+	err := tx.QueryRow(ctx, `SELECT mneme.create_episode($1, $2, $3, $4, $5, $6, CASE WHEN mneme.is_label($7) THEN $7 END, $8,
+		NULL, NULL, NULL), mneme.is_label($7)`,
+		conv, mids, episodeContent(e.Messages), e.Summary, emb, float32(e.Surprise), e.Label, e.Pinned).Scan(&id, &known)
+	if err == nil {
+		// A second statement: the first one's snapshot does not see the row it inserted.
+		err = tx.QueryRow(ctx, `SELECT label, stability FROM mneme.memories WHERE id = $1`, id).Scan(&label, &stability)
+	}
 	if err != nil {
 		return fmt.Errorf("create episode of messages %d..%d: %w", mids[0], mids[len(mids)-1], err)
 	}
+	if !known && e.Label != "" {
+		log.Warn("segment: label outside the vocabulary, chosen by mneme.auto_label instead", "memory", id, "got", e.Label, "label", label)
+	}
 	log.Info("segment: episode created", "memory", id, "messages", len(mids), "first", mids[0], "last", mids[len(mids)-1],
-		"surprise", e.Surprise, "label", e.Label, "stability", st.Stability)
+		"surprise", e.Surprise, "label", label, "stability", stability)
 	return nil
 }
 

@@ -23,7 +23,8 @@ import (
 //     their speakers.
 //   - surprise: 1 - the highest cosine similarity to the conversation's 50
 //     most recent memories (1 for the first memory).
-//   - label general, never pinned.
+//   - label: none here; SQL's offline labeller (mneme.auto_label) assigns
+//     it from the messages in mneme.create_episode. Never pinned.
 
 // heuristicPrior is how many recent memories the offline segmenter compares
 // an episode with for surprise.
@@ -75,7 +76,6 @@ func (h heuristicSegmenter) Segment(ctx context.Context, in segmentInput) ([]epi
 			Messages: msgs[sp[0]:sp[1]],
 			Summary:  extractiveSummary(msgs[sp[0]:sp[1]], s.SummarySents),
 			Surprise: math.Round(math.Min(1, math.Max(0, 1-best))*1000) / 1000,
-			Label:    "general",
 		}
 	}
 	return eps, nil

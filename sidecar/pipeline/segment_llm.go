@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"strings"
 )
 
@@ -37,8 +36,6 @@ type segmentDecision struct {
 	Pinned   bool    `json:"pinned" description:"true only for core identity facts"`
 }
 
-var labelRE = regexp.MustCompile(`^(important|user_profile|project_[a-z0-9_]+|general|temporary|trivial)$`)
-
 // Validate rejects output the segmenter must not write.
 func (d *segmentDecision) Validate() error {
 	switch d.Action {
@@ -53,9 +50,9 @@ func (d *segmentDecision) Validate() error {
 	if !(d.Surprise >= 0 && d.Surprise <= 1) {
 		return fmt.Errorf("surprise %v: want 0 to 1", d.Surprise)
 	}
-	if d.Action == "create" && !labelRE.MatchString(d.Label) {
-		return fmt.Errorf("label %q: want important, user_profile, project_<name>, general, temporary or trivial", d.Label)
-	}
+	// The label is checked by SQL, the one definition of the vocabulary
+	// (mneme.is_label): createEpisode lets SQL choose one (mneme.auto_label)
+	// when the model's is not in it.
 	return nil
 }
 
@@ -106,7 +103,7 @@ func (l llmSegmenter) Segment(ctx context.Context, in segmentInput) ([]episode, 
 		// Nothing is lost silently: a forced cut drains its messages, so it
 		// must store them. Keep the LLM's judgement in the label.
 		l.log.Warn("llm segmenter answered skip on a forced cut: storing the episode as trivial", "conversation", in.Conversation)
-		if !labelRE.MatchString(d.Label) {
+		if strings.TrimSpace(d.Label) == "" {
 			d.Label = "trivial"
 		}
 		if strings.TrimSpace(d.Summary) == "" {

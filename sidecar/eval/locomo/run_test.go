@@ -308,6 +308,11 @@ func TestRunAsOfDrivesRetrievability(t *testing.T) {
 	require.NoError(t, err)
 	run := func(at time.Time) float64 {
 		db := dbtest.New(t)
+		// Memories that fade in days (the shipped stabilities are months to
+		// years: docs/forgetting.md), so a year decides.
+		_, err := db.Pool.Exec(context.Background(), `SELECT mneme.set_setting('initial_stability_days',
+			'{"trivial": 3, "temporary": 3, "general": 3, "project": 3, "user_profile": 3, "important": 3}')`)
+		require.NoError(t, err)
 		rep, err := Run(context.Background(), db.Pool, convs, Options{Budgets: []int{40}, Headline: 40, Jobs: newJobs(t, db.Pool), AsOf: at})
 		require.NoError(t, err)
 		require.Equal(t, 2, rep.Memories.Count, "one memory per session")

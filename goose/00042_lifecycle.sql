@@ -1,0 +1,63 @@
+-- Forgetting that keeps what matters (issue 11): memories start as graduated
+-- FSRS cards with a stability per label, a lifecycle (inactive, purge, erase)
+-- and the append-only record of every lifecycle change.
+-- Numbered goose migration: applied once, never edited after release.
+
+-- +goose Up
+-- The initial FSRS state now depends on the label (setting
+-- initial_stability_days): a BEFORE INSERT trigger (sql/410-initial-state.sql)
+-- fills stability, difficulty and fsrs_state when an insert leaves them out,
+-- so the column defaults (go-fsrs's first "good" of a new card, in learning)
+-- go. Existing rows keep their state until mneme.reset_initial_state().
+ALTER TABLE mneme.memories
+    ALTER COLUMN stability DROP DEFAULT,
+    ALTER COLUMN difficulty DROP DEFAULT,
+    ALTER COLUMN fsrs_state DROP DEFAULT;
+
+-- One row per lifecycle change, append only (a trigger refuses UPDATE and
+-- DELETE, except erase's removal of content from reasons). No content: ids,
+-- the event, a reason, who, when. memory_id has no foreign key: the events
+-- of a purged or erased memory outlive it (the tombstone).
+CREATE TABLE mneme.memory_events (
+    id              bigserial PRIMARY KEY,
+    memory_id       uuid,
+    conversation_id uuid,
+    event           text NOT NULL CHECK (event IN ('created', 'reviewed', 'pinned', 'unpinned', 'forgotten',
+                        'superseded', 'inactivated', 'reactivated', 'expired', 'purged', 'erased')),
+    reason          text,
+    actor           text NOT NULL,
+    review_log_id   bigint,
+    at              timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX memory_events_memory_idx ON mneme.memory_events (memory_id, at);
+CREATE INDEX memory_events_conversation_idx ON mneme.memory_events (conversation_id, at);
+CREATE INDEX memory_events_expired_idx ON mneme.memory_events (memory_id) WHERE event = 'expired';
+
+-- Cleanup finds what it may inactivate or purge by status.
+CREATE INDEX memories_inactive_idx ON mneme.memories (id) WHERE status = 'inactive';
+CREATE INDEX jobs_done_idx ON mneme.jobs (finished_at) WHERE state = 'done';
+
+INSERT INTO mneme.settings (key, value, description) VALUES
+  ('initial_stability_days',
+   '{"trivial": 3, "temporary": 14, "general": 365, "project": 365, "user_profile": 1825, "important": 3650}',
+   'FSRS stability (days) a new memory starts with, by label (project_* use "project", unknown labels "general"), times 1 + 0.5 * surprise; the memory starts as a graduated card (state review), so an "again" review is a lapse'),
+  ('inactive_below_r', '0.5',
+   'cleanup: an active memory whose retrievability is below this becomes inactive (kept, out of retrieval); pinned and important memories never do'),
+  ('purge_after_days', 'null',
+   'cleanup: a memory inactive for longer than this many days is purged (deleted, tombstone kept); null = never purge'),
+  ('cleanup_interval', '"1 day"',
+   'how often the sidecar runs the cleanup job (a PostgreSQL interval); null = the sidecar never schedules it'),
+  ('jobs_retention', '"7 days"',
+   'cleanup: done jobs finished longer ago than this are deleted (failed jobs are kept); null = keep all')
+ON CONFLICT (key) DO NOTHING;
+
+-- +goose Down
+DELETE FROM mneme.settings WHERE key IN ('initial_stability_days', 'inactive_below_r', 'purge_after_days',
+    'cleanup_interval', 'jobs_retention');
+DROP INDEX mneme.jobs_done_idx;
+DROP INDEX mneme.memories_inactive_idx;
+DROP TABLE mneme.memory_events;
+ALTER TABLE mneme.memories
+    ALTER COLUMN stability SET DEFAULT 3.173,
+    ALTER COLUMN difficulty SET DEFAULT 5.28243442,
+    ALTER COLUMN fsrs_state SET DEFAULT 'learning';

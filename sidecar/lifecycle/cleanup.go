@@ -1,0 +1,83 @@
+// Package lifecycle owns the sidecar's part of mneme's memory lifecycle:
+// the cleanup job (kind "cleanup"), which runs the policy in SQL
+// (mneme.cleanup: inactive, expired, purge, old jobs) and schedules the
+// next run, and the schedule's first entry at start. The policy itself
+// lives in sql/430-cleanup.sql, callable from psql or pg_cron as well.
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mneme-memory/mneme/sidecar/jobs"
+)
+
+// KindCleanup is the job kind of the cleanup job.
+const KindCleanup = "cleanup"
+
+// registry is where handlers go (jobs.Runner).
+type registry interface {
+	Register(kind string, h jobs.Handler)
+}
+
+// querier runs one statement (a pool, a connection or a transaction).
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Register adds the cleanup handler to reg.
+func Register(reg registry, log *slog.Logger) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	reg.Register(KindCleanup, func(ctx context.Context, db jobs.Store, job jobs.Job) error {
+		return db.Commit(ctx, func(tx pgx.Tx) error { return cleanup(ctx, tx, job, log) })
+	})
+}
+
+// Schedule makes sure a cleanup job is pending (mneme.schedule_cleanup:
+// one at a time, due cleanup_interval after the last one finished). It
+// returns the job's id, 0 when the setting cleanup_interval is null.
+func Schedule(ctx context.Context, db querier) (int64, error) {
+	var id *int64
+	if err := db.QueryRow(ctx, `SELECT mneme.schedule_cleanup()`).Scan(&id); err != nil {
+		return 0, fmt.Errorf("schedule cleanup: %w", err)
+	}
+	if id == nil {
+		return 0, nil
+	}
+	return *id, nil
+}
+
+// cleanup runs the policy in the job's completing transaction and enqueues the next
+// run cleanup_interval from now (the running job is not pending, so the
+// dedupe key lets exactly one successor in).
+func cleanup(ctx context.Context, tx pgx.Tx, job jobs.Job, log *slog.Logger) error {
+	rows, err := tx.Query(ctx, `SELECT action, count FROM mneme.cleanup()`)
+	if err != nil {
+		return fmt.Errorf("cleanup job %d: %w", job.ID, err)
+	}
+	counts := map[string]int64{}
+	for rows.Next() {
+		var a string
+		var n int64
+		if err := rows.Scan(&a, &n); err != nil {
+			rows.Close()
+			return fmt.Errorf("cleanup job %d: %w", job.ID, err)
+		}
+		counts[a] = n
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("cleanup job %d: %w", job.ID, err)
+	}
+	var next *int64
+	if err := tx.QueryRow(ctx, `SELECT mneme.schedule_cleanup(mneme._interval_setting('cleanup_interval'))`).Scan(&next); err != nil {
+		return fmt.Errorf("cleanup job %d: schedule the next: %w", job.ID, err)
+	}
+	log.Info("cleanup", "job", job.ID, "inactivated", counts["inactivated"], "expired", counts["expired"],
+		"purged", counts["purged"], "jobs_pruned", counts["jobs_pruned"], "next_job", next)
+	return nil
+}

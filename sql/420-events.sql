@@ -1,0 +1,158 @@
+-- =============================================================================
+-- mneme lifecycle, the record of every lifecycle change (mneme.memory_events) and reactivation on review
+-- (the lifecycle is introduced in 400-labels.sql).
+-- Idempotent: re-applied on every `mneme migrate` (CREATE OR REPLACE only).
+-- =============================================================================
+
+-- -----------------------------------------------------------------------------
+-- Lifecycle events
+-- -----------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION mneme._event_actor()
+RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT coalesce(nullif(current_setting('mneme.actor', true), ''), current_user::text) $$;
+COMMENT ON FUNCTION mneme._event_actor() IS 'Internal: who acts (setting mneme.actor, else current_user).';
+
+CREATE OR REPLACE FUNCTION mneme._event_at()
+RETURNS timestamptz
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT coalesce(nullif(current_setting('mneme.event_at', true), '')::timestamptz, now()) $$;
+COMMENT ON FUNCTION mneme._event_at() IS 'Internal: when (setting mneme.event_at, else now()).';
+
+-- A memory that becomes inactive is active again when it is reviewed,
+-- reconfirmed or pinned.
+CREATE OR REPLACE FUNCTION mneme.memories_reactivate_trg()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF (NEW.pinned AND NOT OLD.pinned)
+       OR NEW.last_reviewed_at > OLD.last_reviewed_at
+       OR NEW.last_confirmed_at > coalesce(OLD.last_confirmed_at, '-infinity') THEN
+        NEW.status := 'active';
+        NEW.status_reason := NULL;
+    END IF;
+    RETURN NEW;
+END
+$$;
+COMMENT ON FUNCTION mneme.memories_reactivate_trg() IS
+    'BEFORE UPDATE of an inactive memory: a review (last_reviewed_at later), a reconfirmation (last_confirmed_at '
+    'later) or a pin makes it active again.';
+
+DROP TRIGGER IF EXISTS memories_reactivate ON mneme.memories;
+CREATE TRIGGER memories_reactivate BEFORE UPDATE ON mneme.memories
+    FOR EACH ROW WHEN (OLD.status = 'inactive' AND NEW.status = 'inactive')
+    EXECUTE FUNCTION mneme.memories_reactivate_trg();
+
+CREATE OR REPLACE FUNCTION mneme.memories_events_trg()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_actor text := mneme._event_actor();
+    v_at    timestamptz := mneme._event_at();
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, at)
+        SELECT n.id, n.conversation_id, 'created',
+               format('%s %s memory, label %s, stability %s days', n.source_type, n.kind, n.label, round(n.stability::numeric, 2)),
+               v_actor, n.created_at
+        FROM new_rows n ORDER BY n.created_at, n.id;
+    ELSIF TG_OP = 'UPDATE' THEN
+        INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, at)
+        SELECT x.id, x.conversation_id, x.event, x.reason, v_actor, v_at
+        FROM (
+            SELECT n.id, n.conversation_id,
+                   CASE n.status WHEN 'superseded' THEN 'superseded' WHEN 'invalidated' THEN 'forgotten'
+                                 WHEN 'inactive' THEN 'inactivated' ELSE 'reactivated' END AS event,
+                   CASE WHEN n.status <> 'active' THEN n.status_reason
+                        WHEN nullif(current_setting('mneme.event_reason', true), '') IS NOT NULL
+                            THEN current_setting('mneme.event_reason', true)
+                        WHEN n.last_reviewed_at > o.last_reviewed_at THEN 'reviewed'
+                        WHEN n.pinned AND NOT o.pinned THEN 'pinned'
+                        WHEN n.last_confirmed_at > coalesce(o.last_confirmed_at, '-infinity') THEN 'reconfirmed'
+                        ELSE 'status set to active'
+                   END AS reason, 1 AS ord
+            FROM old_rows o JOIN new_rows n ON n.id = o.id
+            WHERE o.status IS DISTINCT FROM n.status
+            UNION ALL
+            SELECT n.id, n.conversation_id, CASE WHEN n.pinned THEN 'pinned' ELSE 'unpinned' END, NULL, 0
+            FROM old_rows o JOIN new_rows n ON n.id = o.id
+            WHERE o.pinned IS DISTINCT FROM n.pinned
+        ) x
+        ORDER BY x.id, x.ord;
+    ELSE
+        INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, at)
+        SELECT o.id, o.conversation_id,
+               coalesce(nullif(current_setting('mneme.delete_event', true), ''), 'purged'),
+               coalesce(nullif(current_setting('mneme.delete_reason', true), ''), 'row deleted'),
+               v_actor, v_at
+        FROM old_rows o ORDER BY o.id;
+    END IF;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION mneme.memories_events_trg() IS
+    'Statement-level AFTER trigger on mneme.memories: one mneme.memory_events row per lifecycle change '
+    '(created, pinned, unpinned, forgotten, superseded, inactivated, reactivated, purged, erased). No content.';
+
+DROP TRIGGER IF EXISTS memories_events_insert ON mneme.memories;
+DROP TRIGGER IF EXISTS memories_events_update ON mneme.memories;
+DROP TRIGGER IF EXISTS memories_events_delete ON mneme.memories;
+CREATE TRIGGER memories_events_insert AFTER INSERT ON mneme.memories
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION mneme.memories_events_trg();
+CREATE TRIGGER memories_events_update AFTER UPDATE ON mneme.memories
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION mneme.memories_events_trg();
+CREATE TRIGGER memories_events_delete AFTER DELETE ON mneme.memories
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION mneme.memories_events_trg();
+
+CREATE OR REPLACE FUNCTION mneme.review_log_events_trg()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, review_log_id, at)
+    SELECT n.memory_id, n.conversation_id, 'reviewed',
+           format('%s (%s%s)', n.rating, n.reviewer, CASE WHEN n.defaulted THEN ', defaulted' ELSE '' END),
+           'review', n.id, n.reviewed_at
+    FROM new_rows n ORDER BY n.id;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION mneme.review_log_events_trg() IS
+    'Statement-level AFTER INSERT trigger on mneme.review_log: a "reviewed" event per rating, with its review_log id.';
+
+DROP TRIGGER IF EXISTS review_log_events ON mneme.review_log;
+CREATE TRIGGER review_log_events AFTER INSERT ON mneme.review_log
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION mneme.review_log_events_trg();
+
+CREATE OR REPLACE FUNCTION mneme.memory_events_append_only_trg()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- erase may remove content from earlier events' reasons, nothing else.
+    IF TG_OP = 'UPDATE' AND current_setting('mneme.erasing', true) = 'on' AND NEW.reason IS NULL
+       AND (NEW.id, NEW.memory_id, NEW.conversation_id, NEW.event, NEW.actor, NEW.review_log_id, NEW.at)
+           IS NOT DISTINCT FROM (OLD.id, OLD.memory_id, OLD.conversation_id, OLD.event, OLD.actor, OLD.review_log_id, OLD.at) THEN
+        RETURN NEW;
+    END IF;
+    RAISE EXCEPTION 'mneme.memory_events is append-only (% refused)', TG_OP
+        USING ERRCODE = '55000', HINT = 'lifecycle events are a record; mneme.erase removes content from them';
+END
+$$;
+COMMENT ON FUNCTION mneme.memory_events_append_only_trg() IS
+    'Refuses UPDATE, DELETE and TRUNCATE of mneme.memory_events, except erase clearing reasons.';
+
+DROP TRIGGER IF EXISTS memory_events_append_only ON mneme.memory_events;
+DROP TRIGGER IF EXISTS memory_events_no_truncate ON mneme.memory_events;
+CREATE TRIGGER memory_events_append_only BEFORE UPDATE OR DELETE ON mneme.memory_events
+    FOR EACH ROW EXECUTE FUNCTION mneme.memory_events_append_only_trg();
+CREATE TRIGGER memory_events_no_truncate BEFORE TRUNCATE ON mneme.memory_events
+    FOR EACH STATEMENT EXECUTE FUNCTION mneme.memory_events_append_only_trg();

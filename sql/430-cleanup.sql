@@ -1,0 +1,325 @@
+-- =============================================================================
+-- mneme lifecycle, cleanup (inactive, expired, purge), its schedule and reactivation by hand
+-- (the lifecycle is introduced in 400-labels.sql).
+-- Idempotent: re-applied on every `mneme migrate` (CREATE OR REPLACE only).
+-- =============================================================================
+
+-- -----------------------------------------------------------------------------
+-- Cleanup
+-- -----------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION mneme._interval_setting(key text)
+RETURNS interval
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v jsonb := mneme.setting(_interval_setting.key);
+    r interval;
+BEGIN
+    IF v = 'null'::jsonb THEN
+        RETURN NULL;
+    END IF;
+    BEGIN
+        r := (v #>> '{}')::interval;
+    EXCEPTION WHEN others THEN
+        r := NULL;
+    END;
+    IF jsonb_typeof(v) <> 'string' OR r IS NULL OR r <= interval '0' THEN
+        RAISE EXCEPTION 'setting % must be a positive interval as a JSON string, or null; got %', _interval_setting.key, v
+            USING ERRCODE = '22023', HINT = format('SELECT mneme.set_setting(%L, %L)', _interval_setting.key, '"1 day"');
+    END IF;
+    RETURN r;
+END
+$$;
+COMMENT ON FUNCTION mneme._interval_setting(text) IS
+    'Internal: a setting holding a PostgreSQL interval as a JSON string, or null; raises 22023 otherwise.';
+
+CREATE OR REPLACE FUNCTION mneme._cleanup(at timestamptz, dry_run boolean, actor text DEFAULT 'cleanup')
+RETURNS TABLE (action text, count bigint)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_at        timestamptz := _cleanup.at;
+    v_thr       jsonb := mneme.setting('inactive_below_r');
+    v_purge     jsonb := mneme.setting('purge_after_days');
+    v_retention interval := mneme._interval_setting('jobs_retention');
+    v_r         float8;
+    v_days      float8;
+    v_n         bigint;
+    v_ids       uuid[];
+BEGIN
+    IF v_at IS NULL OR NOT isfinite(v_at) THEN
+        RAISE EXCEPTION 'at must be a finite timestamp' USING ERRCODE = '22004';
+    END IF;
+    IF dry_run IS NULL THEN
+        RAISE EXCEPTION 'dry_run must not be NULL' USING ERRCODE = '22004', HINT = 'true reports, false acts';
+    END IF;
+    IF jsonb_typeof(v_thr) IS DISTINCT FROM 'number' OR NOT (v_thr::float8 >= 0 AND v_thr::float8 < 1) THEN
+        RAISE EXCEPTION 'setting inactive_below_r must be a number in [0, 1), got %', v_thr
+            USING ERRCODE = '22023', HINT = 'SELECT mneme.set_setting(''inactive_below_r'', ''0.5'') restores the default; 0 never inactivates';
+    END IF;
+    v_r := v_thr::float8;
+    IF v_purge <> 'null'::jsonb AND (jsonb_typeof(v_purge) <> 'number' OR NOT v_purge::float8 > 0 OR v_purge::float8 = 'Infinity') THEN
+        RAISE EXCEPTION 'setting purge_after_days must be a positive number of days or null (never purge), got %', v_purge
+            USING ERRCODE = '22023', HINT = 'SELECT mneme.set_setting(''purge_after_days'', ''null'') turns purging off';
+    END IF;
+    v_days := CASE WHEN v_purge = 'null'::jsonb THEN NULL ELSE v_purge::float8 END;
+
+    PERFORM set_config('mneme.actor', coalesce(_cleanup.actor, 'cleanup'), true);
+    PERFORM set_config('mneme.event_at', v_at::text, true);
+
+    -- 1. Inactive: active, not pinned, not important, R below the threshold.
+    -- The row lock re-checks R on the row as it is now (a review that
+    -- committed meanwhile raised it: the row no longer qualifies); a row a
+    -- review holds locked is skipped until the next run.
+    IF dry_run THEN
+        SELECT count(*) INTO v_n FROM mneme.memories m
+        WHERE m.status = 'active' AND NOT m.pinned AND m.label <> 'important'
+          AND mneme._retrievability(m.stability, m.last_reviewed_at, v_at) < v_r;
+    ELSE
+        WITH c AS (
+            SELECT m.id FROM mneme.memories m
+            WHERE m.status = 'active' AND NOT m.pinned AND m.label <> 'important'
+              AND mneme._retrievability(m.stability, m.last_reviewed_at, v_at) < v_r
+            ORDER BY m.id
+            FOR UPDATE SKIP LOCKED
+        ), u AS (
+            UPDATE mneme.memories m
+            SET status = 'inactive',
+                status_reason = format('retrievability %s at %s is below inactive_below_r %s',
+                                       round(mneme._retrievability(m.stability, m.last_reviewed_at, v_at)::numeric, 4),
+                                       to_char(v_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI "UTC"'), v_r),
+                updated_at = now()
+            FROM c
+            WHERE m.id = c.id AND m.status = 'active' AND NOT m.pinned AND m.label <> 'important'
+              AND mneme._retrievability(m.stability, m.last_reviewed_at, v_at) < v_r
+            RETURNING m.id)
+        SELECT count(*) INTO v_n FROM u;
+    END IF;
+    action := 'inactivated'; count := v_n; RETURN NEXT;
+
+    -- 2. Expired (valid_until passed): recorded once, the memory is kept
+    -- (retrieval already leaves it out, and `as of` a past time still sees it).
+    SELECT array_agg(m.id ORDER BY m.id) INTO v_ids FROM mneme.memories m
+    WHERE m.valid_until <= v_at AND m.status = 'active'
+      AND NOT EXISTS (SELECT 1 FROM mneme.memory_events e WHERE e.memory_id = m.id AND e.event = 'expired');
+    IF NOT dry_run AND v_ids IS NOT NULL THEN
+        INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, at)
+        SELECT m.id, m.conversation_id, 'expired',
+               format('valid_until %s passed', to_char(m.valid_until AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI "UTC"')),
+               coalesce(_cleanup.actor, 'cleanup'), v_at
+        FROM mneme.memories m WHERE m.id = ANY (v_ids) ORDER BY m.id;
+    END IF;
+    action := 'expired'; count := coalesce(cardinality(v_ids), 0); RETURN NEXT;
+
+    -- 3. Purge, only when the operator set purge_after_days: inactive for
+    -- longer than that (since its last inactivated event), never pinned or
+    -- important. The memory, its source messages and its review log go; the
+    -- events stay (a tombstone: ids, time, reason).
+    v_ids := NULL;
+    IF v_days IS NOT NULL THEN
+        SELECT array_agg(x.id ORDER BY x.id) INTO v_ids FROM (
+            SELECT m.id FROM mneme.memories m
+            WHERE m.status = 'inactive' AND NOT m.pinned AND m.label <> 'important'
+              AND coalesce((SELECT max(e.at) FROM mneme.memory_events e
+                            WHERE e.memory_id = m.id AND e.event = 'inactivated'), m.updated_at)
+                  < v_at - make_interval(secs => v_days * 86400)
+            ORDER BY m.id
+            FOR UPDATE SKIP LOCKED) x;
+        IF NOT dry_run AND v_ids IS NOT NULL THEN
+            PERFORM mneme._remove_memories(v_ids, 'purged',
+                format('inactive for more than purge_after_days %s', v_days));
+        END IF;
+    END IF;
+    action := 'purged'; count := coalesce(cardinality(v_ids), 0); RETURN NEXT;
+
+    -- 4. Done jobs past their retention (failed jobs stay for an operator).
+    IF v_retention IS NULL THEN
+        v_n := 0;
+    ELSIF dry_run THEN
+        SELECT count(*) INTO v_n FROM mneme.jobs j WHERE j.state = 'done' AND j.finished_at < v_at - v_retention;
+    ELSE
+        DELETE FROM mneme.jobs j WHERE j.state = 'done' AND j.finished_at < v_at - v_retention;
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+    END IF;
+    action := 'jobs_pruned'; count := v_n; RETURN NEXT;
+
+    PERFORM set_config('mneme.actor', '', true);
+    PERFORM set_config('mneme.event_at', '', true);
+END
+$$;
+COMMENT ON FUNCTION mneme._cleanup(timestamptz, boolean, text) IS
+    'Internal: mneme.cleanup evaluated at a given time (the lifecycle simulation runs a year in minutes).';
+
+CREATE OR REPLACE FUNCTION mneme.cleanup(dry_run boolean DEFAULT false)
+RETURNS TABLE (action text, count bigint)
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM mneme._cleanup(now(), cleanup.dry_run) $$;
+COMMENT ON FUNCTION mneme.cleanup(boolean) IS
+    'The lifecycle policy, callable from psql or pg_cron (the sidecar runs it as the cleanup job every '
+    'cleanup_interval): active memories with retrievability below inactive_below_r become inactive (kept, out of '
+    'retrieval, status_reason says why); memories past valid_until are recorded as expired; memories inactive '
+    'longer than purge_after_days are purged (only when that setting is not null); done jobs older than '
+    'jobs_retention are deleted. Pinned and important memories are never inactivated or purged. Every change is a '
+    'mneme.memory_events row. dry_run: count only. Returns one row per action with its count.';
+
+-- Deletes memories for real (purge and erase): their source messages,
+-- references in pending reviews and job payloads, then the rows (BM25
+-- statistics follow by trigger, review_log by cascade). The delete trigger
+-- records one event per memory with the given event and reason.
+CREATE OR REPLACE FUNCTION mneme._remove_memories(ids uuid[], event text, reason text)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_msgs  bigint[];
+    v_convs uuid[];
+    v_keys  text[];
+    v_n     bigint;
+BEGIN
+    SELECT array_agg(DISTINCT s.id), array_agg(DISTINCT s.c) INTO v_msgs, v_convs FROM (
+        SELECT unnest(m.source_message_ids) AS id, m.conversation_id AS c FROM mneme.memories m WHERE m.id = ANY (ids)
+        UNION
+        SELECT g.id, g.conversation_id FROM mneme.messages g WHERE g.memory_id = ANY (ids)) s;
+    v_keys := ARRAY(SELECT unnest(ids)::text);
+
+    -- A retrieval that returned one of them is not reviewed any more: its
+    -- query may quote what is removed.
+    UPDATE mneme.message_queue q
+    SET pending_reviews = nullif((SELECT coalesce(jsonb_agg(e ORDER BY o), '[]'::jsonb)
+                                  FROM jsonb_array_elements(q.pending_reviews) WITH ORDINALITY AS x(e, o)
+                                  WHERE NOT (e -> 'memory_ids') ?| v_keys), '[]'::jsonb),
+        updated_at = now()
+    WHERE q.id = ANY (v_convs) AND q.pending_reviews IS NOT NULL
+      AND EXISTS (SELECT 1 FROM jsonb_array_elements(q.pending_reviews) e WHERE (e -> 'memory_ids') ?| v_keys);
+
+    UPDATE mneme.jobs j SET payload = mneme._scrub_payload(j.payload, v_keys, v_msgs), updated_at = now()
+    WHERE j.conversation_id = ANY (v_convs)
+      AND j.payload IS DISTINCT FROM mneme._scrub_payload(j.payload, v_keys, v_msgs);
+
+    DELETE FROM mneme.messages g WHERE g.id = ANY (v_msgs);
+    -- The lineage link of a successor goes with the memory (the events keep the ids).
+    UPDATE mneme.memories m SET supersedes_id = NULL WHERE m.supersedes_id = ANY (ids) AND NOT m.id = ANY (ids);
+
+    PERFORM set_config('mneme.delete_event', _remove_memories.event, true);
+    PERFORM set_config('mneme.delete_reason', coalesce(_remove_memories.reason, ''), true);
+    DELETE FROM mneme.memories m WHERE m.id = ANY (ids);
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    PERFORM set_config('mneme.delete_event', '', true);
+    PERFORM set_config('mneme.delete_reason', '', true);
+    RETURN v_n;
+END
+$$;
+COMMENT ON FUNCTION mneme._remove_memories(uuid[], text, text) IS
+    'Internal (purge, erase): deletes memories with their source messages, pending reviews and job payload '
+    'entries that refer to them; the delete trigger records the event.';
+
+-- A job payload without what refers to removed memories or messages: review
+-- entries naming a memory, context messages and message ids.
+CREATE OR REPLACE FUNCTION mneme._scrub_payload(payload jsonb, memory_ids text[], message_ids bigint[])
+RETURNS jsonb
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT CASE WHEN jsonb_typeof(payload) <> 'object' THEN payload ELSE
+    payload
+    || CASE WHEN jsonb_typeof(payload -> 'reviews') = 'array' THEN jsonb_build_object('reviews',
+           (SELECT coalesce(jsonb_agg(e ORDER BY o), '[]') FROM jsonb_array_elements(payload -> 'reviews') WITH ORDINALITY x(e, o)
+            WHERE NOT coalesce((e -> 'memory_ids') ?| memory_ids, false))) ELSE '{}' END
+    || CASE WHEN jsonb_typeof(payload -> 'context') = 'array' THEN jsonb_build_object('context',
+           (SELECT coalesce(jsonb_agg(e ORDER BY o), '[]') FROM jsonb_array_elements(payload -> 'context') WITH ORDINALITY x(e, o)
+            WHERE NOT (jsonb_typeof(e -> 'id') = 'number' AND (e ->> 'id')::numeric = ANY (coalesce(message_ids, '{}')::numeric[]))))
+       ELSE '{}' END
+    || CASE WHEN jsonb_typeof(payload -> 'message_ids') = 'array' THEN jsonb_build_object('message_ids',
+           (SELECT coalesce(jsonb_agg(e ORDER BY o), '[]') FROM jsonb_array_elements(payload -> 'message_ids') WITH ORDINALITY x(e, o)
+            WHERE NOT (jsonb_typeof(e) = 'number' AND e::text::numeric = ANY (coalesce(message_ids, '{}')::numeric[]))))
+       ELSE '{}' END
+    || CASE WHEN jsonb_typeof(payload -> 'context_message_ids') = 'array' THEN jsonb_build_object('context_message_ids',
+           (SELECT coalesce(jsonb_agg(e ORDER BY o), '[]') FROM jsonb_array_elements(payload -> 'context_message_ids') WITH ORDINALITY x(e, o)
+            WHERE NOT (jsonb_typeof(e) = 'number' AND e::text::numeric = ANY (coalesce(message_ids, '{}')::numeric[]))))
+       ELSE '{}' END
+    || CASE WHEN jsonb_typeof(payload -> 'memory_ids') = 'array' THEN jsonb_build_object('memory_ids',
+           (SELECT coalesce(jsonb_agg(e ORDER BY o), '[]') FROM jsonb_array_elements(payload -> 'memory_ids') WITH ORDINALITY x(e, o)
+            WHERE NOT (e #>> '{}') = ANY (memory_ids)))
+       ELSE '{}' END
+END
+$$;
+COMMENT ON FUNCTION mneme._scrub_payload(jsonb, text[], bigint[]) IS
+    'Internal: a job payload without review entries naming the given memories and without the given messages '
+    '(context entries, message_ids, context_message_ids).';
+
+-- -----------------------------------------------------------------------------
+-- The cleanup job's schedule
+-- -----------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION mneme.schedule_cleanup(after interval DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_every interval := mneme._interval_setting('cleanup_interval');
+    v_at    timestamptz;
+BEGIN
+    IF v_every IS NULL THEN
+        RETURN NULL;  -- the operator runs mneme.cleanup() (pg_cron) or nothing
+    END IF;
+    IF after < interval '0' THEN
+        RAISE EXCEPTION 'after must not be negative, got %', after USING ERRCODE = '22023';
+    END IF;
+    IF after IS NOT NULL THEN
+        v_at := now() + after;
+    ELSE
+        SELECT max(j.finished_at) + v_every INTO v_at FROM mneme.jobs j WHERE j.kind = 'cleanup' AND j.state = 'done';
+        v_at := greatest(coalesce(v_at, now()), now());
+    END IF;
+    -- One pending cleanup at a time: the dedupe key returns the pending one.
+    RETURN mneme.enqueue_job('cleanup', NULL, '{}', 'cleanup', v_at);
+END
+$$;
+COMMENT ON FUNCTION mneme.schedule_cleanup(interval) IS
+    'Enqueues the cleanup job (dedupe key "cleanup": one pending at a time; returns the pending one''s id if there '
+    'is one), due `after` from now, or cleanup_interval after the last cleanup finished (now if none did). NULL when '
+    'cleanup_interval is null. The sidecar calls it at start and after each cleanup job.';
+
+-- -----------------------------------------------------------------------------
+-- Reactivation
+-- -----------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION mneme.reactivate(memory_id uuid)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_status text;
+BEGIN
+    IF reactivate.memory_id IS NULL THEN
+        RAISE EXCEPTION 'memory_id must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    SELECT m.status INTO v_status FROM mneme.memories m WHERE m.id = reactivate.memory_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'memory % does not exist', reactivate.memory_id USING ERRCODE = 'P0002',
+            HINT = 'a purged or erased memory cannot come back; SELECT * FROM mneme.memory_events WHERE memory_id = ... shows what happened';
+    END IF;
+    IF v_status = 'active' THEN
+        RETURN false;
+    END IF;
+    IF v_status <> 'inactive' THEN
+        RAISE EXCEPTION 'memory % is %, only an inactive memory can be reactivated', reactivate.memory_id, v_status
+            USING ERRCODE = '55000', HINT = 'superseded and forgotten memories stay out of retrieval; mneme.history(id) shows the lineage';
+    END IF;
+    -- A fresh start of its forgetting curve (stability kept): otherwise the
+    -- next cleanup would take it out again at once.
+    PERFORM set_config('mneme.event_reason', 'reactivated by hand', true);
+    UPDATE mneme.memories m
+    SET status = 'active', status_reason = NULL, last_reviewed_at = greatest(m.last_reviewed_at, now()), updated_at = now()
+    WHERE m.id = reactivate.memory_id;
+    PERFORM set_config('mneme.event_reason', '', true);
+    RETURN true;
+END
+$$;
+COMMENT ON FUNCTION mneme.reactivate(uuid) IS
+    'Makes an inactive memory active again, its forgetting curve restarted now (stability kept). Returns false for '
+    'a memory that is active already; raises P0002 for an unknown id and 55000 for a superseded or forgotten one.';

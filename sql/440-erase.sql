@@ -1,0 +1,93 @@
+-- =============================================================================
+-- mneme lifecycle, erase: the right to be forgotten
+-- (the lifecycle is introduced in 400-labels.sql).
+-- Idempotent: re-applied on every `mneme migrate` (CREATE OR REPLACE only).
+-- =============================================================================
+
+-- -----------------------------------------------------------------------------
+-- Erase: the right to be forgotten
+-- -----------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION mneme.erase(memory_id uuid, reason text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_conv uuid;
+BEGIN
+    IF erase.memory_id IS NULL THEN
+        RAISE EXCEPTION 'memory_id must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF erase.reason IS NULL OR erase.reason ~ '^[[:space:]]*$' THEN
+        RAISE EXCEPTION 'erase needs a reason' USING ERRCODE = '22023',
+            HINT = 'the reason stays in the tombstone (mneme.memory_events); do not quote the erased content in it';
+    END IF;
+    SELECT m.conversation_id INTO v_conv FROM mneme.memories m WHERE m.id = erase.memory_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'memory % does not exist', erase.memory_id USING ERRCODE = 'P0002',
+            HINT = 'SELECT * FROM mneme.memory_events WHERE memory_id = ... shows whether it was purged or erased';
+    END IF;
+    PERFORM 1 FROM mneme.message_queue q WHERE q.id = v_conv FOR UPDATE;  -- no segmentation meanwhile
+    -- Earlier events keep their ids and times, not their reasons (a forget
+    -- reason may quote the memory).
+    PERFORM set_config('mneme.erasing', 'on', true);
+    UPDATE mneme.memory_events e SET reason = NULL WHERE e.memory_id = erase.memory_id AND e.reason IS NOT NULL;
+    PERFORM set_config('mneme.erasing', '', true);
+    PERFORM mneme._remove_memories(ARRAY[erase.memory_id], 'erased', erase.reason);
+END
+$$;
+COMMENT ON FUNCTION mneme.erase(uuid, text) IS
+    'Removes a memory''s content for real (the right to be forgotten): the row with its embedding, its BM25 '
+    'postings and statistics, its source messages, its review_log rows, pending reviews and job payload entries '
+    'that refer to it, and the reasons of its earlier events. A tombstone remains: an "erased" event with the ids, '
+    'the time and the reason. mneme.forget, by contrast, only invalidates.';
+
+CREATE OR REPLACE FUNCTION mneme.erase_conversation(conversation_id uuid, reason text)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_ids uuid[];
+    v_n   bigint;
+BEGIN
+    IF erase_conversation.conversation_id IS NULL THEN
+        RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF erase_conversation.reason IS NULL OR erase_conversation.reason ~ '^[[:space:]]*$' THEN
+        RAISE EXCEPTION 'erase_conversation needs a reason' USING ERRCODE = '22023',
+            HINT = 'the reason stays in the tombstone (mneme.memory_events); do not quote the erased content in it';
+    END IF;
+    PERFORM 1 FROM mneme.message_queue q WHERE q.id = erase_conversation.conversation_id FOR UPDATE;
+    IF NOT FOUND AND NOT EXISTS (SELECT 1 FROM mneme.memories m WHERE m.conversation_id = erase_conversation.conversation_id) THEN
+        RAISE EXCEPTION 'conversation % does not exist', erase_conversation.conversation_id USING ERRCODE = 'P0002',
+            HINT = 'SELECT * FROM mneme.memory_events WHERE conversation_id = ... shows whether it was erased';
+    END IF;
+    SELECT array_agg(x.id ORDER BY x.id) INTO v_ids FROM (
+        SELECT m.id FROM mneme.memories m
+        WHERE m.conversation_id = erase_conversation.conversation_id FOR UPDATE) x;
+
+    PERFORM set_config('mneme.erasing', 'on', true);
+    UPDATE mneme.memory_events e SET reason = NULL
+    WHERE e.conversation_id = erase_conversation.conversation_id AND e.reason IS NOT NULL;
+    PERFORM set_config('mneme.erasing', '', true);
+
+    -- Every job of the conversation: its payload may quote it. A job running
+    -- now loses its lease and rolls back when it tries to complete.
+    DELETE FROM mneme.jobs j WHERE j.conversation_id = erase_conversation.conversation_id;
+    v_n := coalesce(mneme._remove_memories(coalesce(v_ids, '{}'), 'erased', erase_conversation.reason), 0);
+    DELETE FROM mneme.review_log l WHERE l.conversation_id = erase_conversation.conversation_id;
+    -- Messages (the queued ones too), speakers and pending reviews.
+    DELETE FROM mneme.message_queue q WHERE q.id = erase_conversation.conversation_id;
+    DELETE FROM mneme.messages g WHERE g.conversation_id = erase_conversation.conversation_id;
+
+    INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, at)
+    VALUES (NULL, erase_conversation.conversation_id, 'erased',
+            format('conversation erased (%s memories): %s', v_n, erase_conversation.reason), mneme._event_actor(), now());
+    RETURN v_n;
+END
+$$;
+COMMENT ON FUNCTION mneme.erase_conversation(uuid, text) IS
+    'mneme.erase for a whole conversation: every memory, message (queued ones too), job, review log row, pending '
+    'review and the speakers; tombstones remain (an "erased" event per memory and one for the conversation, '
+    'memory_id NULL). Returns the number of memories erased.';
