@@ -10,17 +10,18 @@
 -- -----------------------------------------------------------------------------
 -- Settings
 -- -----------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION mneme.setting(p_key text)
+CREATE OR REPLACE FUNCTION mneme.setting(key text)
 RETURNS jsonb
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
+#variable_conflict use_column
 DECLARE
     v jsonb;
 BEGIN
-    SELECT s.value INTO v FROM mneme.settings s WHERE s.key = p_key;
+    SELECT s.value INTO v FROM mneme.settings s WHERE s.key = setting.key;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'unknown mneme setting "%"', p_key
+        RAISE EXCEPTION 'unknown mneme setting "%"', setting.key
             USING ERRCODE = '22023', HINT = 'SELECT key FROM mneme.settings lists the settings';
     END IF;
     RETURN v;
@@ -29,22 +30,23 @@ $$;
 COMMENT ON FUNCTION mneme.setting(text) IS
     'The value of one tunable from mneme.settings; raises 22023 for an unknown key.';
 
-CREATE OR REPLACE FUNCTION mneme.set_setting(p_key text, p_value jsonb)
+CREATE OR REPLACE FUNCTION mneme.set_setting(key text, value jsonb)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
+#variable_conflict use_column
 BEGIN
-    IF p_key IN ('vector_variant', 'embedding_dim') THEN
-        RAISE EXCEPTION 'setting "%" is fixed at migrate time', p_key
+    IF set_setting.key IN ('vector_variant', 'embedding_dim') THEN
+        RAISE EXCEPTION 'setting "%" is fixed at migrate time', set_setting.key
             USING ERRCODE = '55000', HINT = 're-embedding into a new dimension is a command: mneme reembed';
     END IF;
-    IF p_value IS NULL THEN
-        RAISE EXCEPTION 'setting "%" needs a value', p_key USING ERRCODE = '22004';
+    IF set_setting.value IS NULL THEN
+        RAISE EXCEPTION 'setting "%" needs a value', set_setting.key USING ERRCODE = '22004';
     END IF;
-    UPDATE mneme.settings SET value = p_value, updated_at = now() WHERE key = p_key;
+    UPDATE mneme.settings SET value = set_setting.value, updated_at = now() WHERE key = set_setting.key;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'unknown mneme setting "%"', p_key
+        RAISE EXCEPTION 'unknown mneme setting "%"', set_setting.key
             USING ERRCODE = '22023', HINT = 'SELECT key FROM mneme.settings lists the settings';
     END IF;
 END
@@ -56,38 +58,39 @@ COMMENT ON FUNCTION mneme.set_setting(text, jsonb) IS
 -- Jobs: the transactional outbox
 -- -----------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION mneme.enqueue_job(
-    p_kind text,
-    p_conversation_id uuid,
-    p_payload jsonb DEFAULT '{}',
-    p_dedupe_key text DEFAULT NULL,
-    p_run_at timestamptz DEFAULT now())
+    kind text,
+    conversation_id uuid,
+    payload jsonb DEFAULT '{}',
+    dedupe_key text DEFAULT NULL,
+    run_at timestamptz DEFAULT now())
 RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
+#variable_conflict use_column
 DECLARE
     v_id bigint;
 BEGIN
-    IF p_kind IS NULL OR p_kind !~ '^[a-z][a-z0-9_]*$' THEN
-        RAISE EXCEPTION 'job kind must be a lower-case identifier, got %', coalesce(quote_literal(p_kind), 'NULL')
+    IF enqueue_job.kind IS NULL OR enqueue_job.kind !~ '^[a-z][a-z0-9_]*$' THEN
+        RAISE EXCEPTION 'job kind must be a lower-case identifier, got %', coalesce(quote_literal(enqueue_job.kind), 'NULL')
             USING ERRCODE = '22023';
     END IF;
     INSERT INTO mneme.jobs (kind, conversation_id, payload, dedupe_key, run_at)
-    VALUES (p_kind, p_conversation_id, coalesce(p_payload, '{}'), p_dedupe_key, coalesce(p_run_at, now()))
+    VALUES (enqueue_job.kind, enqueue_job.conversation_id, coalesce(enqueue_job.payload, '{}'), enqueue_job.dedupe_key, coalesce(enqueue_job.run_at, now()))
     ON CONFLICT DO NOTHING
     RETURNING id INTO v_id;
     IF v_id IS NULL THEN
         -- An equivalent job is already pending: keep it, report its id.
         SELECT j.id INTO v_id FROM mneme.jobs j
         WHERE j.state = 'pending'
-          AND ((p_dedupe_key IS NOT NULL AND j.dedupe_key = p_dedupe_key)
-               OR (p_kind = 'segment' AND j.kind = 'segment' AND j.conversation_id = p_conversation_id))
+          AND ((enqueue_job.dedupe_key IS NOT NULL AND j.dedupe_key = enqueue_job.dedupe_key)
+               OR (enqueue_job.kind = 'segment' AND j.kind = 'segment' AND j.conversation_id = enqueue_job.conversation_id))
         LIMIT 1;
         RETURN v_id;
     END IF;
     -- A wake-up hint only: sidecars also sweep the table and may follow the
     -- WAL instead. Delivered at commit, so never for a rolled-back job.
-    PERFORM pg_notify('mneme_jobs', json_build_object('id', v_id, 'kind', p_kind)::text);
+    PERFORM pg_notify('mneme_jobs', json_build_object('id', v_id, 'kind', enqueue_job.kind)::text);
     RETURN v_id;
 END
 $$;
@@ -99,22 +102,23 @@ COMMENT ON FUNCTION mneme.enqueue_job(text, uuid, jsonb, text, timestamptz) IS
 -- -----------------------------------------------------------------------------
 -- Messages
 -- -----------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION mneme.set_speakers(p_conversation_id uuid, p_speakers text[])
+CREATE OR REPLACE FUNCTION mneme.set_speakers(conversation_id uuid, speakers text[])
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
+#variable_conflict use_column
 BEGIN
-    IF p_conversation_id IS NULL THEN
+    IF set_speakers.conversation_id IS NULL THEN
         RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
     END IF;
-    IF p_speakers IS NULL OR EXISTS (
-        SELECT 1 FROM unnest(p_speakers) s
+    IF set_speakers.speakers IS NULL OR EXISTS (
+        SELECT 1 FROM unnest(set_speakers.speakers) s
         WHERE s IS NULL OR s !~ '^[[:alpha:]][[:alnum:] _.''-]{0,63}$') THEN
         RAISE EXCEPTION 'speaker names must be 1 to 64 characters, starting with a letter'
             USING ERRCODE = '22023', HINT = 'letters, digits, space, _ . '' - are allowed';
     END IF;
-    INSERT INTO mneme.message_queue (id, speakers) VALUES (p_conversation_id, p_speakers)
+    INSERT INTO mneme.message_queue (id, speakers) VALUES (set_speakers.conversation_id, set_speakers.speakers)
     ON CONFLICT (id) DO UPDATE SET speakers = EXCLUDED.speakers, updated_at = now();
 END
 $$;
@@ -123,14 +127,15 @@ COMMENT ON FUNCTION mneme.set_speakers(uuid, text[]) IS
     'besides user, assistant, system and tool (e.g. the two people of a LoCoMo dialogue).';
 
 CREATE OR REPLACE FUNCTION mneme.add_message(
-    p_conversation_id uuid,
-    p_role text,
-    p_content text,
-    p_at timestamptz DEFAULT now())
+    conversation_id uuid,
+    role text,
+    content text,
+    at timestamptz DEFAULT now())
 RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
+#variable_conflict use_column
 DECLARE
     v_max_chars int := mneme.setting('message_max_chars')::int;
     v_min_msgs  int := mneme.setting('segment_min_messages')::int;
@@ -143,47 +148,47 @@ DECLARE
     v_queued    int;
     v_payload   jsonb;
 BEGIN
-    IF p_conversation_id IS NULL THEN
+    IF add_message.conversation_id IS NULL THEN
         RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
     END IF;
-    IF p_role IS NULL THEN
+    IF add_message.role IS NULL THEN
         RAISE EXCEPTION 'role must not be NULL' USING ERRCODE = '22004',
             HINT = 'use user, assistant, system or tool';
     END IF;
-    IF p_content IS NULL OR p_content ~ '^[[:space:]]*$' THEN
+    IF add_message.content IS NULL OR add_message.content ~ '^[[:space:]]*$' THEN
         RAISE EXCEPTION 'message content must not be NULL or empty' USING ERRCODE = '22023';
     END IF;
-    IF length(p_content) > v_max_chars THEN
-        RAISE EXCEPTION 'message content is % characters, over the limit of %', length(p_content), v_max_chars
+    IF length(add_message.content) > v_max_chars THEN
+        RAISE EXCEPTION 'message content is % characters, over the limit of %', length(add_message.content), v_max_chars
             USING ERRCODE = '22001', HINT = 'split the message, or raise setting message_max_chars';
     END IF;
-    IF p_at IS NULL OR NOT isfinite(p_at) THEN
+    IF add_message.at IS NULL OR NOT isfinite(add_message.at) THEN
         RAISE EXCEPTION 'message time must be a finite timestamp' USING ERRCODE = '22004';
     END IF;
 
-    INSERT INTO mneme.message_queue (id) VALUES (p_conversation_id) ON CONFLICT (id) DO NOTHING;
+    INSERT INTO mneme.message_queue (id) VALUES (add_message.conversation_id) ON CONFLICT (id) DO NOTHING;
     -- The row lock orders appends within a conversation.
-    SELECT * INTO v_queue FROM mneme.message_queue q WHERE q.id = p_conversation_id FOR UPDATE;
+    SELECT * INTO v_queue FROM mneme.message_queue q WHERE q.id = add_message.conversation_id FOR UPDATE;
 
-    IF p_role NOT IN ('user', 'assistant', 'system', 'tool') AND NOT p_role = ANY (v_queue.speakers) THEN
-        RAISE EXCEPTION 'unknown role "%"', p_role USING ERRCODE = '22023',
+    IF add_message.role NOT IN ('user', 'assistant', 'system', 'tool') AND NOT add_message.role = ANY (v_queue.speakers) THEN
+        RAISE EXCEPTION 'unknown role "%"', add_message.role USING ERRCODE = '22023',
             HINT = 'use user, assistant, system or tool, or register speaker names with mneme.set_speakers';
     END IF;
-    IF p_at < v_queue.last_message_at THEN
-        RAISE EXCEPTION 'message time % is earlier than the previous message (%)', p_at, v_queue.last_message_at
+    IF add_message.at < v_queue.last_message_at THEN
+        RAISE EXCEPTION 'message time % is earlier than the previous message (%)', add_message.at, v_queue.last_message_at
             USING ERRCODE = '22008', HINT = 'messages are appended in time order';
     END IF;
 
     SELECT max(m.id) INTO v_prev_id FROM mneme.messages m
-    WHERE m.conversation_id = p_conversation_id AND m.consumed_at IS NULL;
+    WHERE m.conversation_id = add_message.conversation_id AND m.consumed_at IS NULL;
 
     INSERT INTO mneme.messages (conversation_id, role, content, created_at)
-    VALUES (p_conversation_id, p_role, p_content, p_at)
+    VALUES (add_message.conversation_id, add_message.role, add_message.content, add_message.at)
     RETURNING id INTO v_id;
-    UPDATE mneme.message_queue SET last_message_at = p_at, updated_at = now() WHERE id = p_conversation_id;
+    UPDATE mneme.message_queue SET last_message_at = add_message.at, updated_at = now() WHERE id = add_message.conversation_id;
 
     SELECT count(*) INTO v_queued FROM mneme.messages m
-    WHERE m.conversation_id = p_conversation_id AND m.consumed_at IS NULL;
+    WHERE m.conversation_id = add_message.conversation_id AND m.consumed_at IS NULL;
 
     -- The seed's rule-based check, in its order.
     IF v_queued < v_min_msgs THEN
@@ -191,18 +196,18 @@ BEGIN
     ELSIF v_queued >= v_max_msgs THEN
         v_payload := jsonb_build_object('reason', 'max_messages', 'check', false,
                                         'through_message_id', v_id, 'trigger_message_id', v_id);
-    ELSIF v_queue.last_message_at IS NOT NULL AND p_at - v_queue.last_message_at > v_gap THEN
+    ELSIF v_queue.last_message_at IS NOT NULL AND add_message.at - v_queue.last_message_at > v_gap THEN
         -- The late message starts the next episode: consume up to the one before.
         v_payload := jsonb_build_object('reason', 'gap', 'check', false,
                                         'through_message_id', v_prev_id, 'trigger_message_id', v_id);
-    ELSIF length(regexp_replace(p_content, '^[[:space:]]+|[[:space:]]+$', '', 'g')) < v_min_chars THEN
+    ELSIF length(regexp_replace(add_message.content, '^[[:space:]]+|[[:space:]]+$', '', 'g')) < v_min_chars THEN
         RETURN v_id;
     ELSE
         v_payload := jsonb_build_object('reason', 'check', 'check', true,
                                         'through_message_id', v_id, 'trigger_message_id', v_id);
     END IF;
 
-    PERFORM mneme.enqueue_segment(p_conversation_id, v_payload);
+    PERFORM mneme.enqueue_segment(add_message.conversation_id, v_payload);
     RETURN v_id;
 END
 $$;
@@ -211,26 +216,27 @@ COMMENT ON FUNCTION mneme.add_message(uuid, text, text, timestamptz) IS
     'segmentation check (settings segment_*): a positive check enqueues one segment job in the same '
     'transaction. Returns the message id. Roles: user, assistant, system, tool, or a registered speaker.';
 
-CREATE OR REPLACE FUNCTION mneme.enqueue_segment(p_conversation_id uuid, p_payload jsonb)
+CREATE OR REPLACE FUNCTION mneme.enqueue_segment(conversation_id uuid, payload jsonb)
 RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
+#variable_conflict use_column
 DECLARE
     v_job mneme.jobs;
 BEGIN
     SELECT * INTO v_job FROM mneme.jobs j
-    WHERE j.kind = 'segment' AND j.state = 'pending' AND j.conversation_id = p_conversation_id
+    WHERE j.kind = 'segment' AND j.state = 'pending' AND j.conversation_id = enqueue_segment.conversation_id
     FOR UPDATE;
     IF FOUND THEN
         -- One pending segment job per conversation. A forced cut is stronger
         -- than a check and keeps its boundary; a check widens to the newest message.
         IF (v_job.payload->>'check')::boolean THEN
-            UPDATE mneme.jobs SET payload = p_payload, updated_at = now() WHERE id = v_job.id;
+            UPDATE mneme.jobs SET payload = enqueue_segment.payload, updated_at = now() WHERE id = v_job.id;
         END IF;
         RETURN v_job.id;
     END IF;
-    RETURN mneme.enqueue_job('segment', p_conversation_id, p_payload);
+    RETURN mneme.enqueue_job('segment', enqueue_segment.conversation_id, enqueue_segment.payload);
 END
 $$;
 COMMENT ON FUNCTION mneme.enqueue_segment(uuid, jsonb) IS
@@ -241,26 +247,27 @@ COMMENT ON FUNCTION mneme.enqueue_segment(uuid, jsonb) IS
 -- Pending reviews
 -- -----------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION mneme.add_pending_review(
-    p_conversation_id uuid,
-    p_memory_ids uuid[],
-    p_query text)
+    conversation_id uuid,
+    memory_ids uuid[],
+    query text)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
+#variable_conflict use_column
 BEGIN
-    IF p_conversation_id IS NULL THEN
+    IF add_pending_review.conversation_id IS NULL THEN
         RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
     END IF;
-    IF p_memory_ids IS NULL OR array_position(p_memory_ids, NULL) IS NOT NULL THEN
+    IF add_pending_review.memory_ids IS NULL OR array_position(add_pending_review.memory_ids, NULL) IS NOT NULL THEN
         RAISE EXCEPTION 'memory_ids must be an array of non-NULL ids' USING ERRCODE = '22004';
     END IF;
-    IF p_query IS NULL THEN
+    IF add_pending_review.query IS NULL THEN
         RAISE EXCEPTION 'query must not be NULL' USING ERRCODE = '22004';
     END IF;
     INSERT INTO mneme.message_queue AS q (id, pending_reviews)
-    VALUES (p_conversation_id,
-            jsonb_build_array(jsonb_build_object('query', p_query, 'memory_ids', to_jsonb(p_memory_ids))))
+    VALUES (add_pending_review.conversation_id,
+            jsonb_build_array(jsonb_build_object('query', add_pending_review.query, 'memory_ids', to_jsonb(add_pending_review.memory_ids))))
     ON CONFLICT (id) DO UPDATE
         SET pending_reviews = COALESCE(q.pending_reviews, '[]'::jsonb) || EXCLUDED.pending_reviews,
             updated_at = now();
@@ -270,15 +277,16 @@ COMMENT ON FUNCTION mneme.add_pending_review(uuid, uuid[], text) IS
     'Appends {query, memory_ids} to the conversation''s pending_reviews in one statement; '
     'the row lock of the UPDATE keeps concurrent appends and takes from losing entries.';
 
-CREATE OR REPLACE FUNCTION mneme.take_pending_reviews(p_conversation_id uuid)
+CREATE OR REPLACE FUNCTION mneme.take_pending_reviews(conversation_id uuid)
 RETURNS jsonb
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
+#variable_conflict use_column
 DECLARE
     v jsonb;
 BEGIN
-    IF p_conversation_id IS NULL THEN
+    IF take_pending_reviews.conversation_id IS NULL THEN
         RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
     END IF;
     -- One UPDATE reads the old value under the row lock and clears it: an
@@ -286,7 +294,7 @@ BEGIN
     UPDATE mneme.message_queue q
     SET pending_reviews = NULL, updated_at = now()
     FROM (SELECT id, pending_reviews FROM mneme.message_queue
-          WHERE id = p_conversation_id FOR UPDATE) old
+          WHERE id = take_pending_reviews.conversation_id FOR UPDATE) old
     WHERE q.id = old.id AND old.pending_reviews IS NOT NULL
     RETURNING old.pending_reviews INTO v;
     RETURN v;

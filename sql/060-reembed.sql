@@ -7,11 +7,12 @@
 -- transaction. Idempotent file: re-applied on every migrate.
 -- =============================================================================
 
-CREATE OR REPLACE FUNCTION mneme.change_embedding_dim(p_dim int)
+CREATE OR REPLACE FUNCTION mneme.change_embedding_dim(dim int)
 RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
+#variable_conflict use_column
 DECLARE
     v_variant text := mneme.setting('vector_variant') #>> '{}';
     v_vector  text;
@@ -20,8 +21,8 @@ DECLARE
     v_def     text;
     v_name    name;
 BEGIN
-    IF p_dim IS NULL OR p_dim < 2 OR p_dim > 2000 THEN
-        RAISE EXCEPTION 'embedding dimension must be between 2 and 2000, got %', coalesce(p_dim::text, 'NULL')
+    IF change_embedding_dim.dim IS NULL OR change_embedding_dim.dim < 2 OR change_embedding_dim.dim > 2000 THEN
+        RAISE EXCEPTION 'embedding dimension must be between 2 and 2000, got %', coalesce(change_embedding_dim.dim::text, 'NULL')
             USING ERRCODE = '22023', HINT = 'pgvector''s HNSW index supports up to 2000 dimensions';
     END IF;
     -- Writers wait until the new embeddings are committed.
@@ -47,19 +48,19 @@ BEGIN
         FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
         WHERE e.extname = 'vector';
         DROP INDEX IF EXISTS mneme.memories_embedding_hnsw;
-        EXECUTE format('ALTER TABLE mneme.memories ALTER COLUMN embedding TYPE %s(%s) USING NULL', v_vector, p_dim);
+        EXECUTE format('ALTER TABLE mneme.memories ALTER COLUMN embedding TYPE %s(%s) USING NULL', v_vector, change_embedding_dim.dim);
         DROP DOMAIN mneme.embedding;
-        EXECUTE format('CREATE DOMAIN mneme.embedding AS %s(%s)', v_vector, p_dim);
+        EXECUTE format('CREATE DOMAIN mneme.embedding AS %s(%s)', v_vector, change_embedding_dim.dim);
     ELSE
         ALTER TABLE mneme.memories ALTER COLUMN embedding TYPE real[] USING NULL;
         DROP DOMAIN mneme.embedding;
-        EXECUTE format('CREATE DOMAIN mneme.embedding AS real[] CHECK (VALUE IS NULL OR (array_ndims(VALUE) = 1 AND array_length(VALUE, 1) = %s))', p_dim);
+        EXECUTE format('CREATE DOMAIN mneme.embedding AS real[] CHECK (VALUE IS NULL OR (array_ndims(VALUE) = 1 AND array_length(VALUE, 1) = %s))', change_embedding_dim.dim);
         ALTER TABLE mneme.memories ALTER COLUMN embedding TYPE mneme.embedding USING NULL;
     END IF;
     FOREACH v_def IN ARRAY v_defs LOOP
         EXECUTE v_def;
     END LOOP;
-    UPDATE mneme.settings SET value = to_jsonb(p_dim), updated_at = now() WHERE key = 'embedding_dim';
+    UPDATE mneme.settings SET value = to_jsonb(change_embedding_dim.dim), updated_at = now() WHERE key = 'embedding_dim';
 
     -- With embedder = "hash" the BEFORE trigger fills each NULL embedding
     -- at the new dimension; with "external" they stay NULL for the sidecar.

@@ -11,13 +11,13 @@
 -- -----------------------------------------------------------------------------
 -- Memory text: what is embedded and indexed for BM25
 -- -----------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION mneme.memory_text(p_title text, p_summary text, p_content text)
+CREATE OR REPLACE FUNCTION mneme.memory_text(title text, summary text, content text)
 RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 -- a summary equal to the content (mneme.remember writes both) counts once
-SELECT concat_ws(E'\n', nullif(p_title, ''), nullif(nullif(p_summary, ''), p_content), nullif(p_content, ''))
+SELECT concat_ws(E'\n', nullif(memory_text.title, ''), nullif(nullif(memory_text.summary, ''), memory_text.content), nullif(memory_text.content, ''))
 $$;
 COMMENT ON FUNCTION mneme.memory_text(text, text, text) IS
     'The text of a memory that is embedded and indexed for BM25: title, summary and content, '
@@ -26,12 +26,13 @@ COMMENT ON FUNCTION mneme.memory_text(text, text, text) IS
 -- -----------------------------------------------------------------------------
 -- The hash embedder
 -- -----------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION mneme.hash_embed(p_text text, p_dim int)
+CREATE OR REPLACE FUNCTION mneme.hash_embed(input text, dim int)
 RETURNS real[]
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 SET jit = off  -- row estimates of the set-returning functions are far off; JIT costs 20 ms here
 AS $$
+#variable_conflict use_column
 DECLARE
     -- Whitespace and separators: the same ranges as isSpace and isSeparator
     -- in sidecar/embed/hash.go. Bracket ranges compare code points.
@@ -41,11 +42,11 @@ DECLARE
                              '\uff00-\uff0f\uff1a-\uff20\uff3b-\uff40\uff5b-\uff65]+';
     v real[];
 BEGIN
-    IF p_dim IS NULL OR p_dim < 2 OR p_dim > 16000 THEN
-        RAISE EXCEPTION 'hash_embed dimension must be 2..16000, got %', coalesce(p_dim::text, 'NULL')
+    IF hash_embed.dim IS NULL OR hash_embed.dim < 2 OR hash_embed.dim > 16000 THEN
+        RAISE EXCEPTION 'hash_embed dimension must be 2..16000, got %', coalesce(hash_embed.dim::text, 'NULL')
             USING ERRCODE = '22023', HINT = 'mneme.hash_embed(text) uses setting embedding_dim';
     END IF;
-    IF p_text IS NULL OR p_text COLLATE "C" ~ ('^' || c_space || '*$') THEN
+    IF hash_embed.input IS NULL OR hash_embed.input COLLATE "C" ~ ('^' || c_space || '*$') THEN
         RAISE EXCEPTION 'cannot embed empty or whitespace-only text'
             USING ERRCODE = '22023', HINT = 'pass text with at least one visible character';
     END IF;
@@ -54,7 +55,7 @@ BEGIN
     -- with the cheap C lower(), and run the slow translate() of the full
     -- table only over the few tokens that have non-ASCII characters.
     WITH folded AS (
-        SELECT lower(p_text COLLATE "C") AS s
+        SELECT lower(hash_embed.input COLLATE "C") AS s
     ), words AS (
         SELECT t FROM folded, regexp_split_to_table(folded.s, c_sep) AS t WHERE t <> ''
     ), raw AS (
@@ -71,7 +72,7 @@ BEGIN
         SELECT decode(md5('g:' || substr(' ' || t || ' ', i, 3)), 'hex'), 0.5::float8
         FROM toks, generate_series(1, length(t)) AS i
     ), comp AS (
-        SELECT ((get_byte(h, 0)::bigint << 24) | (get_byte(h, 1) << 16) | (get_byte(h, 2) << 8) | get_byte(h, 3)) % p_dim AS i,
+        SELECT ((get_byte(h, 0)::bigint << 24) | (get_byte(h, 1) << 16) | (get_byte(h, 2) << 8) | get_byte(h, 3)) % hash_embed.dim AS i,
                sum(CASE WHEN get_byte(h, 4) < 128 THEN w ELSE -w END) AS x
         FROM feats GROUP BY 1
     ), norm AS (
@@ -79,7 +80,7 @@ BEGIN
     )
     SELECT CASE WHEN norm.n > 0 THEN
                (SELECT array_agg(coalesce(comp.x / norm.n, 0)::real ORDER BY g)
-                FROM generate_series(0, p_dim - 1) AS g LEFT JOIN comp ON comp.i = g)
+                FROM generate_series(0, hash_embed.dim - 1) AS g LEFT JOIN comp ON comp.i = g)
            END
     INTO v FROM norm;
     IF v IS NULL THEN
@@ -90,15 +91,15 @@ END
 $$;
 COMMENT ON FUNCTION mneme.hash_embed(text, int) IS
     'The built-in hash embedder: signed feature hashing (MD5) of folded word tokens (weight 1) and their '
-    'character trigrams (weight 0.5) into p_dim components, L2-normalised. Lexical and fuzzy similarity, '
+    'character trigrams (weight 0.5) into dim components, L2-normalised. Lexical and fuzzy similarity, '
     'no service needed. Identical to the Go embedder sidecar/embed.Hash. Empty or whitespace-only text: 22023.';
 
-CREATE OR REPLACE FUNCTION mneme.hash_embed(p_text text)
+CREATE OR REPLACE FUNCTION mneme.hash_embed(input text)
 RETURNS real[]
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-SELECT mneme.hash_embed(p_text, (mneme.setting('embedding_dim') #>> '{}')::int)
+SELECT mneme.hash_embed(hash_embed.input, (mneme.setting('embedding_dim') #>> '{}')::int)
 $$;
 COMMENT ON FUNCTION mneme.hash_embed(text) IS
     'mneme.hash_embed(text, dim) with the database''s embedding dimension (setting embedding_dim).';

@@ -14,12 +14,12 @@
 -- Idempotent: re-applied on every migrate.
 -- =============================================================================
 
-CREATE OR REPLACE FUNCTION mneme.bm25_tsvector(p_text text)
+CREATE OR REPLACE FUNCTION mneme.bm25_tsvector(input text)
 RETURNS tsvector
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-SELECT to_tsvector('pg_catalog.english'::regconfig, coalesce(p_text, ''))
+SELECT to_tsvector('pg_catalog.english'::regconfig, coalesce(bm25_tsvector.input, ''))
 $$;
 COMMENT ON FUNCTION mneme.bm25_tsvector(text) IS
     'The BM25 tokeniser: to_tsvector(''english'', text). Changing it needs SELECT mneme.bm25_reindex().';
@@ -27,12 +27,13 @@ COMMENT ON FUNCTION mneme.bm25_tsvector(text) IS
 -- -----------------------------------------------------------------------------
 -- Maintenance
 -- -----------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION mneme._bm25_apply(p_removed uuid[], p_added uuid[])
+CREATE OR REPLACE FUNCTION mneme._bm25_apply(removed uuid[], added uuid[])
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
+#variable_conflict use_column
 DECLARE
     v_rm_conv uuid[];
     v_rm_term text[];
@@ -45,31 +46,31 @@ BEGIN
     -- separate statements cannot deadlock on the term rows.
     INSERT INTO mneme.bm25_stats AS s (conversation_id, n, total_len)
     SELECT DISTINCT x.c, 0, 0
-    FROM (SELECT d.conversation_id AS c FROM mneme.bm25_docs d WHERE d.memory_id = ANY (p_removed)
+    FROM (SELECT d.conversation_id AS c FROM mneme.bm25_docs d WHERE d.memory_id = ANY (_bm25_apply.removed)
           UNION ALL
-          SELECT m.conversation_id FROM mneme.memories m WHERE m.id = ANY (p_added) AND m.status = 'active') x
+          SELECT m.conversation_id FROM mneme.memories m WHERE m.id = ANY (_bm25_apply.added) AND m.status = 'active') x
     ORDER BY x.c
     ON CONFLICT (conversation_id) DO UPDATE SET n = s.n;
 
     -- 1. Take the removed memories out; keep what they counted for.
-    IF cardinality(p_removed) > 0 THEN
+    IF cardinality(_bm25_apply.removed) > 0 THEN
         WITH del AS (
-            DELETE FROM mneme.bm25_postings p WHERE p.memory_id = ANY (p_removed)
+            DELETE FROM mneme.bm25_postings p WHERE p.memory_id = ANY (_bm25_apply.removed)
             RETURNING p.conversation_id, p.term)
         SELECT array_agg(conversation_id), array_agg(term) INTO v_rm_conv, v_rm_term FROM del;
         WITH del AS (
-            DELETE FROM mneme.bm25_docs d WHERE d.memory_id = ANY (p_removed)
+            DELETE FROM mneme.bm25_docs d WHERE d.memory_id = ANY (_bm25_apply.removed)
             RETURNING d.conversation_id, d.doclen)
         SELECT array_agg(conversation_id), array_agg(doclen) INTO v_rm_doc_conv, v_rm_doc_len FROM del;
     END IF;
 
     -- 2. Put the added (active) memories in.
-    IF cardinality(p_added) > 0 THEN
+    IF cardinality(_bm25_apply.added) > 0 THEN
         WITH docs AS (
             SELECT m.id, m.conversation_id,
                    mneme.bm25_tsvector(mneme.memory_text(m.title, m.summary, m.content)) AS tsv
             FROM mneme.memories m
-            WHERE m.id = ANY (p_added) AND m.status = 'active'
+            WHERE m.id = ANY (_bm25_apply.added) AND m.status = 'active'
         ), terms AS (
             SELECT d.id, d.conversation_id, u.lexeme AS term, cardinality(u.positions) AS tf
             FROM docs d, unnest(d.tsv) AS u
@@ -92,7 +93,7 @@ BEGIN
     SELECT conversation_id, term, sum(delta)
     FROM (SELECT c AS conversation_id, x AS term, -1 AS delta FROM unnest(v_rm_conv, v_rm_term) AS r(c, x)
           UNION ALL
-          SELECT p.conversation_id, p.term, 1 FROM mneme.bm25_postings p WHERE p.memory_id = ANY (p_added)) d
+          SELECT p.conversation_id, p.term, 1 FROM mneme.bm25_postings p WHERE p.memory_id = ANY (_bm25_apply.added)) d
     GROUP BY conversation_id, term
     HAVING sum(delta) <> 0
     ORDER BY conversation_id, term
@@ -102,7 +103,7 @@ BEGIN
     SELECT conversation_id, sum(dn), sum(dlen)
     FROM (SELECT c AS conversation_id, -1 AS dn, -l::bigint AS dlen FROM unnest(v_rm_doc_conv, v_rm_doc_len) AS r(c, l)
           UNION ALL
-          SELECT d.conversation_id, 1, d.doclen FROM mneme.bm25_docs d WHERE d.memory_id = ANY (p_added)) d
+          SELECT d.conversation_id, 1, d.doclen FROM mneme.bm25_docs d WHERE d.memory_id = ANY (_bm25_apply.added)) d
     GROUP BY conversation_id
     ORDER BY conversation_id
     ON CONFLICT (conversation_id) DO UPDATE SET n = s.n + EXCLUDED.n, total_len = s.total_len + EXCLUDED.total_len;
@@ -118,7 +119,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION mneme._bm25_apply(uuid[], uuid[]) IS
-    'Internal: removes memories from the BM25 statistics and adds the active ones among p_added '
+    'Internal: removes memories from the BM25 statistics and adds the active ones among added '
     '(called by the memories_bm25_* triggers and mneme.bm25_reindex).';
 
 CREATE OR REPLACE FUNCTION mneme.memories_bm25_trg()
@@ -216,17 +217,18 @@ $$;
 -- Query
 -- -----------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION mneme.bm25_search(
-    p_conversation_id uuid,
-    p_query text,
-    p_limit int DEFAULT 100,
-    p_since timestamptz DEFAULT NULL,
-    p_until timestamptz DEFAULT NULL)
+    conversation_id uuid,
+    query text,
+    k int DEFAULT 100,
+    since timestamptz DEFAULT NULL,
+    until timestamptz DEFAULT NULL)
 RETURNS TABLE (memory_id uuid, score float8, rank int)
 LANGUAGE plpgsql STABLE
 ROWS 100
 SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
+#variable_conflict use_column
 DECLARE
     v_k1      float8 := mneme.setting('bm25_k1')::float8;
     v_b       float8 := mneme.setting('bm25_b')::float8;
@@ -236,16 +238,16 @@ DECLARE
     v_c0      float8;
     v_c1      float8;
 BEGIN
-    IF p_limit IS NULL OR p_limit < 1 THEN
-        RAISE EXCEPTION 'limit must be at least 1' USING ERRCODE = '22023';
+    IF bm25_search.k IS NULL OR bm25_search.k < 1 THEN
+        RAISE EXCEPTION 'k must be at least 1' USING ERRCODE = '22023';
     END IF;
-    SELECT s.n, s.total_len INTO v_n, v_total FROM mneme.bm25_stats s WHERE s.conversation_id = p_conversation_id;
+    SELECT s.n, s.total_len INTO v_n, v_total FROM mneme.bm25_stats s WHERE s.conversation_id = bm25_search.conversation_id;
     IF NOT FOUND THEN
         RETURN;  -- unknown conversation, or nothing active in it
     END IF;
     -- Expired memories are still in the statistics: take them out here.
     SELECT array_agg(m.id) INTO v_expired FROM mneme.memories m
-    WHERE m.conversation_id = p_conversation_id AND m.valid_until IS NOT NULL
+    WHERE m.conversation_id = bm25_search.conversation_id AND m.valid_until IS NOT NULL
       AND m.status = 'active' AND m.valid_until <= now();
     IF v_expired IS NOT NULL THEN
         SELECT v_n - count(*), v_total - coalesce(sum(d.doclen), 0) INTO v_n, v_total
@@ -267,30 +269,30 @@ BEGIN
         FROM (SELECT bt.term,
                      bt.df - CASE WHEN v_expired IS NULL THEN 0 ELSE
                          (SELECT count(*) FROM mneme.bm25_postings p
-                          WHERE p.conversation_id = p_conversation_id AND p.term = bt.term
+                          WHERE p.conversation_id = bm25_search.conversation_id AND p.term = bt.term
                             AND p.memory_id = ANY (v_expired)) END::float8 AS df
               FROM mneme.bm25_terms bt
-              WHERE bt.conversation_id = p_conversation_id
-                AND bt.term = ANY (tsvector_to_array(mneme.bm25_tsvector(p_query)))) t
+              WHERE bt.conversation_id = bm25_search.conversation_id
+                AND bt.term = ANY (tsvector_to_array(mneme.bm25_tsvector(bm25_search.query)))) t
         WHERE t.df > 0
     ), top AS (
         SELECT p.memory_id AS id, sum(w.wt * p.tf / (p.tf + v_c0 + v_c1 * p.doclen)) AS score
-        FROM w JOIN mneme.bm25_postings p ON p.conversation_id = p_conversation_id AND p.term = w.term
+        FROM w JOIN mneme.bm25_postings p ON p.conversation_id = bm25_search.conversation_id AND p.term = w.term
         WHERE (v_expired IS NULL OR p.memory_id <> ALL (v_expired))
-          AND ((p_since IS NULL AND p_until IS NULL)
+          AND ((bm25_search.since IS NULL AND bm25_search.until IS NULL)
                OR EXISTS (SELECT 1 FROM mneme.memories m WHERE m.id = p.memory_id
-                          AND (p_since IS NULL OR m.created_at >= p_since)
-                          AND (p_until IS NULL OR m.created_at < p_until)))
+                          AND (bm25_search.since IS NULL OR m.created_at >= bm25_search.since)
+                          AND (bm25_search.until IS NULL OR m.created_at < bm25_search.until)))
         GROUP BY p.memory_id
         ORDER BY 2 DESC, 1
-        LIMIT p_limit
+        LIMIT bm25_search.k
     )
     SELECT top.id, top.score, (rank() OVER (ORDER BY top.score DESC))::int  -- equal scores share a rank
     FROM top ORDER BY top.score DESC, top.id;
 END
 $$;
 COMMENT ON FUNCTION mneme.bm25_search(uuid, text, int, timestamptz, timestamptz) IS
-    'The BM25 leg of retrieval: top p_limit active, unexpired memories of the conversation by Okapi BM25 '
+    'The BM25 leg of retrieval: top k active, unexpired memories of the conversation by Okapi BM25 '
     '(k1, b from settings bm25_k1, bm25_b; idf = ln(1 + (N - df + 0.5) / (df + 0.5)); N, df and the average '
-    'length over the conversation''s active, unexpired memories), created in [p_since, p_until) when given. '
+    'length over the conversation''s active, unexpired memories), created in [since, until) when given. '
     'Equal scores share a rank (and are listed by memory id).';

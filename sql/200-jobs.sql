@@ -18,27 +18,28 @@ DROP FUNCTION IF EXISTS mneme.fail_job(bigint, text, int, text, interval, boolea
 -- -----------------------------------------------------------------------------
 -- Claiming
 -- -----------------------------------------------------------------------------
--- p_max_attempts, when not NULL, overrides every job's max_attempts
+-- max_attempts, when not NULL, overrides every job's max_attempts
 -- (MNEME_MAX_ATTEMPTS); fail_job takes the same override.
-CREATE OR REPLACE FUNCTION mneme.claim_jobs(p_worker text, p_limit int, p_lease interval, p_max_attempts int DEFAULT NULL)
+CREATE OR REPLACE FUNCTION mneme.claim_jobs(worker text, max_jobs int, lease interval, max_attempts int DEFAULT NULL)
 RETURNS SETOF mneme.jobs
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
+#variable_conflict use_column
 DECLARE
     v_n bigint;
 BEGIN
-    IF p_worker IS NULL OR p_worker = '' THEN
+    IF claim_jobs.worker IS NULL OR claim_jobs.worker = '' THEN
         RAISE EXCEPTION 'worker id must not be empty' USING ERRCODE = '22023';
     END IF;
-    IF p_limit IS NULL OR p_limit < 1 THEN
-        RAISE EXCEPTION 'claim limit must be at least 1, got %', p_limit USING ERRCODE = '22023';
+    IF claim_jobs.max_jobs IS NULL OR claim_jobs.max_jobs < 1 THEN
+        RAISE EXCEPTION 'claim limit must be at least 1, got %', claim_jobs.max_jobs USING ERRCODE = '22023';
     END IF;
-    IF p_lease IS NULL OR p_lease <= interval '0' THEN
-        RAISE EXCEPTION 'lease must be a positive interval, got %', p_lease USING ERRCODE = '22023';
+    IF claim_jobs.lease IS NULL OR claim_jobs.lease <= interval '0' THEN
+        RAISE EXCEPTION 'lease must be a positive interval, got %', claim_jobs.lease USING ERRCODE = '22023';
     END IF;
-    IF p_max_attempts < 1 THEN
-        RAISE EXCEPTION 'max attempts must be at least 1, got %', p_max_attempts USING ERRCODE = '22023';
+    IF claim_jobs.max_attempts < 1 THEN
+        RAISE EXCEPTION 'max attempts must be at least 1, got %', claim_jobs.max_attempts USING ERRCODE = '22023';
     END IF;
     -- A job whose lease expired on its last allowed attempt crashed or hung
     -- its worker every time: fail it instead of handing it out again.
@@ -46,11 +47,11 @@ BEGIN
        SET state = 'failed', finished_at = now(), updated_at = now(),
            locked_by = NULL, locked_until = NULL,
            last_error = format('lease expired on attempt %s of %s (worker %s crashed or timed out)%s',
-                               j.attempts, coalesce(p_max_attempts, j.max_attempts), j.locked_by,
+                               j.attempts, coalesce(claim_jobs.max_attempts, j.max_attempts), j.locked_by,
                                coalesce('; previous error: ' || j.last_error, ''))
      WHERE j.id IN (SELECT x.id FROM mneme.jobs x
                      WHERE x.state = 'running' AND x.locked_until < now()
-                       AND x.attempts >= coalesce(p_max_attempts, x.max_attempts)
+                       AND x.attempts >= coalesce(claim_jobs.max_attempts, x.max_attempts)
                      FOR UPDATE SKIP LOCKED);
     -- Expired leases first (their worker is gone), then due pending jobs.
     RETURN QUERY
@@ -58,15 +59,15 @@ BEGIN
         SELECT x.id FROM mneme.jobs x
          WHERE x.state = 'running' AND x.locked_until < now()
          ORDER BY x.locked_until, x.id
-         LIMIT p_limit
+         LIMIT claim_jobs.max_jobs
            FOR UPDATE SKIP LOCKED)
     UPDATE mneme.jobs j
-       SET attempts = j.attempts + 1, locked_by = p_worker, locked_until = now() + p_lease, updated_at = now()
+       SET attempts = j.attempts + 1, locked_by = claim_jobs.worker, locked_until = now() + claim_jobs.lease, updated_at = now()
       FROM c
      WHERE j.id = c.id
     RETURNING j.*;
     GET DIAGNOSTICS v_n = ROW_COUNT;
-    IF v_n >= p_limit THEN
+    IF v_n >= claim_jobs.max_jobs THEN
         RETURN;
     END IF;
     RETURN QUERY
@@ -74,29 +75,29 @@ BEGIN
         SELECT x.id FROM mneme.jobs x
          WHERE x.state = 'pending' AND x.run_at <= now()
          ORDER BY x.run_at, x.id
-         LIMIT p_limit - v_n
+         LIMIT claim_jobs.max_jobs - v_n
            FOR UPDATE SKIP LOCKED)
     UPDATE mneme.jobs j
        SET state = 'running', attempts = j.attempts + 1,
-           locked_by = p_worker, locked_until = now() + p_lease, updated_at = now()
+           locked_by = claim_jobs.worker, locked_until = now() + claim_jobs.lease, updated_at = now()
       FROM c
      WHERE j.id = c.id
     RETURNING j.*;
 END
 $$;
 COMMENT ON FUNCTION mneme.claim_jobs(text, int, interval, int) IS
-    'Claims up to p_limit ready jobs (pending and due, or running with an expired lease) with FOR UPDATE SKIP LOCKED: '
-    'state running, attempts + 1, locked_by = p_worker, locked_until = now() + p_lease. '
+    'claims up to max_jobs ready jobs (pending and due, or running with an expired lease) with FOR UPDATE SKIP LOCKED: '
+    'state running, attempts + 1, locked_by = worker, locked_until = now() + lease. '
     'Fails jobs whose lease expired on their last attempt. Called by the sidecar''s runner.';
 
-CREATE OR REPLACE FUNCTION mneme.extend_job_lease(p_id bigint, p_worker text, p_attempt int, p_lease interval)
+CREATE OR REPLACE FUNCTION mneme.extend_job_lease(id bigint, worker text, attempt int, lease interval)
 RETURNS boolean
 LANGUAGE sql
 SET search_path = pg_catalog, pg_temp
 AS $$
     UPDATE mneme.jobs
-       SET locked_until = now() + p_lease
-     WHERE id = p_id AND state = 'running' AND locked_by = p_worker AND attempts = p_attempt
+       SET locked_until = now() + extend_job_lease.lease
+     WHERE id = extend_job_lease.id AND state = 'running' AND locked_by = extend_job_lease.worker AND attempts = extend_job_lease.attempt
     RETURNING true;
 $$;
 COMMENT ON FUNCTION mneme.extend_job_lease(bigint, text, int, interval) IS
@@ -105,16 +106,17 @@ COMMENT ON FUNCTION mneme.extend_job_lease(bigint, text, int, interval) IS
 -- -----------------------------------------------------------------------------
 -- Finishing
 -- -----------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION mneme.complete_job(p_id bigint, p_worker text, p_attempt int)
+CREATE OR REPLACE FUNCTION mneme.complete_job(id bigint, worker text, attempt int)
 RETURNS boolean
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
+#variable_conflict use_column
 BEGIN
     UPDATE mneme.jobs
        SET state = 'done', finished_at = now(), updated_at = now(),
            locked_by = NULL, locked_until = NULL
-     WHERE id = p_id AND state = 'running' AND locked_by = p_worker AND attempts = p_attempt;
+     WHERE id = complete_job.id AND state = 'running' AND locked_by = complete_job.worker AND attempts = complete_job.attempt;
     RETURN FOUND;
 END
 $$;
@@ -122,91 +124,94 @@ COMMENT ON FUNCTION mneme.complete_job(bigint, text, int) IS
     'Marks a job done if this run (worker, attempt) still holds it; false means the lease was lost and the '
     'caller must roll back. The runner calls it in the handler''s transaction, so effect and completion commit together.';
 
--- Puts a running job back to pending at p_run_at. If an equivalent job is
+-- Puts a running job back to pending at run_at. If an equivalent job is
 -- pending already (same dedupe key, or a segment job of the same
 -- conversation), that one will do the work: this one ends done, with the
 -- note in last_error. Returns the new state.
-CREATE OR REPLACE FUNCTION mneme.requeue_job_(p_id bigint, p_run_at timestamptz, p_error text, p_attempts int)
+CREATE OR REPLACE FUNCTION mneme._requeue_job(id bigint, run_at timestamptz, error text, attempts int)
 RETURNS text
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
+#variable_conflict use_column
 DECLARE
     v_other bigint;
 BEGIN
     BEGIN
         UPDATE mneme.jobs
-           SET state = 'pending', run_at = p_run_at, attempts = p_attempts, last_error = p_error,
+           SET state = 'pending', run_at = _requeue_job.run_at, attempts = _requeue_job.attempts, last_error = _requeue_job.error,
                locked_by = NULL, locked_until = NULL, updated_at = now()
-         WHERE id = p_id;
+         WHERE id = _requeue_job.id;
         RETURN 'pending';
     EXCEPTION WHEN unique_violation THEN
         SELECT p.id INTO v_other FROM mneme.jobs j, mneme.jobs p
-         WHERE j.id = p_id AND p.state = 'pending' AND p.id <> j.id
+         WHERE j.id = _requeue_job.id AND p.state = 'pending' AND p.id <> j.id
            AND ((j.dedupe_key IS NOT NULL AND p.dedupe_key = j.dedupe_key)
                 OR (j.kind = 'segment' AND p.kind = 'segment' AND p.conversation_id = j.conversation_id))
          LIMIT 1;
         UPDATE mneme.jobs
            SET state = 'done', finished_at = now(), updated_at = now(), locked_by = NULL, locked_until = NULL,
                last_error = format('not retried: equivalent pending job %s does this work; last error: %s',
-                                   coalesce(v_other::text, '?'), coalesce(p_error, 'none'))
-         WHERE id = p_id;
+                                   coalesce(v_other::text, '?'), coalesce(_requeue_job.error, 'none'))
+         WHERE id = _requeue_job.id;
         RETURN 'done';
     END;
 END
 $$;
-COMMENT ON FUNCTION mneme.requeue_job_(bigint, timestamptz, text, int) IS
+COMMENT ON FUNCTION mneme._requeue_job(bigint, timestamptz, text, int) IS
     'Internal to fail_job and release_job: back to pending, or done when an equivalent job is already pending.';
 
 CREATE OR REPLACE FUNCTION mneme.fail_job(
-    p_id bigint, p_worker text, p_attempt int, p_error text, p_retry_in interval, p_permanent boolean DEFAULT false,
-    p_max_attempts int DEFAULT NULL)
+    id bigint, worker text, attempt int, error text, retry_in interval, permanent boolean DEFAULT false,
+    max_attempts int DEFAULT NULL)
 RETURNS text
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
+#variable_conflict use_column
 DECLARE
     j mneme.jobs;
 BEGIN
-    IF p_retry_in IS NULL OR p_retry_in < interval '0' THEN
-        RAISE EXCEPTION 'retry delay must be zero or positive, got %', p_retry_in USING ERRCODE = '22023';
+    IF fail_job.retry_in IS NULL OR fail_job.retry_in < interval '0' THEN
+        RAISE EXCEPTION 'retry delay must be zero or positive, got %', fail_job.retry_in USING ERRCODE = '22023';
     END IF;
     SELECT * INTO j FROM mneme.jobs
-     WHERE id = p_id AND state = 'running' AND locked_by = p_worker AND attempts = p_attempt
+     WHERE id = fail_job.id AND state = 'running' AND locked_by = fail_job.worker AND attempts = fail_job.attempt
        FOR UPDATE;
     IF NOT FOUND THEN
         RETURN NULL; -- lease lost: whoever holds the job now decides
     END IF;
-    IF p_permanent OR j.attempts >= coalesce(p_max_attempts, j.max_attempts) THEN
+    IF fail_job.permanent OR j.attempts >= coalesce(fail_job.max_attempts, j.max_attempts) THEN
         UPDATE mneme.jobs
            SET state = 'failed', finished_at = now(), updated_at = now(),
-               locked_by = NULL, locked_until = NULL, last_error = coalesce(p_error, 'unknown error')
-         WHERE id = p_id;
+               locked_by = NULL, locked_until = NULL, last_error = coalesce(fail_job.error, 'unknown error')
+         WHERE id = fail_job.id;
         RETURN 'failed';
     END IF;
-    RETURN mneme.requeue_job_(p_id, now() + p_retry_in, coalesce(p_error, 'unknown error'), j.attempts);
+    RETURN mneme._requeue_job(fail_job.id, now() + fail_job.retry_in, coalesce(fail_job.error, 'unknown error'), j.attempts);
 END
 $$;
 COMMENT ON FUNCTION mneme.fail_job(bigint, text, int, text, interval, boolean, int) IS
-    'Records a failed attempt of a run that still holds the job: back to pending after p_retry_in, or failed '
+    'Records a failed attempt of a run that still holds the job: back to pending after retry_in, or failed '
     '(with last_error) when permanent or out of attempts. Returns the new state, NULL if the lease was lost.';
 
-CREATE OR REPLACE FUNCTION mneme.release_job(p_id bigint, p_worker text, p_attempt int)
+CREATE OR REPLACE FUNCTION mneme.release_job(id bigint, worker text, attempt int)
 RETURNS text
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
+#variable_conflict use_column
 DECLARE
     j mneme.jobs;
 BEGIN
     SELECT * INTO j FROM mneme.jobs
-     WHERE id = p_id AND state = 'running' AND locked_by = p_worker AND attempts = p_attempt
+     WHERE id = release_job.id AND state = 'running' AND locked_by = release_job.worker AND attempts = release_job.attempt
        FOR UPDATE;
     IF NOT FOUND THEN
         RETURN NULL;
     END IF;
     -- An interrupted run was not the job's fault: it does not count.
-    RETURN mneme.requeue_job_(p_id, now(), j.last_error, greatest(j.attempts - 1, 0));
+    RETURN mneme._requeue_job(release_job.id, now(), j.last_error, greatest(j.attempts - 1, 0));
 END
 $$;
 COMMENT ON FUNCTION mneme.release_job(bigint, text, int) IS
@@ -227,37 +232,38 @@ SELECT j.kind,
 COMMENT ON VIEW mneme.job_stats IS
     'Jobs per kind and state (pending, running, done, failed). SELECT * FROM mneme.jobs WHERE state = ''failed'' shows last_error.';
 
-CREATE OR REPLACE FUNCTION mneme.retry_job(p_id bigint)
+CREATE OR REPLACE FUNCTION mneme.retry_job(id bigint)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
+#variable_conflict use_column
 DECLARE
     j mneme.jobs;
 BEGIN
-    IF p_id IS NULL THEN
+    IF retry_job.id IS NULL THEN
         RAISE EXCEPTION 'job id must not be NULL' USING ERRCODE = '22004';
     END IF;
-    SELECT * INTO j FROM mneme.jobs WHERE id = p_id FOR UPDATE;
+    SELECT * INTO j FROM mneme.jobs WHERE id = retry_job.id FOR UPDATE;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'job % does not exist', p_id
+        RAISE EXCEPTION 'job % does not exist', retry_job.id
             USING ERRCODE = 'P0002', HINT = 'SELECT id, kind, state FROM mneme.jobs WHERE state = ''failed'' lists failed jobs';
     END IF;
     IF j.state <> 'failed' THEN
-        RAISE EXCEPTION 'job % is %, only a failed job can be retried', p_id, j.state
+        RAISE EXCEPTION 'job % is %, only a failed job can be retried', retry_job.id, j.state
             USING ERRCODE = '55000', HINT = 'pending and running jobs are retried by the sidecar already';
     END IF;
     BEGIN
         UPDATE mneme.jobs
            SET state = 'pending', attempts = 0, run_at = now(), finished_at = NULL, updated_at = now()
-         WHERE id = p_id;
+         WHERE id = retry_job.id;
     EXCEPTION WHEN unique_violation THEN
-        RAISE EXCEPTION 'job % cannot be requeued: an equivalent job is already pending', p_id
+        RAISE EXCEPTION 'job % cannot be requeued: an equivalent job is already pending', retry_job.id
             USING ERRCODE = '23505', HINT = 'the pending job does the same work; see SELECT * FROM mneme.jobs WHERE state = ''pending''';
     END;
     -- requeued: the replication transport sees inserts only, so it listens
     -- for these notifications (and only these) as well.
-    PERFORM pg_notify('mneme_jobs', json_build_object('id', p_id, 'kind', j.kind, 'requeued', true)::text);
+    PERFORM pg_notify('mneme_jobs', json_build_object('id', retry_job.id, 'kind', j.kind, 'requeued', true)::text);
 END
 $$;
 COMMENT ON FUNCTION mneme.retry_job(bigint) IS

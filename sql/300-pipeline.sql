@@ -8,46 +8,48 @@
 -- -----------------------------------------------------------------------------
 -- Segmentation
 -- -----------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION mneme.queued_messages(p_conversation_id uuid, p_through_id bigint DEFAULT NULL)
+CREATE OR REPLACE FUNCTION mneme.queued_messages(conversation_id uuid, through_id bigint DEFAULT NULL)
 RETURNS TABLE (id bigint, role text, content text, created_at timestamptz)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
+#variable_conflict use_column
 BEGIN
-    IF p_conversation_id IS NULL THEN
+    IF queued_messages.conversation_id IS NULL THEN
         RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
     END IF;
     RETURN QUERY
     SELECT m.id, m.role, m.content, m.created_at
     FROM mneme.messages m
-    WHERE m.conversation_id = p_conversation_id
+    WHERE m.conversation_id = queued_messages.conversation_id
       AND m.consumed_at IS NULL
-      AND (p_through_id IS NULL OR m.id <= p_through_id)
+      AND (queued_messages.through_id IS NULL OR m.id <= queued_messages.through_id)
     ORDER BY m.id;
 END
 $$;
 COMMENT ON FUNCTION mneme.queued_messages(uuid, bigint) IS
-    'The conversation''s queued (unsegmented) messages in order, up to and including p_through_id when given.';
+    'The conversation''s queued (unsegmented) messages in order, up to and including through_id when given.';
 
-CREATE OR REPLACE FUNCTION mneme.lock_queued(p_conversation_id uuid, p_message_ids bigint[])
+CREATE OR REPLACE FUNCTION mneme.lock_queued(conversation_id uuid, message_ids bigint[])
 RETURNS boolean
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
+#variable_conflict use_column
 BEGIN
-    IF p_conversation_id IS NULL OR p_message_ids IS NULL THEN
+    IF lock_queued.conversation_id IS NULL OR lock_queued.message_ids IS NULL THEN
         RAISE EXCEPTION 'conversation_id and message_ids must not be NULL' USING ERRCODE = '22004';
     END IF;
     -- The queue row lock serialises segmentations of one conversation (and
     -- add_message): whoever holds it sees the other's committed drain.
-    PERFORM 1 FROM mneme.message_queue q WHERE q.id = p_conversation_id FOR UPDATE;
+    PERFORM 1 FROM mneme.message_queue q WHERE q.id = lock_queued.conversation_id FOR UPDATE;
     IF NOT FOUND THEN
         RETURN false;
     END IF;
     RETURN (SELECT count(*) FROM mneme.messages m
-            WHERE m.id = ANY (p_message_ids)
-              AND m.conversation_id = p_conversation_id
-              AND m.consumed_at IS NULL) = cardinality(ARRAY(SELECT DISTINCT unnest(p_message_ids)));
+            WHERE m.id = ANY (lock_queued.message_ids)
+              AND m.conversation_id = lock_queued.conversation_id
+              AND m.consumed_at IS NULL) = cardinality(ARRAY(SELECT DISTINCT unnest(lock_queued.message_ids)));
 END
 $$;
 COMMENT ON FUNCTION mneme.lock_queued(uuid, bigint[]) IS
@@ -55,21 +57,22 @@ COMMENT ON FUNCTION mneme.lock_queued(uuid, bigint[]) IS
     'message is still queued (false: another segmentation consumed some of them first).';
 
 CREATE OR REPLACE FUNCTION mneme.create_episode(
-    p_conversation_id uuid,
-    p_message_ids bigint[],
-    p_content text,
-    p_summary text,
-    p_embedding real[],
-    p_surprise real,
-    p_label text,
-    p_pinned boolean,
-    p_stability float8,
-    p_difficulty float8,
-    p_fsrs_state text DEFAULT NULL)
+    conversation_id uuid,
+    message_ids bigint[],
+    content text,
+    summary text,
+    embedding real[],
+    surprise real,
+    label text,
+    pinned boolean,
+    stability float8,
+    difficulty float8,
+    fsrs_state text DEFAULT NULL)
 RETURNS uuid
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
+#variable_conflict use_column
 DECLARE
     v_id     uuid;
     v_n      int;
@@ -77,38 +80,38 @@ DECLARE
     v_last   timestamptz;
     v_ids    bigint[];
 BEGIN
-    IF p_conversation_id IS NULL THEN
+    IF create_episode.conversation_id IS NULL THEN
         RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
     END IF;
-    IF p_message_ids IS NULL OR cardinality(p_message_ids) = 0 OR array_position(p_message_ids, NULL) IS NOT NULL THEN
+    IF create_episode.message_ids IS NULL OR cardinality(create_episode.message_ids) = 0 OR array_position(create_episode.message_ids, NULL) IS NOT NULL THEN
         RAISE EXCEPTION 'an episode needs at least one message id, and no NULLs' USING ERRCODE = '22023';
     END IF;
-    IF p_content IS NULL OR btrim(p_content) = '' THEN
+    IF create_episode.content IS NULL OR btrim(create_episode.content) = '' THEN
         RAISE EXCEPTION 'episode content must not be empty' USING ERRCODE = '22023';
     END IF;
-    IF p_surprise IS NULL OR p_surprise < 0 OR p_surprise > 1 THEN
-        RAISE EXCEPTION 'surprise must be between 0 and 1, got %', p_surprise USING ERRCODE = '22023';
+    IF create_episode.surprise IS NULL OR create_episode.surprise < 0 OR create_episode.surprise > 1 THEN
+        RAISE EXCEPTION 'surprise must be between 0 and 1, got %', create_episode.surprise USING ERRCODE = '22023';
     END IF;
-    IF p_label IS NOT NULL THEN
-        PERFORM mneme.check_label(p_label);  -- the one vocabulary (sql/400-labels.sql)
+    IF create_episode.label IS NOT NULL THEN
+        PERFORM mneme.check_label(create_episode.label);  -- the one vocabulary (sql/400-labels.sql)
     END IF;
     -- NULL FSRS state: the initial state of the label (trigger memories_initial_state).
-    IF p_stability <= 0 OR p_difficulty < 1 OR p_difficulty > 10 THEN
-        RAISE EXCEPTION 'FSRS state out of range: stability % (> 0), difficulty % (1..10)', p_stability, p_difficulty
+    IF create_episode.stability <= 0 OR create_episode.difficulty < 1 OR create_episode.difficulty > 10 THEN
+        RAISE EXCEPTION 'FSRS state out of range: stability % (> 0), difficulty % (1..10)', create_episode.stability, create_episode.difficulty
             USING ERRCODE = '22023';
     END IF;
 
     SELECT array_agg(m.id ORDER BY m.id), min(m.created_at), max(m.created_at), count(*)
     INTO v_ids, v_first, v_last, v_n
     FROM mneme.messages m
-    WHERE m.id = ANY (p_message_ids) AND m.conversation_id = p_conversation_id AND m.consumed_at IS NULL;
-    IF v_n <> cardinality(ARRAY(SELECT DISTINCT unnest(p_message_ids))) THEN
-        RAISE EXCEPTION 'some of the % messages are not queued in conversation %', cardinality(p_message_ids), p_conversation_id
+    WHERE m.id = ANY (create_episode.message_ids) AND m.conversation_id = create_episode.conversation_id AND m.consumed_at IS NULL;
+    IF v_n <> cardinality(ARRAY(SELECT DISTINCT unnest(create_episode.message_ids))) THEN
+        RAISE EXCEPTION 'some of the % messages are not queued in conversation %', cardinality(create_episode.message_ids), create_episode.conversation_id
             USING ERRCODE = '55000', HINT = 'another segmentation consumed them: call mneme.lock_queued first';
     END IF;
 
-    IF p_label IS NULL THEN  -- the offline segmenter: label by the rules
-        p_label := mneme.auto_label((SELECT string_agg(m.content, E'\n' ORDER BY m.id) FROM mneme.messages m
+    IF create_episode.label IS NULL THEN  -- the offline segmenter: label by the rules
+        create_episode.label := mneme.auto_label((SELECT string_agg(m.content, E'\n' ORDER BY m.id) FROM mneme.messages m
                                      WHERE m.id = ANY (v_ids)), v_last);
     END IF;
 
@@ -117,9 +120,9 @@ BEGIN
     INSERT INTO mneme.memories (conversation_id, kind, content, summary, embedding,
         source_message_ids, source_first_at, source_last_at, surprise, label, pinned,
         stability, difficulty, fsrs_state, last_reviewed_at, source_type, created_at)
-    VALUES (p_conversation_id, 'episodic', p_content, nullif(btrim(p_summary), ''), p_embedding,
-        v_ids, v_first, v_last, p_surprise, p_label, coalesce(p_pinned, false),
-        p_stability, p_difficulty, p_fsrs_state, v_last, 'conversation', v_last)
+    VALUES (create_episode.conversation_id, 'episodic', create_episode.content, nullif(btrim(create_episode.summary), ''), create_episode.embedding,
+        v_ids, v_first, v_last, create_episode.surprise, create_episode.label, coalesce(create_episode.pinned, false),
+        create_episode.stability, create_episode.difficulty, create_episode.fsrs_state, v_last, 'conversation', v_last)
     RETURNING id INTO v_id;
 
     UPDATE mneme.messages m SET consumed_at = now(), memory_id = v_id
@@ -136,88 +139,90 @@ COMMENT ON FUNCTION mneme.create_episode(uuid, bigint[], text, text, real[], rea
 -- -----------------------------------------------------------------------------
 -- Review
 -- -----------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION mneme.review_targets(p_memory_ids uuid[], p_lock boolean DEFAULT false)
+CREATE OR REPLACE FUNCTION mneme.review_targets(memory_ids uuid[], lock boolean DEFAULT false)
 RETURNS TABLE (id uuid, conversation_id uuid, summary text, content text, status text,
                stability float8, difficulty float8, fsrs_state text, last_reviewed_at timestamptz,
                review_count int)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
+#variable_conflict use_column
 BEGIN
-    IF p_memory_ids IS NULL THEN
+    IF review_targets.memory_ids IS NULL THEN
         RAISE EXCEPTION 'memory_ids must not be NULL' USING ERRCODE = '22004';
     END IF;
-    IF p_lock THEN
+    IF review_targets.lock THEN
         -- In id order, so concurrent reviews of overlapping sets never deadlock.
         RETURN QUERY
         SELECT m.id, m.conversation_id, m.summary, m.content, m.status, m.stability, m.difficulty,
                m.fsrs_state, m.last_reviewed_at, m.review_count
-        FROM mneme.memories m WHERE m.id = ANY (p_memory_ids)
+        FROM mneme.memories m WHERE m.id = ANY (review_targets.memory_ids)
         ORDER BY m.id FOR UPDATE;
     ELSE
         RETURN QUERY
         SELECT m.id, m.conversation_id, m.summary, m.content, m.status, m.stability, m.difficulty,
                m.fsrs_state, m.last_reviewed_at, m.review_count
-        FROM mneme.memories m WHERE m.id = ANY (p_memory_ids)
+        FROM mneme.memories m WHERE m.id = ANY (review_targets.memory_ids)
         ORDER BY m.id;
     END IF;
 END
 $$;
 COMMENT ON FUNCTION mneme.review_targets(uuid[], boolean) IS
-    'The memories a review rates, with their FSRS state; p_lock locks them (in id order) for the update.';
+    'The memories a review rates, with their FSRS state; lock locks them (in id order) for the update.';
 
 CREATE OR REPLACE FUNCTION mneme.apply_review(
-    p_memory_id uuid,
-    p_rating text,
-    p_stability float8,
-    p_difficulty float8,
-    p_fsrs_state text,
-    p_reviewed_at timestamptz,
-    p_reviewer text,
-    p_matched_queries text[] DEFAULT '{}',
-    p_defaulted boolean DEFAULT false,
-    p_job_id bigint DEFAULT NULL)
+    memory_id uuid,
+    rating text,
+    stability float8,
+    difficulty float8,
+    fsrs_state text,
+    reviewed_at timestamptz,
+    reviewer text,
+    matched_queries text[] DEFAULT '{}',
+    defaulted boolean DEFAULT false,
+    job_id bigint DEFAULT NULL)
 RETURNS boolean
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
+#variable_conflict use_column
 DECLARE
     m mneme.memories;
 BEGIN
-    IF p_memory_id IS NULL OR p_reviewed_at IS NULL THEN
+    IF apply_review.memory_id IS NULL OR apply_review.reviewed_at IS NULL THEN
         RAISE EXCEPTION 'memory_id and reviewed_at must not be NULL' USING ERRCODE = '22004';
     END IF;
-    IF p_rating IS NULL OR p_rating NOT IN ('again', 'hard', 'good', 'easy') THEN
-        RAISE EXCEPTION 'rating must be again, hard, good or easy, got %', coalesce(quote_literal(p_rating), 'NULL')
+    IF apply_review.rating IS NULL OR apply_review.rating NOT IN ('again', 'hard', 'good', 'easy') THEN
+        RAISE EXCEPTION 'rating must be again, hard, good or easy, got %', coalesce(quote_literal(apply_review.rating), 'NULL')
             USING ERRCODE = '22023';
     END IF;
-    IF p_reviewer IS NULL OR p_reviewer NOT IN ('llm', 'heuristic') THEN
-        RAISE EXCEPTION 'reviewer must be llm or heuristic, got %', coalesce(quote_literal(p_reviewer), 'NULL')
+    IF apply_review.reviewer IS NULL OR apply_review.reviewer NOT IN ('llm', 'heuristic') THEN
+        RAISE EXCEPTION 'reviewer must be llm or heuristic, got %', coalesce(quote_literal(apply_review.reviewer), 'NULL')
             USING ERRCODE = '22023';
     END IF;
-    IF p_stability IS NULL OR p_stability <= 0 OR p_difficulty IS NULL OR p_difficulty < 1 OR p_difficulty > 10 THEN
-        RAISE EXCEPTION 'FSRS state out of range: stability % (> 0), difficulty % (1..10)', p_stability, p_difficulty
+    IF apply_review.stability IS NULL OR apply_review.stability <= 0 OR apply_review.difficulty IS NULL OR apply_review.difficulty < 1 OR apply_review.difficulty > 10 THEN
+        RAISE EXCEPTION 'FSRS state out of range: stability % (> 0), difficulty % (1..10)', apply_review.stability, apply_review.difficulty
             USING ERRCODE = '22023';
     END IF;
 
-    SELECT * INTO m FROM mneme.memories WHERE id = p_memory_id FOR UPDATE;
+    SELECT * INTO m FROM mneme.memories WHERE id = apply_review.memory_id FOR UPDATE;
     IF NOT FOUND OR m.status NOT IN ('active', 'inactive') THEN
         RETURN false;  -- an inactive memory is reviewed and so active again (trigger memories_reactivate)
     END IF;
-    IF p_reviewed_at <= m.last_reviewed_at THEN
+    IF apply_review.reviewed_at <= m.last_reviewed_at THEN
         RETURN false; -- stale: a newer review (or the creation) is already applied
     END IF;
 
     INSERT INTO mneme.review_log (memory_id, conversation_id, job_id, rating, reviewer, defaulted,
         stability_before, stability_after, difficulty_before, difficulty_after,
         state_before, state_after, last_reviewed_before, reviewed_at, matched_queries)
-    VALUES (m.id, m.conversation_id, p_job_id, p_rating, p_reviewer, coalesce(p_defaulted, false),
-        m.stability, p_stability, m.difficulty, p_difficulty,
-        m.fsrs_state, p_fsrs_state, m.last_reviewed_at, p_reviewed_at, coalesce(p_matched_queries, '{}'));
+    VALUES (m.id, m.conversation_id, apply_review.job_id, apply_review.rating, apply_review.reviewer, coalesce(apply_review.defaulted, false),
+        m.stability, apply_review.stability, m.difficulty, apply_review.difficulty,
+        m.fsrs_state, apply_review.fsrs_state, m.last_reviewed_at, apply_review.reviewed_at, coalesce(apply_review.matched_queries, '{}'));
 
     UPDATE mneme.memories
-    SET stability = p_stability, difficulty = p_difficulty, fsrs_state = p_fsrs_state,
-        last_reviewed_at = p_reviewed_at, review_count = review_count + 1, updated_at = now()
+    SET stability = apply_review.stability, difficulty = apply_review.difficulty, fsrs_state = apply_review.fsrs_state,
+        last_reviewed_at = apply_review.reviewed_at, review_count = review_count + 1, updated_at = now()
     WHERE id = m.id;
     RETURN true;
 END

@@ -399,7 +399,7 @@ func TestReactivateAndEvents(t *testing.T) {
 	e.exec(`SELECT mneme.unpin($1)`, byPin)
 	e.exec(`SELECT mneme.forget($1, 'the user said so')`, byHand)
 	var newer uuid.UUID
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.remember($1, 'two, corrected', 'general', p_supersedes => $2)`, e.conv, byReview).Scan(&newer))
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.remember($1, 'two, corrected', 'general', supersedes => $2)`, e.conv, byReview).Scan(&newer))
 	require.Equal(t, "unpinned", e.events(byPin)[4])
 	require.Equal(t, "forgotten", e.events(byHand)[3])
 	require.Equal(t, "superseded", e.events(byReview)[4])

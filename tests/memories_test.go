@@ -17,8 +17,8 @@ func TestRememberSupersedeForgetHistory(t *testing.T) {
 	cid := uuid.New()
 	var v1, v2, v3 uuid.UUID
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.remember($1, 'Alice lives in Paris', 'user_profile')`, cid).Scan(&v1))
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.remember($1, 'Alice lives in Berlin', 'user_profile', p_supersedes => $2)`, cid, v1).Scan(&v2))
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.remember($1, 'Alice lives in Rome', 'user_profile', p_supersedes => $2)`, cid, v2).Scan(&v3))
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.remember($1, 'Alice lives in Berlin', 'user_profile', supersedes => $2)`, cid, v1).Scan(&v2))
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.remember($1, 'Alice lives in Rome', 'user_profile', supersedes => $2)`, cid, v2).Scan(&v3))
 
 	// Nothing was overwritten: all three rows exist, the old ones superseded.
 	var status, reason string
@@ -46,7 +46,7 @@ func TestRememberSupersedeForgetHistory(t *testing.T) {
 	require.Equal(t, []uuid.UUID{v1, v2, v3}, ids)
 
 	// A superseded memory cannot be superseded again.
-	_, err = db.Pool.Exec(ctx, `SELECT mneme.remember($1, 'Alice lives in Oslo', p_supersedes => $2)`, cid, v1)
+	_, err = db.Pool.Exec(ctx, `SELECT mneme.remember($1, 'Alice lives in Oslo', supersedes => $2)`, cid, v1)
 	require.Equal(t, "55000", sqlState(t, err))
 
 	// Forget invalidates with a reason and keeps the row; inspect shows links.
@@ -97,9 +97,9 @@ func TestMemoryAPIBadInput(t *testing.T) {
 		{"null conversation", `SELECT mneme.remember(NULL, 'x y z')`, "22004", nil},
 		{"empty content", `SELECT mneme.remember($1, '  ')`, "22023", []any{cid}},
 		{"bad label", `SELECT mneme.remember($1, 'fact', 'Not A Label')`, "22023", []any{cid}},
-		{"past valid_until", `SELECT mneme.remember($1, 'fact', p_valid_until => $2)`, "22023", []any{cid, time.Now().Add(-time.Hour)}},
-		{"supersede unknown", `SELECT mneme.remember($1, 'fact', p_supersedes => $2)`, "P0002", []any{cid, uuid.New()}},
-		{"supersede other conversation", `SELECT mneme.remember($1, 'fact', p_supersedes => $2)`, "22023", []any{uuid.New(), existing}},
+		{"past valid_until", `SELECT mneme.remember($1, 'fact', valid_until => $2)`, "22023", []any{cid, time.Now().Add(-time.Hour)}},
+		{"supersede unknown", `SELECT mneme.remember($1, 'fact', supersedes => $2)`, "P0002", []any{cid, uuid.New()}},
+		{"supersede other conversation", `SELECT mneme.remember($1, 'fact', supersedes => $2)`, "22023", []any{uuid.New(), existing}},
 		{"forget without reason", `SELECT mneme.forget($1, '')`, "22023", []any{existing}},
 		{"forget unknown", `SELECT mneme.forget($1, 'why')`, "P0002", []any{uuid.New()}},
 		{"pin unknown", `SELECT mneme.pin($1)`, "P0002", []any{uuid.New()}},

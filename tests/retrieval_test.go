@@ -406,7 +406,7 @@ func TestRetrieveRanking(t *testing.T) {
 			gone := map[uuid.UUID]string{}
 			var oldID, newID uuid.UUID
 			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.remember($1, 'the okapi lives in the forest')`, conv).Scan(&oldID))
-			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.remember($1, 'the okapi lives in the congo forest', p_supersedes => $2)`, conv, oldID).Scan(&newID))
+			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.remember($1, 'the okapi lives in the congo forest', supersedes => $2)`, conv, oldID).Scan(&newID))
 			gone[oldID] = "superseded"
 			id := addMemory(t, db, conv, "the okapi lives in the forest", nil)
 			_, err = db.Pool.Exec(ctx, `SELECT mneme.forget($1, 'wrong')`, id)

@@ -48,12 +48,12 @@ const (
 -- identically whatever the server's locale (clusters initdb'd with
 -- --locale=C fold only ASCII in lower()).
 -- =============================================================================
-CREATE OR REPLACE FUNCTION mneme.hash_fold(p_text text)
+CREATE OR REPLACE FUNCTION mneme.hash_fold(input text)
 RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $fold$
-SELECT pg_catalog.translate(p_text,
+SELECT pg_catalog.translate(input,
     '%s',
     '%s')
 $fold$;

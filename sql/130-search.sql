@@ -1,0 +1,189 @@
+-- =============================================================================
+-- mneme retrieval, part 4: the hybrid ranking (mneme.search), with retrieve
+-- (records a pending review) and retrieve_markdown on top. The ranking
+-- exists once, in mneme.search.
+-- Idempotent: re-applied on every migrate.
+-- =============================================================================
+-- -----------------------------------------------------------------------------
+-- The ranking
+-- -----------------------------------------------------------------------------
+-- The 6-argument form of before `at` was added: replaced, not overloaded
+-- (an overload would make every call that omits `at` ambiguous).
+DROP FUNCTION IF EXISTS mneme.search(uuid, text, int, real[], timestamptz, timestamptz);
+CREATE OR REPLACE FUNCTION mneme.search(
+    conversation_id uuid,
+    query text,
+    k int DEFAULT 5,
+    query_embedding real[] DEFAULT NULL,
+    since timestamptz DEFAULT NULL,
+    until timestamptz DEFAULT NULL,
+    at timestamptz DEFAULT now())
+RETURNS SETOF mneme.retrieval
+LANGUAGE plpgsql STABLE
+ROWS 10
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    v_conv    uuid := search.conversation_id;
+    v_query   text := search.query;
+    v_k       int := search.k;
+    v_emb     real[] := search.query_embedding;
+    v_since   timestamptz := search.since;
+    v_until   timestamptz := search.until;
+    v_at      timestamptz := search.at;
+    v_cand    int := mneme.setting('retrieve_candidates')::int;
+    v_rrf_k   float8 := mneme.setting('rrf_k')::float8;
+    -- The built-in hash embedder's vectors are lexical (hashed words and
+    -- trigrams): mostly redundant with BM25 and noisier, so its leg weighs
+    -- less in the fusion (setting rrf_hash_vector_weight; docs/eval.md).
+    v_vec_w   float8 := CASE WHEN mneme.setting('embedder') #>> '{}' = 'hash'
+                             THEN mneme.setting('rrf_hash_vector_weight')::float8 ELSE 1 END;
+    v_weights jsonb := mneme.setting('label_weights');
+    v_rw      float8 := mneme.setting('retrievability_weight')::float8;
+BEGIN
+    IF v_conv IS NULL THEN
+        RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF v_query IS NULL OR v_query ~ '^[[:space:]]*$' THEN
+        RAISE EXCEPTION 'query must not be NULL or empty' USING ERRCODE = '22023',
+            HINT = 'pass the text to search for, e.g. the user''s latest message';
+    END IF;
+    IF v_rw IS NULL OR v_rw < 0 OR v_rw = 'Infinity' THEN
+        RAISE EXCEPTION 'setting retrievability_weight must be a finite number >= 0, got %', v_rw
+            USING ERRCODE = '22023', HINT = 'SELECT mneme.set_setting(''retrievability_weight'', ''1'') restores the default';
+    END IF;
+    IF v_k IS NULL OR v_k < 1 OR v_k > 100 THEN
+        RAISE EXCEPTION 'k must be between 1 and 100, got %', coalesce(v_k::text, 'NULL') USING ERRCODE = '22023';
+    END IF;
+    IF v_at IS NULL THEN
+        RAISE EXCEPTION 'at must not be NULL' USING ERRCODE = '22004',
+            HINT = 'at is the time retrievability is evaluated at; omit it for now()';
+    END IF;
+    IF v_since > v_until THEN
+        RAISE EXCEPTION 'since (%) is after until (%)', v_since, v_until USING ERRCODE = '22023',
+            HINT = 'the range is since <= created_at < until';
+    END IF;
+    IF v_emb IS NOT NULL THEN
+        PERFORM mneme.check_embedding(v_emb);
+    ELSE
+        IF mneme.setting('embedder') #>> '{}' = 'hash' THEN
+            v_emb := mneme.hash_embed(v_query);
+        ELSE
+            RAISE NOTICE 'mneme: no query_embedding and setting embedder is %: vector leg skipped, BM25 only',
+                mneme.setting('embedder')
+                USING HINT = 'pass query_embedding from the external embedder for hybrid retrieval';
+        END IF;
+    END IF;
+
+    RETURN QUERY
+    WITH b AS (
+        SELECT * FROM mneme.bm25_search(v_conv, v_query, v_cand, v_since, v_until)
+    ), v AS (
+        SELECT * FROM mneme._vector_search(v_conv, v_emb, v_cand, v_since, v_until)
+    ), f AS (
+        SELECT coalesce(b.memory_id, v.memory_id) AS id, b.rank AS br, v.rank AS vr,
+               b.score AS bs, v.distance AS vd
+        FROM b FULL JOIN v ON v.memory_id = b.memory_id
+    ), r AS (
+        SELECT m.id, m.kind, m.summary, m.content, m.created_at, f.br, f.vr, f.bs, f.vd,
+               m.title, m.label, m.pinned,
+               coalesce(1 / (v_rrf_k + f.br), 0) + v_vec_w * coalesce(1 / (v_rrf_k + f.vr), 0) AS rrf,
+               CASE WHEN m.pinned THEN 1::float8
+                    ELSE mneme._retrievability(m.stability, m.last_reviewed_at, v_at) END AS ret,
+               coalesce((v_weights ->> m.label)::float8,
+                        CASE WHEN m.label LIKE 'project\_%' THEN (v_weights ->> 'project')::float8 END,
+                        1::float8) AS w
+        FROM f JOIN mneme.memories m ON m.id = f.id
+    )
+    SELECT r.id, r.kind, r.summary, r.content, r.created_at, r.rrf * power(r.ret, v_rw) * r.w, r.rrf, r.br, r.vr, r.ret,
+           r.title, r.label, r.pinned, r.bs, r.vd
+    FROM r
+    ORDER BY r.rrf * power(r.ret, v_rw) * r.w DESC, r.id
+    LIMIT v_k;
+END
+$$;
+COMMENT ON FUNCTION mneme.search(uuid, text, int, real[], timestamptz, timestamptz, timestamptz) IS
+    'Hybrid retrieval with no side effects: the top retrieve_candidates by BM25 and by cosine distance among '
+    'the conversation''s active, unexpired memories (created in [since, until) when given), fused by '
+    'reciprocal rank (rrf = sum 1 / (rrf_k + rank); the vector leg times rrf_hash_vector_weight with embedder "hash"), '
+    'score = rrf * retrievability at `at` (default now(); 1 if pinned) * label weight; '
+    'top k (1..100) by score, ties by id. Without query_embedding, embedder "hash" embeds the query in SQL; '
+    'embedder "external" skips the vector leg (vector_rank NULL, NOTICE). Unknown conversation: no rows.';
+
+-- The 6-argument form of before `at` was added: replaced, not overloaded
+-- (an overload would make every call that omits `at` ambiguous).
+DROP FUNCTION IF EXISTS mneme.retrieve(uuid, text, int, real[], timestamptz, timestamptz);
+CREATE OR REPLACE FUNCTION mneme.retrieve(
+    conversation_id uuid,
+    query text,
+    k int DEFAULT 5,
+    query_embedding real[] DEFAULT NULL,
+    since timestamptz DEFAULT NULL,
+    until timestamptz DEFAULT NULL,
+    at timestamptz DEFAULT now())
+RETURNS SETOF mneme.retrieval
+LANGUAGE plpgsql
+ROWS 10
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_rows mneme.retrieval[];
+BEGIN
+    v_rows := ARRAY(SELECT s FROM mneme.search(retrieve.conversation_id, retrieve.query, retrieve.k,
+                                               retrieve.query_embedding, retrieve.since, retrieve.until,
+                                               retrieve.at) AS s);
+    IF cardinality(v_rows) > 0 THEN
+        PERFORM mneme.add_pending_review(retrieve.conversation_id,
+                                         ARRAY(SELECT (x).memory_id FROM unnest(v_rows) WITH ORDINALITY AS x ORDER BY ordinality),
+                                         retrieve.query);
+    END IF;
+    RETURN QUERY SELECT * FROM unnest(v_rows);
+END
+$$;
+COMMENT ON FUNCTION mneme.retrieve(uuid, text, int, real[], timestamptz, timestamptz, timestamptz) IS
+    'mneme.search, and when it returns memories, appends {query, memory_ids} to the conversation''s '
+    'pending_reviews in the same transaction, for the review job to rate later. Never changes FSRS state.';
+
+-- The 6-argument form of before `at` was added: replaced, not overloaded
+-- (an overload would make every call that omits `at` ambiguous).
+DROP FUNCTION IF EXISTS mneme.retrieve_markdown(uuid, text, int, real[], timestamptz, timestamptz);
+CREATE OR REPLACE FUNCTION mneme.retrieve_markdown(
+    conversation_id uuid,
+    query text,
+    k int DEFAULT 5,
+    query_embedding real[] DEFAULT NULL,
+    since timestamptz DEFAULT NULL,
+    until timestamptz DEFAULT NULL,
+    at timestamptz DEFAULT now())
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_md text;
+BEGIN
+    SELECT string_agg(format(E'%s. %s%s\n   - when: %s; kind: %s; label: %s%s\n   - why: %s; score %s (rrf %s x retrievability %s)',
+               n,
+               CASE WHEN r.title IS NOT NULL AND r.title <> '' THEN '**' || r.title || '**: ' ELSE '' END,
+               replace(coalesce(nullif(r.summary, ''), r.content), E'\n', ' '),
+               to_char(r.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI "UTC"'),
+               r.kind, r.label, CASE WHEN r.pinned THEN ', pinned' ELSE '' END,
+               concat_ws(' and ',
+                         CASE WHEN r.bm25_rank IS NOT NULL THEN format('keywords (BM25 #%s)', r.bm25_rank) END,
+                         CASE WHEN r.vector_rank IS NOT NULL THEN format('similarity (vector #%s)', r.vector_rank) END),
+               round(r.score::numeric, 5), round(r.rrf::numeric, 5), round(r.retrievability::numeric, 3)),
+               E'\n' ORDER BY n)
+    INTO v_md
+    FROM mneme.retrieve(retrieve_markdown.conversation_id, retrieve_markdown.query, retrieve_markdown.k,
+                        retrieve_markdown.query_embedding, retrieve_markdown.since, retrieve_markdown.until,
+                        retrieve_markdown.at)
+         WITH ORDINALITY AS r(memory_id, kind, summary, content, created_at, score, rrf, bm25_rank, vector_rank,
+                              retrievability, title, label, pinned, bm25_score, vector_distance, n);
+    RETURN format(E'## Relevant memories for "%s"\n\n%s\n', retrieve_markdown.query,
+                  coalesce(v_md, '(none found)'));
+END
+$$;
+COMMENT ON FUNCTION mneme.retrieve_markdown(uuid, text, int, real[], timestamptz, timestamptz, timestamptz) IS
+    'mneme.retrieve rendered as markdown for a prompt: per memory its summary, when, kind, label, and why it '
+    'matched (BM25 and/or vector rank, score). Records the pending review like retrieve.';
