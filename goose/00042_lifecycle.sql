@@ -39,7 +39,7 @@ CREATE INDEX jobs_done_idx ON mneme.jobs (finished_at) WHERE state = 'done';
 
 INSERT INTO mneme.settings (key, value, description) VALUES
   ('initial_stability_days',
-   '{"trivial": 3, "temporary": 14, "general": 365, "project": 365, "user_profile": 1825, "important": 3650}',
+   '{"trivial": 3, "temporary": 14, "general": 900, "project": 900, "user_profile": 3650, "important": 3650}',
    'FSRS stability (days) a new memory starts with, by label (project_* use "project", unknown labels "general"), times 1 + 0.5 * surprise; the memory starts as a graduated card (state review), so an "again" review is a lapse'),
   ('inactive_below_r', '0.5',
    'cleanup: an active memory whose retrievability is below this becomes inactive (kept, out of retrieval); pinned and important memories never do'),
@@ -51,7 +51,23 @@ INSERT INTO mneme.settings (key, value, description) VALUES
    'cleanup: done jobs finished longer ago than this are deleted (failed jobs are kept); null = keep all')
 ON CONFLICT (key) DO NOTHING;
 
+-- Labels act through how fast a memory fades (initial_stability_days), not
+-- through the ranking: the seed's label weights (0.5 to 1.5) cut LoCoMo
+-- recall at 1,000 words from 0.797 to 0.459 once the offline labeller
+-- labels every memory (docs/forgetting.md). The default becomes flat; an
+-- operator's own weights are kept.
+UPDATE mneme.settings
+   SET value = '{"important": 1, "user_profile": 1, "project": 1, "general": 1, "temporary": 1, "trivial": 1}',
+       description = 'multiplier of a memory''s score by label (project_* use "project"); flat by default: labels act '
+                     'through initial_stability_days (docs/forgetting.md)'
+ WHERE key = 'label_weights'
+   AND value = '{"important":1.5,"user_profile":1.3,"project":1.2,"general":1.0,"temporary":0.8,"trivial":0.5}'::jsonb;
+
 -- +goose Down
+UPDATE mneme.settings
+   SET value = '{"important":1.5,"user_profile":1.3,"project":1.2,"general":1.0,"temporary":0.8,"trivial":0.5}'
+ WHERE key = 'label_weights'
+   AND value = '{"important": 1, "user_profile": 1, "project": 1, "general": 1, "temporary": 1, "trivial": 1}'::jsonb;
 DELETE FROM mneme.settings WHERE key IN ('initial_stability_days', 'inactive_below_r', 'purge_after_days',
     'cleanup_interval', 'jobs_retention');
 DROP INDEX mneme.jobs_done_idx;

@@ -29,3 +29,8 @@ $MNEME eval locomo --data "$LOCOMO_DATA" --budget 1000 --plot docs/eval-locomo.s
 # scratch database.
 $MNEME eval feedback --plot docs/feedback.svg
 # --- end eval: feedback -------------------------------------------------------
+
+# --- eval: lifecycle simulation (issue 11) ------------------------------------
+# A deterministic year of use: per label, the share of memories active,
+# inactive and purged, purge off and on (docs/forgetting.md).
+$MNEME eval lifecycle --plot docs/lifecycle.svg

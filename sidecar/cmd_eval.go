@@ -22,6 +22,19 @@ type settingFlags []string
 func (s *settingFlags) String() string     { return strings.Join(*s, ",") }
 func (s *settingFlags) Set(v string) error { *s = append(*s, v); return nil }
 
+// parse checks every key=JSON pair (a usage error otherwise).
+func (s settingFlags) parse() (map[string]json.RawMessage, error) {
+	out := map[string]json.RawMessage{}
+	for _, kv := range s {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || !json.Valid([]byte(v)) {
+			return nil, fmt.Errorf("%w: --set %q: want key=JSON, e.g. segment_max_messages=20 or embedder='\"hash\"'", cli.ErrUsage, kv)
+		}
+		out[strings.TrimSpace(k)] = json.RawMessage(v)
+	}
+	return out, nil
+}
+
 func cmdEvalLocomo(ctx context.Context, log *slog.Logger, args []string) error {
 	fs := flags("eval locomo")
 	o := locomo.EvalOptions{Log: log, PipeLevel: slog.LevelWarn}
@@ -43,13 +56,9 @@ func cmdEvalLocomo(ctx context.Context, log *slog.Logger, args []string) error {
 	if o.Run.Headline <= 0 {
 		return fmt.Errorf("%w: --budget must be a positive number of words", cli.ErrUsage)
 	}
-	o.Settings = map[string]json.RawMessage{}
-	for _, s := range sets {
-		k, v, ok := strings.Cut(s, "=")
-		if !ok || !json.Valid([]byte(v)) {
-			return fmt.Errorf("%w: --set %q: want key=JSON, e.g. segment_max_messages=20 or embedder='\"hash\"'", cli.ErrUsage, s)
-		}
-		o.Settings[strings.TrimSpace(k)] = json.RawMessage(v)
+	var err error
+	if o.Settings, err = sets.parse(); err != nil {
+		return err
 	}
 	if *asOf != "last" {
 		t, err := time.Parse(time.RFC3339, *asOf)
@@ -67,7 +76,6 @@ func cmdEvalLocomo(ctx context.Context, log *slog.Logger, args []string) error {
 	if !*quiet {
 		o.Run.Progress = os.Stderr
 	}
-	var err error
 	if o.Config, err = config.Load(false); err != nil {
 		return err
 	}
@@ -94,7 +102,13 @@ func cmdEvalFeedback(ctx context.Context, log *slog.Logger, args []string) error
 	plot := fs.String("plot", "", "write the precision plot to this SVG file")
 	var o feedback.Options
 	fs.IntVar(&o.Sessions, "sessions", 30, "simulated sessions (days)")
+	var sets settingFlags
+	fs.Var(&sets, "set", "mneme setting for the run, key=JSON (repeatable), e.g. --set retrievability_weight=1")
 	if err := cli.Parse(fs, args, false); err != nil {
+		return err
+	}
+	settings, err := sets.parse()
+	if err != nil {
 		return err
 	}
 	if o.Sessions < 1 {
@@ -104,7 +118,7 @@ func cmdEvalFeedback(ctx context.Context, log *slog.Logger, args []string) error
 	if err != nil {
 		return err
 	}
-	res, err := feedback.Eval(ctx, cfg.DatabaseURL, o, log)
+	res, err := feedback.Eval(ctx, cfg.DatabaseURL, o, settings, log)
 	if err != nil {
 		return err
 	}

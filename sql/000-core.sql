@@ -243,6 +243,33 @@ COMMENT ON FUNCTION mneme.enqueue_segment(uuid, jsonb) IS
     'Enqueues the conversation''s segment job, or updates the pending one (a forced cut replaces a check; '
     'a pending forced cut keeps its boundary).';
 
+-- The conversation is over (or paused for good): cut what is queued into
+-- episodes now instead of waiting for the next message to show the gap.
+CREATE OR REPLACE FUNCTION mneme.segment_now(conversation_id uuid)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_last bigint;
+BEGIN
+    IF segment_now.conversation_id IS NULL THEN
+        RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    SELECT max(m.id) INTO v_last FROM mneme.messages m
+    WHERE m.conversation_id = segment_now.conversation_id AND m.consumed_at IS NULL;
+    IF v_last IS NULL THEN
+        RETURN NULL;  -- nothing queued
+    END IF;
+    RETURN mneme.enqueue_segment(segment_now.conversation_id, jsonb_build_object(
+        'reason', 'gap', 'check', false, 'through_message_id', v_last, 'trigger_message_id', v_last));
+END
+$$;
+COMMENT ON FUNCTION mneme.segment_now(uuid) IS
+    'Forces a cut through the conversation''s last queued message, as a gap would: the segment job segments '
+    'everything queued. Returns the job id, or NULL when nothing is queued.';
+
 -- -----------------------------------------------------------------------------
 -- Pending reviews
 -- -----------------------------------------------------------------------------

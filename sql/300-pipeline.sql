@@ -111,8 +111,8 @@ BEGIN
     END IF;
 
     IF create_episode.label IS NULL THEN  -- the offline segmenter: label by the rules
-        create_episode.label := mneme.auto_label((SELECT string_agg(m.content, E'\n' ORDER BY m.id) FROM mneme.messages m
-                                     WHERE m.id = ANY (v_ids)), v_last);
+        create_episode.label := mneme.episode_label(ARRAY(SELECT m.content FROM mneme.messages m
+                                     WHERE m.id = ANY (v_ids) ORDER BY m.id), v_last);
     END IF;
 
     -- The episode happened at its last message: creation time, and the
@@ -134,7 +134,7 @@ COMMENT ON FUNCTION mneme.create_episode(uuid, bigint[], text, text, real[], rea
     'Inserts an episodic memory made of the given queued messages (source span, created_at and last_reviewed_at '
     'taken from them) and marks exactly those messages consumed by it. Raises 55000 if any is no longer queued. '
     'A NULL embedding is filled by SQL when the built-in embedder is configured. A NULL label is chosen by '
-    'mneme.auto_label from the messages; NULL stability, difficulty, fsrs_state are the label''s mneme.initial_state.';
+    'mneme.episode_label of the messages; NULL stability, difficulty, fsrs_state are the label''s mneme.initial_state.';
 
 -- -----------------------------------------------------------------------------
 -- Review

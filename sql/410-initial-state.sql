@@ -32,7 +32,7 @@ BEGIN
        OR NOT (s ->> key)::float8 > 0 THEN
         RAISE EXCEPTION 'setting initial_stability_days has no positive number for label "%" (key "%"): %', _initial_stability.label, key, s
             USING ERRCODE = '22023',
-                  HINT = 'a JSON object of days by label, e.g. {"trivial": 3, "temporary": 14, "general": 365, "project": 365, "user_profile": 1825, "important": 3650}';
+                  HINT = 'a JSON object of days by label, e.g. {"trivial": 3, "temporary": 14, "general": 900, "project": 900, "user_profile": 3650, "important": 3650}';
     END IF;
     v := (s ->> key)::float8;
     -- The seed's surprise rule: up to 1.5 times for an entirely new memory.

@@ -21,9 +21,9 @@ func TestFeedbackSimulation(t *testing.T) {
 	db := dbtest.New(t)
 	p, err := pipeline.New(pipeline.Deps{Embedder: embed.NewHash(config.DefaultEmbedDim)})
 	require.NoError(t, err)
-	res, err := feedback.Run(context.Background(), db.Pool, p.Review, feedback.Options{Sessions: 20}, slog.New(slog.DiscardHandler))
+	res, err := feedback.Run(context.Background(), db.Pool, p.Review, feedback.Options{Sessions: 30}, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
-	require.Len(t, res.Points, 20)
+	require.Len(t, res.Points, 30)
 	first, last := res.Points[0].Precision, res.Points[len(res.Points)-1].Precision
 	require.Equal(t, first[feedback.AutoGood], first[feedback.Review], "same start")
 	require.Equal(t, first[feedback.None], first[feedback.Review], "same start")

@@ -81,6 +81,35 @@ func TestAutoLabel(t *testing.T) {
 	require.Equal(t, "22023", sqlState(t, err))
 }
 
+// An episode is labelled from its messages: one time-bound remark among
+// other things does not make it temporary; a plan throughout does.
+func TestEpisodeLabel(t *testing.T) {
+	db := dbtest.New(t)
+	ctx := context.Background()
+	at := time.Date(2026, 3, 5, 12, 0, 0, 0, time.UTC)
+	cases := []struct {
+		msgs []string
+		want string
+	}{
+		{[]string{"Hi!", "Hello, how are you?", "Thanks, have a great day!"}, "trivial"},
+		{[]string{"I'm going to the dentist tomorrow.", "Good luck!", "I'll need to leave at 3 today."}, "temporary"},
+		{[]string{"I'm going to a support group tonight.", "The museum has a new wing on glass.",
+			"The wing has Roman bowls.", "Sounds great!"}, "general"},
+		{[]string{"We hiked the ridge last spring.", "My sister lives in Porto.", "Nice!"}, "user_profile"},
+		{[]string{"Please remember this: the spare key is under the pot.", "Got it."}, "important"},
+		{[]string{"The museum has a new exhibit on Roman glass.", "Photosynthesis turns light into energy."}, "general"},
+	}
+	for _, c := range cases {
+		var got string
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.episode_label($1, $2)`, c.msgs, at).Scan(&got))
+		require.Equal(t, c.want, got, "episode_label(%q)", c.msgs)
+	}
+	for _, q := range []string{`SELECT mneme.episode_label(NULL)`, `SELECT mneme.episode_label('{}')`} {
+		_, err := db.Pool.Exec(ctx, q)
+		require.Equal(t, "22023", sqlState(t, err), q)
+	}
+}
+
 // One vocabulary: remember, create_episode and check_label accept the
 // same labels and reject the same ones; remember without a label labels
 // the memory offline and gives it the label's initial stability.

@@ -24,7 +24,7 @@ func TestInitialStateMatchesGoFSRS(t *testing.T) {
 			ctx := context.Background()
 			var days map[string]float64
 			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.setting('initial_stability_days')`).Scan(&days))
-			require.Equal(t, map[string]float64{"trivial": 3, "temporary": 14, "general": 365, "project": 365, "user_profile": 1825, "important": 3650}, days)
+			require.Equal(t, map[string]float64{"trivial": 3, "temporary": 14, "general": 900, "project": 900, "user_profile": 3650, "important": 3650}, days)
 			conv := uuid.New()
 			for _, label := range []string{"trivial", "temporary", "general", "project_garden", "user_profile", "important"} {
 				key := label
@@ -96,7 +96,7 @@ func TestResetInitialState(t *testing.T) {
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.reset_initial_state($1)`, conv).Scan(&n))
 	require.Equal(t, int64(1), n)
 	s, st = stab(old)
-	require.Equal(t, 1825.0, s)
+	require.Equal(t, 3650.0, s)
 	require.Equal(t, "review", st)
 	s, _ = stab(reviewed)
 	require.Equal(t, 9.0, s, "reviews are evidence: kept")

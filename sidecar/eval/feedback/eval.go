@@ -2,6 +2,7 @@ package feedback
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,12 +18,19 @@ import (
 // defaults: the same numbers every time, and nothing lands in a real
 // database. The reviewer is the offline one, as `mneme run` uses it with no
 // LLM configured.
-func Eval(ctx context.Context, server string, opts Options, log *slog.Logger) (Result, error) {
+//
+// settings (key to JSON) override mneme settings for the run.
+func Eval(ctx context.Context, server string, opts Options, settings map[string]json.RawMessage, log *slog.Logger) (Result, error) {
 	db, err := scratch.Open(ctx, scratch.Options{Server: server, Prefix: "mneme_eval_", Log: log})
 	if err != nil {
 		return Result{}, err
 	}
 	defer db.Close()
+	for k, v := range settings {
+		if _, err := db.Pool.Exec(ctx, `SELECT mneme.set_setting($1, $2::jsonb)`, k, string(v)); err != nil {
+			return Result{}, fmt.Errorf("--set %s: %w", k, err)
+		}
+	}
 	var dim int
 	if err := db.Pool.QueryRow(ctx, `SELECT (mneme.setting('embedding_dim') #>> '{}')::int`).Scan(&dim); err != nil {
 		return Result{}, fmt.Errorf("read embedding_dim: %w", err)

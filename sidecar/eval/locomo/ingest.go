@@ -63,7 +63,6 @@ func ingest(ctx context.Context, pool *pgxpool.Pool, jobs Jobs, c *Conversation,
 		return nil, fmt.Errorf("conversation %s: set speakers: %w", c.ID, err)
 	}
 	var last time.Time
-	var lastID int64
 	for _, s := range c.Sessions {
 		for i, t := range s.Turns {
 			at := s.At.Add(time.Duration(i) * TurnSpacing)
@@ -90,7 +89,6 @@ func ingest(ctx context.Context, pool *pgxpool.Pool, jobs Jobs, c *Conversation,
 			}
 			in.Text[t.DiaID] = t.Text
 			in.Speaker[t.DiaID] = t.Speaker
-			lastID = id
 			if err := jobs.Drain(ctx); err != nil {
 				return nil, fmt.Errorf("conversation %s: run jobs after %s: %w", c.ID, t.DiaID, err)
 			}
@@ -100,9 +98,7 @@ func ingest(ctx context.Context, pool *pgxpool.Pool, jobs Jobs, c *Conversation,
 	// The conversation is over: a live sidecar would cut the last episode
 	// when the next message came after the gap. Force that cut now, so the
 	// last turns are memories too.
-	if _, err := pool.Exec(ctx, `SELECT mneme.enqueue_segment($1, jsonb_build_object(
-		'reason', 'gap', 'check', false, 'through_message_id', $2::bigint, 'trigger_message_id', $2::bigint))`,
-		in.ConvID, lastID); err != nil {
+	if _, err := pool.Exec(ctx, `SELECT mneme.segment_now($1)`, in.ConvID); err != nil {
 		return nil, fmt.Errorf("conversation %s: flush: %w", c.ID, err)
 	}
 	if err := jobs.Drain(ctx); err != nil {
