@@ -1,12 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"os"
-	"os/exec"
 	"regexp"
 	"testing"
 
@@ -17,23 +13,11 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
 )
 
-// mneme runs this test binary as the real `mneme` with args, DATABASE_URL
-// set to url; it returns stdout, stderr and the exit code.
+// mnemeCmd runs this test binary as the real `mneme` with args and
+// DATABASE_URL set to url; it returns stdout, stderr and the exit code.
 func mnemeCmd(t *testing.T, url string, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "MNEME_TEST_AS_MAIN=1", "DATABASE_URL="+url, "MNEME_LOG_LEVEL=warn")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		code = exit.ExitCode()
-	} else {
-		require.NoError(t, err)
-	}
-	return stdout.String(), stderr.String(), code
+	return mneme(t, "", []string{"DATABASE_URL=" + url, "MNEME_LOG_LEVEL=warn"}, args...)
 }
 
 // TestBenchRetrieve runs `mneme bench retrieve` small: one JSON object with

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -122,17 +123,8 @@ func cmdEvalFeedback(ctx context.Context, log *slog.Logger, args []string) error
 	if err != nil {
 		return err
 	}
-	if *plot != "" {
-		if err := writeFile(*plot, func(f *os.File) error { return feedback.WriteSVG(f, res) }); err != nil {
-			return fmt.Errorf("plot: %w", err)
-		}
-	}
-	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
-	}
-	return feedback.WriteReport(os.Stdout, res)
+	return report(res, *asJSON, *plot, func(w io.Writer) error { return feedback.WriteSVG(w, res) },
+		func(w io.Writer) error { return feedback.WriteReport(w, res) })
 }
 
 func cmdEvalLifecycle(ctx context.Context, log *slog.Logger, args []string) error {
@@ -156,15 +148,24 @@ func cmdEvalLifecycle(ctx context.Context, log *slog.Logger, args []string) erro
 	if err != nil {
 		return err
 	}
-	if *plot != "" {
-		if err := writeFile(*plot, func(f *os.File) error { return lifecycle.WriteSVG(f, res) }); err != nil {
+	return report(res, *asJSON, *plot, func(w io.Writer) error { return lifecycle.WriteSVG(w, res) },
+		func(w io.Writer) error { return lifecycle.WriteTable(w, res) })
+}
+
+// report writes an evaluation's plot (when asked) and prints the result as
+// indented JSON or as its table.
+func report(res any, asJSON bool, plot string, svg, table func(io.Writer) error) error {
+	if plot != "" {
+		if err := writeFile(plot, func(f *os.File) error { return svg(f) }); err != nil {
 			return fmt.Errorf("plot: %w", err)
 		}
 	}
-	if *asJSON {
-		return json.NewEncoder(os.Stdout).Encode(res)
+	if asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
 	}
-	return lifecycle.WriteTable(os.Stdout, res)
+	return table(os.Stdout)
 }
 
 // writeFile creates path and writes it with write.

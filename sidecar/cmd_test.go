@@ -18,15 +18,22 @@ import (
 // DATABASE_URL: what a command does before it needs a database.
 func mnemeIn(t *testing.T, dir string, args ...string) (string, string, int) {
 	t.Helper()
+	return mneme(t, dir, nil, args...)
+}
+
+// mneme runs this test binary as the real `mneme` (TestMain) in dir ("" for
+// the current one) with args, the environment without DATABASE_URL plus env;
+// it returns stdout, stderr and the exit code.
+func mneme(t *testing.T, dir string, env []string, args ...string) (string, string, int) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Dir = dir
-	var env []string
 	for _, e := range os.Environ() {
 		if !strings.HasPrefix(e, "DATABASE_URL=") {
-			env = append(env, e)
+			cmd.Env = append(cmd.Env, e)
 		}
 	}
-	cmd.Env = append(env, "MNEME_TEST_AS_MAIN=1")
+	cmd.Env = append(append(cmd.Env, "MNEME_TEST_AS_MAIN=1"), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

@@ -121,6 +121,7 @@ func secretTexts() []string {
 // pending reviews, review log, event reasons), keeps a tombstone, and
 // leaves BM25 as a reindex would build it. Bad input changes nothing.
 func TestErase(t *testing.T) {
+	t.Parallel()
 	for _, variant := range variants(t) {
 		t.Run(variant, func(t *testing.T) {
 			e := newPipelineEnv(t, false, dbtest.WithVector(variant))
@@ -247,6 +248,7 @@ func TestErase(t *testing.T) {
 // erase_conversation removes a whole conversation's content and leaves
 // another conversation as it was.
 func TestEraseConversation(t *testing.T) {
+	t.Parallel()
 	for _, variant := range variants(t) {
 		t.Run(variant, func(t *testing.T) {
 			a := newPipelineEnv(t, false, dbtest.WithVector(variant))

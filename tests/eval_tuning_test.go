@@ -15,6 +15,7 @@ import (
 // rrf_hash_vector_weight, with an external embedder by 1; equal BM25 scores
 // and equal distances share a rank, so equal matches fuse to equal scores.
 func TestSearchFusionWeightsTheHashVectorLeg(t *testing.T) {
+	t.Parallel()
 	for _, variant := range vectorVariants(t) {
 		t.Run(variant, func(t *testing.T) { fusionWeights(t, dbtest.New(t, dbtest.WithVector(variant))) })
 	}

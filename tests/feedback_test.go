@@ -18,6 +18,7 @@ import (
 // updates learn to rank answers above lookalikes; auto-GOOD entrenches what
 // it retrieved first; the run leaves the database as it was.
 func TestFeedbackSimulation(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t)
 	p, err := pipeline.New(pipeline.Deps{Embedder: embed.NewHash(config.DefaultEmbedDim)})
 	require.NoError(t, err)

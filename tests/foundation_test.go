@@ -60,6 +60,7 @@ func schemaFingerprint(t *testing.T, url string) string {
 }
 
 func TestMigrateFromEmptyThenRerunChangesNothing(t *testing.T) {
+	t.Parallel()
 	for _, variant := range variants(t) {
 		t.Run(variant, func(t *testing.T) {
 			ctx := context.Background()
@@ -92,6 +93,7 @@ func TestMigrateFromEmptyThenRerunChangesNothing(t *testing.T) {
 }
 
 func TestMigrateConcurrentIsSafe(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	_, url := dbtest.NewEmpty(t)
 	var wg sync.WaitGroup
@@ -110,6 +112,7 @@ func TestMigrateConcurrentIsSafe(t *testing.T) {
 }
 
 func TestMigrateRejectsDifferentDimension(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	_, url := dbtest.NewEmpty(t)
 	_, err := migrate.Run(ctx, url, migrate.Options{Vector: "array", EmbedDim: 64})
@@ -169,6 +172,7 @@ func (c *conv) segmentJobs() segJob {
 }
 
 func TestSegmentationRuleFewerThanMinMessages(t *testing.T) {
+	t.Parallel()
 	c := newConv(t, dbtest.New(t))
 	for i := 0; i < 4; i++ {
 		c.add(time.Minute, fmt.Sprintf("a perfectly long message number %d", i))
@@ -182,6 +186,7 @@ func TestSegmentationRuleFewerThanMinMessages(t *testing.T) {
 }
 
 func TestSegmentationRuleCheckAtMinMessages(t *testing.T) {
+	t.Parallel()
 	c := newConv(t, dbtest.New(t))
 	var last int64
 	for i := 0; i < 5; i++ {
@@ -200,6 +205,7 @@ func TestSegmentationRuleCheckAtMinMessages(t *testing.T) {
 }
 
 func TestSegmentationRuleShortLatestMessage(t *testing.T) {
+	t.Parallel()
 	c := newConv(t, dbtest.New(t))
 	for i := 0; i < 4; i++ {
 		c.add(time.Minute, fmt.Sprintf("a perfectly long message number %d", i))
@@ -209,6 +215,7 @@ func TestSegmentationRuleShortLatestMessage(t *testing.T) {
 }
 
 func TestSegmentationRuleMaxMessagesForces(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t)
 	c := newConv(t, db)
 	// Short messages never trigger a check, so only the count rule can fire.
@@ -226,6 +233,7 @@ func TestSegmentationRuleMaxMessagesForces(t *testing.T) {
 }
 
 func TestSegmentationRuleGapForces(t *testing.T) {
+	t.Parallel()
 	c := newConv(t, dbtest.New(t))
 	var prev int64
 	for i := 0; i < 5; i++ {
@@ -245,6 +253,7 @@ func TestSegmentationRuleGapForces(t *testing.T) {
 }
 
 func TestSegmentationForcedCutIsNotWidenedByLaterChecks(t *testing.T) {
+	t.Parallel()
 	c := newConv(t, dbtest.New(t))
 	var prev int64
 	for i := 0; i < 5; i++ {
@@ -259,6 +268,7 @@ func TestSegmentationForcedCutIsNotWidenedByLaterChecks(t *testing.T) {
 }
 
 func TestAddMessageNotifies(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t)
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, db.URL)
@@ -280,6 +290,7 @@ func TestAddMessageNotifies(t *testing.T) {
 // --- pending reviews ----------------------------------------------------------
 
 func TestPendingReviewsAppendAndTake(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t)
 	ctx := context.Background()
 	cid := uuid.New()
@@ -309,6 +320,7 @@ func TestPendingReviewsAppendAndTake(t *testing.T) {
 // another takes in a loop; every entry is returned by exactly one take.
 // Run it with -count=20 to shake out interleavings.
 func TestPendingReviewsConcurrentTakeLosesNothing(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t)
 	ctx := context.Background()
 	cfg, err := pgxpool.ParseConfig(db.URL)
@@ -386,6 +398,7 @@ func counts(t *testing.T, db *dbtest.DB) string {
 }
 
 func TestAddMessageBadInput(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t)
 	ctx := context.Background()
 	c := newConv(t, db)
@@ -434,6 +447,7 @@ func TestAddMessageBadInput(t *testing.T) {
 }
 
 func TestSpeakersAreAcceptedAsRoles(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t)
 	ctx := context.Background()
 	cid := uuid.New()
@@ -446,6 +460,7 @@ func TestSpeakersAreAcceptedAsRoles(t *testing.T) {
 }
 
 func TestPlainMemoryInsertIsActive(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t)
 	ctx := context.Background()
 	var status, label, kind string

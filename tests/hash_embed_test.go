@@ -79,6 +79,7 @@ func hashCorpus() []string {
 }
 
 func TestHashEmbedSQLEqualsGo(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t, dbtest.WithVector("array"))
 	ctx := context.Background()
 	for _, dim := range []int{256, 7} {
@@ -106,6 +107,7 @@ func TestHashEmbedSQLEqualsGo(t *testing.T) {
 }
 
 func TestHashEmbedRejectsEmptyText(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t, dbtest.WithVector("array"))
 	ctx := context.Background()
 	for _, text := range []string{"", "   ", "\t\n", "\u00a0\u3000\u2003"} {
@@ -121,6 +123,7 @@ func TestHashEmbedRejectsEmptyText(t *testing.T) {
 // A plain INSERT gets the hash embedding of its text; a text change
 // re-embeds; an explicit embedding is kept; embedder "external" leaves it NULL.
 func TestHashEmbedTrigger(t *testing.T) {
+	t.Parallel()
 	for _, variant := range vectorVariants(t) {
 		t.Run(variant, func(t *testing.T) {
 			db := dbtest.New(t, dbtest.WithVector(variant))

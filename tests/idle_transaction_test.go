@@ -17,6 +17,7 @@ import (
 // takes 2 s to answer, segment and review jobs still succeed (a handler
 // that held its transaction across the call would lose its connection).
 func TestJobsSurviveIdleInTransactionTimeout(t *testing.T) {
+	t.Parallel()
 	e := newPipelineEnv(t, true)
 	ctx := context.Background()
 	_, err := e.db.Pool.Exec(ctx, fmt.Sprintf(`ALTER DATABASE %s SET idle_in_transaction_session_timeout = '1s'`, e.db.Name))

@@ -14,6 +14,7 @@ import (
 // The offline labeller, both ways: each example gets its label, and each
 // near miss (the same words without what makes the label) does not.
 func TestAutoLabel(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t)
 	ctx := context.Background()
 	at := time.Date(2026, 3, 5, 12, 0, 0, 0, time.UTC)
@@ -84,6 +85,7 @@ func TestAutoLabel(t *testing.T) {
 // An episode is labelled from its messages: one time-bound remark among
 // other things does not make it temporary; a plan throughout does.
 func TestEpisodeLabel(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t)
 	ctx := context.Background()
 	at := time.Date(2026, 3, 5, 12, 0, 0, 0, time.UTC)
@@ -114,6 +116,7 @@ func TestEpisodeLabel(t *testing.T) {
 // same labels and reject the same ones; remember without a label labels
 // the memory offline and gives it the label's initial stability.
 func TestLabelVocabulary(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t)
 	ctx := context.Background()
 	var labels []string

@@ -17,6 +17,7 @@ import (
 // off or before its grace, trivial memories fade before important ones, and
 // the rollback leaves the database as it was.
 func TestLifecycleEval(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t)
 	ctx := context.Background()
 	opts := lifecycle.Options{Days: 120, PurgeAfterDays: 20}

@@ -18,6 +18,7 @@ import (
 // SQL's initial state (mneme.initial_state, and the insert trigger) equals
 // go-fsrs's through sidecar/fsrs.Initial, for every label and surprise.
 func TestInitialStateMatchesGoFSRS(t *testing.T) {
+	t.Parallel()
 	for _, variant := range variants(t) {
 		t.Run(variant, func(t *testing.T) {
 			db := dbtest.New(t, dbtest.WithVector(variant))
@@ -75,6 +76,7 @@ func TestInitialStateMatchesGoFSRS(t *testing.T) {
 
 // reset_initial_state moves never-reviewed memories only, and only when asked.
 func TestResetInitialState(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t)
 	ctx := context.Background()
 	conv, other := uuid.New(), uuid.New()
@@ -169,6 +171,7 @@ func (e *lifeEnv) exists(id uuid.UUID) bool {
 // and only after that long inactive; done jobs past retention go, failed
 // jobs stay; a dry run changes nothing.
 func TestCleanupRules(t *testing.T) {
+	t.Parallel()
 	for _, variant := range variants(t) {
 		t.Run(variant, func(t *testing.T) {
 			db := dbtest.New(t, dbtest.WithVector(variant))
@@ -264,6 +267,7 @@ func TestCleanupRules(t *testing.T) {
 
 // Bad settings and arguments: a clear error, nothing changed.
 func TestCleanupBadInput(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t)
 	e := &lifeEnv{t: t, db: db, conv: uuid.New()}
 	ctx := context.Background()
@@ -316,6 +320,7 @@ func TestCleanupBadInput(t *testing.T) {
 // due cleanup_interval after the last one finished; none when the interval
 // is null.
 func TestScheduleCleanup(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t)
 	e := &lifeEnv{t: t, db: db}
 	ctx := context.Background()
@@ -349,6 +354,7 @@ func TestScheduleCleanup(t *testing.T) {
 // recorded. Every lifecycle change is one event row, and the table is
 // append-only.
 func TestReactivateAndEvents(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t)
 	e := &lifeEnv{t: t, db: db, conv: uuid.New()}
 	ctx := context.Background()
@@ -422,6 +428,7 @@ func TestReactivateAndEvents(t *testing.T) {
 // A review and a cleanup that race never leave a just-reviewed memory
 // inactive: whichever takes the row lock first, the other sees its result.
 func TestCleanupReviewRace(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t)
 	ctx := context.Background()
 	conv := uuid.New()

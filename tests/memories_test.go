@@ -12,6 +12,7 @@ import (
 )
 
 func TestRememberSupersedeForgetHistory(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t)
 	ctx := context.Background()
 	cid := uuid.New()
@@ -65,6 +66,7 @@ func TestRememberSupersedeForgetHistory(t *testing.T) {
 }
 
 func TestPinUnpin(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t)
 	ctx := context.Background()
 	var id uuid.UUID
@@ -79,6 +81,7 @@ func TestPinUnpin(t *testing.T) {
 }
 
 func TestMemoryAPIBadInput(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t)
 	ctx := context.Background()
 	cid := uuid.New()

@@ -14,6 +14,7 @@ import (
 // The pipelines' SQL functions reject bad input with an SQLSTATE, and a
 // failed call writes nothing.
 func TestPipelineSQLBadInput(t *testing.T) {
+	t.Parallel()
 	e := newPipelineEnv(t, false)
 	ctx := context.Background()
 	e.session(day1, rustSession)

@@ -215,6 +215,7 @@ func segmentReply(summary, label string) llmtest.Reply {
 // segmentation the review strengthens the Rust memory and weakens the
 // weather one.
 func TestPipelineSeedExample(t *testing.T) {
+	t.Parallel()
 	for _, variant := range variants(t) {
 		for _, withLLM := range []bool{false, true} {
 			t.Run(variant+"/"+map[bool]string{false: "offline", true: "llm"}[withLLM], func(t *testing.T) {
@@ -336,6 +337,7 @@ func (e *pipelineEnv) count(q string, args ...any) int {
 // A check job whose segmenter says skip still hands the pending reviews
 // to a review job, and the messages stay queued.
 func TestPipelineSkipPathReviews(t *testing.T) {
+	t.Parallel()
 	for _, withLLM := range []bool{false, true} {
 		t.Run(map[bool]string{false: "offline", true: "llm"}[withLLM], func(t *testing.T) {
 			e := newPipelineEnv(t, withLLM)
@@ -371,6 +373,7 @@ func (e *pipelineEnv) enqueueReview(at time.Time, ids ...uuid.UUID) {
 
 // A review not newer than the memory's last review writes nothing.
 func TestPipelineStaleReviewSkipped(t *testing.T) {
+	t.Parallel()
 	e := newPipelineEnv(t, false)
 	rust := e.rustMemory()
 	e.enqueueReview(rust.LastReview, rust.ID)                 // equal: stale
@@ -402,6 +405,7 @@ func TestPipelineStaleReviewSkipped(t *testing.T) {
 // next one claimed by another sidecar): each message is consumed once and
 // the job that lost does nothing, pending reviews included.
 func TestPipelineSegmentRace(t *testing.T) {
+	t.Parallel()
 	e := newPipelineEnv(t, true)
 	// Both LLM calls are in flight together, so both jobs read the same queue.
 	e.srv.Default(func(openai.ChatCompletionRequest) llmtest.Reply {
@@ -437,6 +441,7 @@ func TestPipelineSegmentRace(t *testing.T) {
 // Many offline segmentations racing over a long conversation: every
 // message ends in exactly one memory, spans never overlap.
 func TestPipelineSegmentRaceOffline(t *testing.T) {
+	t.Parallel()
 	e := newPipelineEnv(t, false)
 	all := append(append(append([][2]string{}, weatherSession...), rustSession...), rustFollowUp...)
 	for i, m := range all {
@@ -471,6 +476,7 @@ func TestPipelineSegmentRaceOffline(t *testing.T) {
 // Malformed LLM output fails the attempt; after max_attempts the job is
 // failed with the error kept, and nothing was written from it.
 func TestPipelineMalformedLLMOutput(t *testing.T) {
+	t.Parallel()
 	t.Run("segmenter", func(t *testing.T) {
 		e := newPipelineEnv(t, true)
 		e.srv.Script(llmtest.Reply{Content: "not json"},
@@ -520,6 +526,7 @@ func TestPipelineMalformedLLMOutput(t *testing.T) {
 // An unknown or missing rating falls back to review_default_rating
 // (logged, marked defaulted); a rating for an unknown id is ignored.
 func TestPipelineReviewDefaultRating(t *testing.T) {
+	t.Parallel()
 	e := newPipelineEnv(t, true)
 	e.srv.Script(segmentReply("The user is learning Rust.", "project_rust"))
 	rust := e.rustMemory()
@@ -549,6 +556,7 @@ func TestPipelineReviewDefaultRating(t *testing.T) {
 // Retrieval is search: a thousand retrievals leave FSRS state untouched,
 // they only queue pending reviews.
 func TestPipelineRetrievalNeverReviews(t *testing.T) {
+	t.Parallel()
 	e := newPipelineEnv(t, false)
 	rust := e.rustMemory()
 	var n int
@@ -577,6 +585,7 @@ func TestPipelineRetrievalNeverReviews(t *testing.T) {
 // does not fill them): the vector is embed.MemoryText of the memory, in
 // both embedding variants.
 func TestPipelineExternalEmbedder(t *testing.T) {
+	t.Parallel()
 	for _, variant := range variants(t) {
 		t.Run(variant, func(t *testing.T) {
 			e := newPipelineEnv(t, false, dbtest.WithVector(variant))
@@ -598,6 +607,7 @@ func TestPipelineExternalEmbedder(t *testing.T) {
 // conversation: SQL chooses the label (mneme.auto_label) and the episode is
 // stored.
 func TestLLMLabelOutsideVocabulary(t *testing.T) {
+	t.Parallel()
 	e := newPipelineEnv(t, true)
 	e.srv.Script(segmentReply("The user's name is Dana and she lives in Lisbon.", "Project X"))
 	for i, line := range []string{"My name is Dana and I live in Lisbon.", "Nice to meet you, Dana.",

@@ -26,6 +26,7 @@ func seedReembed(t *testing.T, db *dbtest.DB) uuid.UUID {
 }
 
 func TestReembedHashChangesDimension(t *testing.T) {
+	t.Parallel()
 	for _, variant := range variants(t) {
 		t.Run(variant, func(t *testing.T) {
 			db := dbtest.New(t, dbtest.WithVector(variant))
@@ -68,6 +69,7 @@ func TestReembedHashChangesDimension(t *testing.T) {
 }
 
 func TestReembedExternalEmbedder(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t)
 	ctx := context.Background()
 	cid := seedReembed(t, db)
@@ -101,6 +103,7 @@ func TestReembedExternalEmbedder(t *testing.T) {
 }
 
 func TestReembedFailureChangesNothing(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t)
 	ctx := context.Background()
 	seedReembed(t, db)

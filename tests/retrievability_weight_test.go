@@ -15,6 +15,7 @@ import (
 // Setting retrievability_weight is the exponent on R in the score:
 // score = rrf * R^w * label weight. 1 (the default) is the design's rrf * R.
 func TestRetrievabilityWeightSetting(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t, dbtest.WithVector("array"))
 	ctx := context.Background()
 	conv := uuid.New()

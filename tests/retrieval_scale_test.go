@@ -107,6 +107,7 @@ func hnswScans(t *testing.T, pool *pgxpool.Pool) int64 {
 // lose rows). pgvector: 1,000 conversations x 200 memories, dimension 16 to
 // keep the index build short; array fallback: 100 x 50.
 func TestRetrieveManyConversationsExact(t *testing.T) {
+	t.Parallel()
 	for _, variant := range vectorVariants(t) {
 		t.Run(variant, func(t *testing.T) {
 			nconv, per := 100, 50
@@ -215,6 +216,7 @@ func requireSameIDsUpToTies(t *testing.T, want, got []scored) {
 // conversation) against exact search on the same 20,000 memories:
 // recall@10 of the vector leg and of retrieve's top 10 at least 0.95.
 func TestRetrievePgvectorRecall(t *testing.T) {
+	t.Parallel()
 	if !dbtest.HasPgvector(t) {
 		t.Skip("pgvector is not installed on this server")
 	}

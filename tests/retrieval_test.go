@@ -161,6 +161,7 @@ func requireSameBM25(t *testing.T, pool *pgxpool.Pool, conv uuid.UUID, queries [
 }
 
 func TestBM25MatchesGoReference(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t, dbtest.WithVector("array"))
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(7, 7))
@@ -242,6 +243,7 @@ func TestBM25MatchesGoReference(t *testing.T) {
 // ---------------------------------------------------------------------------
 
 func TestRetrievabilityMatchesGoFSRS(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t, dbtest.WithVector("array"))
 	ctx := context.Background()
 	f := fsrs.NewFSRS(fsrs.DefaultParam())
@@ -340,6 +342,7 @@ func addMemory(t *testing.T, db *dbtest.DB, conv uuid.UUID, content string, cols
 }
 
 func TestRetrieveRanking(t *testing.T) {
+	t.Parallel()
 	for _, variant := range vectorVariants(t) {
 		t.Run(variant, func(t *testing.T) {
 			db := dbtest.New(t, dbtest.WithVector(variant))
@@ -430,6 +433,7 @@ func TestRetrieveRanking(t *testing.T) {
 
 // 1,000 retrievals change no FSRS column and add exactly 1,000 pending reviews.
 func TestRetrieveNeverChangesFSRS(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t)
 	ctx := context.Background()
 	conv := uuid.New()
@@ -486,6 +490,7 @@ func TestRetrieveNeverChangesFSRS(t *testing.T) {
 }
 
 func TestRetrieveBadInput(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t, dbtest.WithVector("array"))
 	ctx := context.Background()
 	conv := uuid.New()
@@ -524,6 +529,7 @@ func TestRetrieveBadInput(t *testing.T) {
 }
 
 func TestRetrieveEmbedderModes(t *testing.T) {
+	t.Parallel()
 	for _, variant := range vectorVariants(t) {
 		t.Run(variant, func(t *testing.T) {
 			db := dbtest.New(t, dbtest.WithVector(variant))
@@ -567,6 +573,7 @@ func TestRetrieveEmbedderModes(t *testing.T) {
 }
 
 func TestRetrieveDateRangeAndMarkdown(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t, dbtest.WithVector("array"))
 	ctx := context.Background()
 	conv := uuid.New()
@@ -596,6 +603,7 @@ func TestRetrieveDateRangeAndMarkdown(t *testing.T) {
 // transaction, inserts, text updates, status changes, deletes) neither
 // deadlock nor leave the BM25 statistics wrong.
 func TestBM25ConcurrentWriters(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t, dbtest.WithVector("array"))
 	ctx := context.Background()
 	conv := uuid.New()

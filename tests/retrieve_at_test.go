@@ -17,6 +17,7 @@ import (
 // the same `at` rank alike whatever the wall clock says, and the calls
 // without `at` keep working.
 func TestSearchAtEvaluatesRetrievabilityThen(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t, dbtest.WithVector("array"))
 	ctx := context.Background()
 	conv := uuid.New()
