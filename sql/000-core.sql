@@ -126,11 +126,25 @@ COMMENT ON FUNCTION mneme.set_speakers(uuid, text[]) IS
     'Registers speaker names that add_message accepts as roles in this conversation, '
     'besides user, assistant, system and tool (e.g. the two people of a LoCoMo dialogue).';
 
+-- Blank: nothing but whitespace, separators, zero-width and control
+-- characters. The one definition of "empty" of SQL (add_message, remember,
+-- search) and of the Go hash embedder (embed.ErrEmptyText; a test compares
+-- them on every such character).
+CREATE OR REPLACE FUNCTION mneme._is_blank(input text)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT _is_blank.input ~ '^[\u0001-\u0020\u007f-\u00a0\u1680\u180e\u2000-\u200f\u2028-\u202f\u205f-\u2064\u3000\ufeff]*$'
+$$;
+COMMENT ON FUNCTION mneme._is_blank(text) IS
+    'Internal: whether a text holds nothing but whitespace, separators, zero-width and control characters.';
+
 CREATE OR REPLACE FUNCTION mneme.add_message(
     conversation_id uuid,
     role text,
     content text,
-    at timestamptz DEFAULT now())
+    at timestamptz DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -142,6 +156,8 @@ DECLARE
     v_max_msgs  int := mneme.setting('segment_max_messages')::int;
     v_gap       interval := make_interval(secs => mneme.setting('segment_gap_seconds')::float8);
     v_min_chars int := mneme.setting('segment_min_chars')::int;
+    v_future    interval := (mneme.setting('message_max_future') #>> '{}')::interval;
+    v_at        timestamptz;
     v_queue     mneme.message_queue;
     v_prev_id   bigint;
     v_id        bigint;
@@ -155,15 +171,21 @@ BEGIN
         RAISE EXCEPTION 'role must not be NULL' USING ERRCODE = '22004',
             HINT = 'use user, assistant, system or tool';
     END IF;
-    IF add_message.content IS NULL OR add_message.content ~ '^[[:space:]]*$' THEN
-        RAISE EXCEPTION 'message content must not be NULL or empty' USING ERRCODE = '22023';
+    IF add_message.content IS NULL OR mneme._is_blank(add_message.content) THEN
+        RAISE EXCEPTION 'message content must not be NULL or empty' USING ERRCODE = '22023',
+            HINT = 'whitespace, zero-width and control characters alone do not count as content';
     END IF;
     IF length(add_message.content) > v_max_chars THEN
         RAISE EXCEPTION 'message content is % characters, over the limit of %', length(add_message.content), v_max_chars
             USING ERRCODE = '22001', HINT = 'split the message, or raise setting message_max_chars';
     END IF;
-    IF add_message.at IS NULL OR NOT isfinite(add_message.at) THEN
-        RAISE EXCEPTION 'message time must be a finite timestamp' USING ERRCODE = '22004';
+    IF add_message.at IS NOT NULL AND NOT isfinite(add_message.at) THEN
+        RAISE EXCEPTION 'message time must be a finite timestamp' USING ERRCODE = '22008';
+    END IF;
+    IF add_message.at > now() + v_future THEN
+        RAISE EXCEPTION 'message time % is more than % in the future', add_message.at, v_future
+            USING ERRCODE = '22008',
+                  HINT = 'leave the time out for the server''s clock; setting message_max_future bounds the clock skew allowed';
     END IF;
 
     INSERT INTO mneme.message_queue (id) VALUES (add_message.conversation_id) ON CONFLICT (id) DO NOTHING;
@@ -174,18 +196,21 @@ BEGIN
         RAISE EXCEPTION 'unknown role "%"', add_message.role USING ERRCODE = '22023',
             HINT = 'use user, assistant, system or tool, or register speaker names with mneme.set_speakers';
     END IF;
-    IF add_message.at < v_queue.last_message_at THEN
-        RAISE EXCEPTION 'message time % is earlier than the previous message (%)', add_message.at, v_queue.last_message_at
-            USING ERRCODE = '22008', HINT = 'messages are appended in time order';
+    -- Without a time, the message arrives now: read under the row lock, so
+    -- concurrent writers append in arrival order and none is "earlier".
+    v_at := coalesce(add_message.at, greatest(clock_timestamp(), v_queue.last_message_at));
+    IF v_at < v_queue.last_message_at THEN
+        RAISE EXCEPTION 'message time % is earlier than the previous message (%)', v_at, v_queue.last_message_at
+            USING ERRCODE = '22008', HINT = 'messages are appended in time order; leave the time out to append now';
     END IF;
 
     SELECT max(m.id) INTO v_prev_id FROM mneme.messages m
     WHERE m.conversation_id = add_message.conversation_id AND m.consumed_at IS NULL;
 
     INSERT INTO mneme.messages (conversation_id, role, content, created_at)
-    VALUES (add_message.conversation_id, add_message.role, add_message.content, add_message.at)
+    VALUES (add_message.conversation_id, add_message.role, add_message.content, v_at)
     RETURNING id INTO v_id;
-    UPDATE mneme.message_queue SET last_message_at = add_message.at, updated_at = now() WHERE id = add_message.conversation_id;
+    UPDATE mneme.message_queue SET last_message_at = v_at, updated_at = now() WHERE id = add_message.conversation_id;
 
     SELECT count(*) INTO v_queued FROM mneme.messages m
     WHERE m.conversation_id = add_message.conversation_id AND m.consumed_at IS NULL;
@@ -196,7 +221,7 @@ BEGIN
     ELSIF v_queued >= v_max_msgs THEN
         v_payload := jsonb_build_object('reason', 'max_messages', 'check', false,
                                         'through_message_id', v_id, 'trigger_message_id', v_id);
-    ELSIF v_queue.last_message_at IS NOT NULL AND add_message.at - v_queue.last_message_at > v_gap THEN
+    ELSIF v_queue.last_message_at IS NOT NULL AND v_at - v_queue.last_message_at > v_gap THEN
         -- The late message starts the next episode: consume up to the one before.
         v_payload := jsonb_build_object('reason', 'gap', 'check', false,
                                         'through_message_id', v_prev_id, 'trigger_message_id', v_id);
@@ -214,7 +239,9 @@ $$;
 COMMENT ON FUNCTION mneme.add_message(uuid, text, text, timestamptz) IS
     'Appends a message to a conversation (creating it on first use) and applies the rule-based '
     'segmentation check (settings segment_*): a positive check enqueues one segment job in the same '
-    'transaction. Returns the message id. Roles: user, assistant, system, tool, or a registered speaker.';
+    'transaction. Returns the message id. Roles: user, assistant, system, tool, or a registered speaker. '
+    'Without a time (or with NULL) the message arrives at the server''s clock, in arrival order; a given time '
+    'must not be earlier than the previous message nor more than message_max_future ahead.';
 
 CREATE OR REPLACE FUNCTION mneme.enqueue_segment(conversation_id uuid, payload jsonb)
 RETURNS bigint

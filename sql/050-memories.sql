@@ -26,7 +26,7 @@ BEGIN
     IF remember.conversation_id IS NULL THEN
         RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
     END IF;
-    IF remember.content IS NULL OR remember.content ~ '^[[:space:]]*$' THEN
+    IF remember.content IS NULL OR mneme._is_blank(remember.content) THEN
         RAISE EXCEPTION 'memory content must not be NULL or empty' USING ERRCODE = '22023';
     END IF;
     IF length(remember.content) > mneme.setting('message_max_chars')::int THEN

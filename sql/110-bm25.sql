@@ -19,10 +19,11 @@ RETURNS tsvector
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-SELECT to_tsvector('pg_catalog.english'::regconfig, coalesce(bm25_tsvector.input, ''))
+SELECT to_tsvector('pg_catalog.english'::regconfig, left(coalesce(bm25_tsvector.input, ''), 100000))
 $$;
 COMMENT ON FUNCTION mneme.bm25_tsvector(text) IS
-    'The BM25 tokeniser: to_tsvector(''english'', text). Changing it needs SELECT mneme.bm25_reindex().';
+    'The BM25 tokeniser: to_tsvector(''english'', text) over the first 100,000 characters (a tsvector holds at '
+    'most 1 MB; an episode of long messages must still be stored). Changing it needs SELECT mneme.bm25_reindex().';
 
 -- -----------------------------------------------------------------------------
 -- Maintenance

@@ -45,7 +45,7 @@ BEGIN
     IF v_conv IS NULL THEN
         RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
     END IF;
-    IF v_query IS NULL OR v_query ~ '^[[:space:]]*$' THEN
+    IF v_query IS NULL OR mneme._is_blank(v_query) THEN
         RAISE EXCEPTION 'query must not be NULL or empty' USING ERRCODE = '22023',
             HINT = 'pass the text to search for, e.g. the user''s latest message';
     END IF;

@@ -267,8 +267,51 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION mneme.retry_job(bigint) IS
-    'Requeues a failed job with a fresh set of attempts (last_error is kept until the next failure). '
+    'Requeues a failed job with a fresh set of attempts (last_error is kept until the next failure); a segment '
+    'job''s set-aside messages go back in the queue. '
     'Raises P0002 for an unknown id and 55000 for a job that is not failed.';
+
+-- -----------------------------------------------------------------------------
+-- A segment job that failed for good does not stop its conversation
+-- -----------------------------------------------------------------------------
+-- Its messages are set aside: out of the queue (consumed_at set, no memory),
+-- kept, listed by mneme.set_aside_messages with the job's error, so the next
+-- messages segment. mneme.retry_job puts them back in the queue.
+CREATE OR REPLACE FUNCTION mneme.jobs_set_aside_trg()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_through bigint;
+BEGIN
+    IF NEW.state = 'failed' THEN
+        v_through := CASE WHEN jsonb_typeof(NEW.payload -> 'through_message_id') = 'number'
+                          THEN (NEW.payload ->> 'through_message_id')::bigint END;
+        UPDATE mneme.messages m SET consumed_at = now(), set_aside_job_id = NEW.id
+         WHERE m.conversation_id = NEW.conversation_id AND m.consumed_at IS NULL
+           AND (v_through IS NULL OR m.id <= v_through);
+    ELSE
+        UPDATE mneme.messages m SET consumed_at = NULL, set_aside_job_id = NULL
+         WHERE m.set_aside_job_id = NEW.id;
+    END IF;
+    RETURN NULL;
+END
+$$;
+DROP TRIGGER IF EXISTS jobs_set_aside ON mneme.jobs;
+CREATE TRIGGER jobs_set_aside AFTER UPDATE OF state ON mneme.jobs
+    FOR EACH ROW WHEN (NEW.kind = 'segment' AND (NEW.state = 'failed') IS DISTINCT FROM (OLD.state = 'failed'))
+    EXECUTE FUNCTION mneme.jobs_set_aside_trg();
+
+CREATE OR REPLACE VIEW mneme.set_aside_messages AS
+SELECT m.conversation_id, m.id AS message_id, m.role, m.content, m.created_at,
+       m.set_aside_job_id AS job_id, m.consumed_at AS set_aside_at, j.last_error
+FROM mneme.messages m
+LEFT JOIN mneme.jobs j ON j.id = m.set_aside_job_id
+WHERE m.set_aside_job_id IS NOT NULL;
+COMMENT ON VIEW mneme.set_aside_messages IS
+    'Messages of segment jobs that failed for good, set aside so their conversation goes on segmenting; '
+    'SELECT mneme.retry_job(job_id) puts them back in the queue.';
 
 -- -----------------------------------------------------------------------------
 -- Replication transport

@@ -496,9 +496,35 @@ func TestPipelineMalformedLLMOutput(t *testing.T) {
 		require.Contains(t, lastErr, "invalid LLM output")
 		require.Contains(t, lastErr, "surprise 7")
 		require.Empty(t, e.memories())
-		require.Equal(t, 6, e.count(`SELECT count(*) FROM mneme.messages WHERE consumed_at IS NULL`))
 		require.Equal(t, 1, e.count(`SELECT count(*) FROM mneme.message_queue WHERE pending_reviews IS NOT NULL`), "pending reviews kept")
 		require.Zero(t, e.count(`SELECT count(*) FROM mneme.jobs WHERE kind = 'review'`))
+
+		// The failed job does not stop the conversation: its messages are
+		// set aside (kept, listed with the error) and the next ones segment.
+		require.Zero(t, e.count(`SELECT count(*) FROM mneme.messages WHERE consumed_at IS NULL`))
+		require.Equal(t, 6, e.count(`SELECT count(*) FROM mneme.set_aside_messages WHERE conversation_id = $1
+			AND last_error LIKE '%invalid LLM output%'`, e.conv))
+		e.srv.Default(func(openai.ChatCompletionRequest) llmtest.Reply {
+			return segmentReply("The user asked about Rust lifetimes.", "project_rust")
+		})
+		e.session(day3, rustFollowUp)
+		e.say(day4.Format(time.RFC3339), "user", "Back again, a day later.") // the gap cuts the follow-up
+		e.drain()
+		require.Len(t, e.memories(), 1, "the next messages segment")
+		require.NotContains(t, e.memories()[0].Content, "I want to learn Rust")
+
+		// retry_job puts the set-aside messages back; they segment too.
+		var jobID int64
+		require.NoError(t, e.db.Pool.QueryRow(context.Background(),
+			`SELECT id FROM mneme.jobs WHERE kind = 'segment' AND state = 'failed'`).Scan(&jobID))
+		_, err = e.db.Pool.Exec(context.Background(), `SELECT mneme.retry_job($1)`, jobID)
+		require.NoError(t, err)
+		require.Zero(t, e.count(`SELECT count(*) FROM mneme.set_aside_messages`))
+		e.drain()
+		require.Zero(t, e.count(`SELECT count(*) FROM mneme.jobs WHERE state = 'failed'`))
+		require.Len(t, e.memories(), 2)
+		require.Zero(t, e.count(`SELECT count(*) FROM mneme.messages WHERE consumed_at IS NOT NULL AND memory_id IS NULL`),
+			"every consumed message is in a memory")
 	})
 	t.Run("reviewer", func(t *testing.T) {
 		e := newPipelineEnv(t, true)

@@ -68,7 +68,7 @@ func (h Hash) EmbedOne(text string) ([]float32, error) {
 	if !utf8.ValidString(text) {
 		return nil, errors.New("text is not valid UTF-8")
 	}
-	if strings.IndexFunc(text, func(r rune) bool { return !isSpace(r) }) < 0 {
+	if IsBlank(text) {
 		return nil, ErrEmptyText
 	}
 	acc := make([]float64, h.Dimensions)
@@ -143,6 +143,24 @@ func foldRune(r rune) rune {
 
 // isSpace is the embedder's whitespace: ASCII controls and space, and the
 // Unicode spaces. The SQL twin uses the same ranges (see sql/101-hash-embed.sql).
+// IsBlank reports whether text holds nothing but whitespace, separators,
+// zero-width and control characters: the one definition of "empty", the
+// same as SQL's mneme._is_blank (add_message rejects such messages, so no
+// job embeds one; a test compares the two on every such character).
+func IsBlank(text string) bool {
+	return strings.IndexFunc(text, func(r rune) bool { return !isBlankRune(r) }) < 0
+}
+
+func isBlankRune(r rune) bool {
+	switch {
+	case r >= 0x01 && r <= 0x20, r >= 0x7F && r <= 0xA0, r == 0x1680, r == 0x180E,
+		r >= 0x2000 && r <= 0x200F, r >= 0x2028 && r <= 0x202F, r >= 0x205F && r <= 0x2064,
+		r == 0x3000, r == 0xFEFF:
+		return true
+	}
+	return false
+}
+
 func isSpace(r rune) bool {
 	switch {
 	case r <= 0x20, r == 0x7F, r == 0x85, r == 0xA0, r == 0x1680,

@@ -1,0 +1,117 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mneme-memory/mneme/sidecar/dbtest"
+	"github.com/mneme-memory/mneme/sidecar/embed"
+)
+
+// One definition of "empty": SQL's mneme._is_blank and the Go embedder's
+// embed.IsBlank agree on every character of the Basic Multilingual Plane
+// alone and after a letter, so a message add_message accepts never fails
+// the embedder as empty.
+func TestBlankIsOneDefinition(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	ctx := context.Background()
+	var texts []string
+	for r := rune(1); r < 0x10000; r++ {
+		if r >= 0xD800 && r <= 0xDFFF {
+			continue // surrogates are not text
+		}
+		texts = append(texts, string(r))
+	}
+	var blanks []bool
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT array_agg(mneme._is_blank(x) ORDER BY o) FROM unnest($1::text[]) WITH ORDINALITY AS t(x, o)`,
+		texts).Scan(&blanks))
+	require.Len(t, blanks, len(texts))
+	n := 0
+	for i, s := range texts {
+		require.Equal(t, embed.IsBlank(s), blanks[i], "U+%04X", []rune(s)[0])
+		_, err := embed.NewHash(8).EmbedOne(s + " " + s)
+		require.Equal(t, blanks[i], err != nil, "U+%04X: the embedder fails exactly on blank text", []rune(s)[0])
+		if blanks[i] {
+			n++
+		}
+	}
+	require.Greater(t, n, 60, "whitespace, zero-width and control characters")
+}
+
+// Long messages (under message_max_chars) make an episode larger than a
+// tsvector can hold: the episode is still stored and found.
+func TestLongMessagesSegment(t *testing.T) {
+	t.Parallel()
+	e := newPipelineEnv(t, false)
+	ctx := context.Background()
+	_, err := e.db.Pool.Exec(ctx, `SELECT mneme.set_setting('segment_max_messages', '8')`)
+	require.NoError(t, err)
+	words := strings.Fields("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november")
+	for i := 0; i < 8; i++ {
+		var b strings.Builder
+		for b.Len() < 99_000 {
+			fmt.Fprintf(&b, "%s%d ", words[b.Len()%len(words)], b.Len())
+		}
+		e.say(day1.Add(time.Duration(i)*time.Minute).Format(time.RFC3339), "user", b.String())
+	}
+	e.drain()
+	require.Zero(t, e.count(`SELECT count(*) FROM mneme.jobs WHERE state = 'failed'`))
+	require.Len(t, e.memories(), 1)
+	require.NotEmpty(t, e.search("alpha0", 3))
+}
+
+// Writers racing on one conversation (a user message and the agent's reply,
+// many times over) all succeed without a time, in arrival order, none lost.
+func TestConcurrentAddMessage(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	ctx := context.Background()
+	conv := uuid.New()
+	const writers, each = 20, 15
+	var wg sync.WaitGroup
+	errs := make(chan error, writers*each)
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				// A transaction that starts before it gets the conversation's
+				// lock: the case where a default of now() would be earlier.
+				tx, err := db.Pool.Begin(ctx)
+				if err == nil {
+					_, err = tx.Exec(ctx, `SELECT pg_sleep(0.001)`)
+				}
+				if err == nil {
+					_, err = tx.Exec(ctx, `SELECT mneme.add_message($1, 'user', $2)`, conv, fmt.Sprintf("writer %d message %d", w, i))
+				}
+				if err == nil {
+					err = tx.Commit(ctx)
+				} else {
+					_ = tx.Rollback(ctx)
+				}
+				if err != nil {
+					errs <- err
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	var n, ordered int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE created_at >= prev)
+		FROM (SELECT created_at, lag(created_at, 1, '-infinity') OVER (ORDER BY id) AS prev
+		      FROM mneme.messages WHERE conversation_id = $1) x`, conv).Scan(&n, &ordered))
+	require.Equal(t, writers*each, n, "no message lost")
+	require.Equal(t, n, ordered, "times follow arrival (id) order")
+}
