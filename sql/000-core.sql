@@ -252,23 +252,31 @@ AS $$
 DECLARE
     v_job mneme.jobs;
 BEGIN
+    -- No row lock on a pending job unless it changes: a writer's open
+    -- transaction must not hide the job from claim_jobs (SKIP LOCKED).
     SELECT * INTO v_job FROM mneme.jobs j
-    WHERE j.kind = 'segment' AND j.state = 'pending' AND j.conversation_id = enqueue_segment.conversation_id
-    FOR UPDATE;
+    WHERE j.kind = 'segment' AND j.state = 'pending' AND j.conversation_id = enqueue_segment.conversation_id;
     IF FOUND THEN
-        -- One pending segment job per conversation. A forced cut is stronger
-        -- than a check and keeps its boundary; a check widens to the newest message.
-        IF (v_job.payload->>'check')::boolean THEN
-            UPDATE mneme.jobs SET payload = enqueue_segment.payload, updated_at = now() WHERE id = v_job.id;
+        -- One pending segment job per conversation. A check segments what is
+        -- queued when it runs, so a new check changes nothing; a forced cut
+        -- replaces a pending check and a pending forced cut keeps its boundary.
+        IF NOT (v_job.payload->>'check')::boolean OR (enqueue_segment.payload->>'check')::boolean THEN
+            RETURN v_job.id;
         END IF;
-        RETURN v_job.id;
+        UPDATE mneme.jobs SET payload = enqueue_segment.payload, updated_at = now()
+         WHERE id = v_job.id AND state = 'pending';
+        IF FOUND THEN
+            RETURN v_job.id;
+        END IF;
+        -- Claimed meanwhile: it runs without this cut, so enqueue the cut.
     END IF;
     RETURN mneme.enqueue_job('segment', enqueue_segment.conversation_id, enqueue_segment.payload);
 END
 $$;
 COMMENT ON FUNCTION mneme.enqueue_segment(uuid, jsonb) IS
     'Enqueues the conversation''s segment job, or updates the pending one (a forced cut replaces a check; '
-    'a pending forced cut keeps its boundary).';
+    'a pending forced cut keeps its boundary; a check segments what is queued when it runs). Locks the pending '
+    'job only to change it.';
 
 -- The conversation is over (or paused for good): cut what is queued into
 -- episodes now instead of waiting for the next message to show the gap.

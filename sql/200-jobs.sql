@@ -286,7 +286,9 @@ DECLARE
     v_through bigint;
 BEGIN
     IF NEW.state = 'failed' THEN
-        v_through := CASE WHEN jsonb_typeof(NEW.payload -> 'through_message_id') = 'number'
+        -- A forced cut failed on the messages through its boundary; a check
+        -- on everything queued when it ran.
+        v_through := CASE WHEN NEW.payload ->> 'check' = 'false' AND jsonb_typeof(NEW.payload -> 'through_message_id') = 'number'
                           THEN (NEW.payload ->> 'through_message_id')::bigint END;
         UPDATE mneme.messages m SET consumed_at = now(), set_aside_job_id = NEW.id
          WHERE m.conversation_id = NEW.conversation_id AND m.consumed_at IS NULL

@@ -56,6 +56,34 @@ COMMENT ON FUNCTION mneme.lock_queued(uuid, bigint[]) IS
     'Locks the conversation''s queue row until the end of the transaction and reports whether every given '
     'message is still queued (false: another segmentation consumed some of them first).';
 
+-- After a forced cut: messages that arrived while it was pending (a pending
+-- forced cut keeps its boundary, so add_message enqueued nothing for them)
+-- and reach segment_max_messages get their forced cut now, else they would
+-- wait for the next message. Fewer wait for the next message's check, as
+-- they would have without the pending cut.
+CREATE OR REPLACE FUNCTION mneme._segment_followup(conversation_id uuid, through_id bigint)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_n    int;
+    v_last bigint;
+BEGIN
+    SELECT count(*), max(m.id) INTO v_n, v_last FROM mneme.messages m
+    WHERE m.conversation_id = _segment_followup.conversation_id AND m.consumed_at IS NULL;
+    IF v_last IS NULL OR v_last <= _segment_followup.through_id OR v_n < mneme.setting('segment_max_messages')::int THEN
+        RETURN NULL;
+    END IF;
+    RETURN mneme.enqueue_segment(_segment_followup.conversation_id, jsonb_build_object('reason', 'max_messages',
+        'check', false, 'through_message_id', v_last, 'trigger_message_id', v_last));
+END
+$$;
+COMMENT ON FUNCTION mneme._segment_followup(uuid, bigint) IS
+    'Internal to the segment job: after a forced cut through through_id, enqueues the forced cut that '
+    'segment_max_messages gives the messages queued after it (NULL when there are fewer).';
+
 CREATE OR REPLACE FUNCTION mneme.create_episode(
     conversation_id uuid,
     message_ids bigint[],

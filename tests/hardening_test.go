@@ -115,3 +115,45 @@ func TestConcurrentAddMessage(t *testing.T) {
 	require.Equal(t, writers*each, n, "no message lost")
 	require.Equal(t, n, ordered, "times follow arrival (id) order")
 }
+
+// A writer's open transaction does not hide the conversation's pending
+// segment job from claim_jobs (SKIP LOCKED): enqueue_segment locks the job
+// only to change it.
+func TestOpenWriterDoesNotHideSegmentJob(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	ctx := context.Background()
+	conv := uuid.New()
+	at := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	for i := 0; i < 5; i++ {
+		_, err := db.Pool.Exec(ctx, `SELECT mneme.add_message($1, 'user', 'a message long enough to check', $2)`, conv, at.Add(time.Duration(i)*time.Minute))
+		require.NoError(t, err)
+	}
+	tx, err := db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck
+	_, err = tx.Exec(ctx, `SELECT mneme.add_message($1, 'user', 'one more message, not yet committed', $2)`, conv, at.Add(6*time.Minute))
+	require.NoError(t, err)
+	var claimed int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme.claim_jobs('w', 10, interval '1 minute') WHERE kind = 'segment'`).Scan(&claimed))
+	require.Equal(t, 1, claimed, "the pending check is claimable while a writer's transaction is open")
+}
+
+// A pending forced cut keeps its boundary; the messages that arrive while
+// it waits get their own job when it runs, so a drain leaves nothing queued
+// without a job.
+func TestMessagesAfterAForcedCutSegment(t *testing.T) {
+	t.Parallel()
+	e := newPipelineEnv(t, false)
+	ctx := context.Background()
+	_, err := e.db.Pool.Exec(ctx, `SELECT mneme.set_setting('segment_max_messages', '10')`)
+	require.NoError(t, err)
+	for i := 0; i < 25; i++ { // a forced cut at 10; 15 more arrive while it is pending
+		e.say(day1.Add(time.Duration(i)*time.Minute).Format(time.RFC3339), "user", fmt.Sprintf("the garden plan, step %d: water the tomatoes", i))
+	}
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM mneme.jobs WHERE kind = 'segment' AND state = 'pending'`))
+	e.drain()
+	queued := e.count(`SELECT count(*) FROM mneme.messages WHERE conversation_id = $1 AND consumed_at IS NULL`, e.conv)
+	require.Less(t, queued, 10, "fewer than segment_max_messages stay queued (the next message checks them)")
+	require.Zero(t, e.count(`SELECT count(*) FROM mneme.jobs WHERE state IN ('pending', 'failed')`))
+}

@@ -49,8 +49,8 @@ type priorMemory struct {
 // Segment is the handler of kind "segment".
 //
 // It reads the queued messages through the payload's through_message_id
-// (for a check, the newest message: enqueue_segment re-aims a pending check
-// at each new message) and the conversation's recent memories, lets the
+// (for a check, every queued message: enqueue_segment leaves a pending check
+// alone, so writers never lock it) and the conversation's recent memories, lets the
 // segmenter decide and the embedder embed, all with no transaction open.
 // Then, in one short transaction, it locks the conversation's queue: if any
 // message it read was consumed meanwhile, another segmentation ran first and
@@ -77,7 +77,11 @@ func (p *Pipelines) Segment(ctx context.Context, db jobs.Store, job jobs.Job) er
 	log := p.log.With("job", job.ID, "conversation", conv, "reason", pl.Reason)
 
 	// Reads, no transaction open.
-	msgs, err := queuedMessages(ctx, db, conv, pl.ThroughMessageID)
+	through := pl.ThroughMessageID
+	if pl.Check {
+		through = nil // a check segments everything queued when it runs
+	}
+	msgs, err := queuedMessages(ctx, db, conv, through)
 	if err != nil {
 		return err
 	}
@@ -126,6 +130,15 @@ func (p *Pipelines) Segment(ctx context.Context, db jobs.Store, job jobs.Job) er
 		}
 		if len(eps) == 0 {
 			log.Debug("segment: skip", "queued", len(msgs))
+		}
+		if forced {
+			var next *int64
+			if err := tx.QueryRow(ctx, `SELECT mneme._segment_followup($1, $2)`, conv, *pl.ThroughMessageID).Scan(&next); err != nil {
+				return fmt.Errorf("segment job %d: follow-up: %w", job.ID, err)
+			}
+			if next != nil {
+				log.Info("segment: messages queued after the cut get their own job", "next_job", *next)
+			}
 		}
 		return nil
 	})
