@@ -12,6 +12,16 @@ fi
 echo "== DATABASE_URL=$DATABASE_URL"
 $MNEME migrate
 PSQL=(psql "$DATABASE_URL" -X -v ON_ERROR_STOP=1 -P pager=off)
+# The sidecar runs as a member of mneme_worker, never as a superuser (README,
+# "Roles"). On the private cluster the demo makes that login role; against
+# your own server it runs as DATABASE_URL's role unless WORKER_URL is set.
+WORKER_URL=${WORKER_URL:-}
+if [ -z "$WORKER_URL" ] && [[ "$DATABASE_URL" == postgres://postgres@127.0.0.1:* ]]; then
+  "${PSQL[@]}" -qc "DO \$\$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'mneme_demo_worker') THEN
+                      CREATE ROLE mneme_demo_worker LOGIN IN ROLE mneme_worker; END IF; END \$\$"
+  WORKER_URL=${DATABASE_URL/postgres@/mneme_demo_worker@}
+  echo "== the sidecar connects as mneme_demo_worker (member of mneme_worker)"
+fi
 CONV=00000000-0000-4000-8000-00000000de00
 
 echo "== a fresh conversation"
@@ -52,7 +62,7 @@ FROM (SELECT (:'sample'::jsonb)->'sessions'->(:s - 1) AS s) x,
 WHERE y.i BETWEEN :a AND :b;
 SQL
 }
-drain() { MNEME_LOG_LEVEL=${MNEME_LOG_LEVEL:-warn} $MNEME run --drain; }
+drain() { DATABASE_URL=${WORKER_URL:-$DATABASE_URL} MNEME_LOG_LEVEL=${MNEME_LOG_LEVEL:-warn} $MNEME run --drain; }
 
 echo
 echo "== pipelines: the sample conversation ($SAMPLE), offline (no LLM: heuristic segmenter and reviewer)"

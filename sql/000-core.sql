@@ -118,8 +118,8 @@ BEGIN
         RAISE EXCEPTION 'speaker names must be 1 to 64 characters, starting with a letter'
             USING ERRCODE = '22023', HINT = 'letters, digits, space, _ . '' - are allowed';
     END IF;
-    INSERT INTO mneme.message_queue (id, speakers) VALUES (set_speakers.conversation_id, set_speakers.speakers)
-    ON CONFLICT (id) DO UPDATE SET speakers = EXCLUDED.speakers, updated_at = now();
+    PERFORM mneme._claim_conversation(set_speakers.conversation_id);
+    UPDATE mneme.message_queue SET speakers = set_speakers.speakers, updated_at = now() WHERE id = set_speakers.conversation_id;
 END
 $$;
 COMMENT ON FUNCTION mneme.set_speakers(uuid, text[]) IS
@@ -188,7 +188,7 @@ BEGIN
                   HINT = 'leave the time out for the server''s clock; setting message_max_future bounds the clock skew allowed';
     END IF;
 
-    INSERT INTO mneme.message_queue (id) VALUES (add_message.conversation_id) ON CONFLICT (id) DO NOTHING;
+    PERFORM mneme._claim_conversation(add_message.conversation_id);
     -- The row lock orders appends within a conversation.
     SELECT * INTO v_queue FROM mneme.message_queue q WHERE q.id = add_message.conversation_id FOR UPDATE;
 
@@ -327,12 +327,13 @@ BEGIN
     IF add_pending_review.query IS NULL THEN
         RAISE EXCEPTION 'query must not be NULL' USING ERRCODE = '22004';
     END IF;
-    INSERT INTO mneme.message_queue AS q (id, pending_reviews)
-    VALUES (add_pending_review.conversation_id,
-            jsonb_build_array(jsonb_build_object('query', add_pending_review.query, 'memory_ids', to_jsonb(add_pending_review.memory_ids))))
-    ON CONFLICT (id) DO UPDATE
-        SET pending_reviews = COALESCE(q.pending_reviews, '[]'::jsonb) || EXCLUDED.pending_reviews,
-            updated_at = now();
+    PERFORM mneme._claim_conversation(add_pending_review.conversation_id);
+    UPDATE mneme.message_queue q
+       SET pending_reviews = COALESCE(q.pending_reviews, '[]'::jsonb)
+               || jsonb_build_array(jsonb_build_object('query', add_pending_review.query,
+                                                       'memory_ids', to_jsonb(add_pending_review.memory_ids))),
+           updated_at = now()
+     WHERE q.id = add_pending_review.conversation_id;
 END
 $$;
 COMMENT ON FUNCTION mneme.add_pending_review(uuid, uuid[], text) IS

@@ -40,6 +40,7 @@ BEGIN
     ELSE
         PERFORM mneme.check_label(remember.label);
     END IF;
+    PERFORM mneme._claim_conversation(remember.conversation_id);
     IF remember.valid_until IS NOT NULL AND remember.valid_until <= now() THEN
         RAISE EXCEPTION 'valid_until % is not in the future', remember.valid_until USING ERRCODE = '22023';
     END IF;

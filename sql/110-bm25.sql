@@ -242,6 +242,9 @@ BEGIN
     IF bm25_search.k IS NULL OR bm25_search.k < 1 THEN
         RAISE EXCEPTION 'k must be at least 1' USING ERRCODE = '22023';
     END IF;
+    IF NOT mneme._readable_conversation(bm25_search.conversation_id) THEN
+        RETURN;  -- another tenant's: its statistics are not this session's to see
+    END IF;
     SELECT s.n, s.total_len INTO v_n, v_total FROM mneme.bm25_stats s WHERE s.conversation_id = bm25_search.conversation_id;
     IF NOT FOUND THEN
         RETURN;  -- unknown conversation, or nothing active in it

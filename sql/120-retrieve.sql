@@ -9,14 +9,19 @@
 -- -----------------------------------------------------------------------------
 -- The formula, unchecked: a plain SQL expression with no SET clause so the
 -- planner inlines it into the ranking query (a call with SET costs ~7 us per
--- candidate). Only pg_catalog functions, schema-qualified.
+-- candidate). Only pg_catalog functions and operators, schema-qualified, so
+-- a caller's search_path cannot swap them.
 CREATE OR REPLACE FUNCTION mneme._retrievability(stability float8, last timestamptz, at timestamptz)
 RETURNS float8
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$
-SELECT pg_catalog.power(1 + (pg_catalog.power(0.9::float8, 1 / -0.5::float8) - 1)
-                          * greatest(pg_catalog.date_part('epoch', _retrievability.at - _retrievability.last) / 86400, 0::float8) / _retrievability.stability,
-                        -0.5::float8)
+SELECT pg_catalog.power(
+           1::float8 OPERATOR(pg_catalog.+)
+               (((pg_catalog.power(0.9::float8, 1::float8 OPERATOR(pg_catalog./) '-0.5'::float8) OPERATOR(pg_catalog.-) 1::float8)
+                 OPERATOR(pg_catalog.*) greatest((pg_catalog.date_part('epoch', _retrievability.at OPERATOR(pg_catalog.-) _retrievability.last)
+                                                  OPERATOR(pg_catalog./) 86400::float8), 0::float8))
+                OPERATOR(pg_catalog./) _retrievability.stability),
+           '-0.5'::float8)
 $$;
 COMMENT ON FUNCTION mneme._retrievability(float8, timestamptz, timestamptz) IS
     'Internal: mneme.retrievability without argument checks, inlined into mneme.search.';

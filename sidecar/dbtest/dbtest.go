@@ -11,6 +11,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -232,4 +233,32 @@ func randHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// As returns the URL of this database for a new login role that is a member
+// of group (mneme_app, mneme_worker, mneme_admin): what an application, the
+// sidecar or an operator connects as. The role is dropped after the test.
+func (d *DB) As(t testing.TB, group string) string {
+	t.Helper()
+	ctx := context.Background()
+	role := strings.TrimPrefix(group, "mneme_") + "_" + randHex(6)
+	c := connect(t, ServerURL(t))
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, fmt.Sprintf(`CREATE ROLE %s LOGIN IN ROLE %s`, role, group)); err != nil {
+		t.Fatalf("create role %s: %v", role, err)
+	}
+	t.Cleanup(func() {
+		c := connect(t, ServerURL(t))
+		defer c.Close(ctx)
+		_, _ = c.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1`, role)
+		if _, err := c.Exec(ctx, fmt.Sprintf(`DROP ROLE IF EXISTS %s`, role)); err != nil {
+			t.Logf("drop role %s: %v", role, err)
+		}
+	})
+	u, err := url.Parse(d.URL)
+	if err != nil {
+		t.Fatalf("parse %s: %v", d.URL, err)
+	}
+	u.User = url.User(role)
+	return u.String()
 }

@@ -1,0 +1,109 @@
+-- =============================================================================
+-- mneme tenants: whose rows these are. Every row of the conversation tables
+-- has a tenant_id; row-level security (goose 00045) shows a session the rows
+-- of the transaction's tenant (mneme.set_tenant), the sidecar's (mneme_worker)
+-- every row. A conversation belongs to one tenant, fixed by its first write.
+-- A single-tenant install never sets a tenant: everything is 'default'.
+-- Idempotent: re-applied on every `mneme migrate`.
+-- =============================================================================
+
+CREATE OR REPLACE FUNCTION mneme.set_tenant(tenant text)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF set_tenant.tenant IS NULL THEN
+        RAISE EXCEPTION 'tenant must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM mneme.tenants t WHERE t.id = set_tenant.tenant) THEN
+        RAISE EXCEPTION 'unknown tenant %', left(quote_literal(set_tenant.tenant), 80)
+            USING ERRCODE = '22023', HINT = 'an admin creates tenants: SELECT mneme.create_tenant(''acme'')';
+    END IF;
+    PERFORM set_config('mneme.tenant', set_tenant.tenant, true);
+    RETURN set_tenant.tenant;
+END
+$$;
+COMMENT ON FUNCTION mneme.set_tenant(text) IS
+    'Sets the tenant of the current transaction (transaction-local: call it after BEGIN, or in the same '
+    'statement''s transaction). Every mneme function then sees and writes only that tenant''s rows.';
+
+CREATE OR REPLACE FUNCTION mneme.create_tenant(tenant text)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF create_tenant.tenant IS NULL OR create_tenant.tenant !~ '^[a-z0-9][a-z0-9_-]{0,62}$' THEN
+        RAISE EXCEPTION 'tenant id %: want 1 to 63 lower-case letters, digits, _ or -, starting with a letter or digit',
+            coalesce(left(quote_literal(create_tenant.tenant), 80), 'NULL') USING ERRCODE = '22023';
+    END IF;
+    INSERT INTO mneme.tenants (id) VALUES (create_tenant.tenant) ON CONFLICT (id) DO NOTHING;
+    RETURN create_tenant.tenant;
+END
+$$;
+COMMENT ON FUNCTION mneme.create_tenant(text) IS
+    'Creates a tenant (admin); an existing one is left as it is. Returns its id.';
+
+-- A row's tenant, when its insert leaves it out: its conversation's, else
+-- the transaction's.
+CREATE OR REPLACE FUNCTION mneme.tenant_fill_trg()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NEW.tenant_id IS NULL THEN
+        IF NEW.conversation_id IS NOT NULL THEN
+            SELECT q.tenant_id INTO NEW.tenant_id FROM mneme.message_queue q WHERE q.id = NEW.conversation_id;
+        END IF;
+        NEW.tenant_id := coalesce(NEW.tenant_id, mneme._tenant());
+    END IF;
+    RETURN NEW;
+END
+$$;
+DO $$
+DECLARE
+    t text;
+BEGIN
+    FOREACH t IN ARRAY ARRAY['messages', 'memories', 'jobs', 'review_log', 'memory_events'] LOOP
+        EXECUTE format('DROP TRIGGER IF EXISTS %I ON mneme.%I', t || '_tenant', t);
+        EXECUTE format('CREATE TRIGGER %I BEFORE INSERT ON mneme.%I FOR EACH ROW EXECUTE FUNCTION mneme.tenant_fill_trg()',
+                       t || '_tenant', t);
+    END LOOP;
+END
+$$;
+
+-- The conversation for a write: created for the transaction's tenant on
+-- first use; a conversation of another tenant is not there to write to.
+CREATE OR REPLACE FUNCTION mneme._claim_conversation(conversation_id uuid)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    INSERT INTO mneme.message_queue (id) VALUES (_claim_conversation.conversation_id) ON CONFLICT (id) DO NOTHING;
+    IF NOT EXISTS (SELECT 1 FROM mneme.message_queue q WHERE q.id = _claim_conversation.conversation_id
+                   AND (q.tenant_id = mneme._tenant() OR mneme._is_worker())) THEN
+        RAISE EXCEPTION 'conversation % belongs to another tenant', _claim_conversation.conversation_id
+            USING ERRCODE = '42501', HINT = 'SELECT mneme.set_tenant(...) in the transaction, or use another conversation id';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION mneme._claim_conversation(uuid) IS
+    'Internal: makes sure the conversation exists and belongs to the transaction''s tenant (42501 otherwise).';
+
+-- Whether the session may read the conversation's derived rows (BM25
+-- statistics have no tenant column: they are reached through it).
+CREATE OR REPLACE FUNCTION mneme._readable_conversation(conversation_id uuid)
+RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT mneme._is_worker()
+    OR EXISTS (SELECT 1 FROM mneme.message_queue q WHERE q.id = _readable_conversation.conversation_id
+               AND q.tenant_id = mneme._tenant())
+$$;
+COMMENT ON FUNCTION mneme._readable_conversation(uuid) IS
+    'Internal: whether the conversation belongs to the transaction''s tenant (or the session is the sidecar''s).';

@@ -1,0 +1,77 @@
+-- =============================================================================
+-- mneme access: who may call what. Applied last on every `mneme migrate`.
+--
+-- Group roles (NOLOGIN, created by goose 00045; grant them to login roles):
+--   mneme_app     the application: EXECUTE on the public API only, no table
+--                 privileges; sees the rows of its transaction's tenant
+--   mneme_worker  the sidecar: the API and the worker functions, SELECT on
+--                 the tables; sees every tenant (it works for all of them)
+--   mneme_admin   operators: the API, settings, erase, tenants, maintenance
+--   mneme_owner   owns the functions below, which are SECURITY DEFINER: they
+--                 run with its table privileges, and row-level security
+--                 applies to it (it is not a superuser and owns no table), so
+--                 every query inside them sees only the caller's tenant.
+-- Nothing in schema mneme is executable by PUBLIC but mneme._tenant() and
+-- mneme._is_worker(), which the row policies call.
+-- =============================================================================
+DO $access$
+DECLARE
+    app constant text[] := ARRAY[
+        'add_message', 'set_speakers', 'segment_now', 'remember', 'pin', 'unpin', 'forget', 'inspect', 'history',
+        'retrieve', 'retrieve_markdown', 'search', 'bm25_search', 'vector_search', 'setting', 'set_tenant',
+        'labels', 'is_label', 'check_label', 'auto_label', 'episode_label', 'initial_state', 'retrievability',
+        'hash_embed', 'hash_fold', 'memory_text', 'check_embedding', 'bm25_tsvector', 'l2_normalize', 'cosine_distance'];
+    worker constant text[] := ARRAY[
+        'take_pending_reviews', 'add_pending_review', 'claim_jobs', 'extend_job_lease', 'complete_job', 'fail_job',
+        'release_job', 'retry_job', 'queued_messages', 'lock_queued', 'create_episode', 'review_targets', 'apply_review',
+        'recent_memories', 'context_messages', 'enqueue_job', 'enqueue_segment', 'unhandled_jobs', 'memories_to_embed',
+        'set_embedding', 'cleanup', 'schedule_cleanup', '_segment_followup', '_interval_setting'];
+    admin constant text[] := ARRAY[
+        'set_setting', 'change_embedding_dim', 'reset_initial_state', 'erase', 'erase_conversation', 'reactivate',
+        'cleanup', 'schedule_cleanup', 'retry_job', 'bm25_reindex', 'create_tenant'];
+    f record;
+BEGIN
+    IF NOT pg_catalog.pg_has_role(current_user, 'mneme_owner', 'MEMBER') THEN
+        EXECUTE format('GRANT mneme_owner TO %I', current_user);
+    END IF;
+    GRANT USAGE, CREATE ON SCHEMA mneme TO mneme_owner;
+    GRANT SELECT, INSERT, UPDATE, DELETE, TRUNCATE ON ALL TABLES IN SCHEMA mneme TO mneme_owner;
+    GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA mneme TO mneme_owner;
+    GRANT USAGE ON SCHEMA mneme TO mneme_app, mneme_worker, mneme_admin;
+    REVOKE ALL ON ALL TABLES IN SCHEMA mneme FROM PUBLIC, mneme_app;
+    GRANT SELECT ON ALL TABLES IN SCHEMA mneme TO mneme_worker, mneme_admin;
+
+    FOR f IN SELECT p.oid::regprocedure AS sig, p.proname AS name, p.prorettype = 'pg_catalog.trigger'::regtype AS trg
+             FROM pg_catalog.pg_proc p WHERE p.pronamespace = 'mneme'::regnamespace AND p.prokind = 'f' LOOP
+        EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f.sig);
+        IF f.name IN ('_tenant', '_is_worker') THEN
+            EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO PUBLIC', f.sig);
+            CONTINUE;
+        END IF;
+        IF f.trg THEN
+            CONTINUE;  -- run by their triggers as whoever writes (mneme_owner inside the API)
+        END IF;
+        IF f.name = 'change_embedding_dim' THEN
+            -- DDL: runs as its caller, who must own the tables (mneme reembed
+            -- runs as the role that migrates).
+            EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO mneme_admin', f.sig);
+            CONTINUE;
+        END IF;
+        EXECUTE format('ALTER FUNCTION %s OWNER TO mneme_owner', f.sig);
+        -- mneme._retrievability stays SECURITY INVOKER (and without SET) so
+        -- the planner inlines it into the ranking.
+        IF f.name <> '_retrievability' THEN
+            EXECUTE format('ALTER FUNCTION %s SECURITY DEFINER', f.sig);
+        END IF;
+        IF f.name = ANY (app) THEN
+            EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO mneme_app, mneme_worker, mneme_admin', f.sig);
+        END IF;
+        IF f.name = ANY (worker) THEN
+            EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO mneme_worker', f.sig);
+        END IF;
+        IF f.name = ANY (admin) THEN
+            EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO mneme_admin', f.sig);
+        END IF;
+    END LOOP;
+END
+$access$;
