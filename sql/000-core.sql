@@ -317,6 +317,10 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
+DECLARE
+    v_n       int;
+    v_max     int := mneme.setting('pending_reviews_max')::int;
+    v_payload jsonb;
 BEGIN
     IF add_pending_review.conversation_id IS NULL THEN
         RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
@@ -333,12 +337,35 @@ BEGIN
                || jsonb_build_array(jsonb_build_object('query', add_pending_review.query,
                                                        'memory_ids', to_jsonb(add_pending_review.memory_ids))),
            updated_at = now()
-     WHERE q.id = add_pending_review.conversation_id;
+     WHERE q.id = add_pending_review.conversation_id
+    RETURNING jsonb_array_length(q.pending_reviews) INTO v_n;
+    -- Bounded: past pending_reviews_max the oldest entries go to a review job
+    -- now (under the row lock the UPDATE took), judged by what is queued.
+    IF v_n > v_max THEN
+        WITH e AS (
+            SELECT x.e, x.o FROM mneme.message_queue q, jsonb_array_elements(q.pending_reviews) WITH ORDINALITY AS x(e, o)
+            WHERE q.id = add_pending_review.conversation_id
+        ), moved AS (
+            UPDATE mneme.message_queue q
+               SET pending_reviews = (SELECT jsonb_agg(e.e ORDER BY e.o) FROM e WHERE e.o > v_n - v_max / 2)
+             WHERE q.id = add_pending_review.conversation_id
+            RETURNING q.id
+        )
+        SELECT jsonb_build_object(
+                   'reviews', (SELECT jsonb_agg(e.e ORDER BY e.o) FROM e WHERE e.o <= v_n - v_max / 2),
+                   'reviewed_at', now(),
+                   'context_message_ids', coalesce((SELECT jsonb_agg(m.id ORDER BY m.id) FROM mneme.messages m
+                                                    WHERE m.conversation_id = add_pending_review.conversation_id
+                                                      AND m.consumed_at IS NULL), '[]'::jsonb))
+          INTO v_payload FROM moved;
+        PERFORM mneme.enqueue_job('review', add_pending_review.conversation_id, v_payload);
+    END IF;
 END
 $$;
 COMMENT ON FUNCTION mneme.add_pending_review(uuid, uuid[], text) IS
     'Appends {query, memory_ids} to the conversation''s pending_reviews in one statement; '
-    'the row lock of the UPDATE keeps concurrent appends and takes from losing entries.';
+    'the row lock of the UPDATE keeps concurrent appends and takes from losing entries. Past setting '
+    'pending_reviews_max entries, the oldest half go to a review job at once, judged by the queued messages.';
 
 CREATE OR REPLACE FUNCTION mneme.take_pending_reviews(conversation_id uuid)
 RETURNS jsonb

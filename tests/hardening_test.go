@@ -157,3 +157,29 @@ func TestMessagesAfterAForcedCutSegment(t *testing.T) {
 	require.Less(t, queued, 10, "fewer than segment_max_messages stay queued (the next message checks them)")
 	require.Zero(t, e.count(`SELECT count(*) FROM mneme.jobs WHERE state IN ('pending', 'failed')`))
 }
+
+// pending_reviews is bounded: past pending_reviews_max, the oldest half go
+// to a review job at once; every entry is in the array or in a job, none
+// lost, and the review job rates them by the queued messages.
+func TestPendingReviewsBounded(t *testing.T) {
+	t.Parallel()
+	e := newPipelineEnv(t, false)
+	ctx := context.Background()
+	_, err := e.db.Pool.Exec(ctx, `SELECT mneme.set_setting('pending_reviews_max', '10')`)
+	require.NoError(t, err)
+	var mem uuid.UUID
+	require.NoError(t, e.db.Pool.QueryRow(ctx, `SELECT mneme.remember($1, 'The tomatoes need water every morning')`, e.conv).Scan(&mem))
+	e.say(day1.Format(time.RFC3339), "user", "I water the tomatoes every morning before work.")
+	for i := 0; i < 25; i++ {
+		_, err := e.db.Pool.Exec(ctx, `SELECT count(*) FROM mneme.retrieve($1, $2, 3)`, e.conv, fmt.Sprintf("tomatoes water %d", i))
+		require.NoError(t, err)
+		require.LessOrEqual(t, e.count(`SELECT coalesce(jsonb_array_length(pending_reviews), 0) FROM mneme.message_queue WHERE id = $1`, e.conv), 10)
+	}
+	total := e.count(`SELECT coalesce(jsonb_array_length(pending_reviews), 0) FROM mneme.message_queue WHERE id = $1`, e.conv) +
+		e.count(`SELECT coalesce(sum(jsonb_array_length(payload -> 'reviews')), 0)::int FROM mneme.jobs WHERE kind = 'review'`)
+	require.Equal(t, 25, total, "no entry lost")
+	require.Positive(t, e.count(`SELECT count(*) FROM mneme.jobs WHERE kind = 'review'`))
+	e.drain()
+	require.Zero(t, e.count(`SELECT count(*) FROM mneme.jobs WHERE state = 'failed'`))
+	require.Positive(t, e.count(`SELECT count(*) FROM mneme.review_log WHERE memory_id = $1`, mem), "the handed-over entries were reviewed")
+}

@@ -585,6 +585,9 @@ func TestPipelineRetrievalNeverReviews(t *testing.T) {
 	t.Parallel()
 	e := newPipelineEnv(t, false)
 	rust := e.rustMemory()
+	// All 1,000 entries stay pending (TestPendingReviewsBounded covers the bound).
+	_, err := e.db.Pool.Exec(context.Background(), `SELECT mneme.set_setting('pending_reviews_max', '2000')`)
+	require.NoError(t, err)
 	var n int
 	require.NoError(t, e.db.Pool.QueryRow(context.Background(), `
 		SELECT count(*) FROM generate_series(1, 1000) g, LATERAL mneme.retrieve($1, 'rust borrow checker ' || g, 5) r`, e.conv).Scan(&n))

@@ -455,6 +455,9 @@ func TestRetrieveNeverChangesFSRS(t *testing.T) {
 		return s
 	}
 	before := fsrsState()
+	// All 1,000 entries stay pending (TestPendingReviewsBounded covers the bound).
+	_, err = db.Pool.Exec(ctx, `SELECT mneme.set_setting('pending_reviews_max', '2000')`)
+	require.NoError(t, err)
 	var returned int
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM generate_series(1, 1000) g,
 		LATERAL mneme.retrieve($1, (ARRAY['tea morning', 'rust lifetimes', 'party cake gift', 'the bank'])[1 + g % 4] || ' ' || g, 3) x`,

@@ -99,6 +99,13 @@ func (p *Pipelines) Review(ctx context.Context, db jobs.Store, job jobs.Job) err
 		}
 	}
 
+	if len(convo) == 0 {
+		// Nothing was said after the retrievals (pending reviews handed over
+		// early, before any message): no evidence either way.
+		log.Info("review: no conversation to judge by, nothing rated", "memories", len(live))
+		return nil
+	}
+
 	// Decide: the reviewer (a model call with an LLM), no transaction open.
 	ratings, err := p.reviewer.Rate(ctx, convo, live, set)
 	if err != nil {
