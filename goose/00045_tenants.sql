@@ -17,8 +17,15 @@ BEGIN
         IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = r) THEN
             BEGIN
                 EXECUTE format('CREATE ROLE %I NOLOGIN', r);
-            EXCEPTION WHEN duplicate_object OR unique_violation THEN
-                NULL;  -- another database's migration created it meanwhile
+            EXCEPTION
+                WHEN duplicate_object OR unique_violation THEN
+                    NULL;  -- another database's migration created it meanwhile
+                WHEN insufficient_privilege THEN
+                    RAISE EXCEPTION 'mneme migrate: role % cannot create the group role %', current_user, r
+                        USING ERRCODE = '42501',
+                              HINT = format('an admin runs once: CREATE ROLE mneme_owner NOLOGIN; CREATE ROLE mneme_app NOLOGIN; '
+                                            'CREATE ROLE mneme_worker NOLOGIN; CREATE ROLE mneme_admin NOLOGIN; GRANT mneme_owner TO %I;',
+                                            current_user);
             END;
         END IF;
     END LOOP;

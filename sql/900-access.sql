@@ -32,7 +32,12 @@ DECLARE
     f record;
 BEGIN
     IF NOT pg_catalog.pg_has_role(current_user, 'mneme_owner', 'MEMBER') THEN
-        EXECUTE format('GRANT mneme_owner TO %I', current_user);
+        BEGIN
+            EXECUTE format('GRANT mneme_owner TO %I', current_user);
+        EXCEPTION WHEN insufficient_privilege THEN
+            RAISE EXCEPTION 'mneme migrate: role % must be a member of mneme_owner to hand it the API functions', current_user
+                USING ERRCODE = '42501', HINT = format('an admin runs once: GRANT mneme_owner TO %I', current_user);
+        END;
     END IF;
     GRANT USAGE, CREATE ON SCHEMA mneme TO mneme_owner;
     GRANT SELECT, INSERT, UPDATE, DELETE, TRUNCATE ON ALL TABLES IN SCHEMA mneme TO mneme_owner;

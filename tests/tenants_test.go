@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
+	"github.com/mneme-memory/mneme/sidecar/migrate"
 )
 
 // inTenant runs fn in a transaction of the given tenant (mneme.set_tenant).
@@ -214,4 +216,50 @@ func TestWorkerServesEveryTenant(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestMigrateAsDatabaseOwner: `mneme migrate` by a role that is no superuser
+// and only owns its database (the group roles created once by an admin, who
+// made it a member of mneme_owner), then the API works for an application
+// role and the sidecar's worker role, twice over (migrate is idempotent).
+func TestMigrateAsDatabaseOwner(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.New(t) // the group roles exist (any migrate made them)
+	name, _ := dbtest.NewEmpty(t)
+	owner := "dbo_" + uuid.NewString()[:8]
+	for _, q := range []string{
+		fmt.Sprintf(`CREATE ROLE %s LOGIN`, owner),
+		fmt.Sprintf(`ALTER DATABASE %s OWNER TO %s`, name, owner),
+		fmt.Sprintf(`GRANT mneme_owner TO %s`, owner),
+	} {
+		_, err := db.Pool.Exec(ctx, q)
+		require.NoError(t, err, q)
+	}
+	t.Cleanup(func() {
+		_, _ = db.Pool.Exec(context.Background(), fmt.Sprintf(`DROP DATABASE IF EXISTS %s WITH (FORCE)`, name))
+		_, _ = db.Pool.Exec(context.Background(), fmt.Sprintf(`DROP ROLE IF EXISTS %s`, owner))
+	})
+	u, err := url.Parse(db.URL)
+	require.NoError(t, err)
+	u.User, u.Path = url.User(owner), "/"+name
+	for i := 0; i < 2; i++ {
+		_, err = migrate.Run(ctx, u.String(), migrate.Options{Vector: "auto"})
+		require.NoError(t, err, "migrate as the database owner, run %d", i+1)
+	}
+	var superuser bool
+	conn, err := pgx.Connect(ctx, u.String())
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	require.NoError(t, conn.QueryRow(ctx, `SELECT rolsuper FROM pg_roles WHERE rolname = current_user`).Scan(&superuser))
+	require.False(t, superuser)
+	var id int64
+	require.NoError(t, conn.QueryRow(ctx, `SELECT mneme.add_message(gen_random_uuid(), 'user', 'hello from the owner')`).Scan(&id))
+	var owners []string
+	rows, err := conn.Query(ctx, `SELECT DISTINCT pg_get_userbyid(proowner) FROM pg_proc WHERE pronamespace = 'mneme'::regnamespace
+		AND prosecdef`)
+	require.NoError(t, err)
+	owners, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"mneme_owner"}, owners, "the API runs as mneme_owner")
 }
