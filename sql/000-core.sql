@@ -44,15 +44,17 @@ BEGIN
     IF set_setting.value IS NULL THEN
         RAISE EXCEPTION 'setting "%" needs a value', set_setting.key USING ERRCODE = '22004';
     END IF;
-    UPDATE mneme.settings SET value = set_setting.value, updated_at = now() WHERE key = set_setting.key;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'unknown mneme setting "%"', set_setting.key
+    IF NOT EXISTS (SELECT 1 FROM mneme.settings s WHERE s.key = set_setting.key) THEN
+        RAISE EXCEPTION 'unknown mneme setting "%"', left(set_setting.key, 80)
             USING ERRCODE = '22023', HINT = 'SELECT key FROM mneme.settings lists the settings';
     END IF;
+    PERFORM mneme._check_setting(set_setting.key, set_setting.value);  -- sql/010-setting-rules.sql
+    UPDATE mneme.settings SET value = set_setting.value, updated_at = now() WHERE key = set_setting.key;
 END
 $$;
 COMMENT ON FUNCTION mneme.set_setting(text, jsonb) IS
-    'Changes one tunable; unknown keys and the migrate-time keys are errors.';
+    'Changes one tunable; unknown keys, the migrate-time keys and values outside the key''s rule '
+    '(sql/010-setting-rules.sql: type and range, 22023 naming the key) are errors.';
 
 -- -----------------------------------------------------------------------------
 -- Jobs: the transactional outbox

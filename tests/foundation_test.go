@@ -481,3 +481,11 @@ func TestPlainMemoryInsertIsActive(t *testing.T) {
 	_, err = db.Pool.Exec(ctx, `UPDATE mneme.memories SET confidence_score = 1.5`)
 	require.Equal(t, "23514", sqlState(t, err))
 }
+
+// forceSetting writes a setting past set_setting's rules (as only a table
+// owner can): for tests that the functions reading it still check it.
+func forceSetting(t *testing.T, db *dbtest.DB, key, value string) {
+	t.Helper()
+	_, err := db.Pool.Exec(context.Background(), `UPDATE mneme.settings SET value = $2::jsonb WHERE key = $1`, key, value)
+	require.NoError(t, err)
+}

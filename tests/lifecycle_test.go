@@ -65,7 +65,8 @@ func TestInitialStateMatchesGoFSRS(t *testing.T) {
 				require.Equal(t, "22023", sqlState(t, err), q)
 			}
 			_, err := db.Pool.Exec(ctx, `SELECT mneme.set_setting('initial_stability_days', '{"general": -1}')`)
-			require.NoError(t, err)
+			require.Equal(t, "22023", sqlState(t, err), "set_setting checks the rule")
+			forceSetting(t, db, "initial_stability_days", `{"general": -1}`)
 			_, err = db.Pool.Exec(ctx, `SELECT * FROM mneme.initial_state('general')`)
 			require.Equal(t, "22023", sqlState(t, err))
 			_, err = db.Pool.Exec(ctx, `INSERT INTO mneme.memories (conversation_id, content) VALUES ($1, 'y')`, conv)
@@ -281,8 +282,10 @@ func TestCleanupBadInput(t *testing.T) {
 		var before string
 		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT value::text FROM mneme.settings WHERE key = $1`, setting).Scan(&before))
 		for _, v := range values {
-			e.exec(`SELECT mneme.set_setting($1, $2::jsonb)`, setting, v)
-			_, err := db.Pool.Exec(ctx, `SELECT * FROM mneme.cleanup()`)
+			_, err := db.Pool.Exec(ctx, `SELECT mneme.set_setting($1, $2::jsonb)`, setting, v)
+			require.Equal(t, "22023", sqlState(t, err), "set_setting rejects %s = %s", setting, v)
+			forceSetting(t, db, setting, v) // and cleanup still checks what it reads
+			_, err = db.Pool.Exec(ctx, `SELECT * FROM mneme.cleanup()`)
 			require.Equal(t, "22023", sqlState(t, err), "%s = %s", setting, v)
 			require.ErrorContains(t, err, setting)
 		}
@@ -294,7 +297,9 @@ func TestCleanupBadInput(t *testing.T) {
 	require.Equal(t, "active", st, "no failed cleanup changed anything")
 	require.Equal(t, []string{"created"}, e.events(id))
 
-	e.exec(`SELECT mneme.set_setting('cleanup_interval', '"every day"')`)
+	_, err = db.Pool.Exec(ctx, `SELECT mneme.set_setting('cleanup_interval', '"every day"')`)
+	require.Equal(t, "22023", sqlState(t, err))
+	forceSetting(t, db, "cleanup_interval", `"every day"`)
 	_, err = db.Pool.Exec(ctx, `SELECT mneme.schedule_cleanup()`)
 	require.Equal(t, "22023", sqlState(t, err))
 	e.exec(`SELECT mneme.set_setting('cleanup_interval', '"1 day"')`)

@@ -40,9 +40,12 @@ func TestRetrievabilityWeightSetting(t *testing.T) {
 			require.Equal(t, hits[0].Score, hits[1].Score, "w=0: forgetting ignored")
 		}
 	}
-	// A negative weight would reward forgetting: rejected at query time.
+	// A negative weight would reward forgetting: set_setting rejects it, and
+	// one forced into the table is rejected at query time.
 	_, err := db.Pool.Exec(ctx, `SELECT mneme.set_setting('retrievability_weight', '-1')`)
-	require.NoError(t, err)
+	require.Equal(t, "22023", sqlState(t, err))
+	require.ErrorContains(t, err, "retrievability_weight")
+	forceSetting(t, db, "retrievability_weight", `-1`)
 	_, err = db.Pool.Exec(ctx, `SELECT * FROM mneme.search($1, 'lighthouse', 5)`, conv)
 	require.Equal(t, "22023", sqlState(t, err))
 }

@@ -1,0 +1,168 @@
+-- =============================================================================
+-- mneme setting rules: the type and range of every key of mneme.settings,
+-- checked by mneme.set_setting before it writes. One rule per key, in one
+-- place; a key without a rule cannot be set (TestSettingRules checks that
+-- every key has one). Errors name the key (22023) and give the valid form.
+-- Idempotent: re-applied on every `mneme migrate`.
+-- =============================================================================
+
+-- A number (integer when asked) in [lo, hi]; lo exclusive when asked.
+CREATE OR REPLACE FUNCTION mneme._setting_number(key text, value jsonb, lo float8, hi float8,
+                                                 integer_only boolean DEFAULT false, lo_exclusive boolean DEFAULT false)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v float8;
+BEGIN
+    IF jsonb_typeof(_setting_number.value) IS DISTINCT FROM 'number' THEN
+        RAISE EXCEPTION 'setting "%" must be a number, got %', _setting_number.key, left(_setting_number.value::text, 80)
+            USING ERRCODE = '22023', HINT = format('a JSON number from %s to %s', _setting_number.lo, _setting_number.hi);
+    END IF;
+    BEGIN
+        v := (_setting_number.value #>> '{}')::float8;
+    EXCEPTION WHEN numeric_value_out_of_range THEN
+        v := 'NaN';  -- under- or overflows a float8: out of every range below
+    END;
+    IF v = 'NaN' OR (_setting_number.integer_only AND v <> trunc(v))
+       OR v < _setting_number.lo OR (_setting_number.lo_exclusive AND v = _setting_number.lo) OR v > _setting_number.hi THEN
+        RAISE EXCEPTION 'setting "%" must be % % % to %, got %', _setting_number.key,
+            CASE WHEN _setting_number.integer_only THEN 'an integer' ELSE 'a number' END,
+            CASE WHEN _setting_number.lo_exclusive THEN 'above' ELSE 'from' END, _setting_number.lo, _setting_number.hi,
+            left(_setting_number.value::text, 80)
+            USING ERRCODE = '22023', HINT = 'SELECT key, value, description FROM mneme.settings shows the default and meaning';
+    END IF;
+END
+$$;
+
+-- An interval given as a JSON string (null when allowed), at least lo.
+CREATE OR REPLACE FUNCTION mneme._setting_interval(key text, value jsonb, lo interval, hi interval, nullable boolean)
+RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v interval;
+BEGIN
+    IF jsonb_typeof(_setting_interval.value) = 'null' AND _setting_interval.nullable THEN
+        RETURN;
+    END IF;
+    BEGIN
+        IF jsonb_typeof(_setting_interval.value) IS DISTINCT FROM 'string' THEN
+            RAISE invalid_parameter_value;
+        END IF;
+        v := (_setting_interval.value #>> '{}')::interval;
+    EXCEPTION WHEN others THEN
+        RAISE EXCEPTION 'setting "%" must be an interval as a JSON string%, got %', _setting_interval.key,
+            CASE WHEN _setting_interval.nullable THEN ' or null' ELSE '' END, left(_setting_interval.value::text, 80)
+            USING ERRCODE = '22023', HINT = 'e.g. ''"1 day"'' or ''"30 minutes"''';
+    END;
+    IF v < _setting_interval.lo OR v > _setting_interval.hi THEN
+        RAISE EXCEPTION 'setting "%" must be from % to %, got %', _setting_interval.key, _setting_interval.lo, _setting_interval.hi, v
+            USING ERRCODE = '22023';
+    END IF;
+END
+$$;
+
+-- An object whose members are among keys (all of required present), each a
+-- number in (lo, hi].
+CREATE OR REPLACE FUNCTION mneme._setting_weights(key text, value jsonb, keys text[], required text[], lo float8, hi float8)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    k text;
+BEGIN
+    IF jsonb_typeof(_setting_weights.value) IS DISTINCT FROM 'object' THEN
+        RAISE EXCEPTION 'setting "%" must be a JSON object, got %', _setting_weights.key, left(_setting_weights.value::text, 80)
+            USING ERRCODE = '22023', HINT = format('members among %s, each a number above %s up to %s',
+                                                   array_to_string(_setting_weights.keys, ', '), _setting_weights.lo, _setting_weights.hi);
+    END IF;
+    FOR k IN SELECT jsonb_object_keys(_setting_weights.value) LOOP
+        IF NOT k = ANY (_setting_weights.keys) THEN
+            RAISE EXCEPTION 'setting "%" has an unknown member %', _setting_weights.key, left(quote_literal(k), 80)
+                USING ERRCODE = '22023', HINT = format('members are %s', array_to_string(_setting_weights.keys, ', '));
+        END IF;
+        PERFORM mneme._setting_number(_setting_weights.key || '.' || k, _setting_weights.value -> k,
+                                      _setting_weights.lo, _setting_weights.hi, false, true);
+    END LOOP;
+    FOREACH k IN ARRAY _setting_weights.required LOOP
+        IF NOT _setting_weights.value ? k THEN
+            RAISE EXCEPTION 'setting "%" needs the member "%"', _setting_weights.key, k USING ERRCODE = '22023';
+        END IF;
+    END LOOP;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION mneme._setting_enum(key text, value jsonb, allowed text[])
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF jsonb_typeof(_setting_enum.value) IS DISTINCT FROM 'string' OR NOT (_setting_enum.value #>> '{}') = ANY (_setting_enum.allowed) THEN
+        RAISE EXCEPTION 'setting "%" must be one of %, got %', _setting_enum.key, array_to_string(_setting_enum.allowed, ', '),
+            left(_setting_enum.value::text, 80)
+            USING ERRCODE = '22023', HINT = format('a JSON string, e.g. ''"%s"''', _setting_enum.allowed[1]);
+    END IF;
+END
+$$;
+
+-- The rules. Raises 22023 naming the key when value breaks its rule; 42704
+-- for a key without a rule.
+CREATE OR REPLACE FUNCTION mneme._check_setting(key text, value jsonb)
+RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    k     text := _check_setting.key;
+    v     jsonb := _check_setting.value;
+    units constant text[] := ARRAY['important', 'user_profile', 'project', 'general', 'temporary', 'trivial'];
+BEGIN
+    CASE k
+    WHEN 'bm25_b' THEN PERFORM mneme._setting_number(k, v, 0, 1);
+    WHEN 'bm25_k1' THEN PERFORM mneme._setting_number(k, v, 0, 10);
+    WHEN 'inactive_below_r' THEN PERFORM mneme._setting_number(k, v, 0, 0.99);
+    WHEN 'retrievability_weight' THEN PERFORM mneme._setting_number(k, v, 0, 10);
+    WHEN 'rrf_hash_vector_weight' THEN PERFORM mneme._setting_number(k, v, 0, 10);
+    WHEN 'rrf_k' THEN PERFORM mneme._setting_number(k, v, 0, 10000, false, true);
+    WHEN 'segment_gap_seconds' THEN PERFORM mneme._setting_number(k, v, 0, 31536000, false, true);
+    WHEN 'segment_shift_similarity' THEN PERFORM mneme._setting_number(k, v, -1, 1);
+    WHEN 'message_max_chars' THEN PERFORM mneme._setting_number(k, v, 1, 10000000, true);
+    WHEN 'pending_reviews_max' THEN PERFORM mneme._setting_number(k, v, 2, 1000000, true);
+    WHEN 'retrieve_candidates' THEN PERFORM mneme._setting_number(k, v, 1, 1000, true);
+    WHEN 'segment_episode_max' THEN PERFORM mneme._setting_number(k, v, 1, 10000, true);
+    WHEN 'segment_episode_min' THEN PERFORM mneme._setting_number(k, v, 1, 10000, true);
+    WHEN 'segment_max_messages' THEN PERFORM mneme._setting_number(k, v, 1, 100000, true);
+    WHEN 'segment_min_messages' THEN PERFORM mneme._setting_number(k, v, 1, 100000, true);
+    WHEN 'segment_min_chars' THEN PERFORM mneme._setting_number(k, v, 0, 100000, true);
+    WHEN 'segment_summary_sentences' THEN PERFORM mneme._setting_number(k, v, 1, 100, true);
+    WHEN 'segment_window' THEN PERFORM mneme._setting_number(k, v, 1, 100, true);
+    WHEN 'vector_exact_max' THEN PERFORM mneme._setting_number(k, v, 0, 1000000000, true);
+    WHEN 'purge_after_days' THEN
+        IF jsonb_typeof(v) <> 'null' THEN
+            PERFORM mneme._setting_number(k, v, 0, 36500, false, true);
+        END IF;
+    WHEN 'cleanup_interval' THEN PERFORM mneme._setting_interval(k, v, interval '1 minute', interval '366 days', true);
+    WHEN 'jobs_retention' THEN PERFORM mneme._setting_interval(k, v, interval '0', interval '100 years', true);
+    WHEN 'message_max_future' THEN PERFORM mneme._setting_interval(k, v, interval '0', interval '366 days', false);
+    WHEN 'embedder' THEN PERFORM mneme._setting_enum(k, v, ARRAY['hash', 'external']);
+    WHEN 'review_default_rating' THEN PERFORM mneme._setting_enum(k, v, ARRAY['again', 'hard', 'good', 'easy']);
+    WHEN 'label_weights' THEN PERFORM mneme._setting_weights(k, v, units, '{}', 0, 100);
+    WHEN 'initial_stability_days' THEN PERFORM mneme._setting_weights(k, v, units, ARRAY['general'], 0, 36500);
+    WHEN 'review_heuristic_thresholds' THEN
+        PERFORM mneme._setting_weights(k, v, ARRAY['hard', 'good', 'easy'], ARRAY['hard', 'good', 'easy'], 0, 1);
+        IF NOT ((v ->> 'hard')::float8 <= (v ->> 'good')::float8 AND (v ->> 'good')::float8 <= (v ->> 'easy')::float8) THEN
+            RAISE EXCEPTION 'setting "%" needs hard <= good <= easy, got %', k, v USING ERRCODE = '22023';
+        END IF;
+    ELSE
+        RAISE EXCEPTION 'setting "%" has no rule', k USING ERRCODE = '42704';
+    END CASE;
+END
+$$;
+COMMENT ON FUNCTION mneme._check_setting(text, jsonb) IS
+    'Internal to set_setting: the type and range of every setting (22023 naming the key when broken).';

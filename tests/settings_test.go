@@ -1,0 +1,85 @@
+package tests
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mneme-memory/mneme/sidecar/dbtest"
+)
+
+// TestSettingRules: every key of mneme.settings has a rule (its default is
+// accepted back), and values of the wrong type or out of range are
+// rejected with 22023 naming the key, changing nothing; search still works.
+func TestSettingRules(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	ctx := context.Background()
+	conv := uuid.New()
+	_, err := db.Pool.Exec(ctx, `SELECT mneme.remember($1, 'The lighthouse keeper paints the stairs blue')`, conv)
+	require.NoError(t, err)
+	snapshot := func() string {
+		var s string
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT string_agg(key || '=' || value::text, ',' ORDER BY key) FROM mneme.settings`).Scan(&s))
+		return s
+	}
+	rows, err := db.Pool.Query(ctx, `SELECT key, value::text FROM mneme.settings ORDER BY key`)
+	require.NoError(t, err)
+	defaults := map[string]string{}
+	for rows.Next() {
+		var k, v string
+		require.NoError(t, rows.Scan(&k, &v))
+		defaults[k] = v
+	}
+	require.NoError(t, rows.Err())
+	for k, v := range defaults {
+		_, err := db.Pool.Exec(ctx, `SELECT mneme.set_setting($1, $2::jsonb)`, k, v)
+		if k == "vector_variant" || k == "embedding_dim" {
+			require.Equal(t, "55000", sqlState(t, err), k)
+			continue
+		}
+		require.NoError(t, err, "%s: its default passes its rule", k)
+	}
+
+	hostile := []string{`null`, `"x"`, `true`, `[]`, `{}`, `-1`, `1e300`, `"NaN"`, `"Infinity"`, `0.5e-400`}
+	bad := map[string][]string{
+		"bm25_b": {`1.5`}, "bm25_k1": {`11`}, "inactive_below_r": {`1`}, "retrievability_weight": {`11`},
+		"rrf_hash_vector_weight": {`11`}, "rrf_k": {`0`}, "segment_gap_seconds": {`0`}, "segment_shift_similarity": {`2`},
+		"message_max_chars": {`0`, `1.5`}, "pending_reviews_max": {`1`}, "retrieve_candidates": {`0`, `1001`},
+		"segment_episode_max": {`0`}, "segment_episode_min": {`2.5`}, "segment_max_messages": {`0`}, "segment_min_messages": {`0`},
+		"segment_min_chars": {`-2`}, "segment_summary_sentences": {`0`}, "segment_window": {`0`}, "vector_exact_max": {`-5`},
+		"purge_after_days": {`0`}, "cleanup_interval": {`"soon"`, `"1 second"`}, "jobs_retention": {`"-1 day"`},
+		"message_max_future": {`"-1 hour"`, `"1000 years"`}, "embedder": {`"openai"`, `42`},
+		"review_default_rating": {`"great"`}, "label_weights": {`{"general": -5}`, `{"general": 0}`, `{"nonsense": 1}`, `{"general": "1"}`},
+		"initial_stability_days":      {`{"general": 0}`, `{"trivial": 3}`, `{"general": 1e9}`},
+		"review_heuristic_thresholds": {`{"easy": 0.1, "good": 0.5, "hard": 0.01}`, `{"easy": 0.25, "good": 0.09}`, `{"easy": 2, "good": 0.09, "hard": 0.04}`},
+	}
+	before := snapshot()
+	for k := range defaults {
+		if k == "vector_variant" || k == "embedding_dim" {
+			continue
+		}
+		require.Contains(t, bad, k, "every key has out-of-range cases here")
+		values := append(append([]string{}, bad[k]...), hostile...)
+		for _, v := range values {
+			if k == "purge_after_days" || k == "cleanup_interval" || k == "jobs_retention" {
+				if v == `null` {
+					continue // these may be null: off
+				}
+			}
+			if v == `{}` && k == "label_weights" || v == `-1` && k == "segment_shift_similarity" {
+				continue // valid: no weights (every label weighs 1); similarity -1
+			}
+			_, err := db.Pool.Exec(ctx, `SELECT mneme.set_setting($1, $2::jsonb)`, k, v)
+			require.Error(t, err, "%s = %s", k, v)
+			require.Equal(t, "22023", sqlState(t, err), "%s = %s: %v", k, v, err)
+			require.ErrorContains(t, err, k)
+		}
+	}
+	require.Equal(t, before, snapshot(), "no rejected value was written")
+	var n int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme.search($1, 'lighthouse stairs', 5)`, conv).Scan(&n))
+	require.Equal(t, 1, n)
+}
