@@ -77,6 +77,24 @@ BEGIN
         RAISE EXCEPTION 'job kind must be a lower-case identifier, got %', coalesce(quote_literal(enqueue_job.kind), 'NULL')
             USING ERRCODE = '22023';
     END IF;
+    IF enqueue_job.run_at IS NOT NULL AND NOT isfinite(enqueue_job.run_at) THEN
+        RAISE EXCEPTION 'run_at must be a finite time, got %', enqueue_job.run_at USING ERRCODE = '22008';
+    END IF;
+    IF enqueue_job.payload IS NOT NULL AND jsonb_typeof(enqueue_job.payload) <> 'object' THEN
+        RAISE EXCEPTION 'job payload must be a JSON object, got %', left(enqueue_job.payload::text, 80) USING ERRCODE = '22023';
+    END IF;
+    -- The payloads the sidecar's handlers read: what they could only fail on
+    -- is refused here.
+    IF enqueue_job.kind = 'segment' AND (enqueue_job.conversation_id IS NULL
+           OR jsonb_typeof(enqueue_job.payload -> 'check') IS DISTINCT FROM 'boolean'
+           OR (enqueue_job.payload ->> 'check' = 'false' AND jsonb_typeof(enqueue_job.payload -> 'through_message_id') IS DISTINCT FROM 'number'))
+       OR enqueue_job.kind = 'review' AND (enqueue_job.conversation_id IS NULL
+           OR jsonb_typeof(enqueue_job.payload -> 'reviews') IS DISTINCT FROM 'array') THEN
+        RAISE EXCEPTION '% job payload %: not what its handler reads', enqueue_job.kind, left(enqueue_job.payload::text, 80)
+            USING ERRCODE = '22023',
+                  HINT = 'segment: a conversation and {"check": bool, "through_message_id": id (for a forced cut)}; '
+                         'review: a conversation and {"reviews": [...], "reviewed_at": time}';
+    END IF;
     INSERT INTO mneme.jobs (kind, conversation_id, payload, dedupe_key, run_at)
     VALUES (enqueue_job.kind, enqueue_job.conversation_id, coalesce(enqueue_job.payload, '{}'), enqueue_job.dedupe_key, coalesce(enqueue_job.run_at, now()))
     ON CONFLICT DO NOTHING

@@ -109,13 +109,26 @@ COMMENT ON FUNCTION mneme.hash_embed(text) IS
 -- variant uses pgvector's own <=> on vector; retrieval SQL writes
 -- OPERATOR(@extschema@.<=>), which resolves to one or the other.
 -- -----------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION mneme._dimension_mismatch(a int, b int)
+RETURNS float8
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RAISE EXCEPTION 'vectors of different dimensions (% and %)', a, b USING ERRCODE = '22023',
+        HINT = 'both vectors come from the same embedder, at the database''s embedding_dim';
+END
+$$;
+
 CREATE OR REPLACE FUNCTION mneme.cosine_distance(a real[], b real[])
 RETURNS float8
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-SELECT 1 - sum(x::float8 * y) / nullif(sqrt(sum(x::float8 * x) * sum(y::float8 * y)), 0)
-FROM unnest(a, b) AS u(x, y)
+SELECT CASE WHEN cardinality(a) = cardinality(b)
+            THEN (SELECT 1 - sum(x::float8 * y) / nullif(sqrt(sum(x::float8 * x) * sum(y::float8 * y)), 0)
+                  FROM unnest(a, b) AS u(x, y))
+            ELSE mneme._dimension_mismatch(cardinality(a), cardinality(b)) END
 $$;
 COMMENT ON FUNCTION mneme.cosine_distance(real[], real[]) IS
     'Cosine distance 1 - a.b / (|a| |b|) of two real[] vectors of the same length (NULL for a zero vector); '

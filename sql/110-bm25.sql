@@ -242,6 +242,10 @@ BEGIN
     IF bm25_search.k IS NULL OR bm25_search.k < 1 THEN
         RAISE EXCEPTION 'k must be at least 1' USING ERRCODE = '22023';
     END IF;
+    IF bm25_search.since > bm25_search.until THEN
+        RAISE EXCEPTION 'since (%) is after until (%)', bm25_search.since, bm25_search.until USING ERRCODE = '22023',
+            HINT = 'the range is since <= created_at < until';
+    END IF;
     IF NOT mneme._readable_conversation(bm25_search.conversation_id) THEN
         RETURN;  -- another tenant's: its statistics are not this session's to see
     END IF;

@@ -38,9 +38,12 @@ BEGIN
     IF stability IS NULL OR last_reviewed_at IS NULL OR at IS NULL THEN
         RAISE EXCEPTION 'stability, last_reviewed_at and at must not be NULL' USING ERRCODE = '22004';
     END IF;
-    IF NOT stability > 0 OR stability = 'Infinity' THEN
+    IF NOT stability > 0 OR stability IN ('Infinity'::float8, 'NaN'::float8) THEN
         RAISE EXCEPTION 'stability must be a positive number of days, got %', stability
             USING ERRCODE = '22023', HINT = 'FSRS stability is the interval in days at which recall falls to 90%';
+    END IF;
+    IF NOT isfinite(last_reviewed_at) OR NOT isfinite(at) THEN
+        RAISE EXCEPTION 'last_reviewed_at and at must be finite times' USING ERRCODE = '22008';
     END IF;
     -- go-fsrs v3 (FSRS-5): R = (1 + factor * t / S) ^ decay, decay = -0.5,
     -- factor = 0.9 ^ (1 / decay) - 1 = 19/81, t in fractional days. A review
@@ -223,6 +226,10 @@ BEGIN
         RAISE EXCEPTION 'k must be at least 1' USING ERRCODE = '22023';
     END IF;
     PERFORM mneme.check_embedding(vector_search.embedding);
+    IF vector_search.since > vector_search.until THEN
+        RAISE EXCEPTION 'since (%) is after until (%)', vector_search.since, vector_search.until USING ERRCODE = '22023',
+            HINT = 'the range is since <= created_at < until';
+    END IF;
     RETURN QUERY SELECT * FROM mneme._vector_search(vector_search.conversation_id, vector_search.embedding, vector_search.k, vector_search.since, vector_search.until);
 END
 $$;

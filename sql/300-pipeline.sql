@@ -84,6 +84,19 @@ COMMENT ON FUNCTION mneme._segment_followup(uuid, bigint) IS
     'Internal to the segment job: after a forced cut through through_id, enqueues the forced cut that '
     'segment_max_messages gives the messages queued after it (NULL when there are fewer).';
 
+-- An FSRS state a row may hold: finite stability above 0 (at most 100
+-- years), difficulty 1 to 10. NaN passes "> 0" in PostgreSQL: checked apart.
+CREATE OR REPLACE FUNCTION mneme._fsrs_ok(stability float8, difficulty float8)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT _fsrs_ok.stability IS NULL
+    OR (_fsrs_ok.stability <> 'NaN'::float8 AND _fsrs_ok.stability > 0 AND _fsrs_ok.stability <= 36500
+        AND (_fsrs_ok.difficulty IS NULL
+             OR (_fsrs_ok.difficulty <> 'NaN'::float8 AND _fsrs_ok.difficulty BETWEEN 1 AND 10)))
+$$;
+
 CREATE OR REPLACE FUNCTION mneme.create_episode(
     conversation_id uuid,
     message_ids bigint[],
@@ -124,7 +137,7 @@ BEGIN
         PERFORM mneme.check_label(create_episode.label);  -- the one vocabulary (sql/400-labels.sql)
     END IF;
     -- NULL FSRS state: the initial state of the label (trigger memories_initial_state).
-    IF create_episode.stability <= 0 OR create_episode.difficulty < 1 OR create_episode.difficulty > 10 THEN
+    IF NOT mneme._fsrs_ok(create_episode.stability, create_episode.difficulty) THEN
         RAISE EXCEPTION 'FSRS state out of range: stability % (> 0), difficulty % (1..10)', create_episode.stability, create_episode.difficulty
             USING ERRCODE = '22023';
     END IF;
@@ -220,6 +233,10 @@ BEGIN
     IF apply_review.memory_id IS NULL OR apply_review.reviewed_at IS NULL THEN
         RAISE EXCEPTION 'memory_id and reviewed_at must not be NULL' USING ERRCODE = '22004';
     END IF;
+    IF NOT isfinite(apply_review.reviewed_at) OR apply_review.reviewed_at > now() + interval '1 day' THEN
+        RAISE EXCEPTION 'reviewed_at must be a finite time not in the future, got %', apply_review.reviewed_at
+            USING ERRCODE = '22008', HINT = 'the time of the conversation that used the memory';
+    END IF;
     IF apply_review.rating IS NULL OR apply_review.rating NOT IN ('again', 'hard', 'good', 'easy') THEN
         RAISE EXCEPTION 'rating must be again, hard, good or easy, got %', coalesce(quote_literal(apply_review.rating), 'NULL')
             USING ERRCODE = '22023';
@@ -228,7 +245,8 @@ BEGIN
         RAISE EXCEPTION 'reviewer must be llm or heuristic, got %', coalesce(quote_literal(apply_review.reviewer), 'NULL')
             USING ERRCODE = '22023';
     END IF;
-    IF apply_review.stability IS NULL OR apply_review.stability <= 0 OR apply_review.difficulty IS NULL OR apply_review.difficulty < 1 OR apply_review.difficulty > 10 THEN
+    IF apply_review.stability IS NULL OR apply_review.difficulty IS NULL
+       OR NOT mneme._fsrs_ok(apply_review.stability, apply_review.difficulty) THEN
         RAISE EXCEPTION 'FSRS state out of range: stability % (> 0), difficulty % (1..10)', apply_review.stability, apply_review.difficulty
             USING ERRCODE = '22023';
     END IF;

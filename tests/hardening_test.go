@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -182,4 +183,47 @@ func TestPendingReviewsBounded(t *testing.T) {
 	e.drain()
 	require.Zero(t, e.count(`SELECT count(*) FROM mneme.jobs WHERE state = 'failed'`))
 	require.Positive(t, e.count(`SELECT count(*) FROM mneme.review_log WHERE memory_id = $1`, mem), "the handed-over entries were reviewed")
+}
+
+// NaN, Infinity and mismatched dimensions are errors, never numbers that
+// rank first or break later searches; jobs the sidecar could only fail on
+// are refused when enqueued.
+func TestHostileNumbers(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	ctx := context.Background()
+	conv := uuid.New()
+	var mem uuid.UUID
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.remember($1, 'a memory to review')`, conv).Scan(&mem))
+	for _, c := range []struct {
+		q    string
+		args []any
+		code string
+	}{
+		{`SELECT mneme.retrievability('NaN', now(), now())`, nil, "22023"},
+		{`SELECT mneme.retrievability('Infinity', now(), now())`, nil, "22023"},
+		{`SELECT mneme.retrievability(3, '-infinity', now())`, nil, "22008"},
+		{`SELECT mneme.retrievability(3, now(), 'infinity')`, nil, "22008"},
+		{`SELECT mneme.cosine_distance(ARRAY[1, 0]::real[], ARRAY[1, 0, 0]::real[])`, nil, "22023"},
+		{`SELECT mneme.apply_review($1, 'good', 'NaN', 5, 'review', now(), 'heuristic', '{}', false, NULL)`, []any{mem}, "22023"},
+		{`SELECT mneme.apply_review($1, 'good', 'Infinity', 5, 'review', now(), 'heuristic', '{}', false, NULL)`, []any{mem}, "22023"},
+		{`SELECT mneme.apply_review($1, 'good', 10, 'NaN', 'review', now(), 'heuristic', '{}', false, NULL)`, []any{mem}, "22023"},
+		{`SELECT mneme.apply_review($1, 'good', 10, 5, 'review', 'infinity', 'heuristic', '{}', false, NULL)`, []any{mem}, "22008"},
+		{`SELECT mneme.enqueue_job('noop', NULL, '{}', NULL, 'infinity')`, nil, "22008"},
+		{`SELECT mneme.enqueue_job('noop', NULL, '[1]')`, nil, "22023"},
+		{`SELECT mneme.enqueue_job('segment', $1, '{"reason": "gap", "check": false}')`, []any{conv}, "22023"},
+		{`SELECT mneme.enqueue_job('review', $1, '{"reviews": "all"}')`, []any{conv}, "22023"},
+		{`SELECT * FROM mneme.vector_search($1, mneme.hash_embed('x'), 5, '2026-02-01', '2026-01-01')`, []any{conv}, "22023"},
+		{`SELECT * FROM mneme.bm25_search($1, 'x', 5, '2026-02-01', '2026-01-01')`, []any{conv}, "22023"},
+	} {
+		_, err := db.Pool.Exec(ctx, c.q, c.args...)
+		require.Error(t, err, c.q)
+		require.Equal(t, c.code, sqlState(t, err), "%s: %v", c.q, err)
+	}
+	var n int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme.search($1, 'memory review', 5)`, conv).Scan(&n))
+	require.Equal(t, 1, n, "nothing stored broke the search")
+	var s float64
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT stability FROM mneme.memories WHERE id = $1`, mem).Scan(&s))
+	require.False(t, math.IsNaN(s) || math.IsInf(s, 0))
 }

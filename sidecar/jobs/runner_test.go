@@ -380,11 +380,11 @@ func TestRetryMergesIntoPendingSegmentJob(t *testing.T) {
 	ctx := context.Background()
 	conv := "7d0a4c3e-6c1e-4c36-9d0e-3f1a2b3c4d5e"
 	var first int64
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.enqueue_job('segment', $1)`, conv).Scan(&first))
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.enqueue_job('segment', $1, '{"check": true}')`, conv).Scan(&first))
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT id FROM mneme.claim_jobs('w', 1, '1 min')`).Scan(&first))
 	// While it runs, a new message enqueues the next segment job.
 	var second int64
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.enqueue_job('segment', $1)`, conv).Scan(&second))
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.enqueue_job('segment', $1, '{"check": true}')`, conv).Scan(&second))
 	require.NotEqual(t, first, second)
 	var state string
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.fail_job($1, 'w', 1, 'llm down', '1s')`, first).Scan(&state))
