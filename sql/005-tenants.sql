@@ -17,7 +17,7 @@ BEGIN
         RAISE EXCEPTION 'tenant must not be NULL' USING ERRCODE = '22004';
     END IF;
     IF NOT EXISTS (SELECT 1 FROM mneme.tenants t WHERE t.id = set_tenant.tenant) THEN
-        RAISE EXCEPTION 'unknown tenant %', left(quote_literal(set_tenant.tenant), 80)
+        RAISE EXCEPTION 'unknown tenant %', mneme._quote_prefix(set_tenant.tenant)
             USING ERRCODE = '22023', HINT = 'an admin creates tenants: SELECT mneme.create_tenant(''acme'')';
     END IF;
     PERFORM set_config('mneme.tenant', set_tenant.tenant, true);
@@ -36,7 +36,7 @@ AS $$
 BEGIN
     IF create_tenant.tenant IS NULL OR create_tenant.tenant !~ '^[a-z0-9][a-z0-9_-]{0,62}$' THEN
         RAISE EXCEPTION 'tenant id %: want 1 to 63 lower-case letters, digits, _ or -, starting with a letter or digit',
-            coalesce(left(quote_literal(create_tenant.tenant), 80), 'NULL') USING ERRCODE = '22023';
+            mneme._quote_prefix(create_tenant.tenant) USING ERRCODE = '22023';
     END IF;
     INSERT INTO mneme.tenants (id) VALUES (create_tenant.tenant) ON CONFLICT (id) DO NOTHING;
     RETURN create_tenant.tenant;

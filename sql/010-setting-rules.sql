@@ -82,7 +82,7 @@ BEGIN
     END IF;
     FOR k IN SELECT jsonb_object_keys(_setting_weights.value) LOOP
         IF NOT k = ANY (_setting_weights.keys) THEN
-            RAISE EXCEPTION 'setting "%" has an unknown member %', _setting_weights.key, left(quote_literal(k), 80)
+            RAISE EXCEPTION 'setting "%" has an unknown member %', _setting_weights.key, mneme._quote_prefix(k)
                 USING ERRCODE = '22023', HINT = format('members are %s', array_to_string(_setting_weights.keys, ', '));
         END IF;
         PERFORM mneme._setting_number(_setting_weights.key || '.' || k, _setting_weights.value -> k,

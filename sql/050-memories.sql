@@ -40,6 +40,8 @@ BEGIN
     ELSE
         PERFORM mneme.check_label(remember.label);
     END IF;
+    PERFORM mneme._check_length('title', remember.title, 1000);
+    PERFORM mneme._check_length('source_ref', remember.source_ref, 2000);
     PERFORM mneme._claim_conversation(remember.conversation_id);
     IF remember.valid_until IS NOT NULL AND remember.valid_until <= now() THEN
         RAISE EXCEPTION 'valid_until % is not in the future', remember.valid_until USING ERRCODE = '22023';
@@ -115,10 +117,11 @@ BEGIN
     IF forget.memory_id IS NULL THEN
         RAISE EXCEPTION 'memory_id must not be NULL' USING ERRCODE = '22004';
     END IF;
-    IF forget.reason IS NULL OR forget.reason ~ '^[[:space:]]*$' THEN
+    IF forget.reason IS NULL OR mneme._is_blank(forget.reason) THEN
         RAISE EXCEPTION 'forget needs a reason' USING ERRCODE = '22023',
             HINT = 'the reason is kept in status_reason so the change can be explained later';
     END IF;
+    PERFORM mneme._check_length('reason', forget.reason, 2000);
     SELECT status INTO v_status FROM mneme.memories WHERE id = forget.memory_id FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'memory % does not exist', forget.memory_id USING ERRCODE = 'P0002';

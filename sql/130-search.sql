@@ -49,6 +49,7 @@ BEGIN
         RAISE EXCEPTION 'query must not be NULL or empty' USING ERRCODE = '22023',
             HINT = 'pass the text to search for, e.g. the user''s latest message';
     END IF;
+    PERFORM mneme._check_length('query', v_query, 10000);
     IF v_rw IS NULL OR v_rw < 0 OR v_rw = 'Infinity' THEN
         RAISE EXCEPTION 'setting retrievability_weight must be a finite number >= 0, got %', v_rw
             USING ERRCODE = '22023', HINT = 'SELECT mneme.set_setting(''retrievability_weight'', ''1'') restores the default';

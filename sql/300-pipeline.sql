@@ -238,11 +238,11 @@ BEGIN
             USING ERRCODE = '22008', HINT = 'the time of the conversation that used the memory';
     END IF;
     IF apply_review.rating IS NULL OR apply_review.rating NOT IN ('again', 'hard', 'good', 'easy') THEN
-        RAISE EXCEPTION 'rating must be again, hard, good or easy, got %', coalesce(quote_literal(apply_review.rating), 'NULL')
+        RAISE EXCEPTION 'rating must be again, hard, good or easy, got %', mneme._quote_prefix(apply_review.rating)
             USING ERRCODE = '22023';
     END IF;
     IF apply_review.reviewer IS NULL OR apply_review.reviewer NOT IN ('llm', 'heuristic') THEN
-        RAISE EXCEPTION 'reviewer must be llm or heuristic, got %', coalesce(quote_literal(apply_review.reviewer), 'NULL')
+        RAISE EXCEPTION 'reviewer must be llm or heuristic, got %', mneme._quote_prefix(apply_review.reviewer)
             USING ERRCODE = '22023';
     END IF;
     IF apply_review.stability IS NULL OR apply_review.difficulty IS NULL

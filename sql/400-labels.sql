@@ -54,7 +54,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF NOT mneme.is_label(check_label.label) THEN
-        RAISE EXCEPTION 'unknown label %: want one of %', coalesce(quote_literal(check_label.label), 'NULL'),
+        RAISE EXCEPTION 'unknown label %: want one of %', mneme._quote_prefix(check_label.label),
             array_to_string(mneme.labels(), ', ')
             USING ERRCODE = '22023',
                   HINT = 'project labels are project_ followed by lower-case letters, digits or _, e.g. project_website; '

@@ -18,10 +18,11 @@ BEGIN
     IF erase.memory_id IS NULL THEN
         RAISE EXCEPTION 'memory_id must not be NULL' USING ERRCODE = '22004';
     END IF;
-    IF erase.reason IS NULL OR erase.reason ~ '^[[:space:]]*$' THEN
+    IF erase.reason IS NULL OR mneme._is_blank(erase.reason) THEN
         RAISE EXCEPTION 'erase needs a reason' USING ERRCODE = '22023',
             HINT = 'the reason stays in the tombstone (mneme.memory_events); do not quote the erased content in it';
     END IF;
+    PERFORM mneme._check_length('reason', erase.reason, 2000);
     SELECT m.conversation_id INTO v_conv FROM mneme.memories m WHERE m.id = erase.memory_id FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'memory % does not exist', erase.memory_id USING ERRCODE = 'P0002',
@@ -54,10 +55,11 @@ BEGIN
     IF erase_conversation.conversation_id IS NULL THEN
         RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
     END IF;
-    IF erase_conversation.reason IS NULL OR erase_conversation.reason ~ '^[[:space:]]*$' THEN
+    IF erase_conversation.reason IS NULL OR mneme._is_blank(erase_conversation.reason) THEN
         RAISE EXCEPTION 'erase_conversation needs a reason' USING ERRCODE = '22023',
             HINT = 'the reason stays in the tombstone (mneme.memory_events); do not quote the erased content in it';
     END IF;
+    PERFORM mneme._check_length('reason', erase_conversation.reason, 2000);
     PERFORM 1 FROM mneme.message_queue q WHERE q.id = erase_conversation.conversation_id FOR UPDATE;
     IF NOT FOUND AND NOT EXISTS (SELECT 1 FROM mneme.memories m WHERE m.conversation_id = erase_conversation.conversation_id) THEN
         RAISE EXCEPTION 'conversation % does not exist', erase_conversation.conversation_id USING ERRCODE = 'P0002',

@@ -227,3 +227,38 @@ func TestHostileNumbers(t *testing.T) {
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT stability FROM mneme.memories WHERE id = $1`, mem).Scan(&s))
 	require.False(t, math.IsNaN(s) || math.IsInf(s, 0))
 }
+
+// Text arguments have limits, and an error quotes at most a short prefix of
+// what it rejects: a 1 MB argument gives a short error.
+func TestLongArgumentsShortErrors(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	ctx := context.Background()
+	conv := uuid.New()
+	var mem uuid.UUID
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.remember($1, 'a memory')`, conv).Scan(&mem))
+	huge := strings.Repeat("x", 1<<20)
+	for _, c := range []struct {
+		q    string
+		args []any
+		code string
+	}{
+		{`SELECT mneme.add_message($1, $2, 'hello there')`, []any{conv, huge}, "22023"},
+		{`SELECT mneme.remember($1, 'fact', $2)`, []any{conv, huge}, "22023"},
+		{`SELECT mneme.remember($1, 'fact', title => $2)`, []any{conv, huge}, "22001"},
+		{`SELECT mneme.remember($1, 'fact', source_ref => $2)`, []any{conv, huge}, "22001"},
+		{`SELECT mneme.forget($1, $2)`, []any{mem, huge}, "22001"},
+		{`SELECT mneme.erase($1, $2)`, []any{mem, huge}, "22001"},
+		{`SELECT * FROM mneme.search($1, $2, 5)`, []any{conv, huge}, "22001"},
+		{`SELECT mneme.enqueue_job($1, NULL)`, []any{huge}, "22023"},
+		{`SELECT mneme.set_setting($1, '1')`, []any{huge}, "22023"},
+		{`SELECT mneme.set_tenant($1)`, []any{huge}, "22023"},
+		{`SELECT mneme.create_tenant($1)`, []any{huge}, "22023"},
+		{`SELECT mneme.set_setting('label_weights', jsonb_build_object($1::text, 1))`, []any{huge}, "22023"},
+	} {
+		_, err := db.Pool.Exec(ctx, c.q, c.args...)
+		require.Error(t, err, c.q)
+		require.Equal(t, c.code, sqlState(t, err), "%s", c.q)
+		require.Less(t, len(err.Error()), 400, "%s: the error quotes a prefix at most", c.q)
+	}
+}

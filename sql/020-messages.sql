@@ -1,0 +1,331 @@
+-- =============================================================================
+-- mneme messages: append (mneme.add_message), the rule-based segmentation
+-- check and the segment job it enqueues, and pending reviews (what retrieve
+-- records, taken and cleared by the sidecar). The settings and the job
+-- outbox are in 000-core.sql.
+-- Idempotent: re-applied on every `mneme migrate` (CREATE OR REPLACE only).
+-- =============================================================================
+
+-- -----------------------------------------------------------------------------
+-- Messages
+-- -----------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION mneme.set_speakers(conversation_id uuid, speakers text[])
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    IF set_speakers.conversation_id IS NULL THEN
+        RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF set_speakers.speakers IS NULL OR EXISTS (
+        SELECT 1 FROM unnest(set_speakers.speakers) s
+        WHERE s IS NULL OR s !~ '^[[:alpha:]][[:alnum:] _.''-]{0,63}$') THEN
+        RAISE EXCEPTION 'speaker names must be 1 to 64 characters, starting with a letter'
+            USING ERRCODE = '22023', HINT = 'letters, digits, space, _ . '' - are allowed';
+    END IF;
+    PERFORM mneme._claim_conversation(set_speakers.conversation_id);
+    UPDATE mneme.message_queue SET speakers = set_speakers.speakers, updated_at = now() WHERE id = set_speakers.conversation_id;
+END
+$$;
+COMMENT ON FUNCTION mneme.set_speakers(uuid, text[]) IS
+    'Registers speaker names that add_message accepts as roles in this conversation, '
+    'besides user, assistant, system and tool (e.g. the two people of a LoCoMo dialogue).';
+
+-- Blank: nothing but whitespace, separators, zero-width and control
+-- characters. The one definition of "empty" of SQL (add_message, remember,
+-- search) and of the Go hash embedder (embed.ErrEmptyText; a test compares
+-- them on every such character).
+CREATE OR REPLACE FUNCTION mneme._is_blank(input text)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT _is_blank.input ~ '^[\u0001-\u0020\u007f-\u00a0\u1680\u180e\u2000-\u200f\u2028-\u202f\u205f-\u2064\u3000\ufeff]*$'
+$$;
+COMMENT ON FUNCTION mneme._is_blank(text) IS
+    'Internal: whether a text holds nothing but whitespace, separators, zero-width and control characters.';
+
+-- What an error message may quote of an argument: its first 80 characters,
+-- quoted (an error never echoes a 10 MB input back).
+CREATE OR REPLACE FUNCTION mneme._quote_prefix(input text)
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT CASE WHEN _quote_prefix.input IS NULL THEN 'NULL'
+            WHEN length(_quote_prefix.input) <= 80 THEN quote_literal(_quote_prefix.input)
+            ELSE quote_literal(left(_quote_prefix.input, 80)) || format('... (%s characters)', length(_quote_prefix.input)) END
+$$;
+COMMENT ON FUNCTION mneme._quote_prefix(text) IS
+    'Internal: an argument as error messages quote it: at most its first 80 characters.';
+
+-- A text argument longer than its limit: 22001 naming it.
+CREATE OR REPLACE FUNCTION mneme._check_length(name text, input text, max_chars int)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF length(_check_length.input) > _check_length.max_chars THEN
+        RAISE EXCEPTION '% is % characters, over the limit of %', _check_length.name, length(_check_length.input), _check_length.max_chars
+            USING ERRCODE = '22001';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION mneme._check_length(text, text, int) IS
+    'Internal: raises 22001 naming the argument when a text is longer than its limit.';
+
+CREATE OR REPLACE FUNCTION mneme.add_message(
+    conversation_id uuid,
+    role text,
+    content text,
+    at timestamptz DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_max_chars int := mneme.setting('message_max_chars')::int;
+    v_min_msgs  int := mneme.setting('segment_min_messages')::int;
+    v_max_msgs  int := mneme.setting('segment_max_messages')::int;
+    v_gap       interval := make_interval(secs => mneme.setting('segment_gap_seconds')::float8);
+    v_min_chars int := mneme.setting('segment_min_chars')::int;
+    v_future    interval := (mneme.setting('message_max_future') #>> '{}')::interval;
+    v_at        timestamptz;
+    v_queue     mneme.message_queue;
+    v_prev_id   bigint;
+    v_id        bigint;
+    v_queued    int;
+    v_payload   jsonb;
+BEGIN
+    IF add_message.conversation_id IS NULL THEN
+        RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF add_message.role IS NULL THEN
+        RAISE EXCEPTION 'role must not be NULL' USING ERRCODE = '22004',
+            HINT = 'use user, assistant, system or tool';
+    END IF;
+    IF add_message.content IS NULL OR mneme._is_blank(add_message.content) THEN
+        RAISE EXCEPTION 'message content must not be NULL or empty' USING ERRCODE = '22023',
+            HINT = 'whitespace, zero-width and control characters alone do not count as content';
+    END IF;
+    IF length(add_message.content) > v_max_chars THEN
+        RAISE EXCEPTION 'message content is % characters, over the limit of %', length(add_message.content), v_max_chars
+            USING ERRCODE = '22001', HINT = 'split the message, or raise setting message_max_chars';
+    END IF;
+    IF add_message.at IS NOT NULL AND NOT isfinite(add_message.at) THEN
+        RAISE EXCEPTION 'message time must be a finite timestamp' USING ERRCODE = '22008';
+    END IF;
+    IF add_message.at > now() + v_future THEN
+        RAISE EXCEPTION 'message time % is more than % in the future', add_message.at, v_future
+            USING ERRCODE = '22008',
+                  HINT = 'leave the time out for the server''s clock; setting message_max_future bounds the clock skew allowed';
+    END IF;
+
+    PERFORM mneme._claim_conversation(add_message.conversation_id);
+    -- The row lock orders appends within a conversation.
+    SELECT * INTO v_queue FROM mneme.message_queue q WHERE q.id = add_message.conversation_id FOR UPDATE;
+
+    IF add_message.role NOT IN ('user', 'assistant', 'system', 'tool') AND NOT add_message.role = ANY (v_queue.speakers) THEN
+        RAISE EXCEPTION 'unknown role %', mneme._quote_prefix(add_message.role) USING ERRCODE = '22023',
+            HINT = 'use user, assistant, system or tool, or register speaker names with mneme.set_speakers';
+    END IF;
+    -- Without a time, the message arrives now: read under the row lock, so
+    -- concurrent writers append in arrival order and none is "earlier".
+    v_at := coalesce(add_message.at, greatest(clock_timestamp(), v_queue.last_message_at));
+    IF v_at < v_queue.last_message_at THEN
+        RAISE EXCEPTION 'message time % is earlier than the previous message (%)', v_at, v_queue.last_message_at
+            USING ERRCODE = '22008', HINT = 'messages are appended in time order; leave the time out to append now';
+    END IF;
+
+    SELECT max(m.id) INTO v_prev_id FROM mneme.messages m
+    WHERE m.conversation_id = add_message.conversation_id AND m.consumed_at IS NULL;
+
+    INSERT INTO mneme.messages (conversation_id, role, content, created_at)
+    VALUES (add_message.conversation_id, add_message.role, add_message.content, v_at)
+    RETURNING id INTO v_id;
+    UPDATE mneme.message_queue SET last_message_at = v_at, updated_at = now() WHERE id = add_message.conversation_id;
+
+    SELECT count(*) INTO v_queued FROM mneme.messages m
+    WHERE m.conversation_id = add_message.conversation_id AND m.consumed_at IS NULL;
+
+    -- The seed's rule-based check, in its order.
+    IF v_queued < v_min_msgs THEN
+        RETURN v_id;
+    ELSIF v_queued >= v_max_msgs THEN
+        v_payload := jsonb_build_object('reason', 'max_messages', 'check', false,
+                                        'through_message_id', v_id, 'trigger_message_id', v_id);
+    ELSIF v_queue.last_message_at IS NOT NULL AND v_at - v_queue.last_message_at > v_gap THEN
+        -- The late message starts the next episode: consume up to the one before.
+        v_payload := jsonb_build_object('reason', 'gap', 'check', false,
+                                        'through_message_id', v_prev_id, 'trigger_message_id', v_id);
+    ELSIF length(regexp_replace(add_message.content, '^[[:space:]]+|[[:space:]]+$', '', 'g')) < v_min_chars THEN
+        RETURN v_id;
+    ELSE
+        v_payload := jsonb_build_object('reason', 'check', 'check', true,
+                                        'through_message_id', v_id, 'trigger_message_id', v_id);
+    END IF;
+
+    PERFORM mneme.enqueue_segment(add_message.conversation_id, v_payload);
+    RETURN v_id;
+END
+$$;
+COMMENT ON FUNCTION mneme.add_message(uuid, text, text, timestamptz) IS
+    'Appends a message to a conversation (creating it on first use) and applies the rule-based '
+    'segmentation check (settings segment_*): a positive check enqueues one segment job in the same '
+    'transaction. Returns the message id. Roles: user, assistant, system, tool, or a registered speaker. '
+    'Without a time (or with NULL) the message arrives at the server''s clock, in arrival order; a given time '
+    'must not be earlier than the previous message nor more than message_max_future ahead.';
+
+CREATE OR REPLACE FUNCTION mneme.enqueue_segment(conversation_id uuid, payload jsonb)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_job mneme.jobs;
+BEGIN
+    -- No row lock on a pending job unless it changes: a writer's open
+    -- transaction must not hide the job from claim_jobs (SKIP LOCKED).
+    SELECT * INTO v_job FROM mneme.jobs j
+    WHERE j.kind = 'segment' AND j.state = 'pending' AND j.conversation_id = enqueue_segment.conversation_id;
+    IF FOUND THEN
+        -- One pending segment job per conversation. A check segments what is
+        -- queued when it runs, so a new check changes nothing; a forced cut
+        -- replaces a pending check and a pending forced cut keeps its boundary.
+        IF NOT (v_job.payload->>'check')::boolean OR (enqueue_segment.payload->>'check')::boolean THEN
+            RETURN v_job.id;
+        END IF;
+        UPDATE mneme.jobs SET payload = enqueue_segment.payload, updated_at = now()
+         WHERE id = v_job.id AND state = 'pending';
+        IF FOUND THEN
+            RETURN v_job.id;
+        END IF;
+        -- Claimed meanwhile: it runs without this cut, so enqueue the cut.
+    END IF;
+    RETURN mneme.enqueue_job('segment', enqueue_segment.conversation_id, enqueue_segment.payload);
+END
+$$;
+COMMENT ON FUNCTION mneme.enqueue_segment(uuid, jsonb) IS
+    'Enqueues the conversation''s segment job, or updates the pending one (a forced cut replaces a check; '
+    'a pending forced cut keeps its boundary; a check segments what is queued when it runs). Locks the pending '
+    'job only to change it.';
+
+-- The conversation is over (or paused for good): cut what is queued into
+-- episodes now instead of waiting for the next message to show the gap.
+CREATE OR REPLACE FUNCTION mneme.segment_now(conversation_id uuid)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_last bigint;
+BEGIN
+    IF segment_now.conversation_id IS NULL THEN
+        RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    SELECT max(m.id) INTO v_last FROM mneme.messages m
+    WHERE m.conversation_id = segment_now.conversation_id AND m.consumed_at IS NULL;
+    IF v_last IS NULL THEN
+        RETURN NULL;  -- nothing queued
+    END IF;
+    RETURN mneme.enqueue_segment(segment_now.conversation_id, jsonb_build_object(
+        'reason', 'gap', 'check', false, 'through_message_id', v_last, 'trigger_message_id', v_last));
+END
+$$;
+COMMENT ON FUNCTION mneme.segment_now(uuid) IS
+    'Forces a cut through the conversation''s last queued message, as a gap would: the segment job segments '
+    'everything queued. Returns the job id, or NULL when nothing is queued.';
+
+-- -----------------------------------------------------------------------------
+-- Pending reviews
+-- -----------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION mneme.add_pending_review(
+    conversation_id uuid,
+    memory_ids uuid[],
+    query text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_n       int;
+    v_max     int := mneme.setting('pending_reviews_max')::int;
+    v_payload jsonb;
+BEGIN
+    IF add_pending_review.conversation_id IS NULL THEN
+        RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF add_pending_review.memory_ids IS NULL OR array_position(add_pending_review.memory_ids, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'memory_ids must be an array of non-NULL ids' USING ERRCODE = '22004';
+    END IF;
+    IF add_pending_review.query IS NULL THEN
+        RAISE EXCEPTION 'query must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    PERFORM mneme._claim_conversation(add_pending_review.conversation_id);
+    UPDATE mneme.message_queue q
+       SET pending_reviews = COALESCE(q.pending_reviews, '[]'::jsonb)
+               || jsonb_build_array(jsonb_build_object('query', add_pending_review.query,
+                                                       'memory_ids', to_jsonb(add_pending_review.memory_ids))),
+           updated_at = now()
+     WHERE q.id = add_pending_review.conversation_id
+    RETURNING jsonb_array_length(q.pending_reviews) INTO v_n;
+    -- Bounded: past pending_reviews_max the oldest entries go to a review job
+    -- now (under the row lock the UPDATE took), judged by what is queued.
+    IF v_n > v_max THEN
+        WITH e AS (
+            SELECT x.e, x.o FROM mneme.message_queue q, jsonb_array_elements(q.pending_reviews) WITH ORDINALITY AS x(e, o)
+            WHERE q.id = add_pending_review.conversation_id
+        ), moved AS (
+            UPDATE mneme.message_queue q
+               SET pending_reviews = (SELECT jsonb_agg(e.e ORDER BY e.o) FROM e WHERE e.o > v_n - v_max / 2)
+             WHERE q.id = add_pending_review.conversation_id
+            RETURNING q.id
+        )
+        SELECT jsonb_build_object(
+                   'reviews', (SELECT jsonb_agg(e.e ORDER BY e.o) FROM e WHERE e.o <= v_n - v_max / 2),
+                   'reviewed_at', now(),
+                   'context_message_ids', coalesce((SELECT jsonb_agg(m.id ORDER BY m.id) FROM mneme.messages m
+                                                    WHERE m.conversation_id = add_pending_review.conversation_id
+                                                      AND m.consumed_at IS NULL), '[]'::jsonb))
+          INTO v_payload FROM moved;
+        PERFORM mneme.enqueue_job('review', add_pending_review.conversation_id, v_payload);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION mneme.add_pending_review(uuid, uuid[], text) IS
+    'Appends {query, memory_ids} to the conversation''s pending_reviews in one statement; '
+    'the row lock of the UPDATE keeps concurrent appends and takes from losing entries. Past setting '
+    'pending_reviews_max entries, the oldest half go to a review job at once, judged by the queued messages.';
+
+CREATE OR REPLACE FUNCTION mneme.take_pending_reviews(conversation_id uuid)
+RETURNS jsonb
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v jsonb;
+BEGIN
+    IF take_pending_reviews.conversation_id IS NULL THEN
+        RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    -- One UPDATE reads the old value under the row lock and clears it: an
+    -- append that commits first is returned here, one that waits lands after.
+    UPDATE mneme.message_queue q
+    SET pending_reviews = NULL, updated_at = now()
+    FROM (SELECT id, pending_reviews FROM mneme.message_queue
+          WHERE id = take_pending_reviews.conversation_id FOR UPDATE) old
+    WHERE q.id = old.id AND old.pending_reviews IS NOT NULL
+    RETURNING old.pending_reviews INTO v;
+    RETURN v;
+END
+$$;
+COMMENT ON FUNCTION mneme.take_pending_reviews(uuid) IS
+    'Returns the conversation''s pending reviews (NULL when none) and clears them atomically.';
