@@ -22,7 +22,7 @@ DECLARE
 BEGIN
     SELECT s.value INTO v FROM mneme.settings s WHERE s.key = setting.key;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'unknown mneme setting "%"', setting.key
+        RAISE EXCEPTION 'unknown mneme setting %', mneme._quote_prefix(setting.key)
             USING ERRCODE = '22023', HINT = 'SELECT key FROM mneme.settings lists the settings';
     END IF;
     RETURN v;
@@ -46,7 +46,7 @@ BEGIN
         RAISE EXCEPTION 'setting "%" needs a value', set_setting.key USING ERRCODE = '22004';
     END IF;
     IF NOT EXISTS (SELECT 1 FROM mneme.settings s WHERE s.key = set_setting.key) THEN
-        RAISE EXCEPTION 'unknown mneme setting "%"', left(set_setting.key, 80)
+        RAISE EXCEPTION 'unknown mneme setting %', mneme._quote_prefix(set_setting.key)
             USING ERRCODE = '22023', HINT = 'SELECT key FROM mneme.settings lists the settings';
     END IF;
     PERFORM mneme._check_setting(set_setting.key, set_setting.value);  -- sql/010-setting-rules.sql

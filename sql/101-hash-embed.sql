@@ -46,7 +46,7 @@ BEGIN
         RAISE EXCEPTION 'hash_embed dimension must be 2..16000, got %', coalesce(hash_embed.dim::text, 'NULL')
             USING ERRCODE = '22023', HINT = 'mneme.hash_embed(text) uses setting embedding_dim';
     END IF;
-    IF hash_embed.input IS NULL OR hash_embed.input COLLATE "C" ~ ('^' || c_space || '*$') THEN
+    IF hash_embed.input IS NULL OR mneme._is_blank(hash_embed.input) THEN  -- the one blank (embed.IsBlank)
         RAISE EXCEPTION 'cannot embed empty or whitespace-only text'
             USING ERRCODE = '22023', HINT = 'pass text with at least one visible character';
     END IF;
@@ -65,7 +65,9 @@ BEGIN
         SELECT t FROM folded, regexp_split_to_table(folded.s, c_space || '+') AS t
         WHERE t <> '' AND NOT EXISTS (SELECT 1 FROM words)
     ), toks AS (
-        SELECT CASE WHEN octet_length(t) = length(t) THEN t ELSE mneme.hash_fold(t) END AS t FROM raw
+        -- A token's first 64 characters (embed.MaxTokenRunes): a huge "word"
+        -- would make the trigram scan quadratic.
+        SELECT left(CASE WHEN octet_length(t) = length(t) THEN t ELSE mneme.hash_fold(t) END, 64) AS t FROM raw
     ), feats AS (
         SELECT decode(md5('w:' || t), 'hex') AS h, 1.0::float8 AS w FROM toks
         UNION ALL

@@ -75,7 +75,9 @@ func hashCorpus() []string {
 		}
 		c = append(c, b.String())
 	}
-	return c
+	// Tokens longer than embed.MaxTokenRunes are cut the same way.
+	return append(c, strings.Repeat("z", 100000), strings.Repeat("é", 100)+" mot", "a "+strings.Repeat("Ω", 65)+" b",
+		strings.Repeat("ab", 32)+" "+strings.Repeat("ab", 33))
 }
 
 func TestHashEmbedSQLEqualsGo(t *testing.T) {

@@ -73,6 +73,9 @@ func (h Hash) EmbedOne(text string) ([]float32, error) {
 	}
 	acc := make([]float64, h.Dimensions)
 	for _, tok := range Tokens(text) {
+		if r := []rune(tok); len(r) > MaxTokenRunes {
+			tok = string(r[:MaxTokenRunes]) // a huge "word" (a base64 blob) costs its first runes only
+		}
 		h.add(acc, "w:"+tok, wordWeight)
 		padded := []rune(" " + tok + " ")
 		for i := 0; i+3 <= len(padded); i++ {
@@ -93,6 +96,10 @@ func (h Hash) EmbedOne(text string) ([]float32, error) {
 	}
 	return v, nil
 }
+
+// MaxTokenRunes bounds a token's features: longer tokens are cut, so
+// embedding is linear in the text (SQL's hash_embed cuts them the same way).
+const MaxTokenRunes = 64
 
 // add hashes one feature: bytes 0-3 of its MD5 (big endian) pick the
 // component, the top bit of byte 4 the sign.
