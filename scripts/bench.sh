@@ -19,3 +19,7 @@ $MNEME bench retrieve --memories 2000 --vector array --queries 20
 # no-op jobs per second (5,000 jobs enqueued in one transaction).
 $MNEME bench events
 # --- end sidecar ---------------------------------------------------------------
+
+# Concurrent writers (issue 12): 50 connections x 40 messages, one
+# conversation and fifty; every add_message must succeed.
+$MNEME bench writers

@@ -100,3 +100,38 @@ func cmdBenchEvents(ctx context.Context, log *slog.Logger, args []string) error 
 	bench.WriteEventsTable(os.Stdout, o, results)
 	return nil
 }
+
+func cmdBenchWriters(ctx context.Context, log *slog.Logger, args []string) error {
+	fs := flags("bench writers")
+	o := bench.WritersOptions{Log: log}
+	fs.IntVar(&o.Writers, "writers", 50, "concurrent connections calling mneme.add_message")
+	fs.IntVar(&o.Messages, "messages", 40, "messages per writer")
+	asJSON := fs.Bool("json", false, "print JSON, one object per run")
+	if err := cli.Parse(fs, args, false); err != nil {
+		return err
+	}
+	if o.Writers < 1 || o.Writers > 500 || o.Messages < 1 {
+		return fmt.Errorf("%w: --writers must be 1 to 500 and --messages positive", cli.ErrUsage)
+	}
+	cfg, err := config.FromEnv()
+	if err != nil {
+		return err
+	}
+	o.Server = cfg.DatabaseURL
+	results, err := bench.Writers(ctx, o)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		for _, r := range results {
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	fmt.Printf("mneme bench writers: %d writers x %d messages, add_message without a time\n", o.Writers, o.Messages)
+	bench.WriteWritersTable(os.Stdout, results)
+	return nil
+}

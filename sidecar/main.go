@@ -33,6 +33,7 @@ func commands() []cli.Command {
 		{Name: "bench", Args: "<name> [flags]", Summary: "run a benchmark", Subs: []cli.Command{
 			{Name: "retrieve", Args: "[flags]", Summary: "latency of mneme.retrieve (k=10) beside bare vector and BM25 top-10", Run: cmdBenchRetrieve},
 			{Name: "events", Args: "[flags]", Summary: "per transport: commit-to-handler latency and jobs/s with a no-op handler", Run: cmdBenchEvents},
+			{Name: "writers", Args: "[flags]", Summary: "concurrent add_message on one conversation and on many: messages/s and failures", Run: cmdBenchWriters},
 		}},
 		{Name: "eval", Args: "<name> [flags]", Summary: "run an evaluation", Subs: []cli.Command{
 			{Name: "locomo", Args: "[flags]", Summary: "evidence recall on LoCoMo at a context budget, beside baselines", Run: cmdEvalLocomo},
