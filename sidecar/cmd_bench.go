@@ -24,12 +24,13 @@ func cmdBenchRetrieve(ctx context.Context, log *slog.Logger, args []string) erro
 	fs.StringVar(&o.Vector, "vector", "auto", "embedding variant: auto, pgvector or array")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the benchmark database (its name is logged)")
+	fs.IntVar(&o.Tenants, "tenants", 0, "spread the conversations over this many tenants and time retrieve as an application role under row-level security (0: off)")
 	fs.StringVar(&o.Reuse, "reuse", "", "re-measure a database kept by an earlier run with the same --memories and --conversations (migrates it, does not reload)")
 	if err := cli.Parse(fs, args, false); err != nil {
 		return err
 	}
-	if o.Memories < 10 || o.Conversations < 1 || o.Conversations > o.Memories || o.Queries < 1 {
-		return fmt.Errorf("%w: need --memories >= 10, 1 <= --conversations <= memories, --queries >= 1", cli.ErrUsage)
+	if o.Memories < 10 || o.Conversations < 1 || o.Conversations > o.Memories || o.Queries < 1 || o.Tenants < 0 || o.Tenants > o.Conversations {
+		return fmt.Errorf("%w: need --memories >= 10, 1 <= --conversations <= memories, --queries >= 1, 0 <= --tenants <= conversations", cli.ErrUsage)
 	}
 	cfg, err := config.FromEnv()
 	if err != nil {

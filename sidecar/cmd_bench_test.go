@@ -26,7 +26,7 @@ func mnemeCmd(t *testing.T, url string, args ...string) (string, string, int) {
 func TestBenchRetrieve(t *testing.T) {
 	server := dbtest.ServerURL(t)
 	out, stderr, code := mnemeCmd(t, server, "bench", "retrieve", "--memories", "300", "--conversations", "3",
-		"--queries", "5", "--vector", "array", "--json", "--keep")
+		"--queries", "5", "--vector", "array", "--json", "--keep", "--tenants", "3")
 	require.Equal(t, 0, code, stderr)
 	m := regexp.MustCompile(`scratch database kept.* name=(mneme_bench_[0-9a-f]+)`).FindStringSubmatch(stderr)
 	require.NotNil(t, m, stderr)
@@ -46,6 +46,9 @@ func TestBenchRetrieve(t *testing.T) {
 	require.Equal(t, 3, res.Conversations)
 	require.Equal(t, 100, res.Candidates)
 	require.Greater(t, res.LoadSeconds, 0.0)
+	require.NotNil(t, res.RLS, "--tenants times retrieve under row-level security")
+	require.Equal(t, 3, res.RLS.Tenants)
+	require.Greater(t, res.RLS.App.P50, 0.0)
 	for name, l := range map[string]bench.Latencies{"retrieve": res.Retrieve, "retrieve_sql_embed": res.RetrieveSQL,
 		"search": res.Search, "vector": res.Vector, "bm25": res.BM25, "bm25_leg": res.BM25Leg, "vector_leg": res.VectorLeg} {
 		require.Greater(t, l.P50, 0.0, name)

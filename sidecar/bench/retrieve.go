@@ -25,22 +25,23 @@ import (
 
 // RetrieveResult is the result of one run; --json prints it.
 type RetrieveResult struct {
-	Variant       string    `json:"variant"`
-	Memories      int       `json:"memories"`
-	Conversations int       `json:"conversations"`
-	PerConv       int       `json:"memories_per_conversation"`
-	Dim           int       `json:"dim"`
-	Queries       int       `json:"queries"`
-	K             int       `json:"k"`
-	Candidates    int       `json:"candidates"` // setting retrieve_candidates: each leg's top n
-	LoadSeconds   float64   `json:"load_seconds"`
-	Retrieve      Latencies `json:"retrieve"`           // mneme.retrieve with the query embedding passed in
-	RetrieveSQL   Latencies `json:"retrieve_sql_embed"` // mneme.retrieve embedding the query in SQL
-	Search        Latencies `json:"search"`             // mneme.search: the same ranking, no pending review written
-	Vector        Latencies `json:"vector"`             // bare ORDER BY embedding <=> q LIMIT 10
-	BM25          Latencies `json:"bm25"`               // bare mneme.bm25_search top 10
-	BM25Leg       Latencies `json:"bm25_leg"`           // mneme.bm25_search top retrieve_candidates (the BM25 leg)
-	VectorLeg     Latencies `json:"vector_leg"`         // mneme.vector_search top retrieve_candidates (the vector leg)
+	Variant       string     `json:"variant"`
+	Memories      int        `json:"memories"`
+	Conversations int        `json:"conversations"`
+	PerConv       int        `json:"memories_per_conversation"`
+	Dim           int        `json:"dim"`
+	Queries       int        `json:"queries"`
+	K             int        `json:"k"`
+	Candidates    int        `json:"candidates"` // setting retrieve_candidates: each leg's top n
+	LoadSeconds   float64    `json:"load_seconds"`
+	Retrieve      Latencies  `json:"retrieve"`           // mneme.retrieve with the query embedding passed in
+	RetrieveSQL   Latencies  `json:"retrieve_sql_embed"` // mneme.retrieve embedding the query in SQL
+	Search        Latencies  `json:"search"`             // mneme.search: the same ranking, no pending review written
+	Vector        Latencies  `json:"vector"`             // bare ORDER BY embedding <=> q LIMIT 10
+	BM25          Latencies  `json:"bm25"`               // bare mneme.bm25_search top 10
+	BM25Leg       Latencies  `json:"bm25_leg"`           // mneme.bm25_search top retrieve_candidates (the BM25 leg)
+	VectorLeg     Latencies  `json:"vector_leg"`         // mneme.vector_search top retrieve_candidates (the vector leg)
+	RLS           *RLSResult `json:"rls,omitempty"`      // with --tenants
 }
 
 type Latencies struct {
@@ -58,6 +59,7 @@ type RetrieveOptions struct {
 	Vector        string // auto | pgvector | array
 	Keep          bool   // keep the benchmark database
 	Reuse         string // re-measure this kept database instead of loading a new one
+	Tenants       int    // > 0: spread the conversations over this many tenants and time retrieve under RLS
 	Log           *slog.Logger
 }
 
@@ -116,6 +118,11 @@ func Retrieve(ctx context.Context, o RetrieveOptions) (RetrieveResult, error) {
 	} else {
 		log.Info("building memories", "memories", o.Memories, "conversations", o.Conversations, "variant", res.Variant)
 		start := time.Now()
+		if o.Tenants > 0 {
+			if err := loadTenants(ctx, conn, corpus, o.Tenants); err != nil {
+				return out, err
+			}
+		}
 		if err := loadBenchMemories(ctx, conn, res.Variant, corpus); err != nil {
 			return out, err
 		}
@@ -128,6 +135,11 @@ func Retrieve(ctx context.Context, o RetrieveOptions) (RetrieveResult, error) {
 	}
 	if err := runRetrieveBench(ctx, conn, corpus, &out); err != nil {
 		return out, err
+	}
+	if o.Tenants > 0 {
+		if out.RLS, err = runRLSBench(ctx, conn, dbURL, corpus, o.Tenants, o.Queries); err != nil {
+			return out, err
+		}
 	}
 	return out, nil
 }
@@ -150,6 +162,11 @@ func (out RetrieveResult) WriteTable(w io.Writer) {
 		{fmt.Sprintf("its vector leg (vector_search top %d)", out.Candidates), out.VectorLeg},
 	} {
 		fmt.Fprintf(w, "  %-44s %9.2f %9.2f %9.2f\n", r.name, r.l.P50, r.l.P95, r.l.P99)
+	}
+	if out.RLS != nil {
+		fmt.Fprintf(w, "  conversations over %d tenants, interleaved:\n", out.RLS.Tenants)
+		fmt.Fprintf(w, "  %-44s %9.2f %9.2f %9.2f\n", "mneme.retrieve as the superuser", out.RLS.Superuser.P50, out.RLS.Superuser.P95, out.RLS.Superuser.P99)
+		fmt.Fprintf(w, "  %-44s %9.2f %9.2f %9.2f\n", "mneme.retrieve as mneme_app, RLS by tenant", out.RLS.App.P50, out.RLS.App.P95, out.RLS.App.P99)
 	}
 }
 
@@ -298,26 +315,10 @@ func runRetrieveBench(ctx context.Context, conn *pgx.Conn, c *benchCorpus, out *
 	if _, err := conn.Exec(ctx, `SET search_path = mneme, public`); err != nil {
 		return err
 	}
-	r := mrand.New(mrand.NewPCG(7, 7))
-	type query struct {
-		conv uuid.UUID
-		text string
-		emb  []float32
-	}
 	warmup := min(10, 1+out.Queries/5) // plans cached, buffers warm
-	qs := make([]query, out.Queries+warmup)
-	for i := range qs {
-		m := r.IntN(len(c.words))
-		w := c.words[m]
-		// Three words of a memory and one more from anywhere.
-		parts := []string{w[r.IntN(len(w))], w[r.IntN(len(w))], w[r.IntN(len(w))],
-			c.words[r.IntN(len(c.words))][0]}
-		text := strings.Join(parts, " ")
-		emb, err := c.hash.EmbedOne(text)
-		if err != nil {
-			return err
-		}
-		qs[i] = query{conv: c.convs[c.conv[m]], text: text, emb: emb}
+	qs, err := makeQueries(c, out.Queries+warmup)
+	if err != nil {
+		return err
 	}
 	ops := []struct {
 		sql  string
@@ -368,6 +369,35 @@ func runRetrieveBench(ctx context.Context, conn *pgx.Conn, c *benchCorpus, out *
 		*op.dst = percentiles(samples[j])
 	}
 	return nil
+}
+
+// query is one timed query: a conversation (its tenant: conv index), words
+// of one of its memories, their embedding.
+type query struct {
+	conv  uuid.UUID
+	convI int
+	text  string
+	emb   []float32
+}
+
+// makeQueries draws n queries, the same ones every run: three words of a
+// memory and one more from anywhere.
+func makeQueries(c *benchCorpus, n int) ([]query, error) {
+	r := mrand.New(mrand.NewPCG(7, 7))
+	qs := make([]query, n)
+	for i := range qs {
+		m := r.IntN(len(c.words))
+		w := c.words[m]
+		parts := []string{w[r.IntN(len(w))], w[r.IntN(len(w))], w[r.IntN(len(w))],
+			c.words[r.IntN(len(c.words))][0]}
+		text := strings.Join(parts, " ")
+		emb, err := c.hash.EmbedOne(text)
+		if err != nil {
+			return nil, err
+		}
+		qs[i] = query{conv: c.convs[c.conv[m]], convI: c.conv[m], text: text, emb: emb}
+	}
+	return qs, nil
 }
 
 func percentiles(ms []float64) Latencies {
