@@ -23,6 +23,7 @@ FROM mneme.retrieve(:'conv', 'where does Alice live?', 5);                   -- 
 SELECT memory_id, score FROM mneme.search(:'conv', 'Berlin', k => 10);        -- same ranking, no side effects
 SELECT memory_id FROM mneme.search(:'conv', 'Berlin', 10, NULL, '2026-01-01', '2030-01-01');  -- created in a range
 SELECT memory_id, retrievability FROM mneme.search(:'conv', 'Berlin', 10, at => now() + interval '5 years');
+SELECT memory_id, content FROM mneme.search(:'conv', 'Alice', 5, scope => 'tenant');  -- all the tenant's conversations
 SELECT mneme.retrieve_markdown(:'conv', 'where does Alice live?', 3);       -- for a prompt
 
 -- pending reviews: what retrieve records; the sidecar takes and clears them atomically

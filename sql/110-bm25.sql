@@ -217,12 +217,14 @@ $$;
 -- -----------------------------------------------------------------------------
 -- Query
 -- -----------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION mneme.bm25_search(
-    conversation_id uuid,
+-- Over one conversation (bm25_search) or several (a tenant's, search with
+-- scope 'tenant'): the statistics of the conversations together.
+CREATE OR REPLACE FUNCTION mneme._bm25_search(
+    conversation_ids uuid[],
     query text,
-    k int DEFAULT 100,
-    since timestamptz DEFAULT NULL,
-    until timestamptz DEFAULT NULL)
+    k int,
+    since timestamptz,
+    until timestamptz)
 RETURNS TABLE (memory_id uuid, score float8, rank int)
 LANGUAGE plpgsql STABLE
 ROWS 100
@@ -231,6 +233,7 @@ SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
+    v_ids     uuid[] := _bm25_search.conversation_ids;
     v_k1      float8 := mneme.setting('bm25_k1')::float8;
     v_b       float8 := mneme.setting('bm25_b')::float8;
     v_expired uuid[];
@@ -239,23 +242,13 @@ DECLARE
     v_c0      float8;
     v_c1      float8;
 BEGIN
-    IF bm25_search.k IS NULL OR bm25_search.k < 1 THEN
-        RAISE EXCEPTION 'k must be at least 1' USING ERRCODE = '22023';
-    END IF;
-    IF bm25_search.since > bm25_search.until THEN
-        RAISE EXCEPTION 'since (%) is after until (%)', bm25_search.since, bm25_search.until USING ERRCODE = '22023',
-            HINT = 'the range is since <= created_at < until';
-    END IF;
-    IF NOT mneme._readable_conversation(bm25_search.conversation_id) THEN
-        RETURN;  -- another tenant's: its statistics are not this session's to see
-    END IF;
-    SELECT s.n, s.total_len INTO v_n, v_total FROM mneme.bm25_stats s WHERE s.conversation_id = bm25_search.conversation_id;
-    IF NOT FOUND THEN
-        RETURN;  -- unknown conversation, or nothing active in it
+    SELECT sum(s.n), sum(s.total_len) INTO v_n, v_total FROM mneme.bm25_stats s WHERE s.conversation_id = ANY (v_ids);
+    IF v_n IS NULL THEN
+        RETURN;  -- unknown conversations, or nothing active in them
     END IF;
     -- Expired memories are still in the statistics: take them out here.
     SELECT array_agg(m.id) INTO v_expired FROM mneme.memories m
-    WHERE m.conversation_id = bm25_search.conversation_id AND m.valid_until IS NOT NULL
+    WHERE m.conversation_id = ANY (v_ids) AND m.valid_until IS NOT NULL
       AND m.status = 'active' AND m.valid_until <= now();
     IF v_expired IS NOT NULL THEN
         SELECT v_n - count(*), v_total - coalesce(sum(d.doclen), 0) INTO v_n, v_total
@@ -275,28 +268,60 @@ BEGIN
     WITH w AS (
         SELECT t.term, ln(1 + (v_n - t.df + 0.5) / (t.df + 0.5)) * (v_k1 + 1) AS wt
         FROM (SELECT bt.term,
-                     bt.df - CASE WHEN v_expired IS NULL THEN 0 ELSE
+                     sum(bt.df) - CASE WHEN v_expired IS NULL THEN 0 ELSE
                          (SELECT count(*) FROM mneme.bm25_postings p
-                          WHERE p.conversation_id = bm25_search.conversation_id AND p.term = bt.term
+                          WHERE p.conversation_id = ANY (v_ids) AND p.term = bt.term
                             AND p.memory_id = ANY (v_expired)) END::float8 AS df
               FROM mneme.bm25_terms bt
-              WHERE bt.conversation_id = bm25_search.conversation_id
-                AND bt.term = ANY (tsvector_to_array(mneme.bm25_tsvector(bm25_search.query)))) t
+              WHERE bt.conversation_id = ANY (v_ids)
+                AND bt.term = ANY (tsvector_to_array(mneme.bm25_tsvector(_bm25_search.query)))
+              GROUP BY bt.term) t
         WHERE t.df > 0
     ), top AS (
         SELECT p.memory_id AS id, sum(w.wt * p.tf / (p.tf + v_c0 + v_c1 * p.doclen)) AS score
-        FROM w JOIN mneme.bm25_postings p ON p.conversation_id = bm25_search.conversation_id AND p.term = w.term
+        FROM w JOIN mneme.bm25_postings p ON p.conversation_id = ANY (v_ids) AND p.term = w.term
         WHERE (v_expired IS NULL OR p.memory_id <> ALL (v_expired))
-          AND ((bm25_search.since IS NULL AND bm25_search.until IS NULL)
+          AND ((_bm25_search.since IS NULL AND _bm25_search.until IS NULL)
                OR EXISTS (SELECT 1 FROM mneme.memories m WHERE m.id = p.memory_id
-                          AND (bm25_search.since IS NULL OR m.created_at >= bm25_search.since)
-                          AND (bm25_search.until IS NULL OR m.created_at < bm25_search.until)))
+                          AND (_bm25_search.since IS NULL OR m.created_at >= _bm25_search.since)
+                          AND (_bm25_search.until IS NULL OR m.created_at < _bm25_search.until)))
         GROUP BY p.memory_id
         ORDER BY 2 DESC, 1
-        LIMIT bm25_search.k
+        LIMIT _bm25_search.k
     )
     SELECT top.id, top.score, (rank() OVER (ORDER BY top.score DESC))::int  -- equal scores share a rank
     FROM top ORDER BY top.score DESC, top.id;
+END
+$$;
+COMMENT ON FUNCTION mneme._bm25_search(uuid[], text, int, timestamptz, timestamptz) IS
+    'Internal: bm25_search over the conversations together (their statistics summed); no argument checks.';
+
+CREATE OR REPLACE FUNCTION mneme.bm25_search(
+    conversation_id uuid,
+    query text,
+    k int DEFAULT 100,
+    since timestamptz DEFAULT NULL,
+    until timestamptz DEFAULT NULL)
+RETURNS TABLE (memory_id uuid, score float8, rank int)
+LANGUAGE plpgsql STABLE
+ROWS 100
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+#variable_conflict use_column
+BEGIN
+    IF bm25_search.k IS NULL OR bm25_search.k < 1 THEN
+        RAISE EXCEPTION 'k must be at least 1' USING ERRCODE = '22023';
+    END IF;
+    IF bm25_search.since > bm25_search.until THEN
+        RAISE EXCEPTION 'since (%) is after until (%)', bm25_search.since, bm25_search.until USING ERRCODE = '22023',
+            HINT = 'the range is since <= created_at < until';
+    END IF;
+    IF NOT mneme._readable_conversation(bm25_search.conversation_id) THEN
+        RETURN;  -- another tenant's: its statistics are not this session's to see
+    END IF;
+    RETURN QUERY SELECT * FROM mneme._bm25_search(ARRAY[bm25_search.conversation_id], bm25_search.query, bm25_search.k,
+                                                  bm25_search.since, bm25_search.until);
 END
 $$;
 COMMENT ON FUNCTION mneme.bm25_search(uuid, text, int, timestamptz, timestamptz) IS

@@ -5,11 +5,40 @@
 -- Idempotent: re-applied on every migrate.
 -- =============================================================================
 -- -----------------------------------------------------------------------------
+-- The scope of a search: the conversation, or every conversation of its
+-- tenant (an agent remembering a user across chats). Row security keeps
+-- another tenant's conversations out either way.
+-- -----------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION mneme._scope_conversations(conversation_id uuid, scope text)
+RETURNS uuid[]
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF _scope_conversations.scope IS NULL THEN
+        RAISE EXCEPTION 'scope must not be NULL' USING ERRCODE = '22004', HINT = 'conversation (the default) or tenant';
+    ELSIF _scope_conversations.scope = 'conversation' THEN
+        RETURN ARRAY[_scope_conversations.conversation_id];
+    ELSIF _scope_conversations.scope = 'tenant' THEN
+        RETURN ARRAY(SELECT q.id FROM mneme.message_queue q
+                     WHERE q.tenant_id = (SELECT tq.tenant_id FROM mneme.message_queue tq
+                                          WHERE tq.id = _scope_conversations.conversation_id)
+                     ORDER BY q.id);
+    END IF;
+    RAISE EXCEPTION 'scope must be conversation or tenant, got %', mneme._quote_prefix(_scope_conversations.scope)
+        USING ERRCODE = '22023', HINT = 'tenant searches every conversation of the conversation''s tenant';
+END
+$$;
+COMMENT ON FUNCTION mneme._scope_conversations(uuid, text) IS
+    'Internal: the conversations a search with this scope reads (conversation: itself; tenant: all of its tenant''s).';
+
+-- -----------------------------------------------------------------------------
 -- The ranking
 -- -----------------------------------------------------------------------------
--- The 6-argument form of before `at` was added: replaced, not overloaded
--- (an overload would make every call that omits `at` ambiguous).
+-- The forms of before `at` and `scope` were added: replaced, not
+-- overloaded (an overload would make every call that omits them ambiguous).
 DROP FUNCTION IF EXISTS mneme.search(uuid, text, int, real[], timestamptz, timestamptz);
+DROP FUNCTION IF EXISTS mneme.search(uuid, text, int, real[], timestamptz, timestamptz, timestamptz);
 CREATE OR REPLACE FUNCTION mneme.search(
     conversation_id uuid,
     query text,
@@ -17,7 +46,8 @@ CREATE OR REPLACE FUNCTION mneme.search(
     query_embedding real[] DEFAULT NULL,
     since timestamptz DEFAULT NULL,
     until timestamptz DEFAULT NULL,
-    at timestamptz DEFAULT now())
+    at timestamptz DEFAULT now(),
+    scope text DEFAULT 'conversation')
 RETURNS SETOF mneme.retrieval
 LANGUAGE plpgsql STABLE
 ROWS 10
@@ -40,6 +70,7 @@ DECLARE
     v_vec_w   float8 := CASE WHEN mneme.setting('embedder') #>> '{}' = 'hash'
                              THEN mneme.setting('rrf_hash_vector_weight')::float8 ELSE 1 END;
     v_weights jsonb := mneme.setting('label_weights');
+    v_convs   uuid[];
     v_rw      float8 := mneme.setting('retrievability_weight')::float8;
 BEGIN
     IF v_conv IS NULL THEN
@@ -65,6 +96,7 @@ BEGIN
         RAISE EXCEPTION 'since (%) is after until (%)', v_since, v_until USING ERRCODE = '22023',
             HINT = 'the range is since <= created_at < until';
     END IF;
+    v_convs := mneme._scope_conversations(v_conv, search.scope);
     IF v_emb IS NOT NULL THEN
         PERFORM mneme.check_embedding(v_emb);
     ELSE
@@ -79,9 +111,15 @@ BEGIN
 
     RETURN QUERY
     WITH b AS (
-        SELECT * FROM mneme.bm25_search(v_conv, v_query, v_cand, v_since, v_until)
+        SELECT * FROM mneme._bm25_search(v_convs, v_query, v_cand, v_since, v_until)
     ), v AS (
-        SELECT * FROM mneme._vector_search(v_conv, v_emb, v_cand, v_since, v_until)
+        SELECT * FROM mneme._vector_search(v_conv, v_emb, v_cand, v_since, v_until) WHERE cardinality(v_convs) = 1
+        UNION ALL
+        -- Distances are comparable across conversations: one ranking.
+        SELECT x.memory_id, x.distance, (rank() OVER (ORDER BY x.distance))::int
+        FROM (SELECT y.* FROM unnest(v_convs) AS c(id), LATERAL mneme._vector_search(c.id, v_emb, v_cand, v_since, v_until) AS y
+              WHERE cardinality(v_convs) > 1
+              ORDER BY y.distance, y.memory_id LIMIT v_cand) x
     ), f AS (
         SELECT coalesce(b.memory_id, v.memory_id) AS id, b.rank AS br, v.rank AS vr,
                b.score AS bs, v.distance AS vd
@@ -104,17 +142,19 @@ BEGIN
     LIMIT v_k;
 END
 $$;
-COMMENT ON FUNCTION mneme.search(uuid, text, int, real[], timestamptz, timestamptz, timestamptz) IS
+COMMENT ON FUNCTION mneme.search(uuid, text, int, real[], timestamptz, timestamptz, timestamptz, text) IS
     'Hybrid retrieval with no side effects: the top retrieve_candidates by BM25 and by cosine distance among '
     'the conversation''s active, unexpired memories (created in [since, until) when given), fused by '
     'reciprocal rank (rrf = sum 1 / (rrf_k + rank); the vector leg times rrf_hash_vector_weight with embedder "hash"), '
     'score = rrf * retrievability at `at` (default now(); 1 if pinned) * label weight; '
     'top k (1..100) by score, ties by id. Without query_embedding, embedder "hash" embeds the query in SQL; '
-    'embedder "external" skips the vector leg (vector_rank NULL, NOTICE). Unknown conversation: no rows.';
+    'embedder "external" skips the vector leg (vector_rank NULL, NOTICE). Unknown conversation: no rows. '
+    'scope ''tenant'' searches every conversation of the conversation''s tenant (BM25 over their statistics together).';
 
 -- The 6-argument form of before `at` was added: replaced, not overloaded
 -- (an overload would make every call that omits `at` ambiguous).
 DROP FUNCTION IF EXISTS mneme.retrieve(uuid, text, int, real[], timestamptz, timestamptz);
+DROP FUNCTION IF EXISTS mneme.retrieve(uuid, text, int, real[], timestamptz, timestamptz, timestamptz);
 CREATE OR REPLACE FUNCTION mneme.retrieve(
     conversation_id uuid,
     query text,
@@ -122,7 +162,8 @@ CREATE OR REPLACE FUNCTION mneme.retrieve(
     query_embedding real[] DEFAULT NULL,
     since timestamptz DEFAULT NULL,
     until timestamptz DEFAULT NULL,
-    at timestamptz DEFAULT now())
+    at timestamptz DEFAULT now(),
+    scope text DEFAULT 'conversation')
 RETURNS SETOF mneme.retrieval
 LANGUAGE plpgsql
 ROWS 10
@@ -133,7 +174,7 @@ DECLARE
 BEGIN
     v_rows := ARRAY(SELECT s FROM mneme.search(retrieve.conversation_id, retrieve.query, retrieve.k,
                                                retrieve.query_embedding, retrieve.since, retrieve.until,
-                                               retrieve.at) AS s);
+                                               retrieve.at, retrieve.scope) AS s);
     IF cardinality(v_rows) > 0 THEN
         PERFORM mneme.add_pending_review(retrieve.conversation_id,
                                          ARRAY(SELECT (x).memory_id FROM unnest(v_rows) WITH ORDINALITY AS x ORDER BY ordinality),
@@ -142,13 +183,14 @@ BEGIN
     RETURN QUERY SELECT * FROM unnest(v_rows);
 END
 $$;
-COMMENT ON FUNCTION mneme.retrieve(uuid, text, int, real[], timestamptz, timestamptz, timestamptz) IS
+COMMENT ON FUNCTION mneme.retrieve(uuid, text, int, real[], timestamptz, timestamptz, timestamptz, text) IS
     'mneme.search, and when it returns memories, appends {query, memory_ids} to the conversation''s '
     'pending_reviews in the same transaction, for the review job to rate later. Never changes FSRS state.';
 
 -- The 6-argument form of before `at` was added: replaced, not overloaded
 -- (an overload would make every call that omits `at` ambiguous).
 DROP FUNCTION IF EXISTS mneme.retrieve_markdown(uuid, text, int, real[], timestamptz, timestamptz);
+DROP FUNCTION IF EXISTS mneme.retrieve_markdown(uuid, text, int, real[], timestamptz, timestamptz, timestamptz);
 CREATE OR REPLACE FUNCTION mneme.retrieve_markdown(
     conversation_id uuid,
     query text,
@@ -156,7 +198,8 @@ CREATE OR REPLACE FUNCTION mneme.retrieve_markdown(
     query_embedding real[] DEFAULT NULL,
     since timestamptz DEFAULT NULL,
     until timestamptz DEFAULT NULL,
-    at timestamptz DEFAULT now())
+    at timestamptz DEFAULT now(),
+    scope text DEFAULT 'conversation')
 RETURNS text
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -178,13 +221,13 @@ BEGIN
     INTO v_md
     FROM mneme.retrieve(retrieve_markdown.conversation_id, retrieve_markdown.query, retrieve_markdown.k,
                         retrieve_markdown.query_embedding, retrieve_markdown.since, retrieve_markdown.until,
-                        retrieve_markdown.at)
+                        retrieve_markdown.at, retrieve_markdown.scope)
          WITH ORDINALITY AS r(memory_id, kind, summary, content, created_at, score, rrf, bm25_rank, vector_rank,
                               retrievability, title, label, pinned, bm25_score, vector_distance, n);
     RETURN format(E'## Relevant memories for "%s"\n\n%s\n', retrieve_markdown.query,
                   coalesce(v_md, '(none found)'));
 END
 $$;
-COMMENT ON FUNCTION mneme.retrieve_markdown(uuid, text, int, real[], timestamptz, timestamptz, timestamptz) IS
+COMMENT ON FUNCTION mneme.retrieve_markdown(uuid, text, int, real[], timestamptz, timestamptz, timestamptz, text) IS
     'mneme.retrieve rendered as markdown for a prompt: per memory its summary, when, kind, label, and why it '
     'matched (BM25 and/or vector rank, score). Records the pending review like retrieve.';

@@ -1,0 +1,146 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mneme-memory/mneme/sidecar/dbtest"
+)
+
+// TestTenantScope: an application role of tenant acme searches with scope
+// 'tenant' and finds the memories of all of acme's conversations, never
+// globex's; with the default scope, only the conversation's. Memories and
+// queries are drawn at random (seeded, logged) from one vocabulary, so both
+// tenants hold lookalikes of each other's memories; every search is full
+// (k results when the scope holds k memories: the vector leg ranks them
+// all), and retrieve records its pending review on the asking conversation.
+func TestTenantScope(t *testing.T) {
+	t.Parallel()
+	for _, variant := range variants(t) {
+		t.Run(variant, func(t *testing.T) {
+			seed := rand.Int63()
+			t.Logf("seed %d", seed)
+			rng := rand.New(rand.NewSource(seed))
+			db := dbtest.New(t, dbtest.WithVector(variant))
+			ctx := context.Background()
+			for _, tn := range []string{"acme", "globex"} {
+				_, err := db.Pool.Exec(ctx, `SELECT mneme.create_tenant($1)`, tn)
+				require.NoError(t, err)
+			}
+			app, err := pgxpool.New(ctx, db.As(t, "mneme_app"))
+			require.NoError(t, err)
+			t.Cleanup(app.Close)
+
+			words := strings.Fields("garden violin paris harbor lantern copper meadow falcon orchard glacier " +
+				"tennis opera bakery river summit cedar velvet compass marble thunder")
+			sentence := func() string {
+				w := make([]string, 4+rng.Intn(4))
+				for i := range w {
+					w[i] = words[rng.Intn(len(words))]
+				}
+				return strings.Join(w, " ")
+			}
+			tenants := map[string][]uuid.UUID{"acme": {uuid.New(), uuid.New(), uuid.New()}, "globex": {uuid.New(), uuid.New()}}
+			owner := map[uuid.UUID]uuid.UUID{} // memory -> conversation
+			tenantOf := map[uuid.UUID]string{} // conversation -> tenant
+			count := map[uuid.UUID]int{}
+			for tenant, convs := range tenants {
+				for _, conv := range convs {
+					tenantOf[conv] = tenant
+					n := 3 + rng.Intn(10)
+					require.NoError(t, inTenant(t, app, tenant, func(tx pgx.Tx) error {
+						for i := 0; i < n; i++ {
+							var id uuid.UUID
+							if err := tx.QueryRow(ctx, `SELECT mneme.remember($1, $2)`, conv, sentence()).Scan(&id); err != nil {
+								return err
+							}
+							owner[id] = conv
+						}
+						return nil
+					}))
+					count[conv] = n
+				}
+			}
+
+			for tenant, convs := range tenants {
+				inTenantTotal := 0
+				for _, c := range convs {
+					inTenantTotal += count[c]
+				}
+				for round := 0; round < 20; round++ {
+					conv := convs[rng.Intn(len(convs))]
+					query := sentence()
+					k := 1 + rng.Intn(30)
+					for _, scope := range []string{"conversation", "tenant"} {
+						var got []uuid.UUID
+						require.NoError(t, inTenant(t, app, tenant, func(tx pgx.Tx) error {
+							rows, err := tx.Query(ctx, `SELECT memory_id FROM mneme.search($1, $2, $3, scope => $4)`, conv, query, k, scope)
+							if err != nil {
+								return err
+							}
+							got, err = pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+							return err
+						}))
+						want := min(k, count[conv])
+						if scope == "tenant" {
+							want = min(k, inTenantTotal)
+						}
+						require.Len(t, got, want, "%s %s %q k=%d: full", tenant, scope, query, k)
+						for _, id := range got {
+							c, ok := owner[id]
+							require.True(t, ok)
+							require.Equal(t, tenant, tenantOf[c], "%s %s %q: a memory of %s", tenant, scope, query, tenantOf[c])
+							if scope == "conversation" {
+								require.Equal(t, conv, c, "%s %q: another conversation's memory", tenant, query)
+							}
+						}
+					}
+				}
+			}
+
+			// The tenant scope finds across conversations; retrieve records
+			// the review on the asking conversation, naming the other's memory.
+			a1, a2 := tenants["acme"][0], tenants["acme"][1]
+			var shared uuid.UUID
+			require.NoError(t, inTenant(t, app, "acme", func(tx pgx.Tx) error {
+				if err := tx.QueryRow(ctx, `SELECT mneme.remember($1, 'the user''s dog is called Biscuit', 'user_profile')`, a2).Scan(&shared); err != nil {
+					return err
+				}
+				var n int
+				if err := tx.QueryRow(ctx, `SELECT count(*) FROM mneme.search($1, 'dog Biscuit', 5) WHERE memory_id = $2`, a1, shared).Scan(&n); err != nil {
+					return err
+				}
+				require.Zero(t, n, "the default scope is the conversation")
+				var first uuid.UUID
+				if err := tx.QueryRow(ctx, `SELECT memory_id FROM mneme.retrieve($1, 'dog Biscuit', 5, scope => 'tenant')`, a1).Scan(&first); err != nil {
+					return err
+				}
+				require.Equal(t, shared, first)
+				return nil
+			}))
+			var named int
+			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme.message_queue q, jsonb_array_elements(q.pending_reviews) e
+				WHERE q.id = $1 AND e->'memory_ids' ? $2::text`, a1, shared.String()).Scan(&named))
+			require.Equal(t, 1, named, "the pending review is the asking conversation's")
+			var md string
+			require.NoError(t, inTenant(t, app, "globex", func(tx pgx.Tx) error {
+				return tx.QueryRow(ctx, `SELECT mneme.retrieve_markdown($1, 'dog Biscuit', 5, scope => 'tenant')`, tenants["globex"][0]).Scan(&md)
+			}))
+			require.NotContains(t, md, "dog is called", "globex's tenant scope is globex's")
+
+			err = inTenant(t, app, "acme", func(tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, `SELECT * FROM mneme.search($1, 'dog', 5, scope => 'everyone')`, a1)
+				return err
+			})
+			require.Equal(t, "22023", sqlState(t, err), fmt.Sprint(err))
+		})
+	}
+}
