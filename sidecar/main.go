@@ -37,6 +37,7 @@ func commands() []cli.Command {
 		}},
 		{Name: "eval", Args: "<name> [flags]", Summary: "run an evaluation", Subs: []cli.Command{
 			{Name: "locomo", Args: "[flags]", Summary: "evidence recall on LoCoMo at a context budget, beside baselines", Run: cmdEvalLocomo},
+			{Name: "beam", Args: "[flags]", Summary: "evidence recall on BEAM, knowledge updates and contradictions, beside baselines", Run: cmdEvalBeam},
 			{Name: "feedback", Args: "[flags]", Summary: "review-based vs auto-GOOD vs no reinforcement: precision@5 over simulated sessions", Run: cmdEvalFeedback},
 			{Name: "lifecycle", Args: "[flags]", Summary: "a simulated year of use: share of memories active, inactive and purged per label", Run: cmdEvalLifecycle},
 		}},

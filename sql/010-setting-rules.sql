@@ -125,6 +125,8 @@ DECLARE
 BEGIN
     CASE k
     WHEN 'bm25_b' THEN PERFORM mneme._setting_number(k, v, 0, 1);
+    WHEN 'context_candidates' THEN PERFORM mneme._setting_number(k, v, 1, 100, true);
+    WHEN 'context_window' THEN PERFORM mneme._setting_number(k, v, 0, 1000, true);
     WHEN 'bm25_k1' THEN PERFORM mneme._setting_number(k, v, 0, 10);
     WHEN 'inactive_below_r' THEN PERFORM mneme._setting_number(k, v, 0, 0.99);
     WHEN 'retrievability_weight' THEN PERFORM mneme._setting_number(k, v, 0, 10);

@@ -196,12 +196,25 @@ BEGIN
     IF FOUND THEN
         -- One pending segment job per conversation. A check segments what is
         -- queued when it runs, so a new check changes nothing; a forced cut
-        -- replaces a pending check and a pending forced cut keeps its boundary.
-        IF NOT (v_job.payload->>'check')::boolean OR (enqueue_segment.payload->>'check')::boolean THEN
+        -- replaces a pending check; a pending forced cut keeps its boundary
+        -- and remembers the later one (next_through_message_id), which the
+        -- job's follow-up enqueues (mneme._segment_followup).
+        IF (enqueue_segment.payload->>'check')::boolean THEN
             RETURN v_job.id;
         END IF;
-        UPDATE mneme.jobs SET payload = enqueue_segment.payload, updated_at = now()
-         WHERE id = v_job.id AND state = 'pending';
+        IF NOT (v_job.payload->>'check')::boolean THEN
+            IF (enqueue_segment.payload->>'through_message_id')::bigint
+               <= coalesce((v_job.payload->>'next_through_message_id')::bigint, (v_job.payload->>'through_message_id')::bigint) THEN
+                RETURN v_job.id;
+            END IF;
+            UPDATE mneme.jobs SET payload = payload || jsonb_build_object('next_through_message_id',
+                                                                          (enqueue_segment.payload->>'through_message_id')::bigint),
+                                  updated_at = now()
+             WHERE id = v_job.id AND state = 'pending';
+        ELSE
+            UPDATE mneme.jobs SET payload = enqueue_segment.payload, updated_at = now()
+             WHERE id = v_job.id AND state = 'pending';
+        END IF;
         IF FOUND THEN
             RETURN v_job.id;
         END IF;
@@ -212,8 +225,8 @@ END
 $$;
 COMMENT ON FUNCTION mneme.enqueue_segment(uuid, jsonb) IS
     'Enqueues the conversation''s segment job, or updates the pending one (a forced cut replaces a check; '
-    'a pending forced cut keeps its boundary; a check segments what is queued when it runs). Locks the pending '
-    'job only to change it.';
+    'a pending forced cut keeps its boundary and records a later one as next_through_message_id for its '
+    'follow-up; a check segments what is queued when it runs). Locks the pending job only to change it.';
 
 -- The conversation is over (or paused for good): cut what is queued into
 -- episodes now instead of waiting for the next message to show the gap.

@@ -61,7 +61,9 @@ COMMENT ON FUNCTION mneme.lock_queued(uuid, bigint[]) IS
 -- and reach segment_max_messages get their forced cut now, else they would
 -- wait for the next message. Fewer wait for the next message's check, as
 -- they would have without the pending cut.
-CREATE OR REPLACE FUNCTION mneme._segment_followup(conversation_id uuid, through_id bigint)
+-- Before next_through_id: replaced, not overloaded (calls would be ambiguous).
+DROP FUNCTION IF EXISTS mneme._segment_followup(uuid, bigint);
+CREATE OR REPLACE FUNCTION mneme._segment_followup(conversation_id uuid, through_id bigint, next_through_id bigint DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -70,19 +72,51 @@ AS $$
 DECLARE
     v_n    int;
     v_last bigint;
+    v_cut  bigint;
+    v_next bigint := CASE WHEN _segment_followup.next_through_id > _segment_followup.through_id
+                          THEN _segment_followup.next_through_id END;
 BEGIN
     SELECT count(*), max(m.id) INTO v_n, v_last FROM mneme.messages m
-    WHERE m.conversation_id = _segment_followup.conversation_id AND m.consumed_at IS NULL;
-    IF v_last IS NULL OR v_last <= _segment_followup.through_id OR v_n < mneme.setting('segment_max_messages')::int THEN
+    WHERE m.conversation_id = _segment_followup.conversation_id AND m.consumed_at IS NULL
+      AND m.id > _segment_followup.through_id;
+    IF v_last IS NULL THEN
+        RETURN NULL;
+    END IF;
+    -- Messages queued while the cut was pending (a batch import, a sidecar
+    -- that was down) were checked against that pending job, not cut: the
+    -- first gap among them is the next cut, then the cut segment_now asked
+    -- for meanwhile (next_through_id), then segment_max_messages.
+    SELECT x.prev_id INTO v_cut FROM (
+        SELECT m.id, m.created_at, lag(m.id) OVER w AS prev_id, lag(m.created_at) OVER w AS prev_at
+        FROM mneme.messages m
+        WHERE m.conversation_id = _segment_followup.conversation_id AND m.consumed_at IS NULL
+          AND m.id > _segment_followup.through_id
+        WINDOW w AS (ORDER BY m.id)) x
+    WHERE x.prev_id IS NOT NULL
+      AND x.created_at - x.prev_at > make_interval(secs => mneme.setting('segment_gap_seconds')::float8)
+    ORDER BY x.id LIMIT 1;
+    IF v_cut IS NOT NULL THEN
+        RETURN mneme.enqueue_segment(_segment_followup.conversation_id, jsonb_build_object('reason', 'gap',
+            'check', false, 'through_message_id', v_cut, 'trigger_message_id', v_cut)
+            || CASE WHEN v_next > v_cut THEN jsonb_build_object('next_through_message_id', v_next) ELSE '{}' END);
+    END IF;
+    IF v_next IS NOT NULL THEN
+        v_next := least(v_next, v_last);
+        RETURN mneme.enqueue_segment(_segment_followup.conversation_id, jsonb_build_object('reason', 'gap',
+            'check', false, 'through_message_id', v_next, 'trigger_message_id', v_next));
+    END IF;
+    IF v_n < mneme.setting('segment_max_messages')::int THEN
         RETURN NULL;
     END IF;
     RETURN mneme.enqueue_segment(_segment_followup.conversation_id, jsonb_build_object('reason', 'max_messages',
         'check', false, 'through_message_id', v_last, 'trigger_message_id', v_last));
 END
 $$;
-COMMENT ON FUNCTION mneme._segment_followup(uuid, bigint) IS
-    'Internal to the segment job: after a forced cut through through_id, enqueues the forced cut that '
-    'segment_max_messages gives the messages queued after it (NULL when there are fewer).';
+COMMENT ON FUNCTION mneme._segment_followup(uuid, bigint, bigint) IS
+    'Internal to the segment job: after a forced cut through through_id, enqueues the next forced cut of the '
+    'messages queued after it: at their first gap longer than segment_gap_seconds, else through next_through_id '
+    '(a cut asked for while this one was pending), else through the last when segment_max_messages are queued; '
+    'NULL when none applies.';
 
 -- An FSRS state a row may hold: finite stability above 0 (at most 100
 -- years), difficulty 1 to 10. NaN passes "> 0" in PostgreSQL: checked apart.

@@ -262,3 +262,17 @@ func TestLongArgumentsShortErrors(t *testing.T) {
 		require.Less(t, len(err.Error()), 400, "%s: the error quotes a prefix at most", c.q)
 	}
 }
+
+// TestBatchImportCutsAtEveryGap: messages added faster than the sidecar
+// segments (a batch import, a sidecar that was down) are checked against
+// the one pending segment job; when that forced cut is done, the follow-up
+// cuts at each later gap and then where segment_now asked, so every
+// episode stays within one session and nothing stays queued.
+func TestBatchImportCutsAtEveryGap(t *testing.T) {
+	t.Parallel()
+	e := contextConversation(t) // four sessions two days apart, then a farewell, segment_now, drained
+	require.Zero(t, e.count(`SELECT count(*) FROM mneme.messages WHERE conversation_id = $1 AND consumed_at IS NULL`, e.conv))
+	require.Equal(t, 5, e.count(`SELECT count(*) FROM mneme.memories WHERE conversation_id = $1 AND kind = 'episodic'`, e.conv))
+	require.Zero(t, e.count(`SELECT count(*) FROM mneme.memories WHERE conversation_id = $1 AND kind = 'episodic'
+		AND source_last_at - source_first_at > interval '1 hour'`, e.conv), "no episode spans a gap")
+}

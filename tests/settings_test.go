@@ -50,6 +50,7 @@ func TestSettingRules(t *testing.T) {
 		"message_max_chars": {`0`, `1.5`}, "pending_reviews_max": {`1`}, "retrieve_candidates": {`0`, `1001`},
 		"segment_episode_max": {`0`}, "segment_episode_min": {`2.5`}, "segment_max_messages": {`0`}, "segment_min_messages": {`0`},
 		"segment_min_chars": {`-2`}, "segment_summary_sentences": {`0`}, "segment_window": {`0`}, "vector_exact_max": {`-5`},
+		"context_candidates": {`0`, `101`}, "context_window": {`-1`, `1.5`},
 		"purge_after_days": {`0`}, "cleanup_interval": {`"soon"`, `"1 second"`}, "jobs_retention": {`"-1 day"`},
 		"message_max_future": {`"-1 hour"`, `"1000 years"`}, "embedder": {`"openai"`, `42`},
 		"review_default_rating": {`"great"`}, "label_weights": {`{"general": -5}`, `{"general": 0}`, `{"nonsense": 1}`, `{"general": "1"}`},

@@ -21,6 +21,9 @@ type segmentPayload struct {
 	Check            bool   `json:"check"`
 	ThroughMessageID *int64 `json:"through_message_id"`
 	TriggerMessageID *int64 `json:"trigger_message_id"`
+	// NextThroughMessageID is a later forced cut asked for while this one
+	// was pending (mneme.enqueue_segment); the follow-up enqueues it.
+	NextThroughMessageID *int64 `json:"next_through_message_id"`
 }
 
 // message is one queued message.
@@ -133,7 +136,7 @@ func (p *Pipelines) Segment(ctx context.Context, db jobs.Store, job jobs.Job) er
 		}
 		if forced {
 			var next *int64
-			if err := tx.QueryRow(ctx, `SELECT mneme._segment_followup($1, $2)`, conv, *pl.ThroughMessageID).Scan(&next); err != nil {
+			if err := tx.QueryRow(ctx, `SELECT mneme._segment_followup($1, $2, $3)`, conv, *pl.ThroughMessageID, pl.NextThroughMessageID).Scan(&next); err != nil {
 				return fmt.Errorf("segment job %d: follow-up: %w", job.ID, err)
 			}
 			if next != nil {

@@ -51,6 +51,32 @@ func Take(docs []Doc, budget int) (found map[string]bool, words int) {
 	return found, words
 }
 
+// TakeOrdered is Take's selection as the ids of the turns inside the
+// context, in the order the context holds them (for measures of order,
+// such as an updated fact coming before the value it replaced).
+func TakeOrdered(docs []Doc, budget int) []string {
+	var out []string
+	seen := map[string]bool{}
+	words := 0
+	for _, d := range docs {
+		if words >= budget {
+			break
+		}
+		room := budget - words
+		for _, t := range d.Turns {
+			if t.End <= room && !seen[t.DiaID] {
+				seen[t.DiaID] = true
+				out = append(out, t.DiaID)
+			}
+		}
+		if d.Words > room {
+			break
+		}
+		words += d.Words
+	}
+	return out
+}
+
 // Recall is the share of evidence ids in found; ids that name no turn are
 // never found, so they count as missed.
 func Recall(evidence []string, found map[string]bool) (recall float64, hits int) {

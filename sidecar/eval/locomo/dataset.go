@@ -37,6 +37,8 @@ type Conversation struct {
 	SpeakerB  string
 	Sessions  []Session
 	Questions []Question // categories 1 to 4 only, in file order
+	// Spacing is the time between the turns of a session (0: TurnSpacing).
+	Spacing time.Duration
 	// Skipped counts the questions not evaluated, by reason.
 	Skipped map[string]int
 }

@@ -37,6 +37,12 @@ func Eval(ctx context.Context, o EvalOptions) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	return EvalLoaded(ctx, o, convs)
+}
+
+// EvalLoaded is Eval of conversations already loaded (and converted, for
+// another benchmark's data); o.Data names them in the report.
+func EvalLoaded(ctx context.Context, o EvalOptions, convs []Conversation) (*Report, error) {
 	if o.Limit > 0 && o.Limit < len(convs) {
 		convs = convs[:o.Limit]
 	}

@@ -63,11 +63,15 @@ func ingest(ctx context.Context, pool *pgxpool.Pool, jobs Jobs, c *Conversation,
 		return nil, fmt.Errorf("conversation %s: set speakers: %w", c.ID, err)
 	}
 	var last time.Time
+	spacing := c.Spacing
+	if spacing <= 0 {
+		spacing = TurnSpacing
+	}
 	for _, s := range c.Sessions {
 		for i, t := range s.Turns {
-			at := s.At.Add(time.Duration(i) * TurnSpacing)
+			at := s.At.Add(time.Duration(i) * spacing)
 			if !last.IsZero() && !at.After(last) {
-				at = last.Add(TurnSpacing)
+				at = last.Add(spacing)
 				in.Clamped++
 			}
 			last = at

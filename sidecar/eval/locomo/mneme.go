@@ -111,12 +111,14 @@ type MethodInfo struct {
 
 // Methods are the methods of a run, in report order.
 var Methods = []MethodInfo{
+	{MethodContext, "mneme context", "mneme.context_items: the best-matching turns (and neighbours) of the memories mneme.search ranks first, facts whole, filled to the budget"},
 	{MethodMneme, "mneme", "mneme.search as shipped: BM25 and vector legs fused by RRF, times retrievability and label weight"},
 	{MethodMnemeNoR, "mneme without R", "the same candidates and fusion without the retrievability factor"},
 	{MethodMnemeBM25, "mneme BM25 leg", "mneme's memories ranked by its BM25 leg alone"},
 	{MethodMnemeVector, "mneme vector leg", "mneme's memories ranked by its vector leg alone"},
 	{MethodBM25Turns, "BM25 raw turns", "BM25 over the raw turns, each turn a document"},
 	{MethodBM25Windows, "BM25 5-turn windows", "BM25 over windows of 5 consecutive turns of a session"},
+	{MethodPGHybrid, "PostgreSQL hybrid search", "the hybrid_search people copy: ts_rank_cd over websearch_to_tsquery with a GIN index (+ pgvector cosine where installed), RRF k 50, over raw turns"},
 }
 
 // searchRow is one row of mneme.search.

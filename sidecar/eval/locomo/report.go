@@ -178,6 +178,20 @@ func (r *Report) add(method string, q *Question, docs []Doc, took time.Duration)
 	}
 }
 
+// addFound counts a context built for one budget (a budgetSource's).
+func (r *Report) addFound(method string, q *Question, budget int, found map[string]bool, words int) {
+	recall, hits := Recall(q.Evidence, found)
+	for _, key := range []string{"", Categories[q.Category]} {
+		a := r.acc[method][budget][key]
+		a.n++
+		a.recall += recall
+		a.words += words
+		if hits > 0 {
+			a.any++
+		}
+	}
+}
+
 func (r *Report) finish() {
 	if r.Memories.Count > 0 {
 		r.Memories.MeanTurns = round(float64(r.memTurns)/float64(r.Memories.Count), 2)

@@ -33,6 +33,10 @@ type Options struct {
 	// be asked the questions. Never the wall clock: the numbers must not
 	// depend on the day they are computed.
 	AsOf time.Time
+	// Observe, when set, sees every context of every method: the question,
+	// the budget and the evidence-bearing turns inside, in context order
+	// (the BEAM evaluation measures order and pairs through it).
+	Observe func(method string, q *Question, budget int, found []string)
 }
 
 // source produces, for one question, one ranking per method it serves.
@@ -126,11 +130,29 @@ func Run(ctx context.Context, pool *pgxpool.Pool, convs []Conversation, opt Opti
 		if err != nil {
 			return nil, err
 		}
+		pgSrc, err := newPGHybridSource(ctx, pool, c)
+		if err != nil {
+			return nil, err
+		}
 		sources := []source{
 			&mnemeSource{pool: pool, conv: ingested[i].ConvID, at: asOf(opt.AsOf, ingested[i]), memories: mems, embed: opt.Embed},
-			turnsSrc, winSrc,
+			turnsSrc, winSrc, pgSrc,
 		}
+		ctxSrc := &contextSource{pool: pool, conv: ingested[i].ConvID, at: asOf(opt.AsOf, ingested[i]), in: ingested[i], embed: opt.Embed}
 		for _, q := range c.Questions {
+			for _, b := range budgets {
+				found, words, took, err := ctxSrc.context(ctx, q.Text, b)
+				if err != nil {
+					return nil, fmt.Errorf("conversation %s question %d: %w", c.ID, q.Index+1, err)
+				}
+				rep.addFound(ctxSrc.method(), &q, b, setOf(found), words)
+				if opt.Observe != nil {
+					opt.Observe(ctxSrc.method(), &q, b, found)
+				}
+				if b == headline {
+					rep.lat[ctxSrc.method()] = append(rep.lat[ctxSrc.method()], took)
+				}
+			}
 			for _, src := range sources {
 				rankings, took, err := src.rank(ctx, q.Text)
 				if err != nil {
@@ -138,6 +160,11 @@ func Run(ctx context.Context, pool *pgxpool.Pool, convs []Conversation, opt Opti
 				}
 				for j, m := range src.methods() {
 					rep.add(m, &q, rankings[j], took[j])
+					if opt.Observe != nil {
+						for _, b := range budgets {
+							opt.Observe(m, &q, b, TakeOrdered(rankings[j], b))
+						}
+					}
 				}
 			}
 			qBar.add(1)
@@ -154,6 +181,14 @@ func asOf(fixed time.Time, in *Ingested) time.Time {
 		return in.Last
 	}
 	return fixed
+}
+
+func setOf(ids []string) map[string]bool {
+	out := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		out[id] = true
+	}
+	return out
 }
 
 func contains(xs []int, x int) bool {

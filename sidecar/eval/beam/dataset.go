@@ -1,0 +1,281 @@
+// Package beam evaluates mneme on BEAM (Tavakoli et al., 2025, "Beyond a
+// Million Tokens"): whether the messages that hold each probing question's
+// evidence are inside the context a method returns within a word budget,
+// per memory ability, and for knowledge updates and contradictions whether
+// the new value, the old one and both statements come back. The data is
+// read from where it lies (../shared/data/beam/...) and never copied.
+package beam
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Conversation is one BEAM conversation: its batches of messages and its
+// probing questions.
+type Conversation struct {
+	ID        string // the folder's name, e.g. 1
+	Batches   []Batch
+	Questions []Question
+	Skipped   map[string]int // questions not evaluated, by reason
+}
+
+// Batch is one of BEAM's sessions: messages of one date.
+type Batch struct {
+	At       time.Time // the batch's time_anchor (UTC midnight)
+	Messages []Message
+}
+
+// Message is one chat message; ID is its number in the conversation.
+type Message struct {
+	ID      int
+	Role    string
+	Content string
+}
+
+// Question is one probing question with evidence.
+type Question struct {
+	Ability string // abstention, knowledge_update, ...
+	Index   int    // position in its ability's list
+	Text    string
+	// Evidence is every source_chat_id, distinct, in file order.
+	Evidence []int
+	// Old and New are knowledge_update's original_info and updated_info,
+	// or contradiction_resolution's first_statement and second_statement.
+	Old, New []int
+}
+
+// Abilities are BEAM's memory abilities, in report order.
+var Abilities = []string{"information_extraction", "multi_session_reasoning", "knowledge_update", "temporal_reasoning",
+	"event_ordering", "contradiction_resolution", "summarization", "preference_following", "instruction_following", "abstention"}
+
+// Skip reasons.
+const (
+	SkipNoEvidence = "no source_chat_ids"
+	SkipBadIDs     = "source_chat_ids name no message"
+)
+
+// AnchorLayout is BEAM's time_anchor format, e.g. March-15-2024.
+const AnchorLayout = "January-02-2006"
+
+// Load reads a conversation folder (chat.json and probing_questions.json,
+// or probing_questions/probing_questions.json) or a folder of such folders
+// (a tier such as 100K), in numeric order of their names.
+func Load(dir string) ([]Conversation, error) {
+	if _, err := os.Stat(filepath.Join(dir, "chat.json")); err == nil {
+		c, err := loadConversation(dir)
+		if err != nil {
+			return nil, err
+		}
+		return []Conversation{c}, nil
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("beam: %w", err)
+	}
+	var names []string
+	for _, e := range entries {
+		if e.IsDir() {
+			if _, err := os.Stat(filepath.Join(dir, e.Name(), "chat.json")); err == nil {
+				names = append(names, e.Name())
+			}
+		}
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("beam: %s holds no chat.json, nor folders that do", dir)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		a, errA := strconv.Atoi(names[i])
+		b, errB := strconv.Atoi(names[j])
+		if errA == nil && errB == nil {
+			return a < b
+		}
+		return names[i] < names[j]
+	})
+	var out []Conversation
+	for _, n := range names {
+		c, err := loadConversation(filepath.Join(dir, n))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+type rawMessage struct {
+	Role       string `json:"role"`
+	ID         *int   `json:"id"`
+	Content    string `json:"content"`
+	TimeAnchor string `json:"time_anchor"`
+}
+
+type rawBatch struct {
+	TimeAnchor *string        `json:"time_anchor"`
+	Turns      [][]rawMessage `json:"turns"`
+}
+
+func loadConversation(dir string) (Conversation, error) {
+	c := Conversation{ID: filepath.Base(dir), Skipped: map[string]int{}}
+	b, err := os.ReadFile(filepath.Join(dir, "chat.json"))
+	if err != nil {
+		return c, fmt.Errorf("beam: %w", err)
+	}
+	var raw []rawBatch
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return c, fmt.Errorf("beam: %s/chat.json: %w", c.ID, err)
+	}
+	ids := map[int]bool{}
+	var prev time.Time
+	for bi, rb := range raw {
+		batch := Batch{}
+		anchor := ""
+		if rb.TimeAnchor != nil {
+			anchor = *rb.TimeAnchor
+		}
+		for _, turn := range rb.Turns {
+			for _, m := range turn {
+				if anchor == "" && m.TimeAnchor != "" {
+					anchor = m.TimeAnchor
+				}
+				if m.ID == nil || m.Role == "" || strings.TrimSpace(m.Content) == "" {
+					return c, fmt.Errorf("beam: %s/chat.json batch %d: a message without id, role or content", c.ID, bi+1)
+				}
+				if ids[*m.ID] {
+					return c, fmt.Errorf("beam: %s/chat.json: message id %d twice", c.ID, *m.ID)
+				}
+				ids[*m.ID] = true
+				batch.Messages = append(batch.Messages, Message{ID: *m.ID, Role: m.Role, Content: m.Content})
+			}
+		}
+		switch t, err := time.Parse(AnchorLayout, anchor); {
+		case anchor == "" && !prev.IsZero():
+			batch.At = prev.Add(24 * time.Hour) // undated: the day after the previous batch
+		case err != nil:
+			return c, fmt.Errorf("beam: %s/chat.json batch %d: time_anchor %q: want e.g. March-15-2024", c.ID, bi+1, anchor)
+		default:
+			batch.At = t.UTC()
+		}
+		prev = batch.At
+		c.Batches = append(c.Batches, batch)
+	}
+	qpath := filepath.Join(dir, "probing_questions.json")
+	if _, err := os.Stat(qpath); errors.Is(err, os.ErrNotExist) {
+		qpath = filepath.Join(dir, "probing_questions", "probing_questions.json")
+	}
+	b, err = os.ReadFile(qpath)
+	if err != nil {
+		return c, fmt.Errorf("beam: %w", err)
+	}
+	var qs map[string][]struct {
+		Question string          `json:"question"`
+		Source   json.RawMessage `json:"source_chat_ids"`
+	}
+	if err := json.Unmarshal(b, &qs); err != nil {
+		return c, fmt.Errorf("beam: %s: %w", qpath, err)
+	}
+	for _, ability := range abilitiesIn(qs) {
+		for i, rq := range qs[ability] {
+			q := Question{Ability: ability, Index: i, Text: rq.Question}
+			if err := q.parseSources(rq.Source); err != nil {
+				return c, fmt.Errorf("beam: %s %s question %d: %w", c.ID, ability, i+1, err)
+			}
+			if len(q.Evidence) == 0 || strings.TrimSpace(q.Text) == "" {
+				c.Skipped[SkipNoEvidence]++
+				continue
+			}
+			known := true
+			for _, id := range q.Evidence {
+				known = known && ids[id]
+			}
+			if !known {
+				c.Skipped[SkipBadIDs]++
+				continue
+			}
+			c.Questions = append(c.Questions, q)
+		}
+	}
+	return c, nil
+}
+
+// abilitiesIn orders the file's abilities: the known ones in report order,
+// then any other, by name.
+func abilitiesIn[V any](qs map[string]V) []string {
+	var out []string
+	for _, a := range Abilities {
+		if _, ok := qs[a]; ok {
+			out = append(out, a)
+		}
+	}
+	var other []string
+	for a := range qs {
+		if !contains(Abilities, a) {
+			other = append(other, a)
+		}
+	}
+	sort.Strings(other)
+	return append(out, other...)
+}
+
+// parseSources reads source_chat_ids: absent or null, a list of ids, or an
+// object of lists (original_info/updated_info, first_statement/
+// second_statement, or any other keys, all evidence).
+func (q *Question) parseSources(raw json.RawMessage) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	var list []int
+	if err := json.Unmarshal(raw, &list); err == nil {
+		q.Evidence = distinct(list)
+		return nil
+	}
+	var obj map[string][]int
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return fmt.Errorf("source_chat_ids: want a list of message ids or an object of lists: %v", err)
+	}
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var all []int
+	for _, k := range keys {
+		all = append(all, obj[k]...)
+	}
+	q.Evidence = distinct(all)
+	switch {
+	case obj["original_info"] != nil || obj["updated_info"] != nil:
+		q.Old, q.New = distinct(obj["original_info"]), distinct(obj["updated_info"])
+	case obj["first_statement"] != nil || obj["second_statement"] != nil:
+		q.Old, q.New = distinct(obj["first_statement"]), distinct(obj["second_statement"])
+	}
+	return nil
+}
+
+func distinct(xs []int) []int {
+	seen := map[int]bool{}
+	var out []int
+	for _, x := range xs {
+		if !seen[x] {
+			seen[x] = true
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func contains(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,249 @@
+-- =============================================================================
+-- mneme retrieval, part 5: the context for a prompt within a word budget
+-- (mneme.context, mneme.context_items). The memories mneme.search ranks
+-- first; of their episodes, the turns that match the query (placed by the
+-- episode's rank and the turn's own BM25 rank, fused), each with its
+-- neighbours; facts whole; the budget filled in that order and never
+-- exceeded. docs/context.md has the why and the measurements.
+-- Idempotent: re-applied on every migrate.
+-- =============================================================================
+
+-- Words as the budget counts them: whitespace-separated. The same rule as
+-- the generated column mneme.messages.words (goose 00046).
+CREATE OR REPLACE FUNCTION mneme._words(input text)
+RETURNS int
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT coalesce(array_length(regexp_split_to_array(btrim(_words.input, E' \t\n\r\f\v'), E'\\s+'), 1), 0)
+       * (CASE WHEN btrim(_words.input, E' \t\n\r\f\v') = '' THEN 0 ELSE 1 END)
+$$;
+COMMENT ON FUNCTION mneme._words(text) IS
+    'Internal: the number of whitespace-separated words of a text, as the context budget counts them.';
+
+-- The largest budget a context takes: far above any prompt, small enough
+-- that a typo (10^9) is an error rather than a scan of every memory.
+CREATE OR REPLACE FUNCTION mneme._context_budget_max()
+RETURNS int
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT 100000 $$;
+
+CREATE OR REPLACE FUNCTION mneme.context_items(
+    conversation_id uuid,
+    query text,
+    budget int DEFAULT 1000,
+    query_embedding real[] DEFAULT NULL,
+    since timestamptz DEFAULT NULL,
+    until timestamptz DEFAULT NULL,
+    at timestamptz DEFAULT now(),
+    scope text DEFAULT 'conversation')
+RETURNS TABLE (item int, memory_id uuid, kind text, label text, score float8, first_at timestamptz,
+               message_ids bigint[], words int, text text)
+LANGUAGE plpgsql STABLE
+ROWS 20
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_budget int := context_items.budget;
+    v_cand   int := mneme.setting('context_candidates')::int;
+    v_win    int := mneme.setting('context_window')::int;
+    v_k1     float8 := mneme.setting('bm25_k1')::float8;
+    v_b      float8 := mneme.setting('bm25_b')::float8;
+    v_convs  uuid[];
+    v_terms  text[];
+    v_n      float8;
+    v_left   int;
+    v_used   bigint[] := '{}';
+    v_rrf    float8 := mneme.setting('rrf_k')::float8;
+    c        record;
+    v_an     int;             -- the anchor being filled, and whether it is in
+    v_anchor boolean;
+    v_cost   int;
+    v_order  int[] := '{}';   -- memories (by rank) in the order they got room
+    v_turn_ord int[] := '{}'; -- the memory of each turn in v_used
+    -- per memory, by rank: what it is and its words so far
+    v_mems   uuid[] := '{}';
+    v_kinds  text[] := '{}';
+    v_labels text[] := '{}';
+    v_scores float8[] := '{}';
+    v_firsts timestamptz[] := '{}';
+    v_ew     int[] := '{}';
+BEGIN
+    IF v_budget IS NULL THEN
+        RAISE EXCEPTION 'budget must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF v_budget < 1 OR v_budget > mneme._context_budget_max() THEN
+        RAISE EXCEPTION 'budget must be 1 to % words, got %', mneme._context_budget_max(), v_budget USING ERRCODE = '22023',
+            HINT = 'the budget is the most words the context holds (whitespace-separated, headings and speakers included)';
+    END IF;
+    v_left := v_budget;
+    -- search checks every other argument (and the scope) before anything is read.
+    v_convs := mneme._scope_conversations(context_items.conversation_id, context_items.scope);
+    v_terms := tsvector_to_array(mneme.bm25_tsvector(context_items.query));
+    SELECT sum(s.n) INTO v_n FROM mneme.bm25_stats s WHERE s.conversation_id = ANY (v_convs);
+
+    FOR c IN
+        WITH ranked AS (
+            SELECT s.memory_id AS id, s.ordinality::int AS ord, s.score, s.label, s.kind, s.content,
+                   coalesce(m.source_first_at, m.created_at) AS first_at, m.source_message_ids AS msgs
+            FROM mneme.search(context_items.conversation_id, context_items.query, v_cand, context_items.query_embedding,
+                              context_items.since, context_items.until, context_items.at, context_items.scope)
+                 WITH ORDINALITY AS s
+            JOIN mneme.memories m ON m.id = s.memory_id
+        ), idf AS (  -- the query's terms weighed by their rarity among the scope's memories
+            SELECT t.term, ln(1 + (v_n - sum(t.df) + 0.5) / (sum(t.df) + 0.5)) * (v_k1 + 1) AS wt
+            FROM mneme.bm25_terms t
+            WHERE t.conversation_id = ANY (v_convs) AND t.term = ANY (v_terms)
+            GROUP BY t.term
+        ), turns AS (
+            SELECT r.ord, msg.id, msg.words + mneme._words(msg.role) AS cost, msg.words, msg.terms,
+                   (row_number() OVER (PARTITION BY r.ord ORDER BY msg.id))::int AS pos
+            FROM ranked r JOIN mneme.messages msg ON msg.id = ANY (r.msgs)
+            WHERE r.kind = 'episodic' AND r.msgs IS NOT NULL
+        ), avglen AS (
+            SELECT greatest(avg(t.words), 1)::float8 AS len FROM turns t
+        ), scored AS (  -- BM25 of each turn: its term frequencies, the scope's idf
+            SELECT t.ord, t.id, t.pos, t.cost,
+                   coalesce((SELECT sum(w.wt * x.tf / (x.tf + v_k1 * (1 - v_b + v_b * t.words / a.len)))
+                             FROM (SELECT u.lexeme, cardinality(u.positions)::float8 AS tf
+                                   FROM unnest(t.terms) AS u WHERE u.lexeme = ANY (v_terms)) x
+                             JOIN idf w ON w.term = x.lexeme), 0) AS score
+            FROM turns t, avglen a
+        ), ranked_turns AS (
+            SELECT s.*, (rank() OVER (ORDER BY s.score DESC))::int AS trank,
+                   bool_or(s.score > 0) OVER (PARTITION BY s.ord) AS matched
+            FROM scored s
+        ), anchors AS (
+            -- Anchors: every turn that matches the query, placed by its
+            -- episode's rank and its own BM25 rank among all the turns
+            -- (reciprocal rank fusion); an episode none of whose turns
+            -- match (a vector-leg hit) anchors on its first turn; a fact
+            -- is its own anchor.
+            SELECT t.ord, t.pos AS apos, 1.0 / (v_rrf + t.ord) + 1.0 / (v_rrf + t.trank) AS fused
+            FROM ranked_turns t WHERE t.score > 0
+            UNION ALL
+            SELECT t.ord, 1, 1.0 / (v_rrf + t.ord) FROM ranked_turns t WHERE NOT t.matched AND t.pos = 1
+            UNION ALL
+            SELECT r.ord, 0, 1.0 / (v_rrf + r.ord) + 1.0 / (v_rrf + r.ord)
+            FROM ranked r WHERE r.kind <> 'episodic' OR r.msgs IS NULL
+        ), anchor_order AS (
+            SELECT a.*, (row_number() OVER (ORDER BY a.fused DESC, a.ord, a.apos))::int AS an FROM anchors a
+        )
+        SELECT a.an, a.ord, r.id AS memory_id, r.kind, r.label, r.score, r.first_at,
+               s.id AS msg_id, abs(s.pos - a.apos) AS dist,
+               coalesce(s.cost, 1 + mneme._words(r.content)) AS cost
+        FROM anchor_order a JOIN ranked r ON r.ord = a.ord
+        LEFT JOIN scored s ON s.ord = a.ord AND a.apos > 0 AND abs(s.pos - a.apos) <= v_win
+        ORDER BY a.an, abs(s.pos - a.apos), s.pos
+    LOOP
+        IF v_mems[c.ord] IS NULL THEN
+            v_mems[c.ord] := c.memory_id; v_kinds[c.ord] := c.kind; v_labels[c.ord] := c.label;
+            v_scores[c.ord] := c.score; v_firsts[c.ord] := c.first_at; v_ew[c.ord] := 0;
+        END IF;
+        IF c.msg_id IS NULL THEN  -- a fact: whole or not at all ("- " and its words)
+            IF v_ew[c.ord] = 0 AND c.cost <= v_left THEN
+                v_ew[c.ord] := c.cost;
+                v_left := v_left - c.cost;
+                v_order := v_order || c.ord;
+            END IF;
+            CONTINUE;
+        END IF;
+        IF v_an IS DISTINCT FROM c.an THEN
+            v_an := c.an;
+            v_anchor := false;  -- a window's neighbours come only with its matched turn
+        END IF;
+        IF c.msg_id = ANY (v_used) THEN
+            v_anchor := v_anchor OR c.dist = 0;  -- already in: no turn twice
+            CONTINUE;
+        END IF;
+        -- A turn that does not fit is left out; a shorter one after it may
+        -- fit. An episode's first turn brings its "### date" heading (2 words).
+        v_cost := c.cost + CASE WHEN v_ew[c.ord] = 0 THEN 2 ELSE 0 END;
+        IF (c.dist = 0 OR v_anchor) AND v_cost <= v_left THEN
+            IF v_ew[c.ord] = 0 THEN
+                v_order := v_order || c.ord;
+            END IF;
+            v_ew[c.ord] := v_ew[c.ord] + v_cost;
+            v_left := v_left - v_cost;
+            v_used := v_used || c.msg_id;
+            v_turn_ord := v_turn_ord || c.ord;
+            v_anchor := v_anchor OR c.dist = 0;
+        END IF;
+    END LOOP;
+    -- The items: each memory once, in the order it first got room.
+    FOR i IN 1 .. coalesce(cardinality(v_order), 0) LOOP
+        RETURN QUERY SELECT * FROM mneme._context_item(i, v_mems[v_order[i]], v_kinds[v_order[i]], v_labels[v_order[i]],
+            v_scores[v_order[i]], v_firsts[v_order[i]],
+            ARRAY(SELECT u.id FROM unnest(v_used, v_turn_ord) AS u(id, o) WHERE u.o = v_order[i]), v_ew[v_order[i]]);
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION mneme.context_items(uuid, text, int, real[], timestamptz, timestamptz, timestamptz, text) IS
+    'The memory context for a prompt as rows, with no side effects. Of the top context_candidates memories of '
+    'mneme.search (same arguments, same ranking), every episode turn that matches the query is an anchor, placed by '
+    '1/(rrf_k + memory rank) + 1/(rrf_k + the turn''s BM25 rank among those turns) (BM25 of the turn, idf of the '
+    'scope''s memories); an episode with no matching turn anchors on its first turn; a fact is its own anchor. '
+    'Anchors in that order bring their context_window neighbours; a turn or fact that does not fit is left out; '
+    'no turn twice. One row per memory, in the order it got room, its turns in conversation order under a '
+    '"### date" heading; the words (headings and speakers included) never exceed budget (1..100000).';
+
+-- One item as context_items returns it: the chosen turns of an episode under
+-- its date, in conversation order, "speaker: text" per line; a fact as a
+-- list entry.
+CREATE OR REPLACE FUNCTION mneme._context_item(
+    item int, memory_id uuid, kind text, label text, score float8, first_at timestamptz, message_ids bigint[], words int)
+RETURNS TABLE (item int, memory_id uuid, kind text, label text, score float8, first_at timestamptz,
+               message_ids bigint[], words int, text text)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT _context_item.item, _context_item.memory_id, _context_item.kind, _context_item.label, _context_item.score,
+       _context_item.first_at,
+       CASE WHEN cardinality(_context_item.message_ids) > 0
+            THEN ARRAY(SELECT x FROM unnest(_context_item.message_ids) x ORDER BY x) END,
+       _context_item.words,
+       CASE WHEN cardinality(_context_item.message_ids) > 0 THEN
+           '### ' || to_char(_context_item.first_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') || E'\n' ||
+           (SELECT string_agg(msg.role || ': ' || msg.content, E'\n' ORDER BY msg.id)
+            FROM mneme.messages msg WHERE msg.id = ANY (_context_item.message_ids))
+       ELSE '- ' || (SELECT m.content FROM mneme.memories m WHERE m.id = _context_item.memory_id) END
+$$;
+
+CREATE OR REPLACE FUNCTION mneme.context(
+    conversation_id uuid,
+    query text,
+    budget int DEFAULT 1000,
+    query_embedding real[] DEFAULT NULL,
+    since timestamptz DEFAULT NULL,
+    until timestamptz DEFAULT NULL,
+    at timestamptz DEFAULT now(),
+    scope text DEFAULT 'conversation',
+    record boolean DEFAULT true)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_md  text;
+    v_ids uuid[];
+BEGIN
+    IF context.record IS NULL THEN
+        RAISE EXCEPTION 'record must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    SELECT string_agg(i.text, E'\n\n' ORDER BY i.item), array_agg(i.memory_id ORDER BY i.item)
+    INTO v_md, v_ids
+    FROM mneme.context_items(context.conversation_id, context.query, context.budget, context.query_embedding,
+                             context.since, context.until, context.at, context.scope) i;
+    IF context.record AND cardinality(v_ids) > 0 THEN
+        PERFORM mneme.add_pending_review(context.conversation_id, v_ids, context.query);
+    END IF;
+    RETURN coalesce(v_md, '');
+END
+$$;
+COMMENT ON FUNCTION mneme.context(uuid, text, int, real[], timestamptz, timestamptz, timestamptz, text, boolean) IS
+    'mneme.context_items as markdown for a prompt: per episode a "### date" heading and "speaker: text" lines, '
+    'facts as "- " entries, best first; at most budget words; empty when nothing matches. Records a pending '
+    'review of the memories used (like retrieve) unless record => false.';

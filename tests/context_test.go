@@ -1,0 +1,228 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+)
+
+// contextItem is one row of mneme.context_items.
+type contextItem struct {
+	Item     int
+	MemoryID uuid.UUID
+	Kind     string
+	Messages []int64
+	Words    int
+	Text     string
+}
+
+func (e *pipelineEnv) contextItems(query string, budget int) []contextItem {
+	e.t.Helper()
+	rows, err := e.db.Pool.Query(context.Background(), `
+		SELECT item, memory_id, kind, coalesce(message_ids, '{}'), words, text
+		FROM mneme.context_items($1, $2, $3)`, e.conv, query, budget)
+	require.NoError(e.t, err)
+	items, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (contextItem, error) {
+		var c contextItem
+		return c, r.Scan(&c.Item, &c.MemoryID, &c.Kind, &c.Messages, &c.Words, &c.Text)
+	})
+	require.NoError(e.t, err)
+	return items
+}
+
+// contextConversation is four days of a conversation (several episodes
+// each) about distinct topics, and two explicit facts.
+func contextConversation(t *testing.T) *pipelineEnv {
+	e := newPipelineEnv(t, false)
+	topics := [][]string{
+		{"I started learning the violin last month", "My teacher Anna says my bowing is too stiff", "We practise scales in G major every morning", "The recital is planned for the spring", "I rent the violin from a shop in Lyon", "Rosin makes the strings grip the bow"},
+		{"We are planning the garden for this year", "Tomatoes and basil go in the south bed", "The soil needs compost before April", "My neighbour gave us rhubarb crowns", "Slugs ate all the lettuce last summer", "We bought a rain barrel for the shed"},
+		{"Work is busy with the database migration", "We move the billing tables to PostgreSQL", "The cutover is on a Saturday night", "My manager Priya reviews the runbook", "Rollback means restoring the snapshot", "The old system ran on Oracle for ten years"},
+		{"We booked a trip to Lisbon in June", "The hotel is near the Alfama district", "I want to try the custard tarts in Belem", "Flights leave from Geneva at seven", "My sister Clara joins us for three days", "We will take the tram up to the castle"},
+	}
+	for d, lines := range topics {
+		day := day1.Add(time.Duration(d) * 48 * time.Hour)
+		for i, line := range lines {
+			role := "user"
+			if i%2 == 1 {
+				role = "assistant"
+			}
+			e.say(day.Add(time.Duration(i)*time.Minute).Format(time.RFC3339), role, line)
+		}
+	}
+	e.say(day1.Add(10*24*time.Hour).Format(time.RFC3339), "user", "see you next week then, bye")
+	_, err := e.db.Pool.Exec(context.Background(), `SELECT mneme.segment_now($1)`, e.conv)
+	require.NoError(t, err)
+	e.drain()
+	for _, f := range []string{"The user is allergic to peanuts", "The user's violin teacher is called Anna"} {
+		_, err := e.db.Pool.Exec(context.Background(), `SELECT mneme.remember($1, $2, 'user_profile')`, e.conv, f)
+		require.NoError(t, err)
+	}
+	return e
+}
+
+// TestContextWithinBudget: for random queries and budgets (seeded,
+// logged), the words never exceed the budget and equal the markdown's
+// whitespace-separated words; no turn comes twice; an episode's turns are
+// in conversation order; the selection is the same on a second call; and
+// context_items changes nothing (no pending review).
+func TestContextWithinBudget(t *testing.T) {
+	t.Parallel()
+	e := contextConversation(t)
+	ctx := context.Background()
+	seed := rand.Int63()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewSource(seed))
+	words := strings.Fields("violin teacher garden tomatoes database migration Lisbon trip sister bowing compost rollback " +
+		"tram peanuts allergic spring Saturday custard Anna Priya Clara rhubarb the a when who")
+	before := e.count(`SELECT count(*) FROM mneme.message_queue WHERE pending_reviews IS NOT NULL`)
+	for round := 0; round < 60; round++ {
+		var q []string
+		for i := 0; i < 1+rng.Intn(5); i++ {
+			q = append(q, words[rng.Intn(len(words))])
+		}
+		query := strings.Join(q, " ")
+		budget := 1 + rng.Intn(300)
+		if round%10 == 0 {
+			budget = 1 + rng.Intn(5000)
+		}
+		items := e.contextItems(query, budget)
+		total, seen := 0, map[int64]bool{}
+		for i, it := range items {
+			require.Equal(t, i+1, it.Item)
+			require.Equal(t, len(strings.Fields(it.Text)), it.Words, "%q: item words are the text's words: %q", query, it.Text)
+			total += it.Words
+			for j, id := range it.Messages {
+				require.False(t, seen[id], "%q budget %d: message %d twice", query, budget, id)
+				seen[id] = true
+				if j > 0 {
+					require.Less(t, it.Messages[j-1], id, "conversation order")
+				}
+			}
+			if it.Kind == "episodic" {
+				require.True(t, strings.HasPrefix(it.Text, "### 2026-"), it.Text)
+				require.Len(t, strings.Split(it.Text, "\n"), len(it.Messages)+1, "a heading and one line per turn")
+			} else {
+				require.True(t, strings.HasPrefix(it.Text, "- "), it.Text)
+			}
+		}
+		require.LessOrEqual(t, total, budget, "%q: %d words over a budget of %d", query, total, budget)
+		var md string
+		require.NoError(t, e.db.Pool.QueryRow(ctx, `SELECT mneme.context($1, $2, $3, record => false)`, e.conv, query, budget).Scan(&md))
+		require.Equal(t, total, len(strings.Fields(md)), "the markdown is the items")
+		require.LessOrEqual(t, len(strings.Fields(md)), budget)
+		require.Equal(t, items, e.contextItems(query, budget), "%q: deterministic", query)
+	}
+	require.Equal(t, before, e.count(`SELECT count(*) FROM mneme.message_queue WHERE pending_reviews IS NOT NULL`),
+		"context_items and record => false record nothing")
+}
+
+// TestContextSelection: the matched turn is in, with its neighbour; turns
+// of other topics are not; a fact comes whole; the best match comes first;
+// context records a pending review of the memories it used.
+func TestContextSelection(t *testing.T) {
+	t.Parallel()
+	e := contextConversation(t)
+	ctx := context.Background()
+
+	items := e.contextItems("when is the database cutover?", 60)
+	require.NotEmpty(t, items)
+	require.Equal(t, "episodic", items[0].Kind)
+	require.Contains(t, items[0].Text, "The cutover is on a Saturday night")
+	require.NotContains(t, items[0].Text, "violin")
+
+	items = e.contextItems("peanuts allergy", 50)
+	require.Equal(t, "semantic", items[0].Kind)
+	require.Equal(t, "- The user is allergic to peanuts", items[0].Text)
+
+	// A fact that does not fit whole is left out, never cut.
+	items = e.contextItems("peanuts allergy", 3)
+	for _, it := range items {
+		require.NotEqual(t, "semantic", it.Kind)
+	}
+
+	var md string
+	require.NoError(t, e.db.Pool.QueryRow(ctx, `SELECT mneme.context($1, 'Lisbon trip tram castle', 200)`, e.conv).Scan(&md))
+	require.Contains(t, md, "We will take the tram up to the castle")
+	require.Contains(t, md, "user: ")
+	var reviews string
+	require.NoError(t, e.db.Pool.QueryRow(ctx, `SELECT mneme.take_pending_reviews($1)::text`, e.conv).Scan(&reviews))
+	require.Contains(t, reviews, "Lisbon trip tram castle", "context records a pending review")
+
+}
+
+// TestContextBadArguments: clear errors, nothing recorded.
+func TestContextBadArguments(t *testing.T) {
+	t.Parallel()
+	e := contextConversation(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		q    string
+		args []any
+		code string
+	}{
+		{`SELECT mneme.context($1, 'violin', 0)`, nil, "22023"},
+		{`SELECT mneme.context($1, 'violin', -5)`, nil, "22023"},
+		{`SELECT mneme.context($1, 'violin', 100001)`, nil, "22023"},
+		{`SELECT mneme.context($1, 'violin', NULL)`, nil, "22004"},
+		{`SELECT mneme.context($1, NULL, 100)`, nil, "22023"},
+		{`SELECT mneme.context($1, '   ', 100)`, nil, "22023"},
+		{`SELECT mneme.context(NULL, 'violin', 100)`, nil, "22004"},
+		{`SELECT mneme.context($1, 'violin', 100, record => NULL)`, nil, "22004"},
+		{`SELECT mneme.context($1, 'violin', 100, scope => 'galaxy')`, nil, "22023"},
+		{`SELECT mneme.context($1, 'violin', 100, scope => NULL)`, nil, "22004"},
+		{`SELECT mneme.context($1, 'violin', 100, since => now(), until => now() - interval '1 day')`, nil, "22023"},
+		{`SELECT * FROM mneme.context_items($1, 'violin', 0)`, nil, "22023"},
+		{`SELECT * FROM mneme.context_items($1, 'violin', 100, ARRAY[1,2,3]::real[])`, nil, "22023"},
+	} {
+		args := append([]any{e.conv}, c.args...)
+		if !strings.Contains(c.q, "$1") {
+			args = nil
+		}
+		_, err := e.db.Pool.Exec(ctx, c.q, args...)
+		require.Error(t, err, c.q)
+		require.Equal(t, c.code, sqlState(t, err), "%s: %v", c.q, err)
+		require.Less(t, len(err.Error()), 400, c.q)
+	}
+	require.Zero(t, e.count(`SELECT count(*) FROM mneme.message_queue WHERE pending_reviews IS NOT NULL`))
+	// An unknown conversation has no context, and no error.
+	var md string
+	require.NoError(t, e.db.Pool.QueryRow(ctx, `SELECT mneme.context($1, 'violin', 100)`, uuid.New()).Scan(&md))
+	require.Equal(t, "", md)
+}
+
+// TestContextTermsMatchTokeniser: the per-message terms and word counts the
+// context scores with (generated columns of goose 00046, which cannot call
+// mneme's functions) equal mneme.bm25_tsvector and mneme._words.
+func TestContextTermsMatchTokeniser(t *testing.T) {
+	t.Parallel()
+	e := newPipelineEnv(t, false)
+	for i, s := range []string{"Hello, World!", "  leading and trailing\twhitespace \n", "The quick brown foxes jumped",
+		"naïve café — résumé", strings.Repeat("word ", 3000), "x", "tabs\tand\nnewlines\r\nmixed", "émoji 🎻 violin"} {
+		e.say(day1.Add(time.Duration(i)*time.Minute).Format(time.RFC3339), "user", s)
+	}
+	require.Zero(t, e.count(`SELECT count(*) FROM mneme.messages
+		WHERE terms IS DISTINCT FROM mneme.bm25_tsvector(content) OR words IS DISTINCT FROM mneme._words(content)`))
+	rows, err := e.db.Pool.Query(context.Background(), `SELECT content, words FROM mneme.messages`)
+	require.NoError(t, err)
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+		var s string
+		var w int
+		if err := r.Scan(&s, &w); err != nil {
+			return "", err
+		}
+		if w != len(strings.Fields(s)) {
+			return "", fmt.Errorf("%q: %d words, Go counts %d", s[:min(len(s), 40)], w, len(strings.Fields(s)))
+		}
+		return s, nil
+	})
+	require.NoError(t, err)
+	require.Len(t, got, 8)
+}
