@@ -26,6 +26,10 @@ SELECT memory_id, retrievability FROM mneme.search(:'conv', 'Berlin', 10, at => 
 SELECT memory_id, content FROM mneme.search(:'conv', 'Alice', 5, scope => 'tenant');  -- all the tenant's conversations
 SELECT mneme.retrieve_markdown(:'conv', 'where does Alice live?', 3);       -- for a prompt
 
+-- context for a prompt: the best turns and facts within a word budget (docs/context.md)
+SELECT mneme.context(:'conv', 'where does Alice live?', 1000);                -- markdown; records a pending review
+SELECT item, kind, message_ids, words FROM mneme.context_items(:'conv', 'where does Alice live?', 200);  -- rows, no side effects
+
 -- pending reviews: what retrieve records; the sidecar takes and clears them atomically
 SELECT mneme.take_pending_reviews(:'conv');
 

@@ -23,6 +23,22 @@ mkdir -p docs
 $MNEME eval locomo --data "$LOCOMO_DATA" --budget 1000 --plot docs/eval-locomo.svg
 # --- end eval: LoCoMo ---------------------------------------------------------
 
+# --- eval: BEAM evidence recall, knowledge updates, contradictions (issue 13) -
+# BEAM states no license: read from ../shared/data/beam/ (or $BEAM_DATA),
+# never copied here.
+BEAM_DATA=${BEAM_DATA:-}
+if [ -z "$BEAM_DATA" ]; then
+  for d in ../shared/data/beam/100K ../../shared/data/beam/100K; do
+    if [ -d "$d" ]; then BEAM_DATA=$d; break; fi
+  done
+fi
+if [ -z "$BEAM_DATA" ]; then
+  echo "eval beam: BEAM data not found; set BEAM_DATA=/path/to/beam/100K" >&2
+  exit 1
+fi
+$MNEME eval beam --data "$BEAM_DATA" --budget 1000 --plot docs/eval-beam.svg
+# --- end eval: BEAM -----------------------------------------------------------
+
 # --- eval: feedback simulation (added by its owner) ---------------------------
 # Review-based vs auto-GOOD vs no reinforcement, precision@5 of mneme.search
 # over 30 simulated sessions (docs/pipelines.md). Deterministic; its own

@@ -12,7 +12,6 @@ import (
 
 	"github.com/mneme-memory/mneme/sidecar/bench"
 	"github.com/mneme-memory/mneme/sidecar/cli"
-	"github.com/mneme-memory/mneme/sidecar/config"
 )
 
 func cmdBenchRetrieve(ctx context.Context, log *slog.Logger, args []string) error {
@@ -25,21 +24,18 @@ func cmdBenchRetrieve(ctx context.Context, log *slog.Logger, args []string) erro
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the benchmark database (its name is logged)")
 	fs.IntVar(&o.Tenants, "tenants", 0, "spread the conversations over this many tenants and time retrieve as an application role under row-level security (0: off)")
+	fs.IntVar(&o.ContextEpisodes, "context-episodes", 500, "also time a 1,000-word mneme.context over a conversation of this many episodes (0: off)")
 	fs.StringVar(&o.Reuse, "reuse", "", "re-measure a database kept by an earlier run with the same --memories and --conversations (migrates it, does not reload)")
 	if err := cli.Parse(fs, args, false); err != nil {
 		return err
 	}
-	if o.Memories < 10 || o.Conversations < 1 || o.Conversations > o.Memories || o.Queries < 1 || o.Tenants < 0 || o.Tenants > o.Conversations {
+	if o.Memories < 10 || o.Conversations < 1 || o.Conversations > o.Memories || o.Queries < 1 || o.Tenants < 0 || o.Tenants > o.Conversations || o.ContextEpisodes < 0 {
 		return fmt.Errorf("%w: need --memories >= 10, 1 <= --conversations <= memories, --queries >= 1, 0 <= --tenants <= conversations", cli.ErrUsage)
 	}
-	cfg, err := config.FromEnv()
-	if err != nil {
+	var err error
+	if o.Server, err = bench.Server("retrieve"); err != nil {
 		return err
 	}
-	if cfg.DatabaseURL == "" {
-		return fmt.Errorf("DATABASE_URL is not set: run ./scripts/with-test-db.sh bin/mneme bench retrieve ...")
-	}
-	o.Server = cfg.DatabaseURL
 	res, err := bench.Retrieve(ctx, o)
 	if errors.Is(err, bench.ErrReuseMismatch) {
 		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
@@ -77,26 +73,16 @@ func cmdBenchEvents(ctx context.Context, log *slog.Logger, args []string) error 
 		}
 		o.Transports = append(o.Transports, tr)
 	}
-	cfg, err := config.FromEnv()
-	if err != nil {
+	var err error
+	if o.Server, err = bench.Server("events"); err != nil {
 		return err
 	}
-	if cfg.DatabaseURL == "" {
-		return fmt.Errorf("DATABASE_URL is not set: run ./scripts/with-test-db.sh bin/mneme bench events")
-	}
-	o.Server = cfg.DatabaseURL
 	results, err := bench.Events(ctx, o)
 	if err != nil {
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
-		for _, r := range results {
-			if err := enc.Encode(r); err != nil {
-				return err
-			}
-		}
-		return nil
+		return jsonLines(results)
 	}
 	bench.WriteEventsTable(os.Stdout, o, results)
 	return nil
@@ -114,25 +100,29 @@ func cmdBenchWriters(ctx context.Context, log *slog.Logger, args []string) error
 	if o.Writers < 1 || o.Writers > 500 || o.Messages < 1 {
 		return fmt.Errorf("%w: --writers must be 1 to 500 and --messages positive", cli.ErrUsage)
 	}
-	cfg, err := config.FromEnv()
-	if err != nil {
+	var err error
+	if o.Server, err = bench.Server("writers"); err != nil {
 		return err
 	}
-	o.Server = cfg.DatabaseURL
 	results, err := bench.Writers(ctx, o)
 	if err != nil {
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
-		for _, r := range results {
-			if err := enc.Encode(r); err != nil {
-				return err
-			}
-		}
-		return nil
+		return jsonLines(results)
 	}
 	fmt.Printf("mneme bench writers: %d writers x %d messages, add_message without a time\n", o.Writers, o.Messages)
 	bench.WriteWritersTable(os.Stdout, results)
+	return nil
+}
+
+// jsonLines prints one JSON object per result.
+func jsonLines[T any](results []T) error {
+	enc := json.NewEncoder(os.Stdout)
+	for _, r := range results {
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	}
 	return nil
 }

@@ -26,7 +26,7 @@ func mnemeCmd(t *testing.T, url string, args ...string) (string, string, int) {
 func TestBenchRetrieve(t *testing.T) {
 	server := dbtest.ServerURL(t)
 	out, stderr, code := mnemeCmd(t, server, "bench", "retrieve", "--memories", "300", "--conversations", "3",
-		"--queries", "5", "--vector", "array", "--json", "--keep", "--tenants", "3")
+		"--queries", "5", "--vector", "array", "--json", "--keep", "--tenants", "3", "--context-episodes", "30")
 	require.Equal(t, 0, code, stderr)
 	m := regexp.MustCompile(`scratch database kept.* name=(mneme_bench_[0-9a-f]+)`).FindStringSubmatch(stderr)
 	require.NotNil(t, m, stderr)
@@ -49,6 +49,11 @@ func TestBenchRetrieve(t *testing.T) {
 	require.NotNil(t, res.RLS, "--tenants times retrieve under row-level security")
 	require.Equal(t, 3, res.RLS.Tenants)
 	require.Greater(t, res.RLS.App.P50, 0.0)
+	require.NotNil(t, res.Context, "--context-episodes times mneme.context")
+	require.Equal(t, 30, res.Context.Episodes)
+	require.Greater(t, res.Context.Items.P50, 0.0)
+	require.Greater(t, res.Context.MeanWords, 0.0)
+	require.LessOrEqual(t, res.Context.MeanWords, 1000.0)
 	for name, l := range map[string]bench.Latencies{"retrieve": res.Retrieve, "retrieve_sql_embed": res.RetrieveSQL,
 		"search": res.Search, "vector": res.Vector, "bm25": res.BM25, "bm25_leg": res.BM25Leg, "vector_leg": res.VectorLeg} {
 		require.Greater(t, l.P50, 0.0, name)
@@ -57,7 +62,7 @@ func TestBenchRetrieve(t *testing.T) {
 	}
 
 	out, stderr, code = mnemeCmd(t, server, "bench", "retrieve", "--memories", "300", "--conversations", "3",
-		"--queries", "5", "--json", "--reuse", kept)
+		"--queries", "5", "--json", "--reuse", kept, "--context-episodes", "0")
 	require.Equal(t, 0, code, stderr)
 	var again bench.RetrieveResult
 	require.NoError(t, json.Unmarshal([]byte(out), &again), out)

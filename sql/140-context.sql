@@ -99,7 +99,7 @@ BEGIN
             WHERE t.conversation_id = ANY (v_convs) AND t.term = ANY (v_terms)
             GROUP BY t.term
         ), turns AS (
-            SELECT r.ord, msg.id, msg.words + mneme._words(msg.role) AS cost, msg.words, msg.terms,
+            SELECT r.ord, msg.id, msg.words + CASE WHEN msg.role ~ $re$\s$re$ THEN mneme._words(msg.role) ELSE 1 END AS cost, msg.words, msg.terms,  -- a one-word role costs 1: no regexp split
                    (row_number() OVER (PARTITION BY r.ord ORDER BY msg.id))::int AS pos
             FROM ranked r JOIN mneme.messages msg ON msg.id = ANY (r.msgs)
             WHERE r.kind = 'episodic' AND r.msgs IS NOT NULL

@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	mrand "math/rand/v2"
 	"sort"
@@ -25,23 +24,24 @@ import (
 
 // RetrieveResult is the result of one run; --json prints it.
 type RetrieveResult struct {
-	Variant       string     `json:"variant"`
-	Memories      int        `json:"memories"`
-	Conversations int        `json:"conversations"`
-	PerConv       int        `json:"memories_per_conversation"`
-	Dim           int        `json:"dim"`
-	Queries       int        `json:"queries"`
-	K             int        `json:"k"`
-	Candidates    int        `json:"candidates"` // setting retrieve_candidates: each leg's top n
-	LoadSeconds   float64    `json:"load_seconds"`
-	Retrieve      Latencies  `json:"retrieve"`           // mneme.retrieve with the query embedding passed in
-	RetrieveSQL   Latencies  `json:"retrieve_sql_embed"` // mneme.retrieve embedding the query in SQL
-	Search        Latencies  `json:"search"`             // mneme.search: the same ranking, no pending review written
-	Vector        Latencies  `json:"vector"`             // bare ORDER BY embedding <=> q LIMIT 10
-	BM25          Latencies  `json:"bm25"`               // bare mneme.bm25_search top 10
-	BM25Leg       Latencies  `json:"bm25_leg"`           // mneme.bm25_search top retrieve_candidates (the BM25 leg)
-	VectorLeg     Latencies  `json:"vector_leg"`         // mneme.vector_search top retrieve_candidates (the vector leg)
-	RLS           *RLSResult `json:"rls,omitempty"`      // with --tenants
+	Variant       string         `json:"variant"`
+	Memories      int            `json:"memories"`
+	Conversations int            `json:"conversations"`
+	PerConv       int            `json:"memories_per_conversation"`
+	Dim           int            `json:"dim"`
+	Queries       int            `json:"queries"`
+	K             int            `json:"k"`
+	Candidates    int            `json:"candidates"` // setting retrieve_candidates: each leg's top n
+	LoadSeconds   float64        `json:"load_seconds"`
+	Retrieve      Latencies      `json:"retrieve"`           // mneme.retrieve with the query embedding passed in
+	RetrieveSQL   Latencies      `json:"retrieve_sql_embed"` // mneme.retrieve embedding the query in SQL
+	Search        Latencies      `json:"search"`             // mneme.search: the same ranking, no pending review written
+	Vector        Latencies      `json:"vector"`             // bare ORDER BY embedding <=> q LIMIT 10
+	BM25          Latencies      `json:"bm25"`               // bare mneme.bm25_search top 10
+	BM25Leg       Latencies      `json:"bm25_leg"`           // mneme.bm25_search top retrieve_candidates (the BM25 leg)
+	VectorLeg     Latencies      `json:"vector_leg"`         // mneme.vector_search top retrieve_candidates (the vector leg)
+	RLS           *RLSResult     `json:"rls,omitempty"`      // with --tenants
+	Context       *ContextResult `json:"context,omitempty"`  // with --context-episodes
 }
 
 type Latencies struct {
@@ -52,15 +52,16 @@ type Latencies struct {
 
 // RetrieveOptions are the benchmark's knobs (mneme bench retrieve --help).
 type RetrieveOptions struct {
-	Server        string // DATABASE_URL: the scratch database is created on its server
-	Memories      int
-	Conversations int
-	Queries       int
-	Vector        string // auto | pgvector | array
-	Keep          bool   // keep the benchmark database
-	Reuse         string // re-measure this kept database instead of loading a new one
-	Tenants       int    // > 0: spread the conversations over this many tenants and time retrieve under RLS
-	Log           *slog.Logger
+	Server          string // DATABASE_URL: the scratch database is created on its server
+	Memories        int
+	Conversations   int
+	Queries         int
+	Vector          string // auto | pgvector | array
+	Keep            bool   // keep the benchmark database
+	Reuse           string // re-measure this kept database instead of loading a new one
+	Tenants         int    // > 0: spread the conversations over this many tenants and time retrieve under RLS
+	ContextEpisodes int    // > 0: also time a 1,000-word mneme.context over a conversation of this many episodes
+	Log             *slog.Logger
 }
 
 // ErrReuseMismatch means --reuse names a database of another size.
@@ -141,33 +142,12 @@ func Retrieve(ctx context.Context, o RetrieveOptions) (RetrieveResult, error) {
 			return out, err
 		}
 	}
+	if o.ContextEpisodes > 0 {
+		if out.Context, err = runContextBench(ctx, conn, corpus, o.ContextEpisodes, o.Queries); err != nil {
+			return out, err
+		}
+	}
 	return out, nil
-}
-
-// WriteTable prints the result for a person.
-func (out RetrieveResult) WriteTable(w io.Writer) {
-	fmt.Fprintf(w, "mneme bench retrieve: %d memories in %d conversation(s), variant %s (dim %d), %d queries, k=10, load %.1fs\n",
-		out.Memories, out.Conversations, out.Variant, out.Dim, out.Queries, out.LoadSeconds)
-	fmt.Fprintf(w, "  %-44s %9s %9s %9s\n", "query", "p50 ms", "p95 ms", "p99 ms")
-	for _, r := range []struct {
-		name string
-		l    Latencies
-	}{
-		{"mneme.retrieve (embedding passed)", out.Retrieve},
-		{"mneme.retrieve (SQL embeds the query)", out.RetrieveSQL},
-		{"mneme.search (embedding passed)", out.Search},
-		{"bare ORDER BY embedding <=> q LIMIT 10", out.Vector},
-		{"bare BM25 top 10 (mneme.bm25_search)", out.BM25},
-		{fmt.Sprintf("its BM25 leg (bm25_search top %d)", out.Candidates), out.BM25Leg},
-		{fmt.Sprintf("its vector leg (vector_search top %d)", out.Candidates), out.VectorLeg},
-	} {
-		fmt.Fprintf(w, "  %-44s %9.2f %9.2f %9.2f\n", r.name, r.l.P50, r.l.P95, r.l.P99)
-	}
-	if out.RLS != nil {
-		fmt.Fprintf(w, "  conversations over %d tenants, interleaved:\n", out.RLS.Tenants)
-		fmt.Fprintf(w, "  %-44s %9.2f %9.2f %9.2f\n", "mneme.retrieve as the superuser", out.RLS.Superuser.P50, out.RLS.Superuser.P95, out.RLS.Superuser.P99)
-		fmt.Fprintf(w, "  %-44s %9.2f %9.2f %9.2f\n", "mneme.retrieve as mneme_app, RLS by tenant", out.RLS.App.P50, out.RLS.App.P95, out.RLS.App.P99)
-	}
 }
 
 // benchCorpus is the generated data: each memory's conversation and words.

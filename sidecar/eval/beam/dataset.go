@@ -224,39 +224,71 @@ func abilitiesIn[V any](qs map[string]V) []string {
 	return append(out, other...)
 }
 
-// parseSources reads source_chat_ids: absent or null, a list of ids, or an
-// object of lists (original_info/updated_info, first_statement/
-// second_statement, or any other keys, all evidence).
+// parseSources reads source_chat_ids: absent or null, a list of ids
+// (possibly nested: [1, 2, [3, 4]]), or an object of such lists
+// (original_info/updated_info, first_statement/second_statement, or any
+// other keys, all evidence).
 func (q *Question) parseSources(raw json.RawMessage) error {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil
 	}
-	var list []int
-	if err := json.Unmarshal(raw, &list); err == nil {
-		q.Evidence = distinct(list)
-		return nil
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return fmt.Errorf("source_chat_ids: %v", err)
 	}
-	var obj map[string][]int
-	if err := json.Unmarshal(raw, &obj); err != nil {
-		return fmt.Errorf("source_chat_ids: want a list of message ids or an object of lists: %v", err)
+	obj, isObj := v.(map[string]any)
+	if !isObj {
+		ids, err := flatten(v)
+		q.Evidence = distinct(ids)
+		return err
 	}
 	keys := make([]string, 0, len(obj))
 	for k := range obj {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	lists := map[string][]int{}
 	var all []int
 	for _, k := range keys {
-		all = append(all, obj[k]...)
+		ids, err := flatten(obj[k])
+		if err != nil {
+			return fmt.Errorf("%s: %w", k, err)
+		}
+		lists[k] = distinct(ids)
+		all = append(all, ids...)
 	}
 	q.Evidence = distinct(all)
 	switch {
-	case obj["original_info"] != nil || obj["updated_info"] != nil:
-		q.Old, q.New = distinct(obj["original_info"]), distinct(obj["updated_info"])
-	case obj["first_statement"] != nil || obj["second_statement"] != nil:
-		q.Old, q.New = distinct(obj["first_statement"]), distinct(obj["second_statement"])
+	case lists["original_info"] != nil || lists["updated_info"] != nil:
+		q.Old, q.New = lists["original_info"], lists["updated_info"]
+	case lists["first_statement"] != nil || lists["second_statement"] != nil:
+		q.Old, q.New = lists["first_statement"], lists["second_statement"]
 	}
 	return nil
+}
+
+// flatten reads a message id or a (nested) list of them.
+func flatten(v any) ([]int, error) {
+	switch x := v.(type) {
+	case float64:
+		if x != float64(int(x)) || x < 0 {
+			return nil, fmt.Errorf("source_chat_ids: %v is not a message id", x)
+		}
+		return []int{int(x)}, nil
+	case []any:
+		var out []int
+		for _, e := range x {
+			ids, err := flatten(e)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, ids...)
+		}
+		return out, nil
+	case nil:
+		return nil, nil
+	}
+	return nil, fmt.Errorf("source_chat_ids: want message ids, got %T", v)
 }
 
 func distinct(xs []int) []int {

@@ -10,6 +10,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/mneme-memory/mneme/sidecar/eval/locomo"
 )
 
@@ -79,7 +81,43 @@ func Eval(ctx context.Context, o locomo.EvalOptions, dir string) (*Report, error
 	if o.Limit > 0 && o.Limit < len(convs) {
 		convs = convs[:o.Limit]
 	}
-	rep := &Report{Data: filepath.Base(filepath.Clean(dir)), Conversations: len(convs), Questions: map[string]int{},
+	// BEAM has messages longer than mneme's default message_max_chars
+	// (100,000; one of 348,853 characters in the 100K tier): the run
+	// raises it to the longest message rather than lose one.
+	if _, set := o.Settings["message_max_chars"]; !set && longest(convs) > 100000 {
+		settings := map[string]json.RawMessage{"message_max_chars": json.RawMessage(strconv.Itoa(longest(convs)))}
+		for k, v := range o.Settings {
+			settings[k] = v
+		}
+		o.Settings = settings
+	}
+	rep, lconvs, observe := prepare(convs, dir)
+	o.Data = dir
+	o.Run.Observe = observe
+	lrep, err := locomo.EvalLoaded(ctx, o, lconvs)
+	if err != nil {
+		return nil, err
+	}
+	rep.finish(lrep)
+	return rep, nil
+}
+
+// Run evaluates convs against the migrated mneme database behind pool
+// (which must not hold them yet), segmenting with opt.Jobs: Eval without
+// the scratch database.
+func Run(ctx context.Context, pool *pgxpool.Pool, convs []Conversation, opt locomo.Options) (*Report, error) {
+	rep, lconvs, observe := prepare(convs, opt.Data)
+	opt.Observe = observe
+	lrep, err := locomo.Run(ctx, pool, lconvs, opt)
+	if err != nil {
+		return nil, err
+	}
+	rep.finish(lrep)
+	return rep, nil
+}
+
+func prepare(convs []Conversation, data string) (*Report, []locomo.Conversation, func(string, *locomo.Question, int, []string)) {
+	rep := &Report{Data: filepath.Base(filepath.Clean(data)), Conversations: len(convs), Questions: map[string]int{},
 		Skipped: map[string]int{}, Rules: Rules, acc: map[string]map[int]*acc{}}
 	lconvs, byIndex := Convert(convs)
 	for _, c := range convs {
@@ -93,23 +131,32 @@ func Eval(ctx context.Context, o locomo.EvalOptions, dir string) (*Report, error
 			rep.Questions[q.Ability]++
 		}
 	}
-	o.Data = dir
-	o.Run.Observe = func(method string, q *locomo.Question, budget int, found []string) {
+	return rep, lconvs, func(method string, q *locomo.Question, budget int, found []string) {
 		rep.observe(method, byIndex[q.Index], budget, found)
 	}
-	lrep, err := locomo.EvalLoaded(ctx, o, lconvs)
-	if err != nil {
-		return nil, err
-	}
-	rep.locomo, rep.Mode, rep.Budgets, rep.Headline = lrep, lrep.Mode, lrep.Budgets, lrep.Headline
+}
+
+func (r *Report) finish(lrep *locomo.Report) {
+	r.locomo, r.Mode, r.Budgets, r.Headline = lrep, lrep.Mode, lrep.Budgets, lrep.Headline
 	for _, m := range locomo.Methods {
 		mr := Method{Name: m.Name, Label: m.Label}
-		for _, b := range rep.Budgets {
-			mr.Results = append(mr.Results, rep.acc[m.Name][b].result(b))
+		for _, b := range r.Budgets {
+			mr.Results = append(mr.Results, r.acc[m.Name][b].result(b))
 		}
-		rep.Methods = append(rep.Methods, mr)
+		r.Methods = append(r.Methods, mr)
 	}
-	return rep, nil
+}
+
+func longest(convs []Conversation) int {
+	n := 0
+	for _, c := range convs {
+		for _, b := range c.Batches {
+			for _, m := range b.Messages {
+				n = max(n, len([]rune(m.Content)))
+			}
+		}
+	}
+	return n
 }
 
 // Convert turns BEAM conversations into the LoCoMo evaluation's shape: a
