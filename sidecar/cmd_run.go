@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/mneme-memory/mneme/sidecar/cli"
-	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/daemon"
 )
 
@@ -17,11 +16,7 @@ func cmdRun(ctx context.Context, log *slog.Logger, args []string) error {
 	if err := cli.Parse(fs, args, false); err != nil {
 		return err
 	}
-	cfg, err := config.Load(true)
-	if err != nil {
-		return err
-	}
-	pool, err := daemon.OpenPool(ctx, cfg)
+	pool, cfg, err := daemon.OpenFromEnv(ctx)
 	if err != nil {
 		return err
 	}

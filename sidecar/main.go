@@ -41,6 +41,7 @@ func commands() []cli.Command {
 			{Name: "feedback", Args: "[flags]", Summary: "review-based vs auto-GOOD vs no reinforcement: precision@5 over simulated sessions", Run: cmdEvalFeedback},
 			{Name: "lifecycle", Args: "[flags]", Summary: "a simulated year of use: share of memories active, inactive and purged per label", Run: cmdEvalLifecycle},
 		}},
+		{Name: "mcp", Args: "[--transport stdio|http]", Summary: "serve the memory tools to agents over the Model Context Protocol", Run: cmdMCP},
 		{Name: "version", Summary: "print the version", Run: cmdVersion},
 	}
 }
@@ -48,7 +49,7 @@ func commands() []cli.Command {
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()}))
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cli.LogLevel(os.Getenv("MNEME_LOG_LEVEL"))}))
 	code := cli.Main(ctx, log, "mneme", version, commands(), os.Args[1:])
 	stop()
 	os.Exit(code)
@@ -57,14 +58,6 @@ func main() {
 // flags is the flag set of the command at path; configuration is read from
 // the environment (README.md), flags only choose what a command does.
 func flags(path string) *flag.FlagSet { return cli.Flags(commands(), "mneme", path) }
-
-func logLevel() slog.Level {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(os.Getenv("MNEME_LOG_LEVEL"))); err != nil {
-		return slog.LevelInfo
-	}
-	return l
-}
 
 func cmdVersion(_ context.Context, _ *slog.Logger, args []string) error {
 	if err := cli.Parse(flags("version"), args, false); err != nil {

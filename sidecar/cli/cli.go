@@ -163,3 +163,12 @@ func Action(fs *flag.FlagSet, args []string, actions ...string) (string, error) 
 	}
 	return args[0], Parse(fs, args[1:], false)
 }
+
+// LogLevel parses a log level (debug, info, warn, error); anything else is info.
+func LogLevel(s string) slog.Level {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return slog.LevelInfo
+	}
+	return l
+}

@@ -192,3 +192,14 @@ func jobCounts(pool *pgxpool.Pool) ([]metrics.Sample, error) {
 	}
 	return out, rows.Err()
 }
+
+// OpenFromEnv loads the configuration from the environment (DATABASE_URL
+// required) and opens the pool.
+func OpenFromEnv(ctx context.Context) (*pgxpool.Pool, config.Config, error) {
+	cfg, err := config.Load(true)
+	if err != nil {
+		return nil, cfg, err
+	}
+	pool, err := OpenPool(ctx, cfg)
+	return pool, cfg, err
+}

@@ -1,0 +1,73 @@
+package bench
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Bind binds mneme bench retrieve's flags; it returns --json.
+func (o *RetrieveOptions) Bind(fs *flag.FlagSet) *bool {
+	fs.IntVar(&o.Memories, "memories", 10000, "number of memories")
+	fs.IntVar(&o.Conversations, "conversations", 1, "spread the memories over this many conversations")
+	fs.IntVar(&o.Queries, "queries", 200, "timed queries per measurement")
+	fs.StringVar(&o.Vector, "vector", "auto", "embedding variant: auto, pgvector or array")
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	fs.BoolVar(&o.Keep, "keep", false, "keep the benchmark database (its name is logged)")
+	fs.IntVar(&o.Tenants, "tenants", 0, "spread the conversations over this many tenants and time retrieve as an application role under row-level security (0: off)")
+	fs.IntVar(&o.ContextEpisodes, "context-episodes", 500, "also time a 1,000-word mneme.context over a conversation of this many episodes (0: off)")
+	fs.StringVar(&o.Reuse, "reuse", "", "re-measure a database kept by an earlier run with the same --memories and --conversations (migrates it, does not reload)")
+	return asJSON
+}
+
+// Validate checks the bound flags.
+func (o *RetrieveOptions) Validate() error {
+	if o.Memories < 10 || o.Conversations < 1 || o.Conversations > o.Memories || o.Queries < 1 || o.Tenants < 0 ||
+		o.Tenants > o.Conversations || o.ContextEpisodes < 0 {
+		return errors.New("need --memories >= 10, 1 <= --conversations <= memories, --queries >= 1, 0 <= --tenants <= conversations, --context-episodes >= 0")
+	}
+	return nil
+}
+
+// Bind binds mneme bench events' flags; it returns --transports and --json.
+func (o *EventsOptions) Bind(fs *flag.FlagSet) (*string, *bool) {
+	transports := fs.String("transports", "replication,notify,poll", "comma-separated transports to measure")
+	fs.IntVar(&o.Samples, "samples", 200, "latency samples per transport (one job per transaction, spaced by --gap)")
+	fs.DurationVar(&o.Gap, "gap", 10*time.Millisecond, "pause between latency samples")
+	fs.IntVar(&o.Jobs, "jobs", 5000, "jobs for the throughput run (enqueued in one transaction)")
+	fs.IntVar(&o.Concurrency, "concurrency", 4, "runner concurrency")
+	fs.DurationVar(&o.Sweep, "sweep", time.Second, "sweep interval (the poll transport's latency is about half of it)")
+	return transports, fs.Bool("json", false, "print JSON, one object per transport")
+}
+
+// Validate checks the bound flags and sets Transports.
+func (o *EventsOptions) Validate(transports string) error {
+	if o.Samples < 1 || o.Jobs < 1 || o.Concurrency < 1 || o.Sweep <= 0 {
+		return errors.New("--samples, --jobs, --concurrency and --sweep must be positive")
+	}
+	for _, tr := range strings.Split(transports, ",") {
+		tr = strings.TrimSpace(tr)
+		if tr != "replication" && tr != "notify" && tr != "poll" {
+			return fmt.Errorf("transport %q: use replication, notify or poll", tr)
+		}
+		o.Transports = append(o.Transports, tr)
+	}
+	return nil
+}
+
+// Bind binds mneme bench writers' flags; it returns --json.
+func (o *WritersOptions) Bind(fs *flag.FlagSet) *bool {
+	fs.IntVar(&o.Writers, "writers", 50, "concurrent connections calling mneme.add_message")
+	fs.IntVar(&o.Messages, "messages", 40, "messages per writer")
+	return fs.Bool("json", false, "print JSON, one object per run")
+}
+
+// Validate checks the bound flags.
+func (o *WritersOptions) Validate() error {
+	if o.Writers < 1 || o.Writers > 500 || o.Messages < 1 {
+		return errors.New("--writers must be 1 to 500 and --messages positive")
+	}
+	return nil
+}

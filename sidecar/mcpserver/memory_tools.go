@@ -1,0 +1,69 @@
+package mcpserver
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// addMemoryTools adds the tools that act on one memory by id.
+func (s *server) addMemoryTools(srv *mcp.Server) {
+	exec := func(name, desc, sql string, withReason bool) {
+		if withReason {
+			mcp.AddTool(srv, &mcp.Tool{Name: name, Description: desc},
+				func(ctx context.Context, req *mcp.CallToolRequest, in ReasonIn) (*mcp.CallToolResult, Done, error) {
+					err := s.inTenant(ctx, req, func(tx pgx.Tx) error {
+						_, err := tx.Exec(ctx, sql, in.MemoryID, in.Reason)
+						return err
+					})
+					return nil, Done{OK: err == nil}, err
+				})
+			return
+		}
+		mcp.AddTool(srv, &mcp.Tool{Name: name, Description: desc},
+			func(ctx context.Context, req *mcp.CallToolRequest, in MemoryIn) (*mcp.CallToolResult, Done, error) {
+				err := s.inTenant(ctx, req, func(tx pgx.Tx) error {
+					_, err := tx.Exec(ctx, sql, in.MemoryID)
+					return err
+				})
+				return nil, Done{OK: err == nil}, err
+			})
+	}
+	exec("forget", "Invalidate a memory the user retracted (mneme.forget): it no longer comes back, "+
+		"its row and history stay.", `SELECT mneme.forget($1::uuid, $2)`, true)
+	exec("erase", "Delete a memory's content for good, everywhere (mneme.erase, the right to be forgotten); "+
+		"a tombstone with the reason stays. Needs an operator's rights (mneme_admin).", `SELECT mneme.erase($1::uuid, $2)`, true)
+	exec("pin", "Pin a memory: it never fades or is purged (mneme.pin).", `SELECT mneme.pin($1::uuid)`, false)
+	exec("unpin", "Unpin a memory (mneme.unpin).", `SELECT mneme.unpin($1::uuid)`, false)
+
+	mcp.AddTool(srv, &mcp.Tool{Name: "inspect", Description: "One memory with its status, label, strength and lineage links (mneme.inspect)."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in MemoryIn) (*mcp.CallToolResult, InspectOut, error) {
+			var out InspectOut
+			err := s.inTenant(ctx, req, func(tx pgx.Tx) error {
+				return tx.QueryRow(ctx, `SELECT memory_id::text, conversation_id::text, kind, status, coalesce(status_reason, ''),
+					label, pinned, content, stability, review_count, coalesce(supersedes_id::text, ''),
+					coalesce(superseded_by::text, ''), created_at FROM mneme.inspect($1::uuid)`, in.MemoryID).Scan(
+					&out.MemoryID, &out.ConversationID, &out.Kind, &out.Status, &out.StatusReason, &out.Label, &out.Pinned,
+					&out.Content, &out.Stability, &out.ReviewCount, &out.Supersedes, &out.SupersededBy, &out.CreatedAt)
+			})
+			return nil, out, err
+		})
+	mcp.AddTool(srv, &mcp.Tool{Name: "history", Description: "How a belief changed: the memory's lineage, oldest first (mneme.history)."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in MemoryIn) (*mcp.CallToolResult, HistoryOut, error) {
+			out := HistoryOut{Lineage: []HistoryEntry{}}
+			err := s.inTenant(ctx, req, func(tx pgx.Tx) error {
+				rows, err := tx.Query(ctx, `SELECT depth, memory_id::text, status, content, coalesce(supersedes_id::text, ''), created_at
+					FROM mneme.history($1::uuid)`, in.MemoryID)
+				if err != nil {
+					return err
+				}
+				out.Lineage, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (HistoryEntry, error) {
+					var h HistoryEntry
+					return h, r.Scan(&h.Depth, &h.MemoryID, &h.Status, &h.Content, &h.Supersedes, &h.CreatedAt)
+				})
+				return err
+			})
+			return nil, out, err
+		})
+}

@@ -1,0 +1,58 @@
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Transport is how Serve talks to clients.
+type Transport struct {
+	Kind   string // stdio or http
+	Addr   string // http: listen address
+	Tokens Tokens // http: bearer tokens by hash
+}
+
+// ParseTransport checks the transport flags (before anything is opened):
+// http needs a tokens file.
+func ParseTransport(kind, addr, tokensFile string) (Transport, error) {
+	t := Transport{Kind: kind, Addr: addr}
+	switch kind {
+	case "stdio":
+		return t, nil
+	case "http":
+		if tokensFile == "" {
+			return t, errors.New("--transport http needs --tokens FILE (mneme mcp --new-token TENANT makes a line)")
+		}
+		var err error
+		t.Tokens, err = LoadTokens(tokensFile)
+		return t, err
+	}
+	return t, fmt.Errorf("--transport %q: want stdio or http", kind)
+}
+
+// Serve runs the server until ctx ends (stdio: until the client closes).
+func Serve(ctx context.Context, o Options, t Transport) error {
+	srv := New(o)
+	if t.Kind == "stdio" {
+		return srv.Run(ctx, &mcp.StdioTransport{})
+	}
+	hs := &http.Server{Addr: t.Addr, Handler: HTTPHandler(srv, t.Tokens), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(sctx)
+	}()
+	if o.Log != nil {
+		o.Log.Info("mneme mcp: streamable HTTP", "addr", t.Addr, "tokens", len(t.Tokens))
+	}
+	if err := hs.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

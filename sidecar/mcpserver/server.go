@@ -1,0 +1,91 @@
+// Package mcpserver serves mneme's SQL API as Model Context Protocol tools
+// (mneme mcp), on the official Go SDK, over stdio or streamable HTTP. Each
+// tool is one call of a SQL function in a transaction of the caller's
+// tenant (mneme.set_tenant), so row-level security decides what it sees.
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Options configure a server.
+type Options struct {
+	Pool *pgxpool.Pool
+	// Tenant is the tenant of every call that carries no bearer token's
+	// (stdio); "" is the default tenant.
+	Tenant  string
+	Version string
+	Log     *slog.Logger
+}
+
+// server holds what the tool handlers share.
+type server struct {
+	pool   *pgxpool.Pool
+	tenant string
+	log    *slog.Logger
+}
+
+// New returns the MCP server with every mneme tool.
+func New(o Options) *mcp.Server {
+	s := &server{pool: o.Pool, tenant: o.Tenant, log: o.Log}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "mneme", Title: "mneme: long-term memory in PostgreSQL", Version: o.Version},
+		&mcp.ServerOptions{Instructions: instructions})
+	s.addTools(srv)
+	return srv
+}
+
+const instructions = `mneme is long-term memory for this conversation. Call add_message with every message ` +
+	`of the conversation (user and assistant), under one conversation_id you keep. Before answering, call recall ` +
+	`with what you need to know: it returns the relevant past turns and facts as markdown within a word budget. ` +
+	`Use remember for facts worth keeping explicitly, forget when the user retracts one, erase when the user ` +
+	`asks for it to be deleted for good.`
+
+// tenantOf is the tenant of a call: the bearer token's (HTTP), else the
+// configured one (stdio).
+func (s *server) tenantOf(req *mcp.CallToolRequest) string {
+	if req != nil && req.Extra != nil && req.Extra.TokenInfo != nil && req.Extra.TokenInfo.UserID != "" {
+		return req.Extra.TokenInfo.UserID
+	}
+	return s.tenant
+}
+
+// inTenant runs fn in one transaction of the call's tenant.
+func (s *server) inTenant(ctx context.Context, req *mcp.CallToolRequest, fn func(tx pgx.Tx) error) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if t := s.tenantOf(req); t != "" {
+			if _, err := tx.Exec(ctx, `SELECT mneme.set_tenant($1)`, t); err != nil {
+				return err
+			}
+		}
+		return fn(tx)
+	})
+	if err != nil {
+		s.log.Info("mcp tool error", "tool", req.Params.Name, "err", err)
+	}
+	return toolError(err)
+}
+
+// toolError turns a PostgreSQL error into the message, SQLSTATE and hint
+// the client's model can act on (a tool error, not a protocol failure).
+func toolError(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		msg := fmt.Sprintf("%s (SQLSTATE %s)", pgErr.Message, pgErr.Code)
+		if pgErr.Hint != "" {
+			msg += "; hint: " + pgErr.Hint
+		}
+		return errors.New(msg)
+	}
+	return err
+}

@@ -1,0 +1,259 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mneme-memory/mneme/sidecar/dbtest"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+// connect serves o over an in-memory transport and returns the client side.
+func connect(t *testing.T, o Options) *mcp.ClientSession {
+	t.Helper()
+	ctx := context.Background()
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := New(o).Connect(ctx, st, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ss.Close() })
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, ct, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+// call calls a tool; it fails the test on a protocol error and returns the
+// structured result (decoded into out when given) and the tool error text.
+func call(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any, out any) string {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+	require.NoError(t, err, name)
+	if res.IsError {
+		var texts []string
+		for _, c := range res.Content {
+			if tc, ok := c.(*mcp.TextContent); ok {
+				texts = append(texts, tc.Text)
+			}
+		}
+		return strings.Join(texts, " ")
+	}
+	if out != nil {
+		b, err := json.Marshal(res.StructuredContent)
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(b, out), string(b))
+	}
+	return ""
+}
+
+func appPool(t *testing.T, db *dbtest.DB) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), db.As(t, "mneme_app"))
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// TestTools: every tool's happy path through the SDK's client, as an
+// application role (mneme_app), and its bad input as a tool error with the
+// SQL message and SQLSTATE, never a protocol failure.
+func TestTools(t *testing.T) {
+	db := dbtest.New(t)
+	cs := connect(t, Options{Pool: appPool(t, db), Version: "test"})
+	ctx := context.Background()
+
+	tools, err := cs.ListTools(ctx, nil)
+	require.NoError(t, err)
+	var names []string
+	for _, tl := range tools.Tools {
+		names = append(names, tl.Name)
+		require.NotEmpty(t, tl.Description, tl.Name)
+		require.NotNil(t, tl.InputSchema, tl.Name)
+	}
+	require.ElementsMatch(t, []string{"add_message", "recall", "search", "remember", "forget", "erase", "pin", "unpin", "inspect", "history"}, names)
+
+	conv := uuid.NewString()
+	var msg AddMessageOut
+	require.Empty(t, call(t, cs, "add_message", map[string]any{"conversation_id": conv, "role": "user", "content": "I adopted a grey cat called Pixel"}, &msg))
+	require.Positive(t, msg.MessageID)
+	require.Contains(t, call(t, cs, "add_message", map[string]any{"conversation_id": conv, "role": "assistant",
+		"content": "Pixel is a lovely name", "at": "2999-01-01T00:00:00Z"}, nil), "SQLSTATE", "a time far ahead is refused")
+
+	var paris, berlin RememberOut
+	require.Empty(t, call(t, cs, "remember", map[string]any{"conversation_id": conv, "content": "Alice lives in Paris", "label": "user_profile"}, &paris))
+	require.Equal(t, "ADD", paris.Action)
+	require.Empty(t, call(t, cs, "remember", map[string]any{"conversation_id": conv, "content": "Alice moved to Berlin", "supersedes": paris.MemoryID}, &berlin))
+	require.Equal(t, "SUPERSEDE", berlin.Action)
+
+	var found SearchOut
+	require.Empty(t, call(t, cs, "search", map[string]any{"conversation_id": conv, "query": "where does Alice live", "k": 3}, &found))
+	require.NotEmpty(t, found.Memories)
+	require.Equal(t, berlin.MemoryID, found.Memories[0].MemoryID, "the current belief, not the superseded one")
+
+	var rec RecallOut
+	require.Empty(t, call(t, cs, "recall", map[string]any{"conversation_id": conv, "query": "where does Alice live"}, &rec))
+	require.Contains(t, rec.Context, "Alice moved to Berlin")
+	require.NotContains(t, rec.Context, "Paris")
+
+	var ins InspectOut
+	require.Empty(t, call(t, cs, "inspect", map[string]any{"memory_id": paris.MemoryID}, &ins))
+	require.Equal(t, "superseded", ins.Status)
+	require.Equal(t, berlin.MemoryID, ins.SupersededBy)
+	var hist HistoryOut
+	require.Empty(t, call(t, cs, "history", map[string]any{"memory_id": berlin.MemoryID}, &hist))
+	require.Len(t, hist.Lineage, 2)
+
+	var done Done
+	require.Empty(t, call(t, cs, "pin", map[string]any{"memory_id": berlin.MemoryID}, &done))
+	require.True(t, done.OK)
+	require.Empty(t, call(t, cs, "inspect", map[string]any{"memory_id": berlin.MemoryID}, &ins))
+	require.True(t, ins.Pinned)
+	require.Empty(t, call(t, cs, "unpin", map[string]any{"memory_id": berlin.MemoryID}, nil))
+	require.Empty(t, call(t, cs, "forget", map[string]any{"memory_id": berlin.MemoryID, "reason": "the user retracted it"}, nil))
+	require.Empty(t, call(t, cs, "inspect", map[string]any{"memory_id": berlin.MemoryID}, &ins))
+	require.Equal(t, "invalidated", ins.Status)
+	require.Contains(t, call(t, cs, "erase", map[string]any{"memory_id": berlin.MemoryID, "reason": "user request"}, nil),
+		"SQLSTATE 42501", "erase needs mneme_admin; the application role has not")
+
+	// Bad input: tool errors naming the problem.
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+		want string
+	}{
+		{"add_message", map[string]any{"conversation_id": "not-a-uuid", "role": "user", "content": "x"}, "22P02"},
+		{"add_message", map[string]any{"conversation_id": conv, "role": "user", "content": "   "}, "22023"},
+		{"add_message", map[string]any{"conversation_id": conv, "role": "robot", "content": "hi"}, "set_speakers"},
+		{"add_message", map[string]any{"conversation_id": conv, "role": "user"}, "content"},
+		{"recall", map[string]any{"conversation_id": conv, "query": "x", "budget": -3}, "budget must be 1 to"},
+		{"recall", map[string]any{"conversation_id": conv, "query": "x", "scope": "galaxy"}, "scope must be"},
+		{"search", map[string]any{"conversation_id": conv, "query": "x", "k": 1000}, "22023"},
+		{"remember", map[string]any{"conversation_id": conv, "content": "x", "label": "nonsense"}, "22023"},
+		{"forget", map[string]any{"memory_id": uuid.NewString(), "reason": "gone"}, "P0002"},
+		{"inspect", map[string]any{"memory_id": "x"}, "22P02"},
+	} {
+		got := call(t, cs, c.tool, c.args, nil)
+		require.Contains(t, got, c.want, "%s %v", c.tool, c.args)
+	}
+}
+
+// TestHTTPTenants: over streamable HTTP, each bearer token's tenant sees
+// its own memories only; no token or a wrong one is 401; concurrent
+// clients lose no message.
+func TestHTTPTenants(t *testing.T) {
+	db := dbtest.New(t)
+	ctx := context.Background()
+	for _, tn := range []string{"acme", "globex"} {
+		_, err := db.Pool.Exec(ctx, `SELECT mneme.create_tenant($1)`, tn)
+		require.NoError(t, err)
+	}
+	tokA, lineA, err := NewToken("acme")
+	require.NoError(t, err)
+	tokG, lineG, err := NewToken("globex")
+	require.NoError(t, err)
+	file := filepath.Join(t.TempDir(), "tokens")
+	require.NoError(t, os.WriteFile(file, []byte("# tenants\n"+lineA+"\n"+lineG+"\n"), 0o600))
+	require.NotContains(t, lineA+lineG, tokA, "the file holds hashes only")
+	tr, err := ParseTransport("http", "", file)
+	require.NoError(t, err)
+	srv := httptest.NewServer(HTTPHandler(New(Options{Pool: appPool(t, db)}), tr.Tokens))
+	t.Cleanup(srv.Close)
+
+	client := func(token string) *mcp.ClientSession {
+		hc := &http.Client{Transport: bearer{token: token}}
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx,
+			&mcp.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: hc}, nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = cs.Close() })
+		return cs
+	}
+	acme, globex := client(tokA), client(tokG)
+	conv := uuid.NewString()
+	require.Empty(t, call(t, acme, "remember", map[string]any{"conversation_id": conv, "content": "the vault code is 4711"}, nil))
+	var found SearchOut
+	require.Empty(t, call(t, acme, "search", map[string]any{"conversation_id": conv, "query": "vault code"}, &found))
+	require.Len(t, found.Memories, 1)
+	require.Empty(t, call(t, globex, "search", map[string]any{"conversation_id": conv, "query": "vault code"}, &found))
+	require.Empty(t, found.Memories, "another tenant's conversation shows nothing")
+	require.Contains(t, call(t, globex, "add_message", map[string]any{"conversation_id": conv, "role": "user", "content": "hi"}, nil), "42501")
+
+	for _, tok := range []string{"", "mneme_wrong", tokA + "x"} {
+		req, err := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "token %q", tok)
+	}
+
+	// Bounded load: 8 clients x 25 messages each on one conversation.
+	conv2 := uuid.NewString()
+	var wg sync.WaitGroup
+	errs := make(chan string, 200)
+	for c := 0; c < 8; c++ {
+		cs := client(tokA)
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			for i := 0; i < 25; i++ {
+				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "add_message", Arguments: map[string]any{
+					"conversation_id": conv2, "role": "user", "content": fmt.Sprintf("client %d message %d", c, i)}})
+				if err != nil || res.IsError {
+					errs <- fmt.Sprint(err, res)
+				}
+			}
+		}(c)
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	var n int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme.messages WHERE conversation_id = $1 AND tenant_id = 'acme'`, conv2).Scan(&n))
+	require.Equal(t, 200, n)
+}
+
+type bearer struct{ token string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func TestTokensFile(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad")
+	require.NoError(t, os.WriteFile(bad, []byte("acme not-a-hash\n"), 0o600))
+	_, err := LoadTokens(bad)
+	require.ErrorContains(t, err, "line 1")
+	empty := filepath.Join(dir, "empty")
+	require.NoError(t, os.WriteFile(empty, []byte("# nothing\n"), 0o600))
+	_, err = LoadTokens(empty)
+	require.ErrorContains(t, err, "holds no token")
+	_, err = ParseTransport("http", "", "")
+	require.ErrorContains(t, err, "needs --tokens")
+	_, err = ParseTransport("carrier-pigeon", "", "")
+	require.ErrorContains(t, err, "want stdio or http")
+	_, _, err = NewToken("Not A Tenant")
+	require.Error(t, err)
+}

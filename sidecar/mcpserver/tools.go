@@ -1,0 +1,176 @@
+package mcpserver
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Tool inputs and outputs: their JSON schemas (from these types) are what
+// the client's model reads.
+type (
+	AddMessageIn struct {
+		ConversationID string `json:"conversation_id" jsonschema:"the conversation: a UUID you choose once and reuse for every message of it"`
+		Role           string `json:"role" jsonschema:"user, assistant, system, tool, or a speaker name registered for the conversation"`
+		Content        string `json:"content" jsonschema:"the message text"`
+		At             string `json:"at,omitempty" jsonschema:"when it was said, RFC 3339; default: now"`
+	}
+	AddMessageOut struct {
+		MessageID int64 `json:"message_id"`
+	}
+	RecallIn struct {
+		ConversationID string `json:"conversation_id" jsonschema:"the conversation asking"`
+		Query          string `json:"query" jsonschema:"what you need to know, in plain words (the user's question works)"`
+		Budget         int    `json:"budget,omitempty" jsonschema:"most words to return (1 to 100000); default 1000"`
+		Scope          string `json:"scope,omitempty" jsonschema:"conversation (default) or tenant: every conversation of this user"`
+	}
+	RecallOut struct {
+		Context string `json:"context" jsonschema:"markdown: past turns under their dates, facts as a list; empty when nothing is remembered"`
+	}
+	SearchIn struct {
+		ConversationID string `json:"conversation_id"`
+		Query          string `json:"query"`
+		K              int    `json:"k,omitempty" jsonschema:"how many memories (1 to 100); default 5"`
+		Scope          string `json:"scope,omitempty" jsonschema:"conversation (default) or tenant"`
+	}
+	Memory struct {
+		MemoryID  string    `json:"memory_id"`
+		Kind      string    `json:"kind" jsonschema:"episodic (a stretch of conversation) or semantic (a fact)"`
+		Label     string    `json:"label"`
+		Summary   string    `json:"summary,omitempty"`
+		Content   string    `json:"content"`
+		Score     float64   `json:"score"`
+		CreatedAt time.Time `json:"created_at"`
+	}
+	SearchOut struct {
+		Memories []Memory `json:"memories"`
+	}
+	RememberIn struct {
+		ConversationID string `json:"conversation_id"`
+		Content        string `json:"content" jsonschema:"the fact, as a self-contained sentence"`
+		Label          string `json:"label,omitempty" jsonschema:"trivial, temporary, general, user_profile, important or project_<name>; default: chosen from the text"`
+		Supersedes     string `json:"supersedes,omitempty" jsonschema:"the memory_id of a belief this one replaces (kept as superseded)"`
+	}
+	RememberOut struct {
+		MemoryID   string `json:"memory_id"`
+		Action     string `json:"action" jsonschema:"ADD, or SUPERSEDE when supersedes was given"`
+		Supersedes string `json:"supersedes,omitempty"`
+	}
+	MemoryIn struct {
+		MemoryID string `json:"memory_id"`
+	}
+	ReasonIn struct {
+		MemoryID string `json:"memory_id"`
+		Reason   string `json:"reason" jsonschema:"why, kept with the memory's history"`
+	}
+	Done struct {
+		OK bool `json:"ok"`
+	}
+	InspectOut struct {
+		MemoryID       string    `json:"memory_id"`
+		ConversationID string    `json:"conversation_id"`
+		Kind           string    `json:"kind"`
+		Status         string    `json:"status"`
+		StatusReason   string    `json:"status_reason,omitempty"`
+		Label          string    `json:"label"`
+		Pinned         bool      `json:"pinned"`
+		Content        string    `json:"content"`
+		Stability      float64   `json:"stability_days"`
+		ReviewCount    int       `json:"review_count"`
+		Supersedes     string    `json:"supersedes,omitempty"`
+		SupersededBy   string    `json:"superseded_by,omitempty"`
+		CreatedAt      time.Time `json:"created_at"`
+	}
+	HistoryEntry struct {
+		Depth      int       `json:"depth" jsonschema:"0 is the memory asked about; negative: older beliefs it replaced, positive: newer ones"`
+		MemoryID   string    `json:"memory_id"`
+		Status     string    `json:"status"`
+		Content    string    `json:"content"`
+		Supersedes string    `json:"supersedes,omitempty"`
+		CreatedAt  time.Time `json:"created_at"`
+	}
+	HistoryOut struct {
+		Lineage []HistoryEntry `json:"lineage"`
+	}
+)
+
+func orNull(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func (s *server) addTools(srv *mcp.Server) {
+	mcp.AddTool(srv, &mcp.Tool{Name: "add_message", Description: "Append one message to a conversation's memory (mneme.add_message). " +
+		"Call it for every user and assistant message; mneme segments them into episodes in the background."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in AddMessageIn) (*mcp.CallToolResult, AddMessageOut, error) {
+			var out AddMessageOut
+			err := s.inTenant(ctx, req, func(tx pgx.Tx) error {
+				return tx.QueryRow(ctx, `SELECT mneme.add_message($1::uuid, $2, $3, $4::timestamptz)`,
+					in.ConversationID, in.Role, in.Content, orNull(in.At)).Scan(&out.MessageID)
+			})
+			return nil, out, err
+		})
+	mcp.AddTool(srv, &mcp.Tool{Name: "recall", Description: "What you should know to answer, from this conversation's memory: " +
+		"the past turns and facts that match the query, as markdown within a word budget (mneme.context). " +
+		"mneme later rates whether what it returned was used, so useful memories strengthen."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in RecallIn) (*mcp.CallToolResult, RecallOut, error) {
+			var out RecallOut
+			err := s.inTenant(ctx, req, func(tx pgx.Tx) error {
+				return tx.QueryRow(ctx, `SELECT mneme.context($1::uuid, $2, coalesce($3, 1000), scope => coalesce($4, 'conversation'))`,
+					in.ConversationID, in.Query, nonZero(in.Budget), orNull(in.Scope)).Scan(&out.Context)
+			})
+			if err != nil {
+				return nil, out, err
+			}
+			text := out.Context
+			if text == "" {
+				text = "(nothing remembered matches)"
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, out, nil
+		})
+	mcp.AddTool(srv, &mcp.Tool{Name: "search", Description: "Rank the conversation's memories for a query (mneme.search): " +
+		"structured results with scores, no side effects. Prefer recall to build an answer."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in SearchIn) (*mcp.CallToolResult, SearchOut, error) {
+			out := SearchOut{Memories: []Memory{}}
+			err := s.inTenant(ctx, req, func(tx pgx.Tx) error {
+				rows, err := tx.Query(ctx, `SELECT memory_id::text, kind, label, coalesce(summary, ''), content, score, created_at
+					FROM mneme.search($1::uuid, $2, coalesce($3, 5), scope => coalesce($4, 'conversation'))`,
+					in.ConversationID, in.Query, nonZero(in.K), orNull(in.Scope))
+				if err != nil {
+					return err
+				}
+				out.Memories, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Memory, error) {
+					var m Memory
+					return m, r.Scan(&m.MemoryID, &m.Kind, &m.Label, &m.Summary, &m.Content, &m.Score, &m.CreatedAt)
+				})
+				return err
+			})
+			return nil, out, err
+		})
+	mcp.AddTool(srv, &mcp.Tool{Name: "remember", Description: "Store a fact explicitly (mneme.remember). To change a belief, " +
+		"pass the memory_id it replaces as supersedes: the old one is kept as superseded, never lost."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in RememberIn) (*mcp.CallToolResult, RememberOut, error) {
+			out := RememberOut{Action: "ADD", Supersedes: in.Supersedes}
+			if in.Supersedes != "" {
+				out.Action = "SUPERSEDE"
+			}
+			err := s.inTenant(ctx, req, func(tx pgx.Tx) error {
+				return tx.QueryRow(ctx, `SELECT mneme.remember($1::uuid, $2, $3, supersedes => $4::uuid)::text`,
+					in.ConversationID, in.Content, orNull(in.Label), orNull(in.Supersedes)).Scan(&out.MemoryID)
+			})
+			return nil, out, err
+		})
+	s.addMemoryTools(srv)
+}
+
+// nonZero is nil for 0 (the SQL default applies).
+func nonZero(n int) any {
+	if n == 0 {
+		return nil
+	}
+	return n
+}
