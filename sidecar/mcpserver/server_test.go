@@ -144,6 +144,14 @@ func TestTools(t *testing.T) {
 		{"remember", map[string]any{"conversation_id": conv, "content": "x", "label": "nonsense"}, "22023"},
 		{"forget", map[string]any{"memory_id": uuid.NewString(), "reason": "gone"}, "P0002"},
 		{"inspect", map[string]any{"memory_id": "x"}, "22P02"},
+		{"inspect", map[string]any{"memory_id": uuid.NewString()}, "P0002"},
+		{"history", map[string]any{"memory_id": uuid.NewString()}, "P0002"},
+		{"pin", map[string]any{"memory_id": uuid.NewString()}, "P0002"},
+		{"unpin", map[string]any{"memory_id": "nope"}, "22P02"},
+		{"forget", map[string]any{"memory_id": paris.MemoryID, "reason": "  "}, "22023"},
+		{"remember", map[string]any{"conversation_id": conv, "content": "x", "supersedes": uuid.NewString()}, "P0002"},
+		{"search", map[string]any{"conversation_id": conv}, "query"},
+		{"recall", map[string]any{"query": "x"}, "conversation_id"},
 	} {
 		got := call(t, cs, c.tool, c.args, nil)
 		require.Contains(t, got, c.want, "%s %v", c.tool, c.args)
@@ -256,4 +264,22 @@ func TestTokensFile(t *testing.T) {
 	require.ErrorContains(t, err, "want stdio or http")
 	_, _, err = NewToken("Not A Tenant")
 	require.Error(t, err)
+}
+
+// TestStdioTenant: a server configured with a tenant (stdio's --tenant)
+// writes that tenant's rows; an unknown tenant is a tool error.
+func TestStdioTenant(t *testing.T) {
+	db := dbtest.New(t)
+	ctx := context.Background()
+	_, err := db.Pool.Exec(ctx, `SELECT mneme.create_tenant('acme')`)
+	require.NoError(t, err)
+	pool := appPool(t, db)
+	conv := uuid.NewString()
+	require.Empty(t, call(t, connect(t, Options{Pool: pool, Tenant: "acme"}), "add_message",
+		map[string]any{"conversation_id": conv, "role": "user", "content": "hello"}, nil))
+	var tenant string
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT tenant_id FROM mneme.message_queue WHERE id = $1`, conv).Scan(&tenant))
+	require.Equal(t, "acme", tenant)
+	require.Contains(t, call(t, connect(t, Options{Pool: pool, Tenant: "nobody"}), "add_message",
+		map[string]any{"conversation_id": conv, "role": "user", "content": "hello"}, nil), "unknown tenant")
 }
