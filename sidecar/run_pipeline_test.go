@@ -45,7 +45,7 @@ func fakeModel(req openai.ChatCompletionRequest) llmtest.Reply {
 				summary = "The user is learning Rust."
 			}
 		}
-		out = map[string]any{"action": action, "summary": summary, "surprise": 0.2, "label": "general", "pinned": false}
+		out = map[string]any{"action": action, "summary": summary, "surprise": 0.2, "label": "general", "pinned": false, "facts": []any{}}
 	}
 	b, _ := json.Marshal(out)
 	return llmtest.Reply{Content: string(b)}

@@ -90,11 +90,14 @@ BEGIN
            OR jsonb_typeof(enqueue_job.payload -> 'check') IS DISTINCT FROM 'boolean'
            OR (enqueue_job.payload ->> 'check' = 'false' AND jsonb_typeof(enqueue_job.payload -> 'through_message_id') IS DISTINCT FROM 'number'))
        OR enqueue_job.kind = 'review' AND (enqueue_job.conversation_id IS NULL
-           OR jsonb_typeof(enqueue_job.payload -> 'reviews') IS DISTINCT FROM 'array') THEN
+           OR jsonb_typeof(enqueue_job.payload -> 'reviews') IS DISTINCT FROM 'array')
+       OR enqueue_job.kind = 'revise' AND (enqueue_job.conversation_id IS NULL
+           OR coalesce(enqueue_job.payload ->> 'memory_id', '') !~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$') THEN
         RAISE EXCEPTION '% job payload %: not what its handler reads', enqueue_job.kind, left(enqueue_job.payload::text, 80)
             USING ERRCODE = '22023',
                   HINT = 'segment: a conversation and {"check": bool, "through_message_id": id (for a forced cut)}; '
-                         'review: a conversation and {"reviews": [...], "reviewed_at": time}';
+                         'review: a conversation and {"reviews": [...], "reviewed_at": time}; '
+                         'revise: a conversation and {"memory_id": uuid}';
     END IF;
     INSERT INTO mneme.jobs (kind, conversation_id, payload, dedupe_key, run_at)
     VALUES (enqueue_job.kind, enqueue_job.conversation_id, coalesce(enqueue_job.payload, '{}'), enqueue_job.dedupe_key, coalesce(enqueue_job.run_at, now()))

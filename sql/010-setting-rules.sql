@@ -125,6 +125,14 @@ DECLARE
 BEGIN
     CASE k
     WHEN 'bm25_b' THEN PERFORM mneme._setting_number(k, v, 0, 1);
+    WHEN 'revision_candidates' THEN PERFORM mneme._setting_number(k, v, 1, 99, true);
+    WHEN 'revision_duplicate_similarity' THEN PERFORM mneme._setting_number(k, v, 0.5, 1);
+    WHEN 'confidence_weight' THEN PERFORM mneme._setting_number(k, v, 0, 10);
+    WHEN 'extract_facts' THEN
+        IF jsonb_typeof(v) IS DISTINCT FROM 'boolean' THEN
+            RAISE EXCEPTION 'setting "%" must be true or false, got %', k, left(v::text, 80)
+                USING ERRCODE = '22023', HINT = 'a JSON boolean, e.g. ''false''';
+        END IF;
     WHEN 'context_candidates' THEN PERFORM mneme._setting_number(k, v, 1, 100, true);
     WHEN 'context_window' THEN PERFORM mneme._setting_number(k, v, 0, 1000, true);
     WHEN 'bm25_k1' THEN PERFORM mneme._setting_number(k, v, 0, 10);
@@ -153,7 +161,9 @@ BEGIN
     WHEN 'jobs_retention' THEN PERFORM mneme._setting_interval(k, v, interval '0', interval '100 years', true);
     WHEN 'message_max_future' THEN PERFORM mneme._setting_interval(k, v, interval '0', interval '366 days', false);
     WHEN 'embedder' THEN PERFORM mneme._setting_enum(k, v, ARRAY['hash', 'external']);
+    WHEN 'revision_scope' THEN PERFORM mneme._setting_enum(k, v, ARRAY['conversation', 'tenant']);
     WHEN 'review_default_rating' THEN PERFORM mneme._setting_enum(k, v, ARRAY['again', 'hard', 'good', 'easy']);
+    WHEN 'confidence_by_source' THEN PERFORM mneme._setting_weights(k, v, ARRAY['explicit', 'import', 'extracted', 'conversation'], ARRAY['explicit', 'import', 'extracted', 'conversation'], 0, 1);
     WHEN 'label_weights' THEN PERFORM mneme._setting_weights(k, v, units, '{}', 0, 100);
     WHEN 'initial_stability_days' THEN PERFORM mneme._setting_weights(k, v, units, ARRAY['general'], 0, 36500);
     WHEN 'review_heuristic_thresholds' THEN

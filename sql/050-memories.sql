@@ -41,7 +41,7 @@ BEGIN
         PERFORM mneme.check_label(remember.label);
     END IF;
     PERFORM mneme._check_length('title', remember.title, 1000);
-    PERFORM mneme._check_length('source_ref', remember.source_ref, 2000);
+    PERFORM mneme._check_length('source_ref', remember.source_ref, 512);
     PERFORM mneme._claim_conversation(remember.conversation_id);
     IF remember.valid_until IS NOT NULL AND remember.valid_until <= now() THEN
         RAISE EXCEPTION 'valid_until % is not in the future', remember.valid_until USING ERRCODE = '22023';
@@ -61,15 +61,27 @@ BEGIN
     END IF;
 
     INSERT INTO mneme.memories (conversation_id, kind, title, content, summary, label, pinned,
-                                valid_until, source_type, source_ref, supersedes_id, last_confirmed_at)
+                                valid_until, source_type, source_ref, supersedes_id, last_confirmed_at, confidence_score)
     VALUES (remember.conversation_id, 'semantic', remember.title, remember.content, remember.content, remember.label, coalesce(remember.pinned, false),
-            remember.valid_until, 'explicit', remember.source_ref, remember.supersedes, now())
+            remember.valid_until, 'explicit', mneme.redact(remember.source_ref), remember.supersedes, now(),
+            mneme._source_confidence('explicit'))
     RETURNING id INTO v_id;
 
     IF remember.supersedes IS NOT NULL THEN
+        -- The caller revised it: the new belief starts from the old one's
+        -- FSRS state, not from zero.
+        UPDATE mneme.memories n
+        SET stability = v_old.stability, difficulty = v_old.difficulty, fsrs_state = v_old.fsrs_state,
+            review_count = v_old.review_count
+        WHERE n.id = v_id;
         UPDATE mneme.memories
-        SET status = 'superseded', status_reason = format('superseded by %s', v_id), updated_at = now()
+        SET status = 'superseded', status_reason = format('superseded by %s', v_id),
+            valid_until = least(coalesce(valid_until, 'infinity'), now()), updated_at = now()
         WHERE id = remember.supersedes;
+    ELSE
+        -- Every other write is revised against what is already believed
+        -- (the revise job: ADD, NOOP, SUPERSEDE or INVALIDATE).
+        PERFORM mneme.enqueue_job('revise', remember.conversation_id, jsonb_build_object('memory_id', v_id));
     END IF;
     RETURN v_id;
 END
@@ -77,7 +89,10 @@ $$;
 COMMENT ON FUNCTION mneme.remember(uuid, text, text, boolean, timestamptz, uuid, text, text) IS
     'Writes an explicit semantic memory and returns its id. The label is one of mneme.labels() (22023 otherwise); '
     'without one, mneme.auto_label chooses. The memory starts in mneme.initial_state of its label. With supersedes, '
-    'the old memory becomes superseded (kept, with status_reason) and the new one points to it through supersedes_id.';
+    'the old memory becomes superseded (kept, with status_reason and valid_until = now) and the new one points to it '
+    'through supersedes_id, starting from its FSRS state; without it, a revise job revises the new memory against '
+    'the closest facts (ADD, NOOP, SUPERSEDE or INVALIDATE). source_ref (at most 512 characters) is stored redacted '
+    '(mneme.redact). Confidence starts at confidence_by_source.explicit.';
 
 CREATE OR REPLACE FUNCTION mneme.pin(memory_id uuid, pinned boolean DEFAULT true)
 RETURNS void
@@ -129,8 +144,10 @@ BEGIN
     IF v_status = 'invalidated' THEN
         RETURN; -- already forgotten: keep the first reason
     END IF;
+    -- valid_until: believed until now (mneme.search as_of).
     UPDATE mneme.memories
-    SET status = 'invalidated', status_reason = forget.reason, updated_at = now()
+    SET status = 'invalidated', status_reason = forget.reason,
+        valid_until = least(coalesce(valid_until, 'infinity'), now()), updated_at = now()
     WHERE id = forget.memory_id;
 END
 $$;
@@ -138,11 +155,15 @@ COMMENT ON FUNCTION mneme.forget(uuid, text) IS
     'Invalidates a memory with a reason: it leaves retrieval but the row and its lineage stay. '
     'Forgetting an invalidated memory again is a no-op.';
 
+DROP FUNCTION IF EXISTS mneme.inspect(uuid);
 CREATE OR REPLACE FUNCTION mneme.inspect(id uuid)
 RETURNS TABLE (memory_id uuid, conversation_id uuid, kind text, status text, status_reason text,
                label text, pinned boolean, summary text, content text, stability float8,
                difficulty float8, last_reviewed_at timestamptz, review_count int,
-               supersedes_id uuid, superseded_by uuid, created_at timestamptz)
+               supersedes_id uuid, superseded_by uuid, created_at timestamptz,
+               confidence_score real, source_type text, source_ref text, source_message_ids bigint[],
+               valid_until timestamptz, last_confirmed_at timestamptz, confirms_id uuid, invalidates_id uuid,
+               slot text)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -155,7 +176,8 @@ BEGIN
     SELECT m.id, m.conversation_id, m.kind, m.status, m.status_reason, m.label, m.pinned, m.summary,
            m.content, m.stability, m.difficulty, m.last_reviewed_at, m.review_count, m.supersedes_id,
            (SELECT n.id FROM mneme.memories n WHERE n.supersedes_id = m.id ORDER BY n.created_at DESC LIMIT 1),
-           m.created_at
+           m.created_at, m.confidence_score, m.source_type, m.source_ref, m.source_message_ids, m.valid_until,
+           m.last_confirmed_at, m.confirms_id, m.invalidates_id, m.slot
     FROM mneme.memories m WHERE m.id = inspect.id;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'memory % does not exist', inspect.id USING ERRCODE = 'P0002';
@@ -163,42 +185,8 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION mneme.inspect(uuid) IS
-    'One memory with its belief state, FSRS state and both lineage links.';
+    'One memory with its belief state (status, confidence, validity, slot), provenance (source type, redacted '
+    'source_ref, source messages), FSRS state and its lineage links (supersedes, superseded_by, confirms, invalidates).';
 
-CREATE OR REPLACE FUNCTION mneme.history(id uuid)
-RETURNS TABLE (depth int, memory_id uuid, status text, status_reason text, content text,
-               supersedes_id uuid, created_at timestamptz)
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-#variable_conflict use_column
-BEGIN
-    IF history.id IS NULL THEN
-        RAISE EXCEPTION 'memory_id must not be NULL' USING ERRCODE = '22004';
-    END IF;
-    IF NOT EXISTS (SELECT 1 FROM mneme.memories m WHERE m.id = history.id) THEN
-        RAISE EXCEPTION 'memory % does not exist', history.id USING ERRCODE = 'P0002';
-    END IF;
-    -- depth 0 is the given memory; negative depths are what it superseded,
-    -- positive depths what superseded it.
-    RETURN QUERY
-    WITH RECURSIVE older AS (
-        SELECT 0 AS d, m.id, m.supersedes_id FROM mneme.memories m WHERE m.id = history.id
-        UNION ALL
-        SELECT o.d - 1, m.id, m.supersedes_id FROM older o JOIN mneme.memories m ON m.id = o.supersedes_id
-        WHERE o.d > -1000
-    ), newer AS (
-        SELECT 0 AS d, m.id FROM mneme.memories m WHERE m.id = history.id
-        UNION ALL
-        SELECT n.d + 1, m.id FROM newer n JOIN mneme.memories m ON m.supersedes_id = n.id
-        WHERE n.d < 1000
-    ), lineage AS (
-        SELECT o.d, o.id FROM older o UNION SELECT n.d, n.id FROM newer n
-    )
-    SELECT l.d, x.id, x.status, x.status_reason, x.content, x.supersedes_id, x.created_at
-    FROM lineage l JOIN mneme.memories x ON x.id = l.id
-    ORDER BY l.d, x.created_at, x.id;
-END
-$$;
-COMMENT ON FUNCTION mneme.history(uuid) IS
-    'The supersedes lineage of a memory, oldest first: depth < 0 what it replaced, 0 itself, > 0 its successors.';
+-- mneme.history (the lineage both ways) is in 150-revision.sql, beside the
+-- revision links it follows.

@@ -33,12 +33,97 @@ COMMENT ON FUNCTION mneme._scope_conversations(uuid, text) IS
     'Internal: the conversations a search with this scope reads (conversation: itself; tenant: all of its tenant''s).';
 
 -- -----------------------------------------------------------------------------
+-- Past beliefs: the candidates of a search with as_of or include_history.
+-- The BM25 statistics hold active memories only (current beliefs), so this
+-- leg scores the memories believed at as_of (or, with include_history, every
+-- memory but the merged duplicates) exactly, as a collection of their own:
+-- BM25 with N, df and average length over that set, and exact cosine
+-- distance. It reads every such memory of the scope: an opt-in cost
+-- (docs/revision.md), never paid by a default search.
+-- -----------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION mneme._belief_candidates(
+    conversation_ids uuid[],
+    query text,
+    embedding real[],
+    k int,
+    since timestamptz,
+    until timestamptz,
+    as_of timestamptz,
+    include_history boolean)
+RETURNS TABLE (memory_id uuid, bm25_score float8, bm25_rank int, vector_distance float8, vector_rank int)
+LANGUAGE plpgsql STABLE
+ROWS 100
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_k1 float8 := mneme.setting('bm25_k1')::float8;
+    v_b  float8 := mneme.setting('bm25_b')::float8;
+    v_q  text[] := tsvector_to_array(mneme.bm25_tsvector(_belief_candidates.query));
+BEGIN
+    RETURN QUERY
+    WITH e AS MATERIALIZED (
+        -- Believed at as_of: created by then and not yet retired (superseded,
+        -- invalidated and forgotten rows carry valid_until = when they stopped
+        -- being believed). Merged rows are duplicates of what they confirmed.
+        SELECT m.id, m.embedding::real[] AS emb,
+               mneme.bm25_tsvector(mneme.memory_text(m.title, m.summary, m.content)) AS tsv
+        FROM mneme.memories m
+        WHERE m.conversation_id = ANY (_belief_candidates.conversation_ids)
+          AND m.status <> 'merged'
+          AND (_belief_candidates.include_history OR m.status IN ('active', 'inactive', 'superseded', 'invalidated'))
+          AND (_belief_candidates.as_of IS NULL OR m.created_at <= _belief_candidates.as_of)
+          AND (_belief_candidates.include_history
+               OR (m.status IN ('active', 'inactive') AND _belief_candidates.as_of IS NULL)
+               OR (_belief_candidates.as_of IS NOT NULL
+                   AND (m.valid_until IS NULL OR m.valid_until > _belief_candidates.as_of)))
+          AND (_belief_candidates.since IS NULL OR m.created_at >= _belief_candidates.since)
+          AND (_belief_candidates.until IS NULL OR m.created_at < _belief_candidates.until)
+    ), t AS (
+        SELECT e.id, u.lexeme AS term, cardinality(u.positions)::float8 AS tf
+        FROM e, unnest(e.tsv) AS u
+    ), d AS (
+        SELECT e.id, coalesce((SELECT sum(t.tf) FROM t WHERE t.id = e.id), 0) AS dl FROM e
+    ), st AS (
+        SELECT count(*)::float8 AS n, greatest(avg(d.dl), 1) AS avgdl FROM d
+    ), df AS (
+        SELECT t.term, count(*)::float8 AS df FROM t WHERE t.term = ANY (v_q) GROUP BY t.term
+    ), b AS (
+        SELECT t.id, sum(ln(1 + (st.n - df.df + 0.5) / (df.df + 0.5)) * t.tf * (v_k1 + 1)
+                         / (t.tf + v_k1 * (1 - v_b + v_b * d.dl / st.avgdl))) AS score
+        FROM t JOIN df ON df.term = t.term JOIN d ON d.id = t.id CROSS JOIN st
+        GROUP BY t.id
+        ORDER BY 2 DESC, 1
+        LIMIT _belief_candidates.k
+    ), br AS (
+        SELECT b.id, b.score, (rank() OVER (ORDER BY b.score DESC))::int AS r FROM b
+    ), v AS (
+        SELECT e.id, mneme.cosine_distance(e.emb, _belief_candidates.embedding)::float8 AS dist
+        FROM e
+        WHERE _belief_candidates.embedding IS NOT NULL AND e.emb IS NOT NULL
+        ORDER BY 2, 1
+        LIMIT _belief_candidates.k
+    ), vr AS (
+        SELECT v.id, v.dist, (rank() OVER (ORDER BY v.dist))::int AS r FROM v
+    )
+    SELECT coalesce(br.id, vr.id), br.score, br.r, vr.dist, vr.r
+    FROM br FULL JOIN vr ON vr.id = br.id;
+END
+$$;
+COMMENT ON FUNCTION mneme._belief_candidates(uuid[], text, real[], int, timestamptz, timestamptz, timestamptz, boolean) IS
+    'Internal to mneme.search with as_of or include_history: the top k by BM25 and by exact cosine distance among the '
+    'memories believed at as_of (created by then, valid_until after it; merged duplicates never), or with '
+    'include_history every non-merged memory, scored as a collection of their own.';
+
+-- -----------------------------------------------------------------------------
 -- The ranking
 -- -----------------------------------------------------------------------------
 -- The forms of before `at` and `scope` were added: replaced, not
 -- overloaded (an overload would make every call that omits them ambiguous).
 DROP FUNCTION IF EXISTS mneme.search(uuid, text, int, real[], timestamptz, timestamptz);
 DROP FUNCTION IF EXISTS mneme.search(uuid, text, int, real[], timestamptz, timestamptz, timestamptz);
+DROP FUNCTION IF EXISTS mneme.search(uuid, text, int, real[], timestamptz, timestamptz, timestamptz, text);
 CREATE OR REPLACE FUNCTION mneme.search(
     conversation_id uuid,
     query text,
@@ -47,7 +132,9 @@ CREATE OR REPLACE FUNCTION mneme.search(
     since timestamptz DEFAULT NULL,
     until timestamptz DEFAULT NULL,
     at timestamptz DEFAULT now(),
-    scope text DEFAULT 'conversation')
+    scope text DEFAULT 'conversation',
+    as_of timestamptz DEFAULT NULL,
+    include_history boolean DEFAULT false)
 RETURNS SETOF mneme.retrieval
 LANGUAGE plpgsql STABLE
 ROWS 10
@@ -72,6 +159,8 @@ DECLARE
     v_weights jsonb := mneme.setting('label_weights');
     v_convs   uuid[];
     v_rw      float8 := mneme.setting('retrievability_weight')::float8;
+    v_cw      float8 := mneme.setting('confidence_weight')::float8;
+    v_hist    boolean := search.as_of IS NOT NULL OR coalesce(search.include_history, false);
 BEGIN
     IF v_conv IS NULL THEN
         RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
@@ -96,6 +185,10 @@ BEGIN
         RAISE EXCEPTION 'since (%) is after until (%)', v_since, v_until USING ERRCODE = '22023',
             HINT = 'the range is since <= created_at < until';
     END IF;
+    IF search.as_of IS NOT NULL AND NOT isfinite(search.as_of) THEN
+        RAISE EXCEPTION 'as_of must be a finite time, got %', search.as_of USING ERRCODE = '22023',
+            HINT = 'as_of returns what was believed at that time; omit it for current beliefs';
+    END IF;
     v_convs := mneme._scope_conversations(v_conv, search.scope);
     IF v_emb IS NOT NULL THEN
         PERFORM mneme.check_embedding(v_emb);
@@ -110,15 +203,24 @@ BEGIN
     END IF;
 
     RETURN QUERY
-    WITH b AS (
-        SELECT * FROM mneme._bm25_search(v_convs, v_query, v_cand, v_since, v_until)
+    WITH h AS MATERIALIZED (
+        -- Past beliefs (as_of, include_history): their own candidates.
+        SELECT * FROM mneme._belief_candidates(v_convs, v_query, v_emb, v_cand, v_since, v_until,
+                                               search.as_of, coalesce(search.include_history, false))
+        WHERE v_hist
+    ), b AS (
+        SELECT * FROM mneme._bm25_search(v_convs, v_query, v_cand, v_since, v_until) WHERE NOT v_hist
+        UNION ALL
+        SELECT h.memory_id, h.bm25_score, h.bm25_rank FROM h WHERE h.bm25_rank IS NOT NULL
     ), v AS (
-        SELECT * FROM mneme._vector_search(v_conv, v_emb, v_cand, v_since, v_until) WHERE cardinality(v_convs) = 1
+        SELECT * FROM mneme._vector_search(v_conv, v_emb, v_cand, v_since, v_until) WHERE cardinality(v_convs) = 1 AND NOT v_hist
+        UNION ALL
+        SELECT h.memory_id, h.vector_distance, h.vector_rank FROM h WHERE h.vector_rank IS NOT NULL
         UNION ALL
         -- Distances are comparable across conversations: one ranking.
         SELECT x.memory_id, x.distance, (rank() OVER (ORDER BY x.distance))::int
         FROM (SELECT y.* FROM unnest(v_convs) AS c(id), LATERAL mneme._vector_search(c.id, v_emb, v_cand, v_since, v_until) AS y
-              WHERE cardinality(v_convs) > 1
+              WHERE cardinality(v_convs) > 1 AND NOT v_hist
               ORDER BY y.distance, y.memory_id LIMIT v_cand) x
     ), f AS (
         SELECT coalesce(b.memory_id, v.memory_id) AS id, b.rank AS br, v.rank AS vr,
@@ -126,7 +228,8 @@ BEGIN
         FROM b FULL JOIN v ON v.memory_id = b.memory_id
     ), r AS (
         SELECT m.id, m.kind, m.summary, m.content, m.created_at, f.br, f.vr, f.bs, f.vd,
-               m.title, m.label, m.pinned,
+               m.title, m.label, m.pinned, m.status, m.confidence_score,
+               power(greatest(m.confidence_score, 0)::float8, v_cw) AS cf,
                coalesce(1 / (v_rrf_k + f.br), 0) + v_vec_w * coalesce(1 / (v_rrf_k + f.vr), 0) AS rrf,
                CASE WHEN m.pinned THEN 1::float8
                     ELSE mneme._retrievability(m.stability, m.last_reviewed_at, v_at) END AS ret,
@@ -139,18 +242,20 @@ BEGIN
         FROM f JOIN mneme.memories m ON m.id = f.id
         WHERE m.id = ANY (ARRAY(SELECT f2.id FROM f f2))
     )
-    SELECT r.id, r.kind, r.summary, r.content, r.created_at, r.rrf * power(r.ret, v_rw) * r.w, r.rrf, r.br, r.vr, r.ret,
-           r.title, r.label, r.pinned, r.bs, r.vd
+    SELECT r.id, r.kind, r.summary, r.content, r.created_at, r.rrf * power(r.ret, v_rw) * r.w * r.cf, r.rrf, r.br, r.vr, r.ret,
+           r.title, r.label, r.pinned, r.bs, r.vd, r.status, r.confidence_score
     FROM r
-    ORDER BY r.rrf * power(r.ret, v_rw) * r.w DESC, r.id
+    ORDER BY r.rrf * power(r.ret, v_rw) * r.w * r.cf DESC, r.id
     LIMIT v_k;
 END
 $$;
-COMMENT ON FUNCTION mneme.search(uuid, text, int, real[], timestamptz, timestamptz, timestamptz, text) IS
+COMMENT ON FUNCTION mneme.search(uuid, text, int, real[], timestamptz, timestamptz, timestamptz, text, timestamptz, boolean) IS
     'Hybrid retrieval with no side effects: the top retrieve_candidates by BM25 and by cosine distance among '
     'the conversation''s active, unexpired memories (created in [since, until) when given), fused by '
     'reciprocal rank (rrf = sum 1 / (rrf_k + rank); the vector leg times rrf_hash_vector_weight with embedder "hash"), '
-    'score = rrf * retrievability at `at` (default now(); 1 if pinned) * label weight; '
+    'score = rrf * retrievability at `at` (default now(); 1 if pinned) * label weight * confidence_score ^ confidence_weight; '
+    'as_of => time searches what was believed then (created by then, not yet superseded, invalidated or expired), '
+    'include_history => true also returns superseded and invalidated memories (column status says which); '
     'top k (1..100) by score, ties by id. Without query_embedding, embedder "hash" embeds the query in SQL; '
     'embedder "external" skips the vector leg (vector_rank NULL, NOTICE). Unknown conversation: no rows. '
     'scope ''tenant'' searches every conversation of the conversation''s tenant (BM25 over their statistics together).';
@@ -159,6 +264,7 @@ COMMENT ON FUNCTION mneme.search(uuid, text, int, real[], timestamptz, timestamp
 -- (an overload would make every call that omits `at` ambiguous).
 DROP FUNCTION IF EXISTS mneme.retrieve(uuid, text, int, real[], timestamptz, timestamptz);
 DROP FUNCTION IF EXISTS mneme.retrieve(uuid, text, int, real[], timestamptz, timestamptz, timestamptz);
+DROP FUNCTION IF EXISTS mneme.retrieve(uuid, text, int, real[], timestamptz, timestamptz, timestamptz, text);
 CREATE OR REPLACE FUNCTION mneme.retrieve(
     conversation_id uuid,
     query text,
@@ -167,7 +273,9 @@ CREATE OR REPLACE FUNCTION mneme.retrieve(
     since timestamptz DEFAULT NULL,
     until timestamptz DEFAULT NULL,
     at timestamptz DEFAULT now(),
-    scope text DEFAULT 'conversation')
+    scope text DEFAULT 'conversation',
+    as_of timestamptz DEFAULT NULL,
+    include_history boolean DEFAULT false)
 RETURNS SETOF mneme.retrieval
 LANGUAGE plpgsql
 ROWS 10
@@ -178,7 +286,8 @@ DECLARE
 BEGIN
     v_rows := ARRAY(SELECT s FROM mneme.search(retrieve.conversation_id, retrieve.query, retrieve.k,
                                                retrieve.query_embedding, retrieve.since, retrieve.until,
-                                               retrieve.at, retrieve.scope) AS s);
+                                               retrieve.at, retrieve.scope, retrieve.as_of,
+                                               retrieve.include_history) AS s);
     IF cardinality(v_rows) > 0 THEN
         PERFORM mneme.add_pending_review(retrieve.conversation_id,
                                          ARRAY(SELECT (x).memory_id FROM unnest(v_rows) WITH ORDINALITY AS x ORDER BY ordinality),
@@ -187,7 +296,7 @@ BEGIN
     RETURN QUERY SELECT * FROM unnest(v_rows);
 END
 $$;
-COMMENT ON FUNCTION mneme.retrieve(uuid, text, int, real[], timestamptz, timestamptz, timestamptz, text) IS
+COMMENT ON FUNCTION mneme.retrieve(uuid, text, int, real[], timestamptz, timestamptz, timestamptz, text, timestamptz, boolean) IS
     'mneme.search, and when it returns memories, appends {query, memory_ids} to the conversation''s '
     'pending_reviews in the same transaction, for the review job to rate later. Never changes FSRS state.';
 
@@ -195,6 +304,7 @@ COMMENT ON FUNCTION mneme.retrieve(uuid, text, int, real[], timestamptz, timesta
 -- (an overload would make every call that omits `at` ambiguous).
 DROP FUNCTION IF EXISTS mneme.retrieve_markdown(uuid, text, int, real[], timestamptz, timestamptz);
 DROP FUNCTION IF EXISTS mneme.retrieve_markdown(uuid, text, int, real[], timestamptz, timestamptz, timestamptz);
+DROP FUNCTION IF EXISTS mneme.retrieve_markdown(uuid, text, int, real[], timestamptz, timestamptz, timestamptz, text);
 CREATE OR REPLACE FUNCTION mneme.retrieve_markdown(
     conversation_id uuid,
     query text,
@@ -203,7 +313,9 @@ CREATE OR REPLACE FUNCTION mneme.retrieve_markdown(
     since timestamptz DEFAULT NULL,
     until timestamptz DEFAULT NULL,
     at timestamptz DEFAULT now(),
-    scope text DEFAULT 'conversation')
+    scope text DEFAULT 'conversation',
+    as_of timestamptz DEFAULT NULL,
+    include_history boolean DEFAULT false)
 RETURNS text
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -216,7 +328,8 @@ BEGIN
                CASE WHEN r.title IS NOT NULL AND r.title <> '' THEN '**' || r.title || '**: ' ELSE '' END,
                replace(coalesce(nullif(r.summary, ''), r.content), E'\n', ' '),
                to_char(r.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI "UTC"'),
-               r.kind, r.label, CASE WHEN r.pinned THEN ', pinned' ELSE '' END,
+               r.kind, r.label, CASE WHEN r.pinned THEN ', pinned' ELSE '' END
+                   || CASE WHEN r.status <> 'active' THEN format(', %s', upper(r.status)) ELSE '' END,
                concat_ws(' and ',
                          CASE WHEN r.bm25_rank IS NOT NULL THEN format('keywords (BM25 #%s)', r.bm25_rank) END,
                          CASE WHEN r.vector_rank IS NOT NULL THEN format('similarity (vector #%s)', r.vector_rank) END),
@@ -225,13 +338,15 @@ BEGIN
     INTO v_md
     FROM mneme.retrieve(retrieve_markdown.conversation_id, retrieve_markdown.query, retrieve_markdown.k,
                         retrieve_markdown.query_embedding, retrieve_markdown.since, retrieve_markdown.until,
-                        retrieve_markdown.at, retrieve_markdown.scope)
+                        retrieve_markdown.at, retrieve_markdown.scope, retrieve_markdown.as_of,
+                        retrieve_markdown.include_history)
          WITH ORDINALITY AS r(memory_id, kind, summary, content, created_at, score, rrf, bm25_rank, vector_rank,
-                              retrievability, title, label, pinned, bm25_score, vector_distance, n);
+                              retrievability, title, label, pinned, bm25_score, vector_distance, status,
+                              confidence_score, n);
     RETURN format(E'## Relevant memories for "%s"\n\n%s\n', retrieve_markdown.query,
                   coalesce(v_md, '(none found)'));
 END
 $$;
-COMMENT ON FUNCTION mneme.retrieve_markdown(uuid, text, int, real[], timestamptz, timestamptz, timestamptz, text) IS
+COMMENT ON FUNCTION mneme.retrieve_markdown(uuid, text, int, real[], timestamptz, timestamptz, timestamptz, text, timestamptz, boolean) IS
     'mneme.retrieve rendered as markdown for a prompt: per memory its summary, when, kind, label, and why it '
     'matched (BM25 and/or vector rank, score). Records the pending review like retrieve.';

@@ -194,10 +194,11 @@ BEGIN
     -- first "review" (retrievability 1 at that moment).
     INSERT INTO mneme.memories (conversation_id, kind, content, summary, embedding,
         source_message_ids, source_first_at, source_last_at, surprise, label, pinned,
-        stability, difficulty, fsrs_state, last_reviewed_at, source_type, created_at)
+        stability, difficulty, fsrs_state, last_reviewed_at, source_type, created_at, confidence_score)
     VALUES (create_episode.conversation_id, 'episodic', create_episode.content, nullif(btrim(create_episode.summary), ''), create_episode.embedding,
         v_ids, v_first, v_last, create_episode.surprise, create_episode.label, coalesce(create_episode.pinned, false),
-        create_episode.stability, create_episode.difficulty, create_episode.fsrs_state, v_last, 'conversation', v_last)
+        create_episode.stability, create_episode.difficulty, create_episode.fsrs_state, v_last, 'conversation', v_last,
+        mneme._source_confidence('conversation'))
     RETURNING id INTO v_id;
 
     UPDATE mneme.messages m SET consumed_at = now(), memory_id = v_id

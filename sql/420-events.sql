@@ -68,7 +68,7 @@ BEGIN
         FROM (
             SELECT n.id, n.conversation_id,
                    CASE n.status WHEN 'superseded' THEN 'superseded' WHEN 'invalidated' THEN 'forgotten'
-                                 WHEN 'inactive' THEN 'inactivated' ELSE 'reactivated' END AS event,
+                                 WHEN 'inactive' THEN 'inactivated' WHEN 'merged' THEN 'merged' ELSE 'reactivated' END AS event,
                    CASE WHEN n.status <> 'active' THEN n.status_reason
                         WHEN nullif(current_setting('mneme.event_reason', true), '') IS NOT NULL
                             THEN current_setting('mneme.event_reason', true)

@@ -184,6 +184,14 @@ BEGIN
         SELECT unnest(m.source_message_ids) AS id, m.conversation_id AS c FROM mneme.memories m WHERE m.id = ANY (ids)
         UNION
         SELECT g.id, g.conversation_id FROM mneme.messages g WHERE g.memory_id = ANY (ids)) s;
+    IF _remove_memories.event = 'erased' AND v_msgs IS NOT NULL THEN
+        -- The facts extracted from erased messages copy their words: erased
+        -- with them (each gets its own tombstone).
+        ids := ids || ARRAY(SELECT m.id FROM mneme.memories m
+                            WHERE m.conversation_id = ANY (v_convs) AND m.source_type = 'extracted'
+                              AND m.source_message_ids && v_msgs AND NOT m.id = ANY (ids)
+                            ORDER BY m.id FOR UPDATE);
+    END IF;
     v_keys := ARRAY(SELECT unnest(ids)::text);
 
     -- A retrieval that returned one of them is not reviewed any more: its
@@ -203,6 +211,8 @@ BEGIN
     DELETE FROM mneme.messages g WHERE g.id = ANY (v_msgs);
     -- The lineage link of a successor goes with the memory (the events keep the ids).
     UPDATE mneme.memories m SET supersedes_id = NULL WHERE m.supersedes_id = ANY (ids) AND NOT m.id = ANY (ids);
+    UPDATE mneme.memories m SET confirms_id = NULL WHERE m.confirms_id = ANY (ids) AND NOT m.id = ANY (ids);
+    UPDATE mneme.memories m SET invalidates_id = NULL WHERE m.invalidates_id = ANY (ids) AND NOT m.id = ANY (ids);
 
     PERFORM set_config('mneme.delete_event', _remove_memories.event, true);
     PERFORM set_config('mneme.delete_reason', coalesce(_remove_memories.reason, ''), true);
@@ -215,7 +225,8 @@ END
 $$;
 COMMENT ON FUNCTION mneme._remove_memories(uuid[], text, text) IS
     'Internal (purge, erase): deletes memories with their source messages, pending reviews and job payload '
-    'entries that refer to them; the delete trigger records the event.';
+    'entries that refer to them (erase: also the facts extracted from those messages); lineage links to them '
+    'become NULL; the delete trigger records the event.';
 
 -- A job payload without what refers to removed memories or messages: review
 -- entries naming a memory, context messages and message ids.

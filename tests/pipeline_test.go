@@ -206,7 +206,7 @@ func rateBySummary(req openai.ChatCompletionRequest) llmtest.Reply {
 }
 
 func segmentReply(summary, label string) llmtest.Reply {
-	b, _ := json.Marshal(map[string]any{"action": "create", "summary": summary, "surprise": 0.4, "label": label, "pinned": false})
+	b, _ := json.Marshal(map[string]any{"action": "create", "summary": summary, "surprise": 0.4, "label": label, "pinned": false, "facts": []any{}})
 	return llmtest.Reply{Content: string(b)}
 }
 
@@ -343,7 +343,7 @@ func TestPipelineSkipPathReviews(t *testing.T) {
 			e := newPipelineEnv(t, withLLM)
 			if withLLM {
 				e.srv.Script(segmentReply("The user is learning Rust.", "project_rust"),
-					llmtest.Reply{Content: `{"action":"skip","summary":"","surprise":0,"label":"general","pinned":false}`})
+					llmtest.Reply{Content: `{"action":"skip","summary":"","surprise":0,"label":"general","pinned":false,"facts":[]}`})
 				e.srv.Default(rateBySummary)
 			}
 			rust := e.rustMemory()
@@ -480,8 +480,8 @@ func TestPipelineMalformedLLMOutput(t *testing.T) {
 	t.Run("segmenter", func(t *testing.T) {
 		e := newPipelineEnv(t, true)
 		e.srv.Script(llmtest.Reply{Content: "not json"},
-			llmtest.Reply{Content: `{"action":"maybe","summary":"x","surprise":0.5,"label":"general","pinned":false}`},
-			llmtest.Reply{Content: `{"action":"create","summary":"x","surprise":7,"label":"general","pinned":false}`})
+			llmtest.Reply{Content: `{"action":"maybe","summary":"x","surprise":0.5,"label":"general","pinned":false,"facts":[]}`},
+			llmtest.Reply{Content: `{"action":"create","summary":"x","surprise":7,"label":"general","pinned":false,"facts":[]}`})
 		e.session(day1, rustSession)
 		e.retrieve("rust", uuid.New())
 		_, err := e.db.Pool.Exec(context.Background(), `UPDATE mneme.jobs SET max_attempts = 3`)

@@ -51,6 +51,9 @@ func TestSettingRules(t *testing.T) {
 		"segment_episode_max": {`0`}, "segment_episode_min": {`2.5`}, "segment_max_messages": {`0`}, "segment_min_messages": {`0`},
 		"segment_min_chars": {`-2`}, "segment_summary_sentences": {`0`}, "segment_window": {`0`}, "vector_exact_max": {`-5`},
 		"context_candidates": {`0`, `101`}, "context_window": {`-1`, `1.5`},
+		"revision_candidates": {`0`, `100`, `2.5`}, "revision_duplicate_similarity": {`0.4`, `1.1`},
+		"revision_scope": {`"everything"`}, "confidence_weight": {`11`}, "extract_facts": {`"yes"`, `1`},
+		"confidence_by_source": {`{"explicit": 2}`, `{"explicit": 0.9}`, `{"explicit": 0.9, "import": 0.8, "extracted": 0.7, "conversation": 0.6, "rumour": 0.1}`},
 		"purge_after_days": {`0`}, "cleanup_interval": {`"soon"`, `"1 second"`}, "jobs_retention": {`"-1 day"`},
 		"message_max_future": {`"-1 hour"`, `"1000 years"`}, "embedder": {`"openai"`, `42`},
 		"review_default_rating": {`"great"`}, "label_weights": {`{"general": -5}`, `{"general": 0}`, `{"nonsense": 1}`, `{"general": "1"}`},
@@ -70,8 +73,8 @@ func TestSettingRules(t *testing.T) {
 					continue // these may be null: off
 				}
 			}
-			if v == `{}` && k == "label_weights" || v == `-1` && k == "segment_shift_similarity" {
-				continue // valid: no weights (every label weighs 1); similarity -1
+			if v == `{}` && k == "label_weights" || v == `-1` && k == "segment_shift_similarity" || v == `true` && k == "extract_facts" {
+				continue // valid: no weights (every label weighs 1); similarity -1; extract facts
 			}
 			_, err := db.Pool.Exec(ctx, `SELECT mneme.set_setting($1, $2::jsonb)`, k, v)
 			require.Error(t, err, "%s = %s", k, v)

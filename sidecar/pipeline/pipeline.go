@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/mneme-memory/mneme/sidecar/jobs"
+	"github.com/mneme-memory/mneme/sidecar/revision"
 )
 
 // Job kinds this package handles.
@@ -83,8 +84,12 @@ type Deps struct {
 type Pipelines struct {
 	segmenter Segmenter
 	reviewer  Reviewer
+	reviser   revision.Reviser
 	embed     embedder
 	log       *slog.Logger
+	// llmFacts: the segmenter returns the facts of its episodes itself (an
+	// LLM); otherwise the offline extractor finds them.
+	llmFacts bool
 }
 
 // New wires the pipelines: the LLM segmenter and reviewer when d.LLM is set,
@@ -100,14 +105,17 @@ func New(d Deps) (*Pipelines, error) {
 	if d.LLM != nil {
 		p.segmenter = llmSegmenter{llm: d.LLM, log: p.log}
 		p.reviewer = llmReviewer{llm: d.LLM, log: p.log}
+		p.reviser = revision.Reviser{Classifier: revision.LLM{Model: d.LLM, Log: p.log, MinConfidence: 0.5}, Log: p.log}
+		p.llmFacts = true
 	} else {
 		p.segmenter = heuristicSegmenter{embed: d.Embedder}
 		p.reviewer = heuristicReviewer{}
+		p.reviser = revision.Reviser{Classifier: revision.Heuristic{}, Log: p.log}
 	}
 	return p, nil
 }
 
-// Register adds the segment and review handlers to reg.
+// Register adds the segment, review and revise handlers to reg.
 func Register(reg registry, d Deps) error {
 	p, err := New(d)
 	if err != nil {
@@ -115,6 +123,7 @@ func Register(reg registry, d Deps) error {
 	}
 	reg.Register(KindSegment, p.Segment)
 	reg.Register(KindReview, p.Review)
+	reg.Register(revision.KindRevise, p.reviser.Handle)
 	return nil
 }
 
@@ -129,6 +138,7 @@ type settings struct {
 	Thresholds      map[string]float64 `key:"review_heuristic_thresholds"`
 	Embedder        string             `key:"embedder"`
 	EmbeddingDim    int                `key:"embedding_dim"`
+	ExtractFacts    bool               `key:"extract_facts"`
 }
 
 func loadSettings(ctx context.Context, db jobs.Querier) (settings, error) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mneme-memory/mneme/sidecar/embed"
 	"github.com/mneme-memory/mneme/sidecar/jobs"
+	"github.com/mneme-memory/mneme/sidecar/revision"
 )
 
 // segmentPayload is what mneme.add_message puts in a segment job.
@@ -41,6 +42,10 @@ type episode struct {
 	Surprise float64
 	Label    string
 	Pinned   bool
+	// Facts the episode states (the LLM segmenter's; the offline
+	// extractor's are found in Segment), stored beside it when setting
+	// extract_facts is on.
+	Facts []revision.Extracted
 }
 
 // priorMemory is an existing memory of the conversation, for novelty.
@@ -103,6 +108,7 @@ func (p *Pipelines) Segment(ctx context.Context, db jobs.Store, job jobs.Job) er
 		if embs, err = p.embedEpisodes(ctx, eps, set); err != nil {
 			return fmt.Errorf("segment job %d: %w", job.ID, err)
 		}
+		p.findFacts(eps, set)
 	}
 
 	// Writes: one short transaction under the queue row lock.
@@ -127,7 +133,11 @@ func (p *Pipelines) Segment(ctx context.Context, db jobs.Store, job jobs.Job) er
 			if embs != nil {
 				emb = embs[i]
 			}
-			if err := p.createEpisode(ctx, tx, conv, e, emb, log); err != nil {
+			id, err := p.createEpisode(ctx, tx, conv, e, emb, log)
+			if err != nil {
+				return fmt.Errorf("segment job %d: %w", job.ID, err)
+			}
+			if err := p.addFacts(ctx, tx, conv, id, e.Facts, log); err != nil {
 				return fmt.Errorf("segment job %d: %w", job.ID, err)
 			}
 		}
@@ -174,7 +184,7 @@ func (p *Pipelines) embedEpisodes(ctx context.Context, eps []episode, set settin
 // (mneme.create_episode). SQL chooses what the segmenter left open: the
 // label when it gave none or one outside the vocabulary (mneme.auto_label)
 // and the label's initial FSRS state (mneme.initial_state).
-func (p *Pipelines) createEpisode(ctx context.Context, tx pgx.Tx, conv uuid.UUID, e episode, emb []float32, log *slog.Logger) error {
+func (p *Pipelines) createEpisode(ctx context.Context, tx pgx.Tx, conv uuid.UUID, e episode, emb []float32, log *slog.Logger) (uuid.UUID, error) {
 	mids := make([]int64, len(e.Messages))
 	for j, m := range e.Messages {
 		mids[j] = m.ID
@@ -191,13 +201,52 @@ func (p *Pipelines) createEpisode(ctx context.Context, tx pgx.Tx, conv uuid.UUID
 		err = tx.QueryRow(ctx, `SELECT label, stability FROM mneme.memories WHERE id = $1`, id).Scan(&label, &stability)
 	}
 	if err != nil {
-		return fmt.Errorf("create episode of messages %d..%d: %w", mids[0], mids[len(mids)-1], err)
+		return id, fmt.Errorf("create episode of messages %d..%d: %w", mids[0], mids[len(mids)-1], err)
 	}
 	if !known && e.Label != "" {
 		log.Warn("segment: label outside the vocabulary, chosen by mneme.auto_label instead", "memory", id, "got", e.Label, "label", label)
 	}
 	log.Info("segment: episode created", "memory", id, "messages", len(mids), "first", mids[0], "last", mids[len(mids)-1],
 		"surprise", e.Surprise, "label", label, "stability", stability)
+	return id, nil
+}
+
+// findFacts gives each episode its facts when setting extract_facts is on:
+// the offline extractor's, unless an LLM segmenter returned them already.
+// Assistant, system and tool turns state nothing about the user.
+func (p *Pipelines) findFacts(eps []episode, set settings) {
+	for i := range eps {
+		if !set.ExtractFacts {
+			eps[i].Facts = nil
+			continue
+		}
+		if p.llmFacts {
+			continue
+		}
+		msgs := make([]revision.Message, 0, len(eps[i].Messages))
+		for _, m := range eps[i].Messages {
+			switch strings.ToLower(m.Role) {
+			case "assistant", "system", "tool":
+				continue
+			}
+			msgs = append(msgs, revision.Message{ID: m.ID, Speaker: m.Role, Content: m.Content})
+		}
+		eps[i].Facts = revision.ExtractFacts(msgs)
+	}
+}
+
+// addFacts stores an episode's facts (mneme.add_fact: a semantic memory
+// each, with its messages as provenance and a revise job).
+func (p *Pipelines) addFacts(ctx context.Context, tx pgx.Tx, conv, episode uuid.UUID, facts []revision.Extracted, log *slog.Logger) error {
+	for _, f := range facts {
+		var id uuid.UUID
+		if err := tx.QueryRow(ctx, `SELECT mneme.add_fact($1, $2, $3, $4)`, conv, f.Text, f.MessageIDs, episode).Scan(&id); err != nil {
+			return fmt.Errorf("add fact %q: %w", clip(f.Text, 80), err)
+		}
+	}
+	if len(facts) > 0 {
+		log.Info("segment: facts extracted", "episode", episode, "facts", len(facts))
+	}
 	return nil
 }
 

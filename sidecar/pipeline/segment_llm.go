@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+
+	"github.com/mneme-memory/mneme/sidecar/revision"
 )
 
 // segmentSystemPrompt instructs the LLM segmenter.
@@ -25,15 +27,28 @@ For a created memory return:
   a named project, e.g. project_website, lower-case letters, digits and _), general, temporary
   (useful only for a short time, e.g. today's plans), trivial (small talk).
 - pinned: true only for core identity facts about the user that must never fade (name,
-  family, lasting commitments); otherwise false.`
+  family, lasting commitments); otherwise false.
+- facts: the facts the messages state about the speakers or people they name, each one
+  self-contained sentence in the third person with names instead of pronouns and absolute dates
+  (resolve "yesterday" or "last week" from the message times), with the numbers of the messages
+  it comes from. Only what was said as true, not questions, plans or guesses. Empty when skipping
+  or when nothing factual was said.`
 
 // segmentDecision is the LLM segmenter's structured output.
 type segmentDecision struct {
-	Action   string  `json:"action" enum:"create,skip" description:"create or skip"`
-	Summary  string  `json:"summary" description:"one to three sentences; empty when skipping"`
-	Surprise float64 `json:"surprise" description:"0 to 1: novelty against the earlier memories"`
-	Label    string  `json:"label" description:"important, user_profile, project_<name>, general, temporary or trivial"`
-	Pinned   bool    `json:"pinned" description:"true only for core identity facts"`
+	Action   string    `json:"action" enum:"create,skip" description:"create or skip"`
+	Summary  string    `json:"summary" description:"one to three sentences; empty when skipping"`
+	Surprise float64   `json:"surprise" description:"0 to 1: novelty against the earlier memories"`
+	Label    string    `json:"label" description:"important, user_profile, project_<name>, general, temporary or trivial"`
+	Pinned   bool      `json:"pinned" description:"true only for core identity facts"`
+	Facts    []llmFact `json:"facts" description:"the facts the messages state; may be empty"`
+}
+
+// llmFact is one fact the LLM segmenter extracted: the message numbers are
+// the ones shown in the prompt (1-based), so it cannot name other messages.
+type llmFact struct {
+	Text     string `json:"text" description:"one self-contained sentence, third person, absolute dates"`
+	Messages []int  `json:"messages" description:"numbers of the messages it comes from"`
 }
 
 // Validate rejects output the segmenter must not write.
@@ -81,8 +96,8 @@ func (l llmSegmenter) Segment(ctx context.Context, in segmentInput) ([]episode, 
 		fmt.Fprintf(&b, "- %q\n", s)
 	}
 	b.WriteString("\n## Messages\n")
-	for _, m := range msgs {
-		fmt.Fprintf(&b, "- [%s] %s: %q\n", m.At.Format("2006-01-02 15:04"), m.Role, m.Content)
+	for i, m := range msgs {
+		fmt.Fprintf(&b, "%d. [%s] %s: %q\n", i+1, m.At.Format("2006-01-02 15:04"), m.Role, m.Content)
 	}
 	if forced {
 		b.WriteString("\n## Task\nThe cut is forced: create a memory of these messages.\n")
@@ -110,7 +125,34 @@ func (l llmSegmenter) Segment(ctx context.Context, in segmentInput) ([]episode, 
 			d.Summary = extractiveSummary(msgs, 2)
 		}
 	}
-	return []episode{{Messages: msgs, Summary: strings.TrimSpace(d.Summary), Surprise: d.Surprise, Label: d.Label, Pinned: d.Pinned}}, nil
+	return []episode{{Messages: msgs, Summary: strings.TrimSpace(d.Summary), Surprise: d.Surprise, Label: d.Label, Pinned: d.Pinned,
+		Facts: l.facts(in, d.Facts)}}, nil
+}
+
+// facts turns the model's facts into extracted facts with message ids; a
+// fact that is blank, too long or names a message number not shown is
+// dropped (logged), never stored with made-up provenance.
+func (l llmSegmenter) facts(in segmentInput, fs []llmFact) []revision.Extracted {
+	var out []revision.Extracted
+	for _, f := range fs {
+		text := strings.TrimSpace(f.Text)
+		ids := make([]int64, 0, len(f.Messages))
+		ok := text != "" && len([]rune(text)) <= 2000 && len(f.Messages) > 0
+		for _, n := range f.Messages {
+			if n < 1 || n > len(in.Messages) {
+				ok = false
+				break
+			}
+			ids = append(ids, in.Messages[n-1].ID)
+		}
+		if !ok {
+			l.log.Warn("llm segmenter: fact dropped (blank, too long, or messages not shown)", "conversation", in.Conversation,
+				"fact", clip(text, 80), "messages", f.Messages)
+			continue
+		}
+		out = append(out, revision.Extracted{Text: text, MessageIDs: ids})
+	}
+	return out
 }
 
 // clip shortens s to at most n runes, at a word boundary when it can.

@@ -22,7 +22,7 @@ import (
 func TestRunWithLLMSegmenter(t *testing.T) {
 	srv := llmtest.New(t)
 	srv.Default(func(openai.ChatCompletionRequest) llmtest.Reply {
-		b, _ := json.Marshal(map[string]any{"action": "create", "summary": "Two friends catch up.", "surprise": 0.5, "label": "general", "pinned": false})
+		b, _ := json.Marshal(map[string]any{"action": "create", "summary": "Two friends catch up.", "surprise": 0.5, "label": "general", "pinned": false, "facts": []any{}})
 		return llmtest.Reply{Content: string(b)}
 	})
 	db := dbtest.New(t)

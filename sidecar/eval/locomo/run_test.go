@@ -32,6 +32,10 @@ func TestIngestGoesThroughAddMessage(t *testing.T) {
 	convs, err := Load(synthetic)
 	require.NoError(t, err)
 	c := &convs[0]
+	// Episodes only: their source spans are what this test checks (facts
+	// are tested in tests/revision_test.go).
+	_, err = db.Pool.Exec(ctx, `SELECT mneme.set_setting('extract_facts', 'false')`)
+	require.NoError(t, err)
 	in, err := ingest(ctx, db.Pool, newJobs(t, db.Pool), c, nil, 0)
 	require.NoError(t, err)
 	require.Equal(t, ConversationUUID("syn-1", "mneme"), in.ConvID)
@@ -311,7 +315,8 @@ func TestRunAsOfDrivesRetrievability(t *testing.T) {
 		// Memories that fade in days (the shipped stabilities are months to
 		// years: docs/forgetting.md), so a year decides.
 		_, err := db.Pool.Exec(context.Background(), `SELECT mneme.set_setting('initial_stability_days',
-			'{"trivial": 3, "temporary": 3, "general": 3, "project": 3, "user_profile": 3, "important": 3}')`)
+			'{"trivial": 3, "temporary": 3, "general": 3, "project": 3, "user_profile": 3, "important": 3}'),
+			mneme.set_setting('extract_facts', 'false')`)
 		require.NoError(t, err)
 		rep, err := Run(context.Background(), db.Pool, convs, Options{Budgets: []int{40}, Headline: 40, Jobs: newJobs(t, db.Pool), AsOf: at})
 		require.NoError(t, err)

@@ -1,0 +1,241 @@
+package revision
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// The actions of a revision (mneme.apply_revision).
+const (
+	ActionAdd        = "ADD"
+	ActionNoop       = "NOOP"
+	ActionSupersede  = "SUPERSEDE"
+	ActionInvalidate = "INVALIDATE"
+)
+
+// Candidate is an active fact a new one is compared with
+// (mneme.revision_candidates).
+type Candidate struct {
+	ID      uuid.UUID
+	Content string
+	At      time.Time
+	Slot    string // stored by an earlier revision, or ""
+	Score   float64
+}
+
+// Fact is the new memory under revision.
+type Fact struct {
+	ID      uuid.UUID
+	Content string
+	At      time.Time
+}
+
+// Decision is a classifier's answer: the action, its target (zero for
+// ADD), a reason kept in the event log, and the new fact's slot if known.
+type Decision struct {
+	Action string
+	Target uuid.UUID
+	Reason string
+	Slot   string
+}
+
+// Classifier decides how a new fact revises what is believed. It runs with
+// no transaction open. Name is "llm" or "heuristic" (kept with the event).
+type Classifier interface {
+	Name() string
+	Classify(ctx context.Context, f Fact, cands []Candidate, s Settings) (Decision, error)
+}
+
+// Settings are the tunables a classifier reads.
+type Settings struct {
+	// DuplicateSimilarity is the Jaccard overlap of normalised word sets at
+	// or above which the offline classifier calls two facts the same
+	// (setting revision_duplicate_similarity).
+	DuplicateSimilarity float64
+}
+
+// Heuristic is the offline classifier, deterministic:
+//  1. a retraction ("no longer", "not ... anymore", "stopped", "quit",
+//     "moved out of") INVALIDATEs the candidate of the same slot (and value,
+//     when it names one), or failing a slot the candidate that shares most
+//     of its words;
+//  2. a fact that fills a slot NOOPs a candidate of the same slot and value
+//     and SUPERSEDEs the newest one of the same slot with another value (or
+//     a retraction of it);
+//  3. a near-duplicate (normalised word sets overlapping at least
+//     DuplicateSimilarity) is a NOOP of the closest;
+//  4. anything else is an ADD.
+type Heuristic struct{}
+
+func (Heuristic) Name() string { return "heuristic" }
+
+func (Heuristic) Classify(_ context.Context, f Fact, cands []Candidate, s Settings) (Decision, error) {
+	st := Parse(f.Content)
+	d := Decision{Action: ActionAdd, Slot: st.Slot()}
+	type parsed struct {
+		Candidate
+		st Statement
+	}
+	ps := make([]parsed, 0, len(cands))
+	for _, c := range cands {
+		cs := Parse(c.Content)
+		ps = append(ps, parsed{c, cs})
+	}
+	// Newest first among equals: a slot's current value is its latest.
+	sort.SliceStable(ps, func(i, j int) bool { return ps[i].At.After(ps[j].At) })
+
+	if st.Negated {
+		if st.Slot() != "" {
+			for _, c := range ps {
+				if c.st.Negated || c.st.Slot() != st.Slot() {
+					continue
+				}
+				if st.Value == "" || sameValue(st.Value, c.st.Value) || strings.Contains(c.st.Value, st.Value) {
+					d.Action, d.Target = ActionInvalidate, c.ID
+					d.Reason = fmt.Sprintf("retracts %s = %q", st.Slot(), c.st.Value)
+					return d, nil
+				}
+			}
+		}
+		// No slot: the candidate saying most of what is retracted.
+		words := contentWords(f.Content)
+		best, bestScore := uuid.Nil, 0.0
+		for _, c := range ps {
+			if c.st.Negated {
+				continue
+			}
+			if sc := containment(words, contentWords(c.Content)); sc > bestScore {
+				best, bestScore = c.ID, sc
+			}
+		}
+		if bestScore >= 0.6 {
+			d.Action, d.Target = ActionInvalidate, best
+			d.Reason = fmt.Sprintf("retraction sharing %.0f%% of its words with the fact", 100*bestScore)
+			return d, nil
+		}
+		d.Reason = "a retraction of nothing believed"
+		return d, nil
+	}
+
+	if st.Slot() != "" {
+		for _, c := range ps {
+			slot := c.st.Slot()
+			if slot == "" {
+				slot = c.Slot
+			}
+			if slot != st.Slot() {
+				continue
+			}
+			switch {
+			case c.st.Negated:
+				d.Action, d.Target = ActionSupersede, c.ID
+				d.Reason = fmt.Sprintf("%s = %q again, after a retraction", st.Slot(), st.Value)
+			case sameValue(st.Value, c.st.Value):
+				d.Action, d.Target = ActionNoop, c.ID
+				d.Reason = fmt.Sprintf("restates %s = %q", st.Slot(), st.Value)
+			default:
+				d.Action, d.Target = ActionSupersede, c.ID
+				d.Reason = fmt.Sprintf("%s changes from %q to %q", st.Slot(), c.st.Value, st.Value)
+			}
+			return d, nil
+		}
+	}
+
+	words := wordSet(f.Content)
+	best, bestScore := uuid.Nil, 0.0
+	for _, c := range ps {
+		if c.st.Negated != st.Negated {
+			continue
+		}
+		if sc := jaccard(words, wordSet(c.Content)); sc > bestScore {
+			best, bestScore = c.ID, sc
+		}
+	}
+	if bestScore >= s.DuplicateSimilarity && bestScore > 0 {
+		d.Action, d.Target = ActionNoop, best
+		d.Reason = fmt.Sprintf("near-duplicate (word overlap %.2f)", bestScore)
+		return d, nil
+	}
+	d.Reason = "new information"
+	return d, nil
+}
+
+var (
+	wordRE     = regexp.MustCompile(`[\p{L}\p{N}']+`)
+	speakerCut = regexp.MustCompile(`^[A-Z][\p{L}'.-]*(?: [A-Z][\p{L}'.-]*){0,2}: `)
+)
+
+// wordSet is a fact's normalised words: lower-case, the speaker prefix and
+// fillers dropped.
+func wordSet(s string) map[string]bool {
+	s = speakerCut.ReplaceAllString(strings.TrimSpace(s), "")
+	s = fillerRE.ReplaceAllString(strings.ToLower(s), " ")
+	out := map[string]bool{}
+	for _, w := range wordRE.FindAllString(s, -1) {
+		out[strings.Trim(w, "'")] = true
+	}
+	delete(out, "")
+	return out
+}
+
+// retractionWords are left out when a retraction is matched by words.
+var retractionWords = map[string]bool{"no": true, "longer": true, "not": true, "anymore": true, "any": true, "more": true,
+	"stopped": true, "quit": true, "don't": true, "doesn't": true, "didn't": true, "do": true, "does": true, "did": true,
+	"i": true, "i'm": true, "my": true, "am": true, "is": true, "are": true, "the": true, "a": true, "an": true, "to": true,
+	"of": true, "in": true, "at": true, "out": true, "moved": true, "for": true, "and": true, "we": true, "it": true}
+
+// contentWords: wordSet less the words every retraction has, with plural,
+// -ing and -ed endings trimmed ("smoking" meets "smoke").
+func contentWords(s string) map[string]bool {
+	out := map[string]bool{}
+	for w := range wordSet(s) {
+		if retractionWords[w] {
+			continue
+		}
+		out[trimEnding(w)] = true
+	}
+	return out
+}
+
+func trimEnding(w string) string {
+	for _, suf := range []string{"ing", "ed", "es", "s", "e"} {
+		if len(w) > len(suf)+2 && strings.HasSuffix(w, suf) {
+			return w[:len(w)-len(suf)]
+		}
+	}
+	return w
+}
+
+func jaccard(a, b map[string]bool) float64 {
+	if len(a) == 0 || len(b) == 0 {
+		return 0
+	}
+	inter := 0
+	for w := range a {
+		if b[w] {
+			inter++
+		}
+	}
+	return float64(inter) / float64(len(a)+len(b)-inter)
+}
+
+// containment: the share of b's words that a has (a retraction names most
+// of the fact it retracts).
+func containment(a, b map[string]bool) float64 {
+	if len(a) == 0 || len(b) == 0 {
+		return 0
+	}
+	inter := 0
+	for w := range b {
+		if a[w] {
+			inter++
+		}
+	}
+	return float64(inter) / float64(len(b))
+}

@@ -1,0 +1,250 @@
+package revision
+
+import (
+	"regexp"
+	"strings"
+)
+
+// Statement is what the offline classifier reads in a fact: who it is about
+// (Subject), which attribute it sets (Attribute; subject and attribute make
+// its slot), the value it gives, and whether it retracts (Negated: "no
+// longer", "not ... anymore", "stopped", "quit", "moved out of").
+type Statement struct {
+	Subject   string
+	Attribute string
+	Value     string
+	Negated   bool
+}
+
+// Slot is "subject|attribute", or "" when the statement fills no known slot.
+func (s Statement) Slot() string {
+	if s.Subject == "" || s.Attribute == "" {
+		return ""
+	}
+	return s.Subject + "|" + s.Attribute
+}
+
+// slotPattern is one documented slot: a regular expression over the
+// statement's predicate (the text after its subject, lower-cased, with
+// fillers such as "now" and "currently" removed). Group "v" is the value;
+// group "a", when present, refines the attribute (favourite_<a>,
+// uses_for_<a>).
+type slotPattern struct {
+	attribute string
+	re        *regexp.Regexp
+}
+
+// The slot patterns, in order (the first that matches wins). docs/revision.md
+// lists them; statement_test.go has an example of each.
+var slotPatterns = []slotPattern{
+	{"lives_in", regexp.MustCompile(`^(?:am |is |are )?(?:live|lives|living|reside|resides|residing|stay|stays|staying) in (?P<v>.+)$`)},
+	{"lives_in", regexp.MustCompile(`^(?:have |has |had |just )?(?:moved|relocated|moving|relocating|move|relocate)(?: back| over)? to (?P<v>.+)$`)},
+	{"lives_in", regexp.MustCompile(`^(?:am|is|are) (?:based|settled) in (?P<v>.+)$`)},
+	{"works_at", regexp.MustCompile(`^(?:am |is |are )?(?:work|works|working) (?:at|for) (?P<v>.+)$`)},
+	{"works_at", regexp.MustCompile(`^(?:am|is|are) employed (?:at|by) (?P<v>.+)$`)},
+	{"works_at", regexp.MustCompile(`^(?:have |has |just )?(?:joined|started at|started working at|started working for|got a job at|took a job at|have a job at|has a job at) (?P<v>.+)$`)},
+	{"job_title", regexp.MustCompile(`^(?:am |is |are )?(?:work|works|working) as (?:a |an )?(?P<v>.+)$`)},
+	{"job_title", regexp.MustCompile(`^(?:am|is|are) (?:a|an) (?P<v>[a-z -]+?) (?:by profession|by trade)$`)},
+	{"name", regexp.MustCompile(`^(?:am|is) called (?P<v>.+)$`)},
+	{"name", regexp.MustCompile(`^(?:go|goes) by (?P<v>.+)$`)},
+	{"married_to", regexp.MustCompile(`^(?:am |is |are |got |just got )?married to (?P<v>.+)$`)},
+	{"age", regexp.MustCompile(`^(?:am|is|turned|just turned) (?P<v>\d{1,3})(?: years old| years of age)?$`)},
+	{"drives", regexp.MustCompile(`^(?:drive|drives|driving) (?:a |an )?(?P<v>.+)$`)},
+	{"uses_for", regexp.MustCompile(`^(?:use|uses|using|have switched to|switched to|switch to|rely on|relies on) (?P<v>.+?) (?:for|to) (?P<a>[a-z ]+)$`)},
+	{"studies", regexp.MustCompile(`^(?:am |is )?(?:study|studies|studying|majoring in|major in) (?P<v>.+)$`)},
+	{"owns", regexp.MustCompile(`^(?:own|owns) (?:a |an )?(?P<v>.+)$`)},
+	{"favourite", regexp.MustCompile(`^(?:favourite|favorite|fave) (?P<a>[a-z ]{2,40}?) is (?P<v>.+)$`)},
+}
+
+// possessive attributes: "my <attribute> is <value>" (and "<Name>'s ...").
+var possessiveRE = regexp.MustCompile(`^(?P<a>[a-z][a-z ']{1,40}?) (?:is|are|was changed to|changed to|has changed to) (?:now )?(?P<v>.+)$`)
+
+// attribute synonyms of "my X is": one slot for each.
+var attributeSynonyms = map[string]string{
+	"job": "job_title", "job title": "job_title", "title": "job_title", "role": "job_title", "position": "job_title",
+	"occupation": "job_title", "profession": "job_title",
+	"name": "name", "full name": "name",
+	"wife": "married_to", "husband": "married_to", "spouse": "married_to",
+	"partner": "partner", "girlfriend": "partner", "boyfriend": "partner",
+	"employer": "works_at", "company": "works_at", "workplace": "works_at",
+	"home": "lives_in", "hometown": "hometown", "address": "address", "city": "lives_in",
+	"age": "age",
+}
+
+// fillers are dropped before matching: they say when, not what.
+var fillerRE = regexp.MustCompile(`\b(?:now|currently|recently|actually|also|again|still|finally|officially|really|just|presently|these days|nowadays|at the moment|right now)\b`)
+
+// negation cues. Each rewrites a retraction into the statement it retracts.
+var negations = []struct {
+	re   *regexp.Regexp
+	repl string
+}{
+	{regexp.MustCompile(`\bno longer\b`), ""},
+	{regexp.MustCompile(`\b(?:do not|don't|does not|doesn't|did not|didn't|am not|'m not|is not|isn't|are not|aren't)\b(.*)\b(?:anymore|any more|any longer)\b`), "$1"},
+	{regexp.MustCompile(`\bmoved out of\b`), "live in"},
+	{regexp.MustCompile(`\bmoved away from\b`), "live in"},
+	{regexp.MustCompile(`\bstopped (?:working (?:at|for)|my job at)\b`), "work at"},
+	{regexp.MustCompile(`\bquit (?:my job at|my job with|working at|working for|the job at)\b`), "work at"},
+	{regexp.MustCompile(`\b(?:left|quit) my job\b`), "work at " + anyValue},
+	{regexp.MustCompile(`\bstopped\b`), ""},
+	{regexp.MustCompile(`\bquit\b`), ""},
+	{regexp.MustCompile(`\b(?:got divorced from|divorced)\b`), "married to"},
+}
+
+// speakerRE is an extracted fact's speaker prefix ("Caroline: I ..."),
+// written by the offline extractor.
+var speakerRE = regexp.MustCompile(`^([A-Z][\p{L}'.-]*(?: [A-Z][\p{L}'.-]*){0,2}): (.+)$`)
+
+var (
+	spaceRE      = regexp.MustCompile(`\s+`)
+	trailingRE   = regexp.MustCompile(`[\s.,;:!?"')\]]+$`)
+	leadingArtRE = regexp.MustCompile(`^(?:the|a|an|my|our|his|her|their) `)
+	// A named subject: a capitalised word (or two) and a verb after it.
+	namedRE = regexp.MustCompile(`^([A-Z][\p{L}-]+(?: [A-Z][\p{L}-]+)?)(?:'s| )(.+)$`)
+)
+
+// notNames are capitalised sentence openers that are not a person.
+var notNames = map[string]bool{
+	"the": true, "this": true, "that": true, "it": true, "there": true, "we": true, "they": true, "he": true,
+	"she": true, "you": true, "what": true, "when": true, "where": true, "why": true, "how": true, "yes": true,
+	"no": true, "my": true, "our": true, "his": true, "her": true, "their": true, "today": true, "yesterday": true,
+	"last": true, "next": true, "after": true, "before": true, "so": true, "and": true, "but": true, "i": true,
+	"i'm": true, "i've": true, "i'd": true, "i'll": true, "also": true, "just": true, "then": true, "if": true,
+}
+
+// Parse reads a fact's subject, slot, value and polarity. An unparsed
+// statement has an empty Slot.
+func Parse(text string) Statement {
+	var st Statement
+	t := strings.TrimSpace(spaceRE.ReplaceAllString(text, " "))
+	subjectName := ""
+	if m := speakerRE.FindStringSubmatch(t); m != nil {
+		subjectName, t = strings.ToLower(m[1]), m[2]
+	}
+	t = trailingRE.ReplaceAllString(t, "")
+	if t == "" {
+		return st
+	}
+	lower := strings.ToLower(t)
+	// Subject: first person (the speaker, or "user" for an explicit write),
+	// or a named person opening the sentence.
+	var pred string
+	firstPerson := subjectName
+	if firstPerson == "" {
+		firstPerson = "user"
+	}
+	switch {
+	case strings.HasPrefix(lower, "i'm "):
+		st.Subject, pred = firstPerson, "am "+lower[4:]
+	case strings.HasPrefix(lower, "i've "):
+		st.Subject, pred = firstPerson, "have "+lower[5:]
+	case strings.HasPrefix(lower, "i "):
+		st.Subject, pred = firstPerson, lower[2:]
+	case strings.HasPrefix(lower, "we "):
+		st.Subject, pred = firstPerson, lower[3:]
+	case strings.HasPrefix(lower, "my "):
+		st.Subject, pred = firstPerson, "my "+lower[3:]
+	case strings.HasPrefix(lower, "our "):
+		st.Subject, pred = firstPerson, "my "+lower[4:]
+	case strings.HasPrefix(lower, "the user's "):
+		st.Subject, pred = "user", "my "+lower[len("the user's "):]
+	case strings.HasPrefix(lower, "the user "):
+		st.Subject, pred = "user", lower[len("the user "):]
+	default:
+		m := namedRE.FindStringSubmatch(t)
+		if m == nil || notNames[strings.ToLower(strings.Fields(m[1])[0])] {
+			return st
+		}
+		st.Subject = strings.ToLower(m[1])
+		rest := strings.ToLower(m[2])
+		if strings.HasPrefix(t[len(m[1]):], "'s ") {
+			rest = "my " + rest
+		}
+		pred = rest
+	}
+	// Retractions become the statement they retract.
+	for _, n := range negations {
+		if n.re.MatchString(pred) {
+			st.Negated = true
+			pred = n.re.ReplaceAllString(pred, n.repl)
+			break
+		}
+	}
+	pred = strings.TrimSpace(spaceRE.ReplaceAllString(fillerRE.ReplaceAllString(pred, " "), " "))
+	pred = strings.TrimPrefix(pred, "to ")
+	if strings.HasPrefix(pred, "my ") {
+		m := possessiveRE.FindStringSubmatch(pred[3:])
+		if m == nil {
+			return Statement{}
+		}
+		attr := strings.TrimSpace(m[1])
+		switch {
+		case strings.HasPrefix(attr, "favourite ") || strings.HasPrefix(attr, "favorite ") || strings.HasPrefix(attr, "fave "):
+			attr = "favourite_" + strings.ReplaceAll(strings.TrimSpace(attr[strings.Index(attr, " ")+1:]), " ", "_")
+		case attributeSynonyms[attr] != "":
+			attr = attributeSynonyms[attr]
+		default:
+			attr = strings.ReplaceAll(attr, " ", "_")
+		}
+		st.Attribute, st.Value = attr, normValue(m[2])
+		return finish(st)
+	}
+	for _, p := range slotPatterns {
+		m := p.re.FindStringSubmatch(pred)
+		if m == nil {
+			continue
+		}
+		st.Attribute = p.attribute
+		for i, name := range p.re.SubexpNames() {
+			switch name {
+			case "v":
+				st.Value = normValue(m[i])
+			case "a":
+				st.Attribute = p.attribute + "_" + strings.ReplaceAll(strings.TrimSpace(m[i]), " ", "_")
+			}
+		}
+		return finish(st)
+	}
+	// A retraction with no slot keeps its subject: the classifier matches
+	// it by words.
+	return Statement{Subject: st.Subject, Negated: st.Negated}
+}
+
+// anyValue stands for "whatever it was" in a retraction that names no
+// value ("I quit my job"): it retracts the slot's current value.
+const anyValue = "anyvalue"
+
+func finish(st Statement) Statement {
+	switch {
+	case st.Negated && st.Value == anyValue:
+		st.Value = ""
+	case st.Value == "":
+		st.Attribute = ""
+	}
+	return st
+}
+
+// normValue is a value as compared: lower-case, no article, no trailing
+// time phrase or punctuation.
+func normValue(v string) string {
+	v = strings.TrimSpace(trailingRE.ReplaceAllString(strings.ToLower(v), ""))
+	for _, cut := range []string{" since ", " for the past ", " for ", " last ", " this ", " next ", " in 19", " in 20", " from ", " because ", " as of ", " with ", " and ", ", "} {
+		if i := strings.Index(v, cut); i > 0 {
+			v = v[:i]
+		}
+	}
+	v = leadingArtRE.ReplaceAllString(strings.TrimSpace(v), "")
+	return strings.TrimSpace(v)
+}
+
+// sameValue: equal, or one names the other ("berlin" and "berlin, germany"
+// were cut to "berlin" already; "new york city" contains "new york").
+func sameValue(a, b string) bool {
+	if a == "" || b == "" {
+		return false
+	}
+	if a == b {
+		return true
+	}
+	return strings.HasPrefix(a, b+" ") || strings.HasPrefix(b, a+" ")
+}

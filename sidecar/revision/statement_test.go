@@ -1,0 +1,102 @@
+package revision
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+)
+
+// One example per documented slot pattern and negation cue (docs/revision.md).
+func TestParseSlots(t *testing.T) {
+	cases := []struct {
+		text, slot, value string
+		negated           bool
+	}{
+		{"I live in Paris.", "user|lives_in", "paris", false},
+		{"I'm living in Berlin now", "user|lives_in", "berlin", false},
+		{"I moved to Lisbon last week.", "user|lives_in", "lisbon", false},
+		{"We relocated to Porto", "user|lives_in", "porto", false},
+		{"I am based in Madrid", "user|lives_in", "madrid", false},
+		{"I work at Acme Corp.", "user|works_at", "acme corp", false},
+		{"I'm employed by Globex", "user|works_at", "globex", false},
+		{"I joined Initech in March", "user|works_at", "initech in march", false},
+		{"I work as a nurse", "user|job_title", "nurse", false},
+		{"My job title is senior engineer", "user|job_title", "senior engineer", false},
+		{"My name is Sam.", "user|name", "sam", false},
+		{"I'm married to Alex", "user|married_to", "alex", false},
+		{"My wife is Dana", "user|married_to", "dana", false},
+		{"My favourite colour is blue", "user|favourite_colour", "blue", false},
+		{"My favorite food is now sushi!", "user|favourite_food", "sushi", false},
+		{"I own a Honda Civic", "user|owns", "honda civic", false},
+		{"I drive a Tesla", "user|drives", "tesla", false},
+		{"I use Vim for coding", "user|uses_for_coding", "vim", false},
+		{"I switched to Emacs for coding", "user|uses_for_coding", "emacs", false},
+		{"I am 34 years old", "user|age", "34", false},
+		{"Caroline: I moved to Sweden.", "caroline|lives_in", "sweden", false},
+		{"Melanie works at the library.", "melanie|works_at", "library", false},
+		{"Melanie's favorite book is Dune", "melanie|favourite_book", "dune", false},
+		{"I no longer live in Paris.", "user|lives_in", "paris", true},
+		{"I don't work at Acme anymore", "user|works_at", "acme", true},
+		{"I moved out of Berlin", "user|lives_in", "berlin", true},
+		{"I quit my job at Globex", "user|works_at", "globex", true},
+		{"I stopped using Vim for coding", "user|uses_for_coding", "vim", true},
+		{"I stopped working at Initech", "user|works_at", "initech", true},
+		{"The weather is nice.", "", "", false},
+		{"I had pasta for dinner", "", "", false},
+	}
+	for _, c := range cases {
+		st := Parse(c.text)
+		require.Equal(t, c.slot, st.Slot(), c.text)
+		if c.slot != "" {
+			require.Equal(t, c.value, st.Value, c.text)
+		}
+		require.Equal(t, c.negated, st.Negated, c.text)
+	}
+}
+
+func TestHeuristicActions(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	cand := func(text string, days int) Candidate {
+		return Candidate{ID: uuid.New(), Content: text, At: t0.AddDate(0, 0, days)}
+	}
+	set := Settings{DuplicateSimilarity: 0.8}
+	paris, acme, vim, notes := cand("I live in Paris", 0), cand("I work at Acme", 1), cand("I use Vim for coding", 2), cand("I use Notion for notes", 3)
+	cands := []Candidate{paris, acme, vim, notes}
+	cases := []struct {
+		text   string
+		action string
+		target uuid.UUID
+	}{
+		{"I moved to Berlin", ActionSupersede, paris.ID},
+		{"I live in Paris.", ActionNoop, paris.ID},
+		{"I now work at Globex", ActionSupersede, acme.ID},
+		{"I no longer work at Acme", ActionInvalidate, acme.ID},
+		{"I quit my job", ActionInvalidate, acme.ID},
+		{"I use Obsidian for notes", ActionSupersede, notes.ID},
+		{"I use Emacs for coding", ActionSupersede, vim.ID},
+		{"I have a dog named Rex", ActionAdd, uuid.Nil},
+		{"My sister lives in Rome", ActionAdd, uuid.Nil},
+	}
+	for _, c := range cases {
+		d, err := Heuristic{}.Classify(ctx, Fact{ID: uuid.New(), Content: c.text, At: t0.AddDate(0, 0, 10)}, cands, set)
+		require.NoError(t, err)
+		require.Equal(t, c.action, d.Action, c.text)
+		require.Equal(t, c.target, d.Target, c.text)
+	}
+}
+
+func TestExtractFacts(t *testing.T) {
+	got := ExtractFacts([]Message{
+		{ID: 1, Speaker: "Caroline", Content: "Hey! I moved to Sweden last month. Do you like it there?"},
+		{ID: 2, Speaker: "Melanie", Content: "I think I might visit. Melanie is great. My favorite book is Dune."},
+		{ID: 3, Speaker: "user", Content: "ok thanks"},
+	})
+	require.Equal(t, []Extracted{
+		{Text: "Caroline: I moved to Sweden last month.", MessageIDs: []int64{1}},
+		{Text: "Melanie: My favorite book is Dune.", MessageIDs: []int64{2}},
+	}, got)
+}

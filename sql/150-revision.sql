@@ -1,0 +1,369 @@
+-- =============================================================================
+-- mneme belief revision (issue 14). Every explicit write (mneme.remember) and
+-- every fact extracted from a conversation (mneme.add_fact) enqueues a
+-- 'revise' job in its transaction; the new memory is visible at once. The
+-- sidecar's job compares it with the closest facts of its scope
+-- (mneme.revision_candidates), classifies it (an LLM, or the offline
+-- classifier) and applies the decision here (mneme.apply_revision):
+--   ADD         nothing else changes
+--   NOOP        it restates a fact: that fact is reconfirmed
+--               (last_confirmed_at, confidence up, and a "good" FSRS review
+--               the job applies); the new row stays for provenance, status
+--               'merged', confirms_id pointing at it, out of retrieval
+--   SUPERSEDE   it replaces a fact's value: the old one 'superseded'
+--               (valid_until = the new one's time), the new one points to it
+--               (supersedes_id) and starts from its FSRS state; a write
+--               older than the fact it would replace is stored as already
+--               superseded by it instead
+--   INVALIDATE  it retracts a fact: the old one 'invalidated'
+--               (valid_until = the retraction's time), invalidates_id links
+-- Nothing is deleted. Every action is a memory_events row ('revised').
+-- Provenance: source_ref is bounded and redacted (mneme.redact).
+-- Idempotent: re-applied on every migrate.
+-- =============================================================================
+
+-- -----------------------------------------------------------------------------
+-- Provenance
+-- -----------------------------------------------------------------------------
+-- A source type's initial confidence (setting confidence_by_source).
+CREATE OR REPLACE FUNCTION mneme._source_confidence(source_type text)
+RETURNS real
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT least(1, greatest(0, coalesce((mneme.setting('confidence_by_source') ->> _source_confidence.source_type)::real, 1)))
+$$;
+COMMENT ON FUNCTION mneme._source_confidence(text) IS
+    'Internal: the initial confidence_score of a source type (setting confidence_by_source; 1 when unknown).';
+
+CREATE OR REPLACE FUNCTION mneme.redact(input text)
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT regexp_replace(regexp_replace(regexp_replace(regexp_replace(regexp_replace(redact.input,
+    -- credentials in a URL: scheme://user:password@host
+    '([a-zA-Z][a-zA-Z0-9+.-]*://)[^/\s:@]*:[^/\s@]*@', '\1[REDACTED]@', 'g'),
+    -- bearer and basic authorization values
+    '\m(bearer|basic)(\s+|%20)[A-Za-z0-9._~+/=-]+', '\1\2[REDACTED]', 'gi'),
+    -- secrets in query strings and key=value pairs
+    '\m((api[_-]?key|apikey|access[_-]?token|auth[_-]?token|token|secret|password|passwd|pwd|client[_-]?secret|sig|signature|key)\s*[=:]\s*)[^\s&;,]+',
+    '\1[REDACTED]', 'gi'),
+    -- well-known key prefixes (OpenAI, GitHub, Slack, AWS, Google)
+    '\m(sk-[A-Za-z0-9_-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_-]{30,})', '[REDACTED]', 'g'),
+    -- any other long run of letters and digits that has both (no hyphens:
+    -- uuids and dates stay readable)
+    '\m(?=[A-Za-z_]*[0-9])(?=[0-9_]*[A-Za-z])[A-Za-z0-9_]{32,}\M', '[REDACTED]', 'g')
+$$;
+COMMENT ON FUNCTION mneme.redact(text) IS
+    'A source reference with secrets replaced by [REDACTED]: credentials in URLs, bearer/basic authorization values, '
+    'key=value secrets (api_key, token, password, secret, ...), well-known API key prefixes and long letter-and-digit '
+    'runs. Applied to source_ref before it is stored.';
+
+-- -----------------------------------------------------------------------------
+-- Facts extracted from conversations (the segment job)
+-- -----------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION mneme.add_fact(
+    conversation_id uuid,
+    content text,
+    message_ids bigint[],
+    episode_id uuid DEFAULT NULL,
+    label text DEFAULT NULL)
+RETURNS uuid
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_id    uuid;
+    v_ids   bigint[];
+    v_first timestamptz;
+    v_last  timestamptz;
+BEGIN
+    IF add_fact.conversation_id IS NULL OR add_fact.message_ids IS NULL OR cardinality(add_fact.message_ids) = 0 THEN
+        RAISE EXCEPTION 'conversation_id and message_ids must be given' USING ERRCODE = '22004',
+            HINT = 'a fact names the messages it was extracted from';
+    END IF;
+    IF add_fact.content IS NULL OR mneme._is_blank(add_fact.content) THEN
+        RAISE EXCEPTION 'fact content must not be NULL or empty' USING ERRCODE = '22023';
+    END IF;
+    PERFORM mneme._check_length('content', add_fact.content, 2000);
+    IF add_fact.label IS NOT NULL AND NOT mneme.is_label(add_fact.label) THEN
+        add_fact.label := NULL;  -- a model's label outside the vocabulary: the offline labeller chooses
+    END IF;
+    SELECT array_agg(m.id ORDER BY m.id), min(m.created_at), max(m.created_at)
+    INTO v_ids, v_first, v_last
+    FROM mneme.messages m
+    WHERE m.conversation_id = add_fact.conversation_id AND m.id = ANY (add_fact.message_ids);
+    IF v_ids IS NULL OR cardinality(v_ids) <> cardinality(ARRAY(SELECT DISTINCT unnest(add_fact.message_ids))) THEN
+        RAISE EXCEPTION 'messages % are not all messages of conversation %', add_fact.message_ids, add_fact.conversation_id
+            USING ERRCODE = '22023';
+    END IF;
+    INSERT INTO mneme.memories (conversation_id, kind, content, summary, source_message_ids, source_first_at, source_last_at,
+                                label, source_type, source_ref, confidence_score, created_at, last_reviewed_at)
+    VALUES (add_fact.conversation_id, 'semantic', btrim(add_fact.content), btrim(add_fact.content), v_ids, v_first, v_last,
+            coalesce(add_fact.label, mneme.auto_label(add_fact.content, v_last)), 'extracted',
+            left(concat_ws(' ', CASE WHEN add_fact.episode_id IS NOT NULL THEN 'episode ' || add_fact.episode_id END,
+                           'messages ' || array_to_string(v_ids, ',')), 512),
+            mneme._source_confidence('extracted'), v_last, v_last)
+    RETURNING id INTO v_id;
+    PERFORM mneme.enqueue_job('revise', add_fact.conversation_id, jsonb_build_object('memory_id', v_id));
+    RETURN v_id;
+END
+$$;
+COMMENT ON FUNCTION mneme.add_fact(uuid, text, bigint[], uuid, text) IS
+    'Worker: stores a fact extracted from messages of the conversation as a semantic memory (source_type extracted, '
+    'source_ref the episode and message ids, source_message_ids, created at its newest message''s time, confidence '
+    'confidence_by_source.extracted) and enqueues its revise job. Returns its id.';
+
+-- -----------------------------------------------------------------------------
+-- Candidates
+-- -----------------------------------------------------------------------------
+DROP FUNCTION IF EXISTS mneme.revision_candidates(uuid, int);
+CREATE OR REPLACE FUNCTION mneme.revision_candidates(memory_id uuid, k int DEFAULT NULL, same_slot text DEFAULT NULL)
+RETURNS TABLE (id uuid, content text, at timestamptz, label text, slot text, score float8)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_new   mneme.memories;
+    v_k     int := coalesce(revision_candidates.k, mneme.setting('revision_candidates')::int);
+    v_scope text := mneme.setting('revision_scope') #>> '{}';
+    v_convs uuid[];
+BEGIN
+    IF revision_candidates.memory_id IS NULL THEN
+        RAISE EXCEPTION 'memory_id must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF v_k < 1 OR v_k > 99 THEN
+        RAISE EXCEPTION 'k must be 1 to 99, got %', v_k USING ERRCODE = '22023';
+    END IF;
+    SELECT * INTO v_new FROM mneme.memories m WHERE m.id = revision_candidates.memory_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'memory % does not exist', revision_candidates.memory_id USING ERRCODE = 'P0002';
+    END IF;
+    v_convs := mneme._scope_conversations(v_new.conversation_id, v_scope);
+    -- The hybrid ranking over the new text (facts only: an episode is a
+    -- transcript, not a belief to replace), then every active fact of the
+    -- same slot, whatever its words.
+    RETURN QUERY
+    WITH s AS (
+        SELECT s.memory_id, s.score
+        FROM mneme.search(v_new.conversation_id, left(v_new.content, 10000), 100, scope => v_scope) s
+        WHERE s.memory_id <> v_new.id AND s.kind = 'semantic'
+        ORDER BY s.score DESC, s.memory_id
+        LIMIT v_k
+    ), sl AS (
+        SELECT m.id AS memory_id, 0::float8 AS score
+        FROM mneme.memories m
+        WHERE revision_candidates.same_slot IS NOT NULL AND m.slot = lower(btrim(revision_candidates.same_slot))
+          AND m.conversation_id = ANY (v_convs) AND m.status = 'active' AND m.id <> v_new.id
+          AND NOT EXISTS (SELECT 1 FROM s WHERE s.memory_id = m.id)
+        ORDER BY m.created_at DESC
+        LIMIT 20
+    )
+    SELECT m.id, m.content, m.created_at, m.label, m.slot, c.score
+    FROM (SELECT * FROM s UNION ALL SELECT * FROM sl) c JOIN mneme.memories m ON m.id = c.memory_id
+    ORDER BY c.score DESC, m.created_at DESC, m.id;
+END
+$$;
+COMMENT ON FUNCTION mneme.revision_candidates(uuid, int, text) IS
+    'Worker: the facts a new memory is revised against: the top k (setting revision_candidates) active semantic '
+    'memories of its scope (setting revision_scope) by mneme.search over its text, itself excluded, best first; then '
+    'the active facts of the same slot (when given) that the ranking missed. Never the whole store.';
+
+-- -----------------------------------------------------------------------------
+-- Applying a decision
+-- -----------------------------------------------------------------------------
+DROP FUNCTION IF EXISTS mneme.apply_revision(uuid, text, uuid, text, text);
+CREATE OR REPLACE FUNCTION mneme.apply_revision(
+    memory_id uuid,
+    action text,
+    target_id uuid,
+    reason text,
+    classifier text,
+    slot text DEFAULT NULL,
+    force boolean DEFAULT false)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_new    mneme.memories;
+    v_old    mneme.memories;
+    v_action text := upper(btrim(apply_revision.action));
+    v_note   text;
+    v_new_at timestamptz;
+    v_old_at timestamptz;
+BEGIN
+    IF apply_revision.memory_id IS NULL OR apply_revision.action IS NULL OR apply_revision.classifier IS NULL THEN
+        RAISE EXCEPTION 'memory_id, action and classifier must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF v_action NOT IN ('ADD', 'NOOP', 'SUPERSEDE', 'INVALIDATE') THEN
+        RAISE EXCEPTION 'action must be ADD, NOOP, SUPERSEDE or INVALIDATE, got %', mneme._quote_prefix(apply_revision.action)
+            USING ERRCODE = '22023';
+    END IF;
+    IF v_action <> 'ADD' AND (apply_revision.target_id IS NULL OR apply_revision.target_id = apply_revision.memory_id) THEN
+        RAISE EXCEPTION '% needs a target memory other than the new one', v_action USING ERRCODE = '22023';
+    END IF;
+    IF apply_revision.classifier NOT IN ('llm', 'heuristic') THEN
+        RAISE EXCEPTION 'classifier must be llm or heuristic, got %', mneme._quote_prefix(apply_revision.classifier)
+            USING ERRCODE = '22023';
+    END IF;
+    PERFORM mneme._check_length('reason', apply_revision.reason, 2000);
+    PERFORM mneme._check_length('slot', apply_revision.slot, 200);
+    v_note := format('%s by %s: %s', v_action, apply_revision.classifier,
+                     coalesce(nullif(btrim(apply_revision.reason), ''), 'no reason given'));
+
+    -- Both rows locked in id order: two revisions of one fact at once never
+    -- deadlock, and the second sees what the first did.
+    PERFORM 1 FROM mneme.memories m WHERE m.id IN (apply_revision.memory_id, apply_revision.target_id) ORDER BY m.id FOR UPDATE;
+    SELECT * INTO v_new FROM mneme.memories m WHERE m.id = apply_revision.memory_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'memory % does not exist', apply_revision.memory_id USING ERRCODE = 'P0002';
+    END IF;
+    IF v_new.status <> 'active' THEN
+        RETURN 'SKIPPED';  -- revised, forgotten or erased meanwhile
+    END IF;
+    IF v_action <> 'ADD' THEN
+        SELECT * INTO v_old FROM mneme.memories m WHERE m.id = apply_revision.target_id;
+        IF NOT FOUND OR v_old.status <> 'active' OR v_old.tenant_id <> v_new.tenant_id THEN
+            -- Re-checked under the lock: the target changed since the
+            -- classifier saw it. Nothing is written; the job reads the
+            -- candidates again and decides anew (force: store it as an ADD).
+            IF NOT apply_revision.force THEN
+                RETURN 'STALE';
+            END IF;
+            v_note := format('ADD (%s of %s no longer applies: the target is %s)', v_action, apply_revision.target_id,
+                             coalesce(v_old.status, 'gone'));
+            v_action := 'ADD';
+        END IF;
+    END IF;
+    PERFORM set_config('mneme.actor', 'revise:' || apply_revision.classifier, true);
+    PERFORM set_config('mneme.event_reason', left(v_note, 500), true);
+    v_new_at := v_new.created_at;
+    v_old_at := v_old.created_at;
+    IF apply_revision.slot IS NOT NULL AND NOT mneme._is_blank(apply_revision.slot) THEN
+        UPDATE mneme.memories m SET slot = lower(btrim(apply_revision.slot)) WHERE m.id = v_new.id;
+    END IF;
+
+    IF v_action = 'NOOP' THEN
+        UPDATE mneme.memories m
+        SET last_confirmed_at = greatest(coalesce(m.last_confirmed_at, v_new_at), v_new_at),
+            confidence_score = least(1, m.confidence_score + 0.1),
+            -- Provenance the duplicate carried is kept on the confirmed row too.
+            source_message_ids = CASE WHEN v_new.source_message_ids IS NULL THEN m.source_message_ids
+                                      ELSE ARRAY(SELECT DISTINCT x FROM unnest(coalesce(m.source_message_ids, '{}') || v_new.source_message_ids) x ORDER BY x) END,
+            updated_at = now()
+        WHERE m.id = v_old.id;
+        UPDATE mneme.memories m SET status = 'merged', confirms_id = v_old.id, status_reason = v_note, updated_at = now()
+        WHERE m.id = v_new.id;
+    ELSIF v_action = 'SUPERSEDE' AND v_new_at < v_old_at THEN
+        -- An older write never replaces a newer belief: it is stored as
+        -- what that belief superseded.
+        v_note := format('%s (older than %s, which stays current)', v_note, v_old.id);
+        UPDATE mneme.memories m SET status = 'superseded', status_reason = v_note, valid_until = v_old_at, updated_at = now()
+        WHERE m.id = v_new.id;
+        UPDATE mneme.memories m SET supersedes_id = v_new.id, updated_at = now()
+        WHERE m.id = v_old.id AND m.supersedes_id IS NULL;
+    ELSIF v_action = 'SUPERSEDE' THEN
+        UPDATE mneme.memories m SET status = 'superseded', status_reason = format('%s (by %s)', v_note, v_new.id),
+                                    valid_until = least(coalesce(m.valid_until, 'infinity'), v_new_at),
+                                    updated_at = now()
+        WHERE m.id = v_old.id;
+        -- The new belief starts from the old one's FSRS state, not from zero.
+        UPDATE mneme.memories m SET supersedes_id = coalesce(m.supersedes_id, v_old.id), stability = v_old.stability,
+                                    difficulty = v_old.difficulty, fsrs_state = v_old.fsrs_state,
+                                    review_count = v_old.review_count,
+                                    last_reviewed_at = greatest(v_old.last_reviewed_at, m.last_reviewed_at),
+                                    pinned = m.pinned OR v_old.pinned, updated_at = now()
+        WHERE m.id = v_new.id;
+    ELSIF v_action = 'INVALIDATE' AND v_new_at < v_old_at THEN
+        -- A retraction older than the fact it names was overtaken by it: the
+        -- fact was said again afterwards. The retraction is kept, retired.
+        v_note := format('%s (older than %s, which stays current)', v_note, v_old.id);
+        UPDATE mneme.memories m SET status = 'superseded', status_reason = v_note, valid_until = v_old_at,
+                                    invalidates_id = v_old.id, updated_at = now()
+        WHERE m.id = v_new.id;
+    ELSIF v_action = 'INVALIDATE' THEN
+        UPDATE mneme.memories m SET status = 'invalidated', status_reason = format('%s (by %s)', v_note, v_new.id),
+                                    valid_until = least(coalesce(m.valid_until, 'infinity'), v_new_at), updated_at = now()
+        WHERE m.id = v_old.id;
+        UPDATE mneme.memories m SET invalidates_id = v_old.id, updated_at = now() WHERE m.id = v_new.id;
+    END IF;
+    INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor)
+    VALUES (v_new.id, v_new.conversation_id, 'revised',
+            left(v_note, 1500) || CASE WHEN v_action <> 'ADD' THEN format(' [target %s]', v_old.id) ELSE '' END,
+            mneme._event_actor());
+    PERFORM set_config('mneme.event_reason', '', true);
+    RETURN v_action;
+END
+$$;
+COMMENT ON FUNCTION mneme.apply_revision(uuid, text, uuid, text, text, text, boolean) IS
+    'Worker: applies a revise decision in one transaction. Locks the new memory and its target (id order) and '
+    're-checks both: a new memory no longer active returns SKIPPED; a target no longer active returns STALE with '
+    'nothing written (the job decides again), or with force stores an ADD. ADD: nothing else changes. NOOP: the new '
+    'row becomes merged (confirms_id), the target is reconfirmed (last_confirmed_at, confidence + 0.1). SUPERSEDE: '
+    'the target becomes superseded (valid_until = the new one''s time) and the new one points to it and starts from '
+    'its FSRS state; a new memory older than the target is stored as superseded by it instead. INVALIDATE: the '
+    'target becomes invalidated (invalidates_id links them). Records slot when given, and a revised event.';
+
+-- -----------------------------------------------------------------------------
+-- Lineage
+-- -----------------------------------------------------------------------------
+DROP FUNCTION IF EXISTS mneme.history(uuid);
+CREATE OR REPLACE FUNCTION mneme.history(id uuid)
+RETURNS TABLE (depth int, relation text, memory_id uuid, status text, status_reason text, content text,
+               supersedes_id uuid, confidence_score real, source_type text, valid_until timestamptz,
+               created_at timestamptz)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    IF history.id IS NULL THEN
+        RAISE EXCEPTION 'memory_id must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM mneme.memories m WHERE m.id = history.id) THEN
+        RAISE EXCEPTION 'memory % does not exist', history.id USING ERRCODE = 'P0002';
+    END IF;
+    -- The supersedes chain both ways (depth < 0 what it replaced, > 0 what
+    -- replaced it), then beside each link of it the rows that confirmed it
+    -- (merged), invalidated it, and what it confirmed or invalidated itself.
+    RETURN QUERY
+    WITH RECURSIVE older AS (
+        SELECT 0 AS d, m.id, m.supersedes_id FROM mneme.memories m WHERE m.id = history.id
+        UNION ALL
+        SELECT o.d - 1, m.id, m.supersedes_id FROM older o JOIN mneme.memories m ON m.id = o.supersedes_id
+        WHERE o.d > -1000
+    ), newer AS (
+        SELECT 0 AS d, m.id FROM mneme.memories m WHERE m.id = history.id
+        UNION ALL
+        SELECT n.d + 1, m.id FROM newer n JOIN mneme.memories m ON m.supersedes_id = n.id
+        WHERE n.d < 1000
+    ), chain AS (
+        SELECT o.d, o.id, CASE WHEN o.d = 0 THEN 'self' ELSE 'replaced' END AS rel FROM older o
+        UNION
+        SELECT n.d, n.id, CASE WHEN n.d = 0 THEN 'self' ELSE 'replaced_by' END FROM newer n
+    ), related AS (
+        SELECT c.d, x.id, 'confirmed_by' AS rel FROM chain c JOIN mneme.memories x ON x.confirms_id = c.id
+        UNION ALL
+        SELECT c.d, x.id, 'invalidated_by' FROM chain c JOIN mneme.memories x ON x.invalidates_id = c.id
+        UNION ALL
+        SELECT c.d, m.confirms_id, 'confirms' FROM chain c JOIN mneme.memories m ON m.id = c.id WHERE m.confirms_id IS NOT NULL
+        UNION ALL
+        SELECT c.d, m.invalidates_id, 'invalidates' FROM chain c JOIN mneme.memories m ON m.id = c.id WHERE m.invalidates_id IS NOT NULL
+    ), lineage AS (
+        SELECT * FROM chain UNION SELECT * FROM related
+    )
+    SELECT l.d, l.rel, x.id, x.status, x.status_reason, x.content, x.supersedes_id, x.confidence_score, x.source_type,
+           x.valid_until, x.created_at
+    FROM lineage l JOIN mneme.memories x ON x.id = l.id
+    ORDER BY l.d, CASE l.rel WHEN 'self' THEN 0 WHEN 'replaced' THEN 0 WHEN 'replaced_by' THEN 0 ELSE 1 END, x.created_at, x.id;
+END
+$$;
+COMMENT ON FUNCTION mneme.history(uuid) IS
+    'How a belief changed, both ways: the supersedes lineage oldest first (depth < 0 what it replaced, 0 itself, '
+    '> 0 what replaced it; relation self, replaced, replaced_by), and beside each link the memories that confirmed '
+    'it (confirmed_by: merged duplicates), invalidated it (invalidated_by), or that it confirmed or invalidated.';
