@@ -5,6 +5,8 @@
 -- rows stay. Idempotent: re-applied on every `mneme migrate`.
 -- =============================================================================
 
+-- The form of before `at` was added: replaced, not overloaded.
+DROP FUNCTION IF EXISTS mneme.remember(uuid, text, text, boolean, timestamptz, uuid, text, text);
 CREATE OR REPLACE FUNCTION mneme.remember(
     conversation_id uuid,
     content text,
@@ -13,7 +15,8 @@ CREATE OR REPLACE FUNCTION mneme.remember(
     valid_until timestamptz DEFAULT NULL,
     supersedes uuid DEFAULT NULL,
     title text DEFAULT NULL,
-    source_ref text DEFAULT NULL)
+    source_ref text DEFAULT NULL,
+    at timestamptz DEFAULT NULL)
 RETURNS uuid
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -43,6 +46,13 @@ BEGIN
     PERFORM mneme._check_length('title', remember.title, 1000);
     PERFORM mneme._check_length('source_ref', remember.source_ref, 512);
     PERFORM mneme._claim_conversation(remember.conversation_id);
+    -- at: when the fact was stated (an import of older facts); revision
+    -- compares source times, so an older write never replaces a newer one.
+    IF remember.at IS NOT NULL AND (NOT isfinite(remember.at)
+            OR remember.at > now() + (mneme.setting('message_max_future') #>> '{}')::interval) THEN
+        RAISE EXCEPTION 'at % is not a finite time up to message_max_future ahead', remember.at USING ERRCODE = '22008',
+            HINT = 'at is when the fact was stated; omit it for now()';
+    END IF;
     IF remember.valid_until IS NOT NULL AND remember.valid_until <= now() THEN
         RAISE EXCEPTION 'valid_until % is not in the future', remember.valid_until USING ERRCODE = '22023';
     END IF;
@@ -61,10 +71,11 @@ BEGIN
     END IF;
 
     INSERT INTO mneme.memories (conversation_id, kind, title, content, summary, label, pinned,
-                                valid_until, source_type, source_ref, supersedes_id, last_confirmed_at, confidence_score)
+                                valid_until, source_type, source_ref, supersedes_id, last_confirmed_at, confidence_score,
+                                created_at, last_reviewed_at)
     VALUES (remember.conversation_id, 'semantic', remember.title, remember.content, remember.content, remember.label, coalesce(remember.pinned, false),
-            remember.valid_until, 'explicit', mneme.redact(remember.source_ref), remember.supersedes, now(),
-            mneme._source_confidence('explicit'))
+            remember.valid_until, 'explicit', mneme.redact(remember.source_ref), remember.supersedes, coalesce(remember.at, now()),
+            mneme._source_confidence('explicit'), coalesce(remember.at, now()), coalesce(remember.at, now()))
     RETURNING id INTO v_id;
 
     IF remember.supersedes IS NOT NULL THEN
@@ -86,13 +97,14 @@ BEGIN
     RETURN v_id;
 END
 $$;
-COMMENT ON FUNCTION mneme.remember(uuid, text, text, boolean, timestamptz, uuid, text, text) IS
+COMMENT ON FUNCTION mneme.remember(uuid, text, text, boolean, timestamptz, uuid, text, text, timestamptz) IS
     'Writes an explicit semantic memory and returns its id. The label is one of mneme.labels() (22023 otherwise); '
     'without one, mneme.auto_label chooses. The memory starts in mneme.initial_state of its label. With supersedes, '
     'the old memory becomes superseded (kept, with status_reason and valid_until = now) and the new one points to it '
     'through supersedes_id, starting from its FSRS state; without it, a revise job revises the new memory against '
     'the closest facts (ADD, NOOP, SUPERSEDE or INVALIDATE). source_ref (at most 512 characters) is stored redacted '
-    '(mneme.redact). Confidence starts at confidence_by_source.explicit.';
+    '(mneme.redact). Confidence starts at confidence_by_source.explicit. at (default now) is when the fact was '
+    'stated: its created_at, the time revision compares.';
 
 CREATE OR REPLACE FUNCTION mneme.pin(memory_id uuid, pinned boolean DEFAULT true)
 RETURNS void

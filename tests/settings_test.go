@@ -54,7 +54,7 @@ func TestSettingRules(t *testing.T) {
 		"revision_candidates": {`0`, `100`, `2.5`}, "revision_duplicate_similarity": {`0.4`, `1.1`},
 		"revision_scope": {`"everything"`}, "confidence_weight": {`11`}, "extract_facts": {`"yes"`, `1`},
 		"confidence_by_source": {`{"explicit": 2}`, `{"explicit": 0.9}`, `{"explicit": 0.9, "import": 0.8, "extracted": 0.7, "conversation": 0.6, "rumour": 0.1}`},
-		"purge_after_days": {`0`}, "cleanup_interval": {`"soon"`, `"1 second"`}, "jobs_retention": {`"-1 day"`},
+		"purge_after_days":     {`0`}, "cleanup_interval": {`"soon"`, `"1 second"`}, "jobs_retention": {`"-1 day"`},
 		"message_max_future": {`"-1 hour"`, `"1000 years"`}, "embedder": {`"openai"`, `42`},
 		"review_default_rating": {`"great"`}, "label_weights": {`{"general": -5}`, `{"general": 0}`, `{"nonsense": 1}`, `{"general": "1"}`},
 		"initial_stability_days":      {`{"general": 0}`, `{"trivial": 3}`, `{"general": 1e9}`},
