@@ -57,7 +57,12 @@ var slotPatterns = []slotPattern{
 }
 
 // possessive attributes: "my <attribute> is <value>" (and "<Name>'s ...").
-var possessiveRE = regexp.MustCompile(`^(?P<a>[a-z][a-z ']{1,40}?) (?:is|are|was changed to|changed to|has changed to) (?:now )?(?P<v>.+)$`)
+// The value must be short and not a description ("my kids are so
+// excited" fills no slot): at most six words, not opening with an adverb
+// of degree.
+var possessiveRE = regexp.MustCompile(`^(?P<a>[a-z][a-z ']{1,40}?) (?:is|was changed to|changed to|has changed to) (?:now )?(?P<v>.+)$`)
+
+var degreeRE = regexp.MustCompile(`^(?:so|very|really|too|such|quite|pretty|a bit|a little|kind of|sort of|always|never|not|still|getting|being|going)\b`)
 
 // attribute synonyms of "my X is": one slot for each.
 var attributeSynonyms = map[string]string{
@@ -174,8 +179,8 @@ func Parse(text string) Statement {
 	pred = strings.TrimPrefix(pred, "to ")
 	if strings.HasPrefix(pred, "my ") {
 		m := possessiveRE.FindStringSubmatch(pred[3:])
-		if m == nil {
-			return Statement{}
+		if m == nil || degreeRE.MatchString(m[2]) || len(strings.Fields(m[2])) > 6 {
+			return Statement{Subject: st.Subject, Negated: st.Negated}
 		}
 		attr := strings.TrimSpace(m[1])
 		switch {

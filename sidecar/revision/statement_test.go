@@ -46,6 +46,9 @@ func TestParseSlots(t *testing.T) {
 		{"I stopped working at Initech", "user|works_at", "initech", true},
 		{"The weather is nice.", "", "", false},
 		{"I had pasta for dinner", "", "", false},
+		{"My kids are so excited about the trip", "", "", false},
+		{"My dog is so cute when he sleeps", "", "", false},
+		{"My phone number is 555 0101", "user|phone_number", "555 0101", false},
 	}
 	for _, c := range cases {
 		st := Parse(c.text)
