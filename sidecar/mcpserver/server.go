@@ -48,8 +48,9 @@ func New(o Options) *mcp.Server {
 const instructions = `mneme is long-term memory for this conversation. Call add_message with every message ` +
 	`of the conversation (user and assistant), under one conversation_id you keep. Before answering, call recall ` +
 	`with what you need to know: it returns the relevant past turns and facts as markdown within a word budget. ` +
-	`Use remember for facts worth keeping explicitly, forget when the user retracts one, erase when the user ` +
-	`asks for it to be deleted for good.`
+	`Use remember for facts worth keeping explicitly (mneme revises each against what it already knows: a changed ` +
+	`value supersedes the old one, a restatement confirms it), forget when the user retracts one, erase when the ` +
+	`user asks for it to be deleted for good.`
 
 // tenantOf is the tenant of a call: the bearer token's (HTTP), else the
 // configured one (stdio).

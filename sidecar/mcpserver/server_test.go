@@ -11,13 +11,18 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
+	"github.com/mneme-memory/mneme/sidecar/embed"
+	"github.com/mneme-memory/mneme/sidecar/jobs"
+	"github.com/mneme-memory/mneme/sidecar/pipeline"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -59,18 +64,44 @@ func call(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any,
 	return ""
 }
 
-func appPool(t *testing.T, db *dbtest.DB) *pgxpool.Pool {
+func appPool(t *testing.T, db *dbtest.DB) *pgxpool.Pool { return rolePool(t, db, "mneme_app") }
+
+// rolePool is a pool of a new login in group (mneme_app, mneme_admin).
+func rolePool(t *testing.T, db *dbtest.DB, group string) *pgxpool.Pool {
 	t.Helper()
-	pool, err := pgxpool.New(context.Background(), db.As(t, "mneme_app"))
+	pool, err := pgxpool.New(context.Background(), db.As(t, group))
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	return pool
+}
+
+// drain runs every ready job (revise, segment, review) with the pipelines
+// `mneme run` registers, offline, one at a time: the sidecar in-process.
+func drain(t *testing.T, db *dbtest.DB) {
+	t.Helper()
+	r := jobs.NewRunner(db.Pool, jobs.Options{Concurrency: 1, Lease: 10 * time.Second, PollEvery: 50 * time.Millisecond})
+	require.NoError(t, pipeline.Register(r, pipeline.Deps{Embedder: embed.NewHash(config.DefaultEmbedDim)}))
+	require.NoError(t, r.Drain(context.Background()))
+	var failed string
+	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT coalesce(string_agg(kind || ': ' || last_error, '; '), '')
+		FROM mneme.jobs WHERE state = 'failed'`).Scan(&failed))
+	require.Empty(t, failed)
+}
+
+// pendingRevise counts the revise jobs queued for a memory.
+func pendingRevise(t *testing.T, db *dbtest.DB, memoryID string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM mneme.jobs
+		WHERE kind = 'revise' AND state = 'pending' AND payload->>'memory_id' = $1`, memoryID).Scan(&n))
+	return n
 }
 
 // TestTools: every tool's happy path through the SDK's client, as an
 // application role (mneme_app), and its bad input as a tool error with the
 // SQL message and SQLSTATE, never a protocol failure.
 func TestTools(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t)
 	cs := connect(t, Options{Pool: appPool(t, db), Version: "test"})
 	ctx := context.Background()
@@ -92,29 +123,100 @@ func TestTools(t *testing.T) {
 	require.Contains(t, call(t, cs, "add_message", map[string]any{"conversation_id": conv, "role": "assistant",
 		"content": "Pixel is a lovely name", "at": "2999-01-01T00:00:00Z"}, nil), "SQLSTATE", "a time far ahead is refused")
 
-	var paris, berlin RememberOut
+	// remember stores the fact and queues its revision; it guesses no
+	// action. The revise job (the sidecar's, run here in-process) decides.
+	var paris, berlin, again, acme, globex RememberOut
 	require.Empty(t, call(t, cs, "remember", map[string]any{"conversation_id": conv, "content": "Alice lives in Paris", "label": "user_profile"}, &paris))
-	require.Equal(t, "ADD", paris.Action)
-	require.Empty(t, call(t, cs, "remember", map[string]any{"conversation_id": conv, "content": "Alice moved to Berlin", "supersedes": paris.MemoryID}, &berlin))
-	require.Equal(t, "SUPERSEDE", berlin.Action)
-
-	var found SearchOut
-	require.Empty(t, call(t, cs, "search", map[string]any{"conversation_id": conv, "query": "where does Alice live", "k": 3}, &found))
-	require.NotEmpty(t, found.Memories)
-	require.Equal(t, berlin.MemoryID, found.Memories[0].MemoryID, "the current belief, not the superseded one")
-
-	var rec RecallOut
-	require.Empty(t, call(t, cs, "recall", map[string]any{"conversation_id": conv, "query": "where does Alice live"}, &rec))
-	require.Contains(t, rec.Context, "Alice moved to Berlin")
-	require.NotContains(t, rec.Context, "Paris")
-
+	require.Equal(t, RememberOut{MemoryID: paris.MemoryID, Revision: "queued"}, paris, "no action before the revise job ran")
+	require.Equal(t, 1, pendingRevise(t, db, paris.MemoryID))
+	drain(t, db)
+	require.Empty(t, call(t, cs, "remember", map[string]any{"conversation_id": conv, "content": "Alice moved to Berlin"}, &berlin))
+	require.Equal(t, RememberOut{MemoryID: berlin.MemoryID, Revision: "queued"}, berlin)
+	require.Equal(t, 1, pendingRevise(t, db, berlin.MemoryID))
 	var ins InspectOut
+	require.Empty(t, call(t, cs, "inspect", map[string]any{"memory_id": paris.MemoryID}, &ins))
+	require.Equal(t, "active", ins.Status, "revision is asynchronous: nothing changed before the job ran")
+	drain(t, db)
+	require.Zero(t, pendingRevise(t, db, berlin.MemoryID))
+
+	// SUPERSEDE, decided by the revise job: inspect and history show it.
 	require.Empty(t, call(t, cs, "inspect", map[string]any{"memory_id": paris.MemoryID}, &ins))
 	require.Equal(t, "superseded", ins.Status)
 	require.Equal(t, berlin.MemoryID, ins.SupersededBy)
+	require.NotNil(t, ins.ValidUntil, "a superseded belief was believed until it was replaced")
+	require.Empty(t, call(t, cs, "inspect", map[string]any{"memory_id": berlin.MemoryID}, &ins))
+	require.Equal(t, "active", ins.Status)
+	require.Equal(t, paris.MemoryID, ins.Supersedes)
+	require.Equal(t, "explicit", ins.SourceType)
+	require.Contains(t, ins.Slot, "lives_in")
+	confidence := ins.Confidence
+	require.Positive(t, confidence)
+
+	// NOOP: a restatement is kept as merged and reconfirms the belief.
+	require.Empty(t, call(t, cs, "remember", map[string]any{"conversation_id": conv, "content": "Alice moved to Berlin."}, &again))
+	drain(t, db)
+	require.Empty(t, call(t, cs, "inspect", map[string]any{"memory_id": again.MemoryID}, &ins))
+	require.Equal(t, "merged", ins.Status)
+	require.Equal(t, berlin.MemoryID, ins.Confirms)
+	require.Empty(t, call(t, cs, "inspect", map[string]any{"memory_id": berlin.MemoryID}, &ins))
+	require.Greater(t, ins.Confidence, confidence, "reconfirmed")
+	require.NotNil(t, ins.LastConfirmedAt)
+
 	var hist HistoryOut
 	require.Empty(t, call(t, cs, "history", map[string]any{"memory_id": berlin.MemoryID}, &hist))
-	require.Len(t, hist.Lineage, 2)
+	type link struct {
+		Depth              int
+		Relation, MemoryID string
+		Status, Supersedes string
+	}
+	var links []link
+	for _, h := range hist.Lineage {
+		links = append(links, link{h.Depth, h.Relation, h.MemoryID, h.Status, h.Supersedes})
+		require.Equal(t, "explicit", h.SourceType)
+		require.Positive(t, h.Confidence)
+	}
+	require.Equal(t, []link{
+		{-1, "replaced", paris.MemoryID, "superseded", ""},
+		{0, "self", berlin.MemoryID, "active", paris.MemoryID},
+		{0, "confirmed_by", again.MemoryID, "merged", ""},
+	}, links)
+	require.NotNil(t, hist.Lineage[0].ValidUntil)
+
+	// An explicit supersedes is the caller's decision, applied at once
+	// (no revise job).
+	require.Empty(t, call(t, cs, "remember", map[string]any{"conversation_id": conv, "content": "Alice works at Acme"}, &acme))
+	drain(t, db)
+	require.Empty(t, call(t, cs, "remember", map[string]any{"conversation_id": conv, "content": "Alice works at Globex",
+		"supersedes": acme.MemoryID}, &globex))
+	require.Equal(t, RememberOut{MemoryID: globex.MemoryID, Revision: "applied", Action: "SUPERSEDE", Supersedes: acme.MemoryID}, globex)
+	require.Zero(t, pendingRevise(t, db, globex.MemoryID))
+	require.Empty(t, call(t, cs, "inspect", map[string]any{"memory_id": acme.MemoryID}, &ins))
+	require.Equal(t, "superseded", ins.Status)
+	require.Equal(t, globex.MemoryID, ins.SupersededBy)
+
+	var found SearchOut
+	require.Empty(t, call(t, cs, "search", map[string]any{"conversation_id": conv, "query": "where did Alice move to", "k": 3}, &found))
+	require.NotEmpty(t, found.Memories)
+	require.Equal(t, berlin.MemoryID, found.Memories[0].MemoryID, "the current belief, not the superseded one: %+v", found.Memories)
+	for _, m := range found.Memories {
+		require.NotContains(t, []string{paris.MemoryID, again.MemoryID}, m.MemoryID, "superseded and merged rows are not retrieved")
+	}
+
+	// recall records the pending review the sidecar's review job rates later.
+	var rec RecallOut
+	require.Empty(t, call(t, cs, "recall", map[string]any{"conversation_id": conv, "query": "where did Alice move to"}, &rec))
+	require.Contains(t, rec.Context, "Alice moved to Berlin")
+	require.NotContains(t, rec.Context, "Paris")
+	var pending []byte
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.take_pending_reviews($1)`, conv).Scan(&pending))
+	var reviews []struct {
+		Query     string   `json:"query"`
+		MemoryIDs []string `json:"memory_ids"`
+	}
+	require.NoError(t, json.Unmarshal(pending, &reviews), string(pending))
+	require.Len(t, reviews, 1, "search records nothing, recall one review: %s", pending)
+	require.Equal(t, "where did Alice move to", reviews[0].Query)
+	require.Contains(t, reviews[0].MemoryIDs, berlin.MemoryID)
 
 	var done Done
 	require.Empty(t, call(t, cs, "pin", map[string]any{"memory_id": berlin.MemoryID}, &done))
@@ -128,6 +230,21 @@ func TestTools(t *testing.T) {
 	require.Contains(t, call(t, cs, "erase", map[string]any{"memory_id": berlin.MemoryID, "reason": "user request"}, nil),
 		"SQLSTATE 42501", "erase needs mneme_admin; the application role has not")
 
+	// erase through an operator's connection: the content is gone, a
+	// tombstone with the reason stays.
+	admin := connect(t, Options{Pool: rolePool(t, db, "mneme_admin"), Version: "test"})
+	require.Contains(t, call(t, admin, "erase", map[string]any{"memory_id": berlin.MemoryID, "reason": " "}, nil),
+		"hint: the reason stays in the tombstone", "the SQL hint reaches the tool error")
+	require.Empty(t, call(t, admin, "erase", map[string]any{"memory_id": berlin.MemoryID, "reason": "user request"}, &done))
+	require.True(t, done.OK)
+	var tombstones, rows int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE event = 'erased' AND reason = 'user request'),
+		(SELECT count(*) FROM mneme.memories WHERE id = $1) FROM mneme.memory_events WHERE memory_id = $1`, berlin.MemoryID).
+		Scan(&tombstones, &rows))
+	require.Equal(t, 1, tombstones)
+	require.Zero(t, rows)
+	require.Contains(t, call(t, cs, "inspect", map[string]any{"memory_id": berlin.MemoryID}, nil), "P0002")
+
 	// Bad input: tool errors naming the problem.
 	for _, c := range []struct {
 		tool string
@@ -139,6 +256,7 @@ func TestTools(t *testing.T) {
 		{"add_message", map[string]any{"conversation_id": conv, "role": "robot", "content": "hi"}, "set_speakers"},
 		{"add_message", map[string]any{"conversation_id": conv, "role": "user"}, "content"},
 		{"recall", map[string]any{"conversation_id": conv, "query": "x", "budget": -3}, "budget must be 1 to"},
+		{"recall", map[string]any{"conversation_id": conv, "query": "x", "budget": -3}, "(SQLSTATE 22023); hint: the budget is the most words"},
 		{"recall", map[string]any{"conversation_id": conv, "query": "x", "scope": "galaxy"}, "scope must be"},
 		{"search", map[string]any{"conversation_id": conv, "query": "x", "k": 1000}, "22023"},
 		{"remember", map[string]any{"conversation_id": conv, "content": "x", "label": "nonsense"}, "22023"},
@@ -162,6 +280,7 @@ func TestTools(t *testing.T) {
 // its own memories only; no token or a wrong one is 401; concurrent
 // clients lose no message.
 func TestHTTPTenants(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t)
 	ctx := context.Background()
 	for _, tn := range []string{"acme", "globex"} {
@@ -269,6 +388,7 @@ func TestTokensFile(t *testing.T) {
 // TestStdioTenant: a server configured with a tenant (stdio's --tenant)
 // writes that tenant's rows; an unknown tenant is a tool error.
 func TestStdioTenant(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t)
 	ctx := context.Background()
 	_, err := db.Pool.Exec(ctx, `SELECT mneme.create_tenant('acme')`)

@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -51,11 +52,14 @@ type (
 		ConversationID string `json:"conversation_id"`
 		Content        string `json:"content" jsonschema:"the fact, as a self-contained sentence"`
 		Label          string `json:"label,omitempty" jsonschema:"trivial, temporary, general, user_profile, important or project_<name>; default: chosen from the text"`
-		Supersedes     string `json:"supersedes,omitempty" jsonschema:"the memory_id of a belief this one replaces (kept as superseded)"`
+		Supersedes     string `json:"supersedes,omitempty" jsonschema:"only when you know it: the memory_id of the belief this one replaces (kept as superseded, applied at once). Leave it out otherwise: mneme revises every write against the closest facts itself"`
 	}
 	RememberOut struct {
-		MemoryID   string `json:"memory_id"`
-		Action     string `json:"action" jsonschema:"ADD, or SUPERSEDE when supersedes was given"`
+		MemoryID string `json:"memory_id"`
+		Revision string `json:"revision" jsonschema:"queued: mneme's revise job will classify the write against the closest facts (ADD, NOOP, SUPERSEDE or INVALIDATE) after this call returns; applied: supersedes was given and the old belief is superseded already"`
+		// Action is set only when the caller's supersedes decided it; a
+		// queued revision's action is known once the sidecar ran it.
+		Action     string `json:"action,omitempty" jsonschema:"SUPERSEDE when supersedes was given; absent while revision is queued"`
 		Supersedes string `json:"supersedes,omitempty"`
 	}
 	MemoryIn struct {
@@ -69,27 +73,41 @@ type (
 		OK bool `json:"ok"`
 	}
 	InspectOut struct {
-		MemoryID       string    `json:"memory_id"`
-		ConversationID string    `json:"conversation_id"`
-		Kind           string    `json:"kind"`
-		Status         string    `json:"status"`
-		StatusReason   string    `json:"status_reason,omitempty"`
-		Label          string    `json:"label"`
-		Pinned         bool      `json:"pinned"`
-		Content        string    `json:"content"`
-		Stability      float64   `json:"stability_days"`
-		ReviewCount    int       `json:"review_count"`
-		Supersedes     string    `json:"supersedes,omitempty"`
-		SupersededBy   string    `json:"superseded_by,omitempty"`
-		CreatedAt      time.Time `json:"created_at"`
+		MemoryID         string     `json:"memory_id"`
+		ConversationID   string     `json:"conversation_id"`
+		Kind             string     `json:"kind"`
+		Status           string     `json:"status" jsonschema:"active; merged (a restatement: see confirms); superseded; invalidated; inactive (faded)"`
+		StatusReason     string     `json:"status_reason,omitempty"`
+		Label            string     `json:"label"`
+		Pinned           bool       `json:"pinned"`
+		Content          string     `json:"content"`
+		Stability        float64    `json:"stability_days"`
+		ReviewCount      int        `json:"review_count"`
+		Confidence       float64    `json:"confidence" jsonschema:"0 to 1: set by the source, raised each time the fact is restated"`
+		SourceType       string     `json:"source_type" jsonschema:"explicit (remember), extracted (from a conversation), conversation (an episode) or import"`
+		SourceRef        string     `json:"source_ref,omitempty"`
+		SourceMessageIDs []int64    `json:"source_message_ids,omitempty"`
+		Slot             string     `json:"slot,omitempty" jsonschema:"subject|attribute the fact fills, when revision recognised one"`
+		ValidUntil       *time.Time `json:"valid_until,omitempty"`
+		LastConfirmedAt  *time.Time `json:"last_confirmed_at,omitempty"`
+		Supersedes       string     `json:"supersedes,omitempty"`
+		SupersededBy     string     `json:"superseded_by,omitempty"`
+		Confirms         string     `json:"confirms,omitempty" jsonschema:"the memory this restatement reconfirmed (revision NOOP)"`
+		Invalidates      string     `json:"invalidates,omitempty" jsonschema:"the memory this one retracted (revision INVALIDATE)"`
+		CreatedAt        time.Time  `json:"created_at"`
 	}
 	HistoryEntry struct {
-		Depth      int       `json:"depth" jsonschema:"0 is the memory asked about; negative: older beliefs it replaced, positive: newer ones"`
-		MemoryID   string    `json:"memory_id"`
-		Status     string    `json:"status"`
-		Content    string    `json:"content"`
-		Supersedes string    `json:"supersedes,omitempty"`
-		CreatedAt  time.Time `json:"created_at"`
+		Depth        int        `json:"depth" jsonschema:"0 is the memory asked about; negative: older beliefs it replaced, positive: newer ones"`
+		Relation     string     `json:"relation" jsonschema:"self, replaced, replaced_by, confirmed_by, invalidated_by, confirms or invalidates: how this row relates to the lineage link at its depth"`
+		MemoryID     string     `json:"memory_id"`
+		Status       string     `json:"status"`
+		StatusReason string     `json:"status_reason,omitempty"`
+		Content      string     `json:"content"`
+		Supersedes   string     `json:"supersedes,omitempty"`
+		Confidence   float64    `json:"confidence"`
+		SourceType   string     `json:"source_type"`
+		ValidUntil   *time.Time `json:"valid_until,omitempty"`
+		CreatedAt    time.Time  `json:"created_at"`
 	}
 	HistoryOut struct {
 		Lineage []HistoryEntry `json:"lineage"`
@@ -151,18 +169,32 @@ func (s *server) addTools(srv *mcp.Server) {
 			})
 			return nil, out, err
 		})
-	mcp.AddTool(srv, &mcp.Tool{Name: "remember", Description: "Store a fact explicitly (mneme.remember). To change a belief, " +
-		"pass the memory_id it replaces as supersedes: the old one is kept as superseded, never lost."},
+	mcp.AddTool(srv, &mcp.Tool{Name: "remember", Description: "Store a fact explicitly (mneme.remember). " +
+		"mneme revises every write itself: after the call returns, its revise job compares the fact with the closest " +
+		"ones and records ADD (a new fact), NOOP (a restatement: the existing fact is reconfirmed, the new row kept as merged), " +
+		"SUPERSEDE (it replaces an older value, which is kept as superseded) or INVALIDATE (it retracts one). " +
+		"The result is the memory_id with revision queued; history or inspect of that id shows the outcome once the " +
+		"mneme sidecar ran the job. Pass supersedes only when you know which memory_id this replaces (applied at once)."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in RememberIn) (*mcp.CallToolResult, RememberOut, error) {
-			out := RememberOut{Action: "ADD", Supersedes: in.Supersedes}
-			if in.Supersedes != "" {
-				out.Action = "SUPERSEDE"
-			}
+			out := RememberOut{Revision: "queued"}
 			err := s.inTenant(ctx, req, func(tx pgx.Tx) error {
 				return tx.QueryRow(ctx, `SELECT mneme.remember($1::uuid, $2, $3, supersedes => $4::uuid)::text`,
 					in.ConversationID, in.Content, orNull(in.Label), orNull(in.Supersedes)).Scan(&out.MemoryID)
 			})
-			return nil, out, err
+			if err != nil {
+				return nil, RememberOut{}, err
+			}
+			// With supersedes, mneme.remember applied the caller's decision
+			// itself and queued no revise job; without, the action is the
+			// revise job's to decide (never guessed here).
+			text := fmt.Sprintf("Stored as memory %s. Revision is queued: the mneme sidecar's revise job classifies it "+
+				"against the closest facts (ADD, NOOP, SUPERSEDE or INVALIDATE); history or inspect of this memory_id "+
+				"shows the outcome once it ran.", out.MemoryID)
+			if in.Supersedes != "" {
+				out.Revision, out.Action, out.Supersedes = "applied", "SUPERSEDE", in.Supersedes
+				text = fmt.Sprintf("Stored as memory %s; it supersedes %s, which is kept as superseded.", out.MemoryID, in.Supersedes)
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, out, nil
 		})
 	s.addMemoryTools(srv)
 }

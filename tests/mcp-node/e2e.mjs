@@ -1,8 +1,13 @@
 // The end-to-end test's client: the official TypeScript MCP SDK spawns
-// `mneme mcp` over stdio, lists the tools, adds a conversation, waits for
-// the sidecar to segment it, and recalls it. Usage: node e2e.mjs BIN CONV
-// (DATABASE_URL in the environment). Prints one JSON line of what it saw;
+// `mneme mcp` over stdio, lists the tools, adds a conversation, prints
+// {"phase":"added"}, waits for a line on stdin (the test starts the sidecar
+// and answers once it has segmented the conversation and run every job),
+// then recalls it. Recalling only after the sidecar finished makes the
+// result reproducible: recalled earlier, what comes back depends on which
+// jobs ran yet. Usage: node e2e.mjs BIN CONV (DATABASE_URL in the
+// environment). Prints the phase line, then one JSON line of what it saw;
 // exits 1 on any failure.
+import { createInterface } from "node:readline";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 
@@ -35,12 +40,14 @@ await call("add_message", { conversation_id: conv, role: "user", content: "Back 
 
 const badInput = await client.callTool({ name: "recall", arguments: { conversation_id: conv, query: "x", budget: -5 } });
 
-let context = "";
-for (let i = 0; i < 120 && !context.includes("Anna"); i++) {
-  const res = await call("recall", { conversation_id: conv, query: "what is my violin teacher called?", budget: 80 });
-  context = res.structuredContent.context;
-  if (!context.includes("Anna")) await new Promise((r) => setTimeout(r, 500));
-}
+console.log(JSON.stringify({ phase: "added" }));
+const stdin = createInterface({ input: process.stdin });
+const next = await stdin[Symbol.asyncIterator]().next();
+stdin.close();
+if (next.done) throw new Error("stdin closed before the sidecar ran");
+
+const recall = await call("recall", { conversation_id: conv, query: "what is my violin teacher called?", budget: 80 });
+const context = recall.structuredContent.context;
 const search = await call("search", { conversation_id: conv, query: "violin teacher", k: 3 });
 console.log(JSON.stringify({
   tools,
