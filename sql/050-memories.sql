@@ -175,7 +175,7 @@ RETURNS TABLE (memory_id uuid, conversation_id uuid, kind text, status text, sta
                supersedes_id uuid, superseded_by uuid, created_at timestamptz,
                confidence_score real, source_type text, source_ref text, source_message_ids bigint[],
                valid_until timestamptz, last_confirmed_at timestamptz, confirms_id uuid, invalidates_id uuid,
-               slot text)
+               slot text, revision text)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -189,7 +189,9 @@ BEGIN
            m.content, m.stability, m.difficulty, m.last_reviewed_at, m.review_count, m.supersedes_id,
            (SELECT n.id FROM mneme.memories n WHERE n.supersedes_id = m.id ORDER BY n.created_at DESC LIMIT 1),
            m.created_at, m.confidence_score, m.source_type, m.source_ref, m.source_message_ids, m.valid_until,
-           m.last_confirmed_at, m.confirms_id, m.invalidates_id, m.slot
+           m.last_confirmed_at, m.confirms_id, m.invalidates_id, m.slot,
+           (SELECT e.reason FROM mneme.memory_events e WHERE e.memory_id = m.id AND e.event = 'revised'
+            ORDER BY e.id DESC LIMIT 1)
     FROM mneme.memories m WHERE m.id = inspect.id;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'memory % does not exist', inspect.id USING ERRCODE = 'P0002';
@@ -198,7 +200,8 @@ END
 $$;
 COMMENT ON FUNCTION mneme.inspect(uuid) IS
     'One memory with its belief state (status, confidence, validity, slot), provenance (source type, redacted '
-    'source_ref, source messages), FSRS state and its lineage links (supersedes, superseded_by, confirms, invalidates).';
+    'source_ref, source messages), FSRS state, its lineage links (supersedes, superseded_by, confirms, invalidates) '
+    'and its revision: the decision of its revise job (NULL until the job ran), e.g. ''ADD by heuristic: new information''.';
 
 -- mneme.history (the lineage both ways) is in 150-revision.sql, beside the
 -- revision links it follows.

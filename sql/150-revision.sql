@@ -272,13 +272,44 @@ BEGIN
                                     valid_until = least(coalesce(m.valid_until, 'infinity'), v_new_at),
                                     updated_at = now()
         WHERE m.id = v_old.id;
+        -- The lineage stays one chain in time order: when an older write was
+        -- already linked behind the new belief (it arrived late), the fact
+        -- replaced now goes in the chain by its time.
+        IF v_new.supersedes_id IS NOT NULL AND v_new.supersedes_id <> v_old.id THEN
+            IF v_old.supersedes_id IS NULL AND v_old.created_at >= (SELECT y.created_at FROM mneme.memories y WHERE y.id = v_new.supersedes_id) THEN
+                UPDATE mneme.memories m SET supersedes_id = v_new.supersedes_id WHERE m.id = v_old.id;
+                v_new.supersedes_id := v_old.id;
+            ELSE
+                UPDATE mneme.memories m SET supersedes_id = v_old.id
+                WHERE m.id = v_new.supersedes_id AND m.supersedes_id IS NULL AND m.id <> v_old.id;
+            END IF;
+        ELSE
+            v_new.supersedes_id := v_old.id;
+        END IF;
         -- The new belief starts from the old one's FSRS state, not from zero.
-        UPDATE mneme.memories m SET supersedes_id = coalesce(m.supersedes_id, v_old.id), stability = v_old.stability,
+        UPDATE mneme.memories m SET supersedes_id = v_new.supersedes_id, stability = v_old.stability,
                                     difficulty = v_old.difficulty, fsrs_state = v_old.fsrs_state,
                                     review_count = v_old.review_count,
                                     last_reviewed_at = greatest(v_old.last_reviewed_at, m.last_reviewed_at),
                                     pinned = m.pinned OR v_old.pinned, updated_at = now()
         WHERE m.id = v_new.id;
+        -- One current value per slot: other active facts of the same slot,
+        -- older than the new one, are superseded by it too (two revise jobs
+        -- of one slot may each have seen only the other's target).
+        IF coalesce(nullif(lower(btrim(apply_revision.slot)), ''), v_new.slot) IS NOT NULL THEN
+            UPDATE mneme.memories m SET status = 'superseded',
+                                        status_reason = format('SUPERSEDE of the same slot %s (by %s)',
+                                                               coalesce(nullif(lower(btrim(apply_revision.slot)), ''), v_new.slot), v_new.id),
+                                        valid_until = least(coalesce(m.valid_until, 'infinity'), v_new_at),
+                                        updated_at = now()
+            WHERE m.id IN (SELECT x.id FROM mneme.memories x
+                           WHERE x.slot = coalesce(nullif(lower(btrim(apply_revision.slot)), ''), v_new.slot)
+                             AND x.status = 'active' AND x.kind = 'semantic' AND x.id <> v_new.id
+                             AND x.created_at <= v_new_at
+                             AND x.conversation_id = ANY (mneme._scope_conversations(v_new.conversation_id,
+                                                                                     mneme.setting('revision_scope') #>> '{}'))
+                           ORDER BY x.id FOR UPDATE);
+        END IF;
     ELSIF v_action = 'INVALIDATE' AND v_new_at < v_old_at THEN
         -- A retraction older than the fact it names was overtaken by it: the
         -- fact was said again afterwards. The retraction is kept, retired.

@@ -193,6 +193,24 @@ BEGIN
                             ORDER BY m.id FOR UPDATE);
     END IF;
     v_keys := ARRAY(SELECT unnest(ids)::text);
+    IF _remove_memories.event = 'erased' THEN
+        -- Reasons may quote what is erased: the events of every erased
+        -- memory, and any reason or status_reason that names one (a
+        -- revision's "changes from X to Y (by <id>)"), lose their text.
+        PERFORM set_config('mneme.erasing', 'on', true);
+        UPDATE mneme.memory_events e SET reason = NULL WHERE e.memory_id = ANY (ids) AND e.reason IS NOT NULL;
+        UPDATE mneme.memory_events e SET reason = NULL
+        WHERE e.id IN (SELECT e2.id
+                       FROM mneme.memory_events e2,
+                            regexp_matches(e2.reason, '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}', 'g') r
+                       WHERE e2.reason IS NOT NULL AND r[1] IN (SELECT unnest(v_keys)));
+        PERFORM set_config('mneme.erasing', '', true);
+        UPDATE mneme.memories m SET status_reason = format('%s: the memory that changed it was erased', m.status)
+        WHERE m.id IN (SELECT m2.id
+                       FROM mneme.memories m2,
+                            regexp_matches(m2.status_reason, '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}', 'g') r
+                       WHERE m2.status_reason IS NOT NULL AND NOT m2.id = ANY (ids) AND r[1] IN (SELECT unnest(v_keys)));
+    END IF;
 
     -- A retrieval that returned one of them is not reviewed any more: its
     -- query may quote what is removed.

@@ -47,11 +47,11 @@ func (s *server) addMemoryTools(srv *mcp.Server) {
 					label, pinned, content, stability, review_count, confidence_score, source_type, coalesce(source_ref, ''),
 					source_message_ids, coalesce(slot, ''), valid_until, last_confirmed_at, coalesce(supersedes_id::text, ''),
 					coalesce(superseded_by::text, ''), coalesce(confirms_id::text, ''), coalesce(invalidates_id::text, ''),
-					created_at FROM mneme.inspect($1::uuid)`, in.MemoryID).Scan(
+					created_at, coalesce(revision, '') FROM mneme.inspect($1::uuid)`, in.MemoryID).Scan(
 					&out.MemoryID, &out.ConversationID, &out.Kind, &out.Status, &out.StatusReason, &out.Label, &out.Pinned,
 					&out.Content, &out.Stability, &out.ReviewCount, &out.Confidence, &out.SourceType, &out.SourceRef,
 					&out.SourceMessageIDs, &out.Slot, &out.ValidUntil, &out.LastConfirmedAt, &out.Supersedes,
-					&out.SupersededBy, &out.Confirms, &out.Invalidates, &out.CreatedAt)
+					&out.SupersededBy, &out.Confirms, &out.Invalidates, &out.CreatedAt, &out.Revision)
 			})
 			return nil, out, err
 		})

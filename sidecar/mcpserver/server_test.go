@@ -149,6 +149,7 @@ func TestTools(t *testing.T) {
 	require.Equal(t, paris.MemoryID, ins.Supersedes)
 	require.Equal(t, "explicit", ins.SourceType)
 	require.Contains(t, ins.Slot, "lives_in")
+	require.Contains(t, ins.Revision, "SUPERSEDE by heuristic", "inspect says what revision decided")
 	confidence := ins.Confidence
 	require.Positive(t, confidence)
 

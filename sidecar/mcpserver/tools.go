@@ -88,6 +88,7 @@ type (
 		SourceRef        string     `json:"source_ref,omitempty"`
 		SourceMessageIDs []int64    `json:"source_message_ids,omitempty"`
 		Slot             string     `json:"slot,omitempty" jsonschema:"subject|attribute the fact fills, when revision recognised one"`
+		Revision         string     `json:"revision,omitempty" jsonschema:"what its revise job decided (ADD, NOOP, SUPERSEDE or INVALIDATE, by whom, why); empty until the job ran"`
 		ValidUntil       *time.Time `json:"valid_until,omitempty"`
 		LastConfirmedAt  *time.Time `json:"last_confirmed_at,omitempty"`
 		Supersedes       string     `json:"supersedes,omitempty"`
