@@ -50,3 +50,13 @@ $MNEME eval feedback --plot docs/feedback.svg
 # A deterministic year of use: per label, the share of memories active,
 # inactive and purged, purge off and on (docs/forgetting.md).
 $MNEME eval lifecycle --plot docs/lifecycle.svg
+
+# --- eval: belief revision suite (issue 14) -----------------------------------
+# Scripted conversations in which facts change (sidecar/eval/revision, written
+# for mneme, no benchmark data): per action precision and recall of the
+# offline classifier, then of the LLM classifier against a scripted model that
+# also sends bad answers (docs/revision.md). Deterministic; its own scratch
+# database each.
+$MNEME eval revision --quiet
+$MNEME eval revision --llm scripted --quiet
+# --- end eval: revision -------------------------------------------------------

@@ -14,6 +14,7 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/eval/feedback"
 	"github.com/mneme-memory/mneme/sidecar/eval/lifecycle"
 	"github.com/mneme-memory/mneme/sidecar/eval/locomo"
+	revisioneval "github.com/mneme-memory/mneme/sidecar/eval/revision"
 )
 
 func cmdEvalLocomo(ctx context.Context, log *slog.Logger, args []string) error {
@@ -106,6 +107,44 @@ func cmdEvalLifecycle(ctx context.Context, log *slog.Logger, args []string) erro
 	}
 	return report(res, *asJSON, *plot, func(w io.Writer) error { return lifecycle.WriteSVG(w, res) },
 		func(w io.Writer) error { return lifecycle.WriteTable(w, res) })
+}
+
+func cmdEvalRevision(ctx context.Context, log *slog.Logger, args []string) error {
+	fs := flags("eval revision")
+	model := fs.String("llm", "", `the classifier: none (the offline classifier) or "scripted" (the LLM classifier against an in-process fake `+
+		`OpenAI-compatible server that answers from the labels, a deterministic share of its answers bad on purpose)`)
+	asJSON := fs.Bool("json", false, "print the result as JSON")
+	keep := fs.Bool("keep-db", false, "keep the scratch database afterwards (its name is logged)")
+	quiet := fs.Bool("quiet", false, "no progress, and only errors from the pipelines")
+	if err := cli.Parse(fs, args, false); err != nil {
+		return err
+	}
+	o := revisioneval.Options{Mode: revisioneval.ModeOffline, Keep: *keep, Log: log}
+	switch *model {
+	case "":
+	case revisioneval.ModeScripted:
+		o.Mode = revisioneval.ModeScripted
+	default:
+		return fmt.Errorf("%w: --llm %q: want scripted, or no --llm for the offline classifier", cli.ErrUsage, *model)
+	}
+	// The pipelines warn of every unusable model answer and retry: the
+	// scripted mode sends those on purpose.
+	level := slog.LevelWarn
+	if *quiet {
+		level = slog.LevelError
+	} else {
+		o.Progress = os.Stderr
+	}
+	o.PipeLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	var err error
+	if o.Config, err = config.Load(false); err != nil {
+		return err
+	}
+	rep, err := revisioneval.Eval(ctx, o)
+	if err != nil {
+		return err
+	}
+	return report(rep, *asJSON, "", nil, rep.WriteTable)
 }
 
 // report writes an evaluation's plot (when asked) and prints the result as

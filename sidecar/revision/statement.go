@@ -89,7 +89,7 @@ var negations = []struct {
 	{regexp.MustCompile(`\bmoved out of\b`), "live in"},
 	{regexp.MustCompile(`\bmoved away from\b`), "live in"},
 	{regexp.MustCompile(`\bstopped (?:working (?:at|for)|my job at)\b`), "work at"},
-	{regexp.MustCompile(`\bquit (?:my job at|my job with|working at|working for|the job at)\b`), "work at"},
+	{regexp.MustCompile(`\b(?:quit|left) (?:my job at|my job with|my job for|working at|working for|the job at)\b`), "work at"},
 	{regexp.MustCompile(`\b(?:left|quit) my job\b`), "work at " + anyValue},
 	{regexp.MustCompile(`\bstopped\b`), ""},
 	{regexp.MustCompile(`\bquit\b`), ""},

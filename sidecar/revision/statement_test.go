@@ -42,6 +42,8 @@ func TestParseSlots(t *testing.T) {
 		{"I don't work at Acme anymore", "user|works_at", "acme", true},
 		{"I moved out of Berlin", "user|lives_in", "berlin", true},
 		{"I quit my job at Globex", "user|works_at", "globex", true},
+		{"I left my job at Initech", "user|works_at", "initech", true},
+		{"I left my job", "user|works_at", "", true},
 		{"I stopped using Vim for coding", "user|uses_for_coding", "vim", true},
 		{"I stopped working at Initech", "user|works_at", "initech", true},
 		{"The weather is nice.", "", "", false},

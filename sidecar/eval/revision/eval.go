@@ -1,0 +1,97 @@
+package revision
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/mneme-memory/mneme/sidecar/config"
+	"github.com/mneme-memory/mneme/sidecar/eval/locomo"
+	"github.com/mneme-memory/mneme/sidecar/migrate"
+	"github.com/mneme-memory/mneme/sidecar/pipeline"
+	"github.com/mneme-memory/mneme/sidecar/scratch"
+)
+
+// The modes.
+const (
+	ModeOffline  = "offline"  // the offline classifier (Heuristic)
+	ModeScripted = "scripted" // the LLM classifier against the scripted model
+)
+
+// Options are `mneme eval revision`'s.
+type Options struct {
+	Mode     string        // ModeOffline or ModeScripted
+	Keep     bool          // keep the scratch database
+	Config   config.Config // DATABASE_URL and the vector layout; its LLM and embedder are not used
+	Log      *slog.Logger  // the run's (the scratch database)
+	PipeLog  *slog.Logger  // the pipelines' (warnings: unusable model answers, retries); nil: none
+	Progress io.Writer     // nil: quiet
+}
+
+// Eval runs the suite in a fresh scratch database.
+func Eval(ctx context.Context, o Options) (*Report, error) {
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	db, err := scratch.Open(ctx, scratch.Options{Server: o.Config.DatabaseURL, Prefix: "mneme_eval_", Keep: o.Keep, Log: log,
+		Migrate: migrate.Options{Vector: o.Config.Vector, EmbedDim: o.Config.MigrateEmbedDim()}})
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	return RunMode(ctx, db.Pool, o.Mode, o.Config, o.PipeLog, o.Progress)
+}
+
+// RunMode runs the suite on pool (a migrated, empty mneme database) in
+// mode, through the sidecar's own pipelines (pipeline.Configure) and job
+// runner. The embedder is always the built-in hash embedder, so the
+// numbers do not depend on an endpoint; the LLM is none (offline) or the
+// scripted model (MNEME_LLM_* are ignored either way). log is the
+// pipelines' (nil: none).
+func RunMode(ctx context.Context, pool *pgxpool.Pool, mode string, cfg config.Config, log *slog.Logger, progress io.Writer) (*Report, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cfg.LLM, cfg.Embed = config.Endpoint{}, config.Endpoint{}
+	var model *Scripted
+	switch mode {
+	case ModeOffline:
+	case ModeScripted:
+		model = NewScripted()
+		defer model.Close()
+		cfg.LLM = config.Endpoint{BaseURL: model.URL(), APIKey: "scripted", Model: "scripted"}
+		cfg.LLMTimeout = 30 * time.Second
+	default:
+		return nil, fmt.Errorf("mode %q: want %s or %s", mode, ModeOffline, ModeScripted)
+	}
+	deps, err := pipeline.Configure(ctx, cfg, pool, log, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	jobs, err := locomo.PipelineJobs(pool, deps)
+	if err != nil {
+		return nil, err
+	}
+	var obs observer
+	if model != nil {
+		obs = model
+	}
+	rep, err := Run(ctx, pool, jobs, Suite(), obs, progress)
+	if err != nil {
+		return nil, err
+	}
+	rep.Mode = "offline classifier"
+	if model != nil {
+		if err := model.Err(); err != nil {
+			return nil, err
+		}
+		rep.Mode = "LLM classifier, scripted model"
+		rep.LLM = model.Stats(rep)
+	}
+	return rep, nil
+}

@@ -1,0 +1,190 @@
+package revision
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mneme-memory/mneme/sidecar/config"
+	"github.com/mneme-memory/mneme/sidecar/dbtest"
+	"github.com/mneme-memory/mneme/sidecar/revision"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+// The suite's size is what the docs say, and its labels are consistent.
+func TestSuite(t *testing.T) {
+	suite := Suite()
+	require.NoError(t, Check(suite))
+	writes, questions := 0, 0
+	perAction := map[string]int{}
+	for _, c := range suite {
+		writes += len(c.Writes)
+		questions += len(c.Questions)
+		for _, w := range c.Writes {
+			perAction[w.Expect]++
+		}
+	}
+	require.GreaterOrEqual(t, len(suite), 15)
+	require.LessOrEqual(t, len(suite), 25)
+	require.GreaterOrEqual(t, writes, 80)
+	require.LessOrEqual(t, writes, 150)
+	for _, a := range Actions {
+		require.GreaterOrEqual(t, perAction[a], 8, a)
+	}
+	require.GreaterOrEqual(t, questions, len(suite))
+}
+
+func TestCheckRejects(t *testing.T) {
+	for name, c := range map[string]Conversation{
+		"repeated key":     {Name: "x", Writes: []Write{add("a", 0, "x"), add("a", 1, "y")}},
+		"later target":     {Name: "x", Writes: []Write{supersede("a", 0, "x", "b"), add("b", 1, "y")}},
+		"ADD with target":  {Name: "x", Writes: []Write{add("a", 0, "x"), {Key: "b", Text: "y", Expect: "ADD", Target: "a"}}},
+		"unknown action":   {Name: "x", Writes: []Write{{Key: "a", Text: "x", Expect: "MERGE"}}},
+		"unknown question": {Name: "x", Writes: []Write{add("a", 0, "x")}, Questions: []Question{q("?", "b")}},
+	} {
+		require.ErrorIs(t, Check([]Conversation{c}), ErrSuite, name)
+	}
+}
+
+// The labels resolve NOOPs to what they confirm, give the final statuses
+// mneme.apply_revision's rules give, and a question's stale values are
+// its belief's lineage.
+func TestLabels(t *testing.T) {
+	c := Conversation{Name: "x", Writes: []Write{
+		add("a", 10, "I live in A."),
+		noop("a2", 11, "I live in A.", "a"),
+		supersede("b", 20, "I live in B.", "a2"),
+		supersede("old", 5, "I live in O.", "b"), // older: stored superseded
+		add("other", 21, "I use Vim for coding."),
+		invalidate("nob", 30, "I no longer live in B.", "b"),
+	}}
+	l := newLabels(&c)
+	require.Equal(t, "a", l.canon("a2"))
+	require.Equal(t, []string{"superseded", "merged", "invalidated", "superseded", "active", "active"}, l.wantStatus())
+	require.Equal(t, map[string]bool{"a": true, "a2": true, "b": true, "old": true}, l.stale("nob"))
+	require.Empty(t, l.stale("other"))
+}
+
+func TestParseRevised(t *testing.T) {
+	id := uuid.New()
+	a, target := parseRevised("SUPERSEDE by heuristic: lives_in changes [target " + id.String() + "]")
+	require.Equal(t, revision.ActionSupersede, a)
+	require.Equal(t, id, target)
+	a, target = parseRevised("ADD (SUPERSEDE of " + id.String() + " no longer applies: the target is superseded)")
+	require.Equal(t, revision.ActionAdd, a)
+	require.Equal(t, uuid.Nil, target)
+	a, _ = parseRevised("something else")
+	require.Equal(t, None, a)
+}
+
+// The offline classifier on the suite, with floors a little under what it
+// measured (docs/revision.md): a regression of its rules, of the revise
+// job or of apply_revision fails here.
+func TestOffline(t *testing.T) {
+	db := dbtest.New(t)
+	rep, err := RunMode(context.Background(), db.Pool, ModeOffline, config.Config{}, nil, nil)
+	require.NoError(t, err)
+	require.Equal(t, "offline classifier", rep.Mode)
+	require.Zero(t, rep.FailedJobs)
+	require.Zero(t, rep.PendingJobs)
+	require.Equal(t, rep.Writes, sum(rep.Confusion), "every write is in the confusion matrix")
+	require.Zero(t, column(rep.Confusion, None), "every write was revised")
+
+	// Measured 2026-11-24 (docs/revision.md): accuracy 0.841; SUPERSEDE
+	// P 0.839 R 0.765; INVALIDATE P 1.000 R 0.727; NOOP P 0.900 R 0.750;
+	// ADD P 0.812 R 0.929; current first 0.722, stale first 0.056; 3
+	// current beliefs retired.
+	require.GreaterOrEqual(t, rep.Accuracy, 0.75)
+	floors := map[string][2]float64{ // precision, recall
+		revision.ActionAdd:        {0.70, 0.85},
+		revision.ActionNoop:       {0.80, 0.65},
+		revision.ActionSupersede:  {0.75, 0.65},
+		revision.ActionInvalidate: {0.90, 0.50},
+	}
+	for a, f := range floors {
+		s := rep.Score(a)
+		require.GreaterOrEqual(t, s.Precision, f[0], "%s precision", a)
+		require.GreaterOrEqual(t, s.Recall, f[1], "%s recall", a)
+	}
+	require.GreaterOrEqual(t, rep.CurrentFirst, 0.60)
+	require.LessOrEqual(t, rep.StaleFirst, 0.15)
+	require.GreaterOrEqual(t, rep.CurrentInTopK, 0.85)
+	require.LessOrEqual(t, rep.Final.WronglyRetired, 5)
+
+	// An older write never replaces the newer fact it would supersede or
+	// retract: it ends superseded itself.
+	for _, id := range []string{"moves out of order/leeds", "moves out of order/sheffield", "drinks (out of order)/chai",
+		"profile (out of order)/email3", "profile (out of order)/nogym"} {
+		o := rep.outcomes[id]
+		if o.applied != revision.ActionAdd {
+			require.Equal(t, "superseded", o.status, id)
+		}
+	}
+	require.Equal(t, "superseded", rep.outcomes["moves out of order/leeds"].status)
+	require.Equal(t, "superseded", rep.outcomes["drinks (out of order)/chai"].status)
+	require.Equal(t, "active", rep.outcomes["moves out of order/hull"].status)
+}
+
+// The LLM classifier through the real go-openai client against the
+// scripted model: every right answer is applied as given, every bad one
+// (malformed, out of range, unknown action, low confidence) becomes an
+// ADD, and an HTTP 500 is retried into the right answer.
+func TestScriptedModel(t *testing.T) {
+	db := dbtest.New(t)
+	rep, err := RunMode(context.Background(), db.Pool, ModeScripted, config.Config{}, nil, nil)
+	require.NoError(t, err)
+	require.NotNil(t, rep.LLM)
+	require.Zero(t, rep.FailedJobs)
+	require.Zero(t, rep.PendingJobs)
+	require.Zero(t, column(rep.Confusion, None))
+
+	garbage, http500 := 0, 0
+	for _, b := range rep.LLM.Bad {
+		require.Positive(t, b.Count, b.Kind)
+		if b.Kind == BadHTTP500 {
+			http500 = b.Count
+			require.Equal(t, b.Count, b.Right, "a 500 is retried and then answered well")
+			continue
+		}
+		garbage += b.Count
+		require.Equal(t, map[string]int{revision.ActionAdd: b.Count}, b.Became, b.Kind)
+		require.Zero(t, b.Right, "%s: only non-ADD decisions get bad answers", b.Kind)
+	}
+	require.Equal(t, rep.LLM.Decisions+http500, rep.LLM.Requests, "one retry per 500, none otherwise")
+	require.LessOrEqual(t, rep.LLM.NotOffered, 2, "the labelled target is among the candidates")
+	// Wrong are exactly the garbage answers (and targets not shown).
+	require.LessOrEqual(t, len(rep.WrongWrites), garbage+rep.LLM.NotOffered)
+	require.GreaterOrEqual(t, len(rep.WrongWrites), garbage)
+	require.Zero(t, rep.Final.WronglyRetired, "a scripted model never retires a current belief")
+	for _, a := range Actions[1:] {
+		require.Equal(t, 1.0, rep.Score(a).Precision, "%s: what the model says is applied as said", a)
+	}
+	require.Equal(t, 1.0, rep.Score(revision.ActionAdd).Recall, "nothing labelled ADD replaced anything")
+	// Measured 2026-11-24 (docs/revision.md): current first 0.759, stale
+	// first 0.037 (a stale fact a bad answer left active), current in top 5
+	// 1.000.
+	require.GreaterOrEqual(t, rep.CurrentFirst, 0.65)
+	require.LessOrEqual(t, rep.StaleFirst, 0.10)
+	require.GreaterOrEqual(t, rep.CurrentInTopK, 0.90)
+}
+
+func sum(m map[string]map[string]int) int {
+	n := 0
+	for _, row := range m {
+		for _, v := range row {
+			n += v
+		}
+	}
+	return n
+}
+
+func column(m map[string]map[string]int, col string) int {
+	n := 0
+	for _, row := range m {
+		n += row[col]
+	}
+	return n
+}
