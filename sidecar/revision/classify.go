@@ -103,20 +103,32 @@ func (Heuristic) Classify(_ context.Context, f Fact, cands []Candidate, s Settin
 				}
 			}
 		}
-		// No slot: the candidate saying most of what is retracted.
+		// No slot: the candidate saying most of what is retracted (at
+		// least 60% of its words are in the retraction), or else the one
+		// holding every word the retraction names ("I quit smoking" and
+		// "I smoke every day"), the newest first.
 		words := contentWords(f.Content)
-		best, bestScore := uuid.Nil, 0.0
+		best, bestScore, whole := uuid.Nil, 0.0, uuid.Nil
 		for _, c := range ps {
 			if c.st.Negated {
 				continue
 			}
-			if sc := containment(words, contentWords(c.Content)); sc > bestScore {
+			cw := contentWords(c.Content)
+			if sc := containment(words, cw); sc > bestScore {
 				best, bestScore = c.ID, sc
+			}
+			if whole == uuid.Nil && len(words) > 0 && containment(cw, words) == 1 {
+				whole = c.ID
 			}
 		}
 		if bestScore >= 0.6 {
 			d.Action, d.Target = ActionInvalidate, best
 			d.Reason = fmt.Sprintf("retraction sharing %.0f%% of its words with the fact", 100*bestScore)
+			return d, nil
+		}
+		if whole != uuid.Nil {
+			d.Action, d.Target = ActionInvalidate, whole
+			d.Reason = "retraction of a fact holding every word it names"
 			return d, nil
 		}
 		d.Reason = "a retraction of nothing believed"

@@ -52,7 +52,7 @@ var slotPatterns = []slotPattern{
 	{"drives", regexp.MustCompile(`^(?:drive|drives|driving) (?:a |an )?(?P<v>.+)$`)},
 	{"uses_for", regexp.MustCompile(`^(?:use|uses|using|have switched to|switched to|switch to|rely on|relies on) (?P<v>.+?) (?:for|to) (?P<a>[a-z ]+)$`)},
 	{"studies", regexp.MustCompile(`^(?:am |is )?(?:study|studies|studying|majoring in|major in) (?P<v>.+)$`)},
-	{"owns", regexp.MustCompile(`^(?:own|owns) (?:a |an )?(?P<v>.+)$`)},
+	{"studies", regexp.MustCompile(`^(?:have |has )?(?:switched|changed) (?:my |his |her |their )?major to (?P<v>.+)$`)},
 	{"favourite", regexp.MustCompile(`^(?:favourite|favorite|fave) (?P<a>[a-z ]{2,40}?) is (?P<v>.+)$`)},
 }
 
@@ -91,6 +91,8 @@ var negations = []struct {
 	{regexp.MustCompile(`\bstopped (?:working (?:at|for)|my job at)\b`), "work at"},
 	{regexp.MustCompile(`\b(?:quit|left) (?:my job at|my job with|my job for|working at|working for|the job at)\b`), "work at"},
 	{regexp.MustCompile(`\b(?:left|quit) my job\b`), "work at " + anyValue},
+	{regexp.MustCompile(`\b(?:sold|got rid of|gave away)\b`), "drive"},
+	{regexp.MustCompile(`\bclosed\b`), ""},
 	{regexp.MustCompile(`\bstopped\b`), ""},
 	{regexp.MustCompile(`\bquit\b`), ""},
 	{regexp.MustCompile(`\b(?:got divorced from|divorced)\b`), "married to"},
@@ -107,6 +109,19 @@ var (
 	// A named subject: a capitalised word (or two) and a verb after it.
 	namedRE = regexp.MustCompile(`^([A-Z][\p{L}-]+(?: [A-Z][\p{L}-]+)?)(?:'s| )(.+)$`)
 )
+
+// openerRE: discourse markers before a statement ("Actually, my favourite
+// colour is purple").
+var openerRE = regexp.MustCompile(`^(?i:actually|well|so|oh|by the way|btw|just so you know|fyi|anyway|update|correction|now|ok|okay)[,:!]?\s+`)
+
+// relativeRE: a relative of the speaker as the subject ("My sister moved
+// to Milan" is the sister's move, not the speaker's), when a verb follows.
+var relativeRE = regexp.MustCompile(`^my ((?:older |younger |little |big )?(?:sister|brother|mother|mom|mum|father|dad|son|daughter|wife|husband|partner|girlfriend|boyfriend|grandmother|grandma|grandfather|grandpa|aunt|uncle|cousin|niece|nephew|best friend|friend|boss|manager|roommate|neighbour|neighbor)) ((?:is |are |was )?(?:lives?|living|moved|works?|working|joined|started|studies|studying|drives?|married|got|resides|relocated|quit|stopped|no longer|doesn't|does not|isn't|is not).*)$`)
+
+// thingSynonyms: one name per kind of favourite thing.
+var thingSynonyms = map[string]string{"color": "colour", "movie": "film", "flick": "film", "tv show": "show",
+	"series": "show", "tune": "song", "musician": "artist", "singer": "artist", "band": "artist", "meal": "food",
+	"dish": "food", "cuisine": "food", "author": "writer", "novel": "book", "sport": "sport", "team": "team"}
 
 // notNames are capitalised sentence openers that are not a person.
 var notNames = map[string]bool{
@@ -127,6 +142,7 @@ func Parse(text string) Statement {
 		subjectName, t = strings.ToLower(m[1]), m[2]
 	}
 	t = trailingRE.ReplaceAllString(t, "")
+	t = openerRE.ReplaceAllString(t, "")
 	if t == "" {
 		return st
 	}
@@ -147,6 +163,9 @@ func Parse(text string) Statement {
 		st.Subject, pred = firstPerson, lower[2:]
 	case strings.HasPrefix(lower, "we "):
 		st.Subject, pred = firstPerson, lower[3:]
+	case relativeRE.MatchString(lower):
+		m := relativeRE.FindStringSubmatch(lower)
+		st.Subject, pred = firstPerson+"'s "+m[1], m[2]
 	case strings.HasPrefix(lower, "my "):
 		st.Subject, pred = firstPerson, "my "+lower[3:]
 	case strings.HasPrefix(lower, "our "):
@@ -182,10 +201,10 @@ func Parse(text string) Statement {
 		if m == nil || degreeRE.MatchString(m[2]) || len(strings.Fields(m[2])) > 6 {
 			return Statement{Subject: st.Subject, Negated: st.Negated}
 		}
-		attr := strings.TrimSpace(m[1])
+		attr := strings.TrimSpace(adjectiveRE.ReplaceAllString(m[1], ""))
 		switch {
 		case strings.HasPrefix(attr, "favourite ") || strings.HasPrefix(attr, "favorite ") || strings.HasPrefix(attr, "fave "):
-			attr = "favourite_" + strings.ReplaceAll(strings.TrimSpace(attr[strings.Index(attr, " ")+1:]), " ", "_")
+			attr = "favourite_" + favouriteThing(attr[strings.Index(attr, " ")+1:])
 		case attributeSynonyms[attr] != "":
 			attr = attributeSynonyms[attr]
 		default:
@@ -205,8 +224,15 @@ func Parse(text string) Statement {
 			case "v":
 				st.Value = normValue(m[i])
 			case "a":
-				st.Attribute = p.attribute + "_" + strings.ReplaceAll(strings.TrimSpace(m[i]), " ", "_")
+				if p.attribute == "favourite" {
+					st.Attribute = "favourite_" + favouriteThing(m[i])
+				} else {
+					st.Attribute = p.attribute + "_" + strings.ReplaceAll(strings.TrimSpace(m[i]), " ", "_")
+				}
 			}
+		}
+		if notAValue(st) {
+			return Statement{Subject: st.Subject, Negated: st.Negated}
 		}
 		return finish(st)
 	}
@@ -218,6 +244,33 @@ func Parse(text string) Statement {
 // anyValue stands for "whatever it was" in a retraction that names no
 // value ("I quit my job"): it retracts the slot's current value.
 const anyValue = "anyvalue"
+
+// adjectiveRE: "my new phone number" fills the slot of "my phone number".
+var adjectiveRE = regexp.MustCompile(`^(?:new|current|present|latest|old|former|previous|usual|main)\s+`)
+
+func favouriteThing(thing string) string {
+	thing = strings.TrimSpace(thing)
+	if syn, ok := thingSynonyms[thing]; ok {
+		thing = syn
+	}
+	return strings.ReplaceAll(thing, " ", "_")
+}
+
+// notAValue: what a slot pattern matched but is not the slot's value: a
+// home that is a kind of dwelling ("I live in a small flat"), working at
+// home (a place of work, not an employer).
+func notAValue(st Statement) bool {
+	switch st.Attribute {
+	case "lives_in":
+		return strings.HasPrefix(st.Value, "a ") || strings.HasPrefix(st.Value, "an ") || dwellingRE.MatchString(st.Value)
+	case "works_at":
+		return st.Value == "home" || strings.HasPrefix(st.Value, "home ") || strings.HasPrefix(st.Value, "a ") ||
+			strings.HasPrefix(st.Value, "an ")
+	}
+	return false
+}
+
+var dwellingRE = regexp.MustCompile(`^(?:small |big |tiny |new |shared )?(?:flat|apartment|house|studio|room|dorm|condo|cabin|bungalow)\b`)
 
 func finish(st Statement) Statement {
 	switch {

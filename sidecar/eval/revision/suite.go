@@ -55,7 +55,9 @@ func q(query, current string) Question { return Question{Query: query, Current: 
 // "offline: wrong" below are ones its rules get wrong, on purpose (a
 // synonym, a paraphrase, a retraction cue it does not know, a multi-valued
 // attribute it treats as single-valued), so the suite measures it rather
-// than flatters it.
+// than flatters it. 13 of the 18 were fixed by general rules added after the
+// first measurement (marked "was wrong"): the offline numbers since are
+// optimistic for these writes (docs/revision.md says which rules).
 func Suite() []Conversation {
 	return []Conversation{
 		{Name: "moves", Writes: []Write{
@@ -85,7 +87,7 @@ func Suite() []Conversation {
 			add("title", 91, "My job title is product manager."),
 			supersede("title2", 200, "My title is now senior product manager.", "title"),
 			supersede("initech", 300, "I started working at Initech.", "globex"),
-			// offline: wrong. "work at X" reads as an employer: it supersedes Initech.
+			// offline: was wrong in the first measurement; a rule added after it fixes it. "work at X" reads as an employer: it supersedes Initech.
 			add("fridays", 301, "I work at home on Fridays."),
 		}, Questions: []Question{
 			q("Which company do I work at?", "initech"),
@@ -106,9 +108,9 @@ func Suite() []Conversation {
 		{Name: "favourite colour", Writes: []Write{
 			add("green", 0, "My favourite colour is green."),
 			supersede("blue", 30, "My favourite colour is blue now.", "green"),
-			// offline: wrong. The leading "Actually," hides the slot: an ADD.
+			// offline: was wrong in the first measurement; a rule added after it fixes it. The leading "Actually," hides the slot: an ADD.
 			supersede("purple", 90, "Actually, my favourite colour is purple.", "blue"),
-			// offline: wrong target. It supersedes blue, the last value it could read.
+			// offline: was wrong (wrong target) in the first measurement; a rule added after it fixes it. It supersedes blue, the last value it could read.
 			supersede("red", 150, "My favourite colour is red.", "purple"),
 			noop("red2", 151, "My favourite colour is red.", "red"),
 		}, Questions: []Question{
@@ -116,7 +118,7 @@ func Suite() []Conversation {
 		}},
 		{Name: "favourite film", Writes: []Write{
 			add("alien", 0, "My favourite film is Alien."),
-			// offline: wrong. favorite movie is another slot than favourite film.
+			// offline: was wrong in the first measurement; a rule added after it fixes it. favorite movie is another slot than favourite film.
 			supersede("heat", 40, "My favorite movie is Heat.", "alien"),
 			noop("heat2", 80, "My favourite movie is Heat.", "heat"),
 			add("dune", 81, "My favourite book is Dune."),
@@ -163,9 +165,9 @@ func Suite() []Conversation {
 			add("sister", 0, "My sister lives in Rome."),
 			add("paris", 1, "I live in Paris."),
 			add("brother", 2, "My brother lives in Berlin."),
-			// offline: wrong. "live in" a flat reads as a new city: Paris is retired.
+			// offline: was wrong in the first measurement; a rule added after it fixes it. "live in" a flat reads as a new city: Paris is retired.
 			add("flat", 30, "I live in a small flat near the canal."),
-			// offline: wrong. "my sister moved to" fills no slot: an ADD.
+			// offline: was wrong in the first measurement; a rule added after it fixes it. "my sister moved to" fills no slot: an ADD.
 			supersede("milan", 90, "My sister moved to Milan.", "sister"),
 		}, Questions: []Question{
 			q("Which city do I live in?", "paris"),
@@ -175,7 +177,7 @@ func Suite() []Conversation {
 		{Name: "habits retracted", Writes: []Write{
 			add("smoke", 0, "I smoke cigarettes every day."),
 			add("piano", 1, "I play the piano."),
-			// offline: wrong. "smoking" shares too few words with the fact: an ADD.
+			// offline: was wrong in the first measurement; a rule added after it fixes it. "smoking" shares too few words with the fact: an ADD.
 			invalidate("quitsmoking", 60, "I quit smoking.", "smoke"),
 			invalidate("nopiano", 90, "I stopped playing the piano.", "piano"),
 			add("veg", 100, "I am vegetarian."),
@@ -225,9 +227,9 @@ func Suite() []Conversation {
 			add("golf", 0, "I drive a Volkswagen Golf."),
 			add("civic", 1, "I own a Honda Civic."),
 			supersede("kia", 200, "I drive an electric Kia now.", "golf"),
-			// offline: wrong. "sold" is no retraction cue: an ADD.
+			// offline: was wrong in the first measurement; a rule added after it fixes it. "sold" is no retraction cue: an ADD.
 			invalidate("sold", 210, "I sold my Honda Civic.", "civic"),
-			// offline: wrong. "owns" is one value to it: the bike supersedes the Civic.
+			// offline: was wrong in the first measurement; a rule added after it fixes it. "owns" is one value to it: the bike supersedes the Civic.
 			add("bike", 211, "I own a road bike."),
 		}, Questions: []Question{
 			q("What car do I drive?", "kia"),
@@ -236,9 +238,9 @@ func Suite() []Conversation {
 		}},
 		{Name: "studies", Writes: []Write{
 			add("law", 0, "I'm studying law at King's College."),
-			// offline: wrong. "switched my major to" fills no slot: an ADD.
+			// offline: was wrong in the first measurement; a rule added after it fixes it. "switched my major to" fills no slot: an ADD.
 			supersede("econ", 150, "I switched my major to economics.", "law"),
-			// offline: wrong. It supersedes law, still active for it, instead of confirming econ.
+			// offline: was wrong in the first measurement; a rule added after it fixes it. It supersedes law, still active for it, instead of confirming econ.
 			noop("econ2", 151, "I am majoring in economics.", "econ"),
 			add("grad", 400, "I graduated in 2025."),
 		}, Questions: []Question{
@@ -250,7 +252,7 @@ func Suite() []Conversation {
 			add("mteam", 1, "Melanie's favorite team is the Lakers."),
 			supersede("jteam2", 100, "Jon: My favorite team is the Knicks now.", "jteam"),
 			add("studio", 101, "Jon opened a dance studio."),
-			// offline: wrong. "closed" is no retraction cue: an ADD.
+			// offline: was wrong in the first measurement; a rule added after it fixes it. "closed" is no retraction cue: an ADD.
 			invalidate("closed", 200, "Jon closed his dance studio for good.", "studio"),
 		}, Questions: []Question{
 			q("What is Jon's favorite team?", "jteam2"),
@@ -304,7 +306,7 @@ func Suite() []Conversation {
 		{Name: "phone numbers", Writes: []Write{
 			add("phone", 0, "My phone number is 555-0100."),
 			noop("phone2", 10, "My phone number is 555-0100.", "phone"),
-			// offline: wrong. "new phone number" is another attribute than "phone number": an ADD.
+			// offline: was wrong in the first measurement; a rule added after it fixes it. "new phone number" is another attribute than "phone number": an ADD.
 			supersede("phone3", 200, "My new phone number is 555-0199.", "phone"),
 			add("work", 201, "My work phone number is 555-0150."),
 		}, Questions: []Question{
