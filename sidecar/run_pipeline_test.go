@@ -53,13 +53,20 @@ func fakeModel(req openai.ChatCompletionRequest) llmtest.Reply {
 
 // TestServePipelines runs the seed's example against the daemon as `mneme
 // run` starts it (notify transport, the pipelines registered), messages
-// arriving while it works: with the fake LLM and offline.
+// arriving while it works: with the fake LLM and offline. The sidecar
+// connects as a member of mneme_worker and the application as a member of
+// mneme_app, as in `make demo`; only the assertions read as superuser.
 func TestServePipelines(t *testing.T) {
 	for _, withLLM := range []bool{false, true} {
 		t.Run(map[bool]string{false: "offline", true: "llm"}[withLLM], func(t *testing.T) {
 			db := dbtest.New(t)
 			ctx := context.Background()
-			cfg := config.Config{DatabaseURL: db.URL, Events: "notify", Concurrency: 2, PollEvery: 200 * time.Millisecond,
+			worker, workerURL := db.PoolAs(t, "mneme_worker")
+			app, _ := db.PoolAs(t, "mneme_app")
+			var super bool
+			require.NoError(t, worker.QueryRow(ctx, `SELECT rolsuper FROM pg_roles WHERE rolname = current_user`).Scan(&super))
+			require.False(t, super, "the sidecar is no superuser")
+			cfg := config.Config{DatabaseURL: workerURL, Events: "notify", Concurrency: 2, PollEvery: 200 * time.Millisecond,
 				SlotName: "unused", LLMTimeout: 5 * time.Second}
 			if withLLM {
 				srv := llmtest.New(t)
@@ -67,7 +74,7 @@ func TestServePipelines(t *testing.T) {
 				cfg.LLM = config.Endpoint{BaseURL: srv.URL(), Model: "fake", APIKey: "k"}
 			}
 			log := slog.New(slog.DiscardHandler)
-			d, err := daemon.New(ctx, cfg, db.Pool, log)
+			d, err := daemon.New(ctx, cfg, worker, log)
 			require.NoError(t, err)
 			runCtx, cancel := context.WithCancel(ctx)
 			done := make(chan error, 1)
@@ -76,7 +83,7 @@ func TestServePipelines(t *testing.T) {
 
 			conv := uuid.New()
 			say := func(at time.Time, role, content string) {
-				_, err := db.Pool.Exec(ctx, `SELECT mneme.add_message($1, $2, $3, $4)`, conv, role, content, at)
+				_, err := app.Exec(ctx, `SELECT mneme.add_message($1, $2, $3, $4)`, conv, role, content, at)
 				require.NoError(t, err)
 			}
 			waitCount := func(q string, want int) {
@@ -109,7 +116,7 @@ func TestServePipelines(t *testing.T) {
 			waitCount(`SELECT count(*) FROM mneme.memories WHERE conversation_id = $1`, 2)
 
 			var n int
-			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme.retrieve($1, 'rust ownership borrow checker', 5)`, conv).Scan(&n))
+			require.NoError(t, app.QueryRow(ctx, `SELECT count(*) FROM mneme.retrieve($1, 'rust ownership borrow checker', 5)`, conv).Scan(&n))
 			require.Equal(t, 2, n)
 			for i, c := range follow {
 				say(day3.Add(time.Duration(i+1)*time.Minute), roles[(i+1)%2], c)

@@ -22,7 +22,7 @@ DECLARE
 BEGIN
     SELECT s.value INTO v FROM mneme.settings s WHERE s.key = setting.key;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'unknown mneme setting %', mneme._quote_prefix(setting.key)
+        RAISE EXCEPTION 'unknown mneme setting key %', mneme._quote_prefix(setting.key)
             USING ERRCODE = '22023', HINT = 'SELECT key FROM mneme.settings lists the settings';
     END IF;
     RETURN v;
@@ -46,7 +46,7 @@ BEGIN
         RAISE EXCEPTION 'setting "%" needs a value', set_setting.key USING ERRCODE = '22004';
     END IF;
     IF NOT EXISTS (SELECT 1 FROM mneme.settings s WHERE s.key = set_setting.key) THEN
-        RAISE EXCEPTION 'unknown mneme setting %', mneme._quote_prefix(set_setting.key)
+        RAISE EXCEPTION 'unknown mneme setting key %', mneme._quote_prefix(set_setting.key)
             USING ERRCODE = '22023', HINT = 'SELECT key FROM mneme.settings lists the settings';
     END IF;
     PERFORM mneme._check_setting(set_setting.key, set_setting.value);  -- sql/010-setting-rules.sql
@@ -72,7 +72,8 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-    v_id bigint;
+    v_id        bigint;
+    v_max_bytes bigint;
 BEGIN
     IF enqueue_job.kind IS NULL OR enqueue_job.kind !~ '^[a-z][a-z0-9_]{0,63}$' THEN
         RAISE EXCEPTION 'job kind must be a lower-case identifier of at most 64 characters, got %', mneme._quote_prefix(enqueue_job.kind)
@@ -83,6 +84,20 @@ BEGIN
     END IF;
     IF enqueue_job.payload IS NOT NULL AND jsonb_typeof(enqueue_job.payload) <> 'object' THEN
         RAISE EXCEPTION 'job payload must be a JSON object, got %', left(enqueue_job.payload::text, 80) USING ERRCODE = '22023';
+    END IF;
+    -- A btree index row holds about 2.7 kB: 256 characters (at most 1 kB of
+    -- UTF-8) never reach it.
+    PERFORM mneme._check_length('dedupe_key', enqueue_job.dedupe_key, 256);
+    -- The sidecar holds a claimed job's payload in memory. A review job
+    -- carries up to pending_reviews_max (default 500) pending entries, each a
+    -- query of up to 10,000 characters and up to 100 memory ids: about 32 MB
+    -- at worst as JSON; the hand-over of reviews must never fail on the cap,
+    -- so review jobs get 64 MB, every other kind 1 MB.
+    v_max_bytes := (CASE WHEN enqueue_job.kind = 'review' THEN 64 ELSE 1 END) * 1048576;
+    IF octet_length(enqueue_job.payload::text) > v_max_bytes THEN
+        RAISE EXCEPTION 'payload is % bytes, over the limit of % bytes for a % job', octet_length(enqueue_job.payload::text),
+                v_max_bytes, enqueue_job.kind
+            USING ERRCODE = '22001', HINT = 'keep large data in tables and put its ids in the payload';
     END IF;
     -- The payloads the sidecar's handlers read: what they could only fail on
     -- is refused here.

@@ -22,7 +22,7 @@ BEGIN
     IF set_speakers.speakers IS NULL OR EXISTS (
         SELECT 1 FROM unnest(set_speakers.speakers) s
         WHERE s IS NULL OR s !~ '^[[:alpha:]][[:alnum:] _.''-]{0,63}$') THEN
-        RAISE EXCEPTION 'speaker names must be 1 to 64 characters, starting with a letter'
+        RAISE EXCEPTION 'speakers: each name must be 1 to 64 characters, starting with a letter'
             USING ERRCODE = '22023', HINT = 'letters, digits, space, _ . '' - are allowed';
     END IF;
     PERFORM mneme._claim_conversation(set_speakers.conversation_id);
@@ -117,10 +117,10 @@ BEGIN
             USING ERRCODE = '22001', HINT = 'split the message, or raise setting message_max_chars';
     END IF;
     IF add_message.at IS NOT NULL AND NOT isfinite(add_message.at) THEN
-        RAISE EXCEPTION 'message time must be a finite timestamp' USING ERRCODE = '22008';
+        RAISE EXCEPTION 'at (the message time) must be a finite timestamp' USING ERRCODE = '22008';
     END IF;
     IF add_message.at > now() + v_future THEN
-        RAISE EXCEPTION 'message time % is more than % in the future', add_message.at, v_future
+        RAISE EXCEPTION 'at (the message time) % is more than % in the future', add_message.at, v_future
             USING ERRCODE = '22008',
                   HINT = 'leave the time out for the server''s clock; setting message_max_future bounds the clock skew allowed';
     END IF;
@@ -137,7 +137,7 @@ BEGIN
     -- concurrent writers append in arrival order and none is "earlier".
     v_at := coalesce(add_message.at, greatest(clock_timestamp(), v_queue.last_message_at));
     IF v_at < v_queue.last_message_at THEN
-        RAISE EXCEPTION 'message time % is earlier than the previous message (%)', v_at, v_queue.last_message_at
+        RAISE EXCEPTION 'at (the message time) % is earlier than the previous message (%)', v_at, v_queue.last_message_at
             USING ERRCODE = '22008', HINT = 'messages are appended in time order; leave the time out to append now';
     END IF;
 

@@ -103,6 +103,7 @@ BEGIN
     IF set_embedding.memory_id IS NULL OR set_embedding.embedding IS NULL THEN
         RAISE EXCEPTION 'memory_id and embedding must not be NULL' USING ERRCODE = '22004';
     END IF;
+    PERFORM mneme.check_embedding(set_embedding.embedding);  -- finite, the database's dimension (22023)
     UPDATE mneme.memories m SET embedding = set_embedding.embedding WHERE m.id = set_embedding.memory_id;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'no memory %', set_embedding.memory_id USING ERRCODE = 'P0002';

@@ -190,6 +190,9 @@ BEGIN
             HINT = 'as_of returns what was believed at that time; omit it for current beliefs';
     END IF;
     v_convs := mneme._scope_conversations(v_conv, search.scope);
+    IF NOT mneme._readable_conversation(v_conv) THEN
+        RETURN;  -- another tenant's: not even its statistics are read (no timing side channel)
+    END IF;
     IF v_emb IS NOT NULL THEN
         PERFORM mneme.check_embedding(v_emb);
     ELSE

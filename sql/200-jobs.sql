@@ -30,16 +30,18 @@ DECLARE
     v_n bigint;
 BEGIN
     IF claim_jobs.worker IS NULL OR claim_jobs.worker = '' THEN
-        RAISE EXCEPTION 'worker id must not be empty' USING ERRCODE = '22023';
+        RAISE EXCEPTION 'worker (the worker id) must not be empty' USING ERRCODE = '22023';
     END IF;
+    -- Stored in locked_by and quoted in last_error when its lease expires.
+    PERFORM mneme._check_length('worker', claim_jobs.worker, 256);
     IF claim_jobs.max_jobs IS NULL OR claim_jobs.max_jobs < 1 THEN
-        RAISE EXCEPTION 'claim limit must be at least 1, got %', claim_jobs.max_jobs USING ERRCODE = '22023';
+        RAISE EXCEPTION 'max_jobs must be at least 1, got %', coalesce(claim_jobs.max_jobs::text, 'NULL') USING ERRCODE = '22023';
     END IF;
     IF claim_jobs.lease IS NULL OR claim_jobs.lease <= interval '0' THEN
-        RAISE EXCEPTION 'lease must be a positive interval, got %', claim_jobs.lease USING ERRCODE = '22023';
+        RAISE EXCEPTION 'lease must be a positive interval, got %', coalesce(claim_jobs.lease::text, 'NULL') USING ERRCODE = '22023';
     END IF;
     IF claim_jobs.max_attempts < 1 THEN
-        RAISE EXCEPTION 'max attempts must be at least 1, got %', claim_jobs.max_attempts USING ERRCODE = '22023';
+        RAISE EXCEPTION 'max_attempts must be at least 1, got %', claim_jobs.max_attempts USING ERRCODE = '22023';
     END IF;
     -- A job whose lease expired on its last allowed attempt crashed or hung
     -- its worker every time: fail it instead of handing it out again.
@@ -171,9 +173,14 @@ AS $$
 #variable_conflict use_column
 DECLARE
     j mneme.jobs;
+    -- A worker's error is always recorded: a long one is cut, never refused
+    -- (refusing it would leave the job running until its lease expires).
+    v_error text := CASE WHEN length(fail_job.error) > 10000
+                         THEN left(fail_job.error, 10000) || format('... (%s characters)', length(fail_job.error))
+                         ELSE coalesce(fail_job.error, 'unknown error') END;
 BEGIN
     IF fail_job.retry_in IS NULL OR fail_job.retry_in < interval '0' THEN
-        RAISE EXCEPTION 'retry delay must be zero or positive, got %', fail_job.retry_in USING ERRCODE = '22023';
+        RAISE EXCEPTION 'retry_in must be a zero or positive interval, got %', coalesce(fail_job.retry_in::text, 'NULL') USING ERRCODE = '22023';
     END IF;
     SELECT * INTO j FROM mneme.jobs
      WHERE id = fail_job.id AND state = 'running' AND locked_by = fail_job.worker AND attempts = fail_job.attempt
@@ -184,16 +191,17 @@ BEGIN
     IF fail_job.permanent OR j.attempts >= coalesce(fail_job.max_attempts, j.max_attempts) THEN
         UPDATE mneme.jobs
            SET state = 'failed', finished_at = now(), updated_at = now(),
-               locked_by = NULL, locked_until = NULL, last_error = coalesce(fail_job.error, 'unknown error')
+               locked_by = NULL, locked_until = NULL, last_error = v_error
          WHERE id = fail_job.id;
         RETURN 'failed';
     END IF;
-    RETURN mneme._requeue_job(fail_job.id, now() + fail_job.retry_in, coalesce(fail_job.error, 'unknown error'), j.attempts);
+    RETURN mneme._requeue_job(fail_job.id, now() + fail_job.retry_in, v_error, j.attempts);
 END
 $$;
 COMMENT ON FUNCTION mneme.fail_job(bigint, text, int, text, interval, boolean, int) IS
     'Records a failed attempt of a run that still holds the job: back to pending after retry_in, or failed '
-    '(with last_error) when permanent or out of attempts. Returns the new state, NULL if the lease was lost.';
+    '(with last_error, cut to its first 10,000 characters) when permanent or out of attempts. Returns the new state, '
+    'NULL if the lease was lost.';
 
 CREATE OR REPLACE FUNCTION mneme.release_job(id bigint, worker text, attempt int)
 RETURNS text

@@ -280,6 +280,10 @@ BEGIN
         RAISE EXCEPTION 'reviewer must be llm or heuristic, got %', mneme._quote_prefix(apply_review.reviewer)
             USING ERRCODE = '22023';
     END IF;
+    IF apply_review.fsrs_state IS NULL OR apply_review.fsrs_state NOT IN ('learning', 'review', 'relearning') THEN
+        RAISE EXCEPTION 'fsrs_state must be learning, review or relearning, got %', mneme._quote_prefix(apply_review.fsrs_state)
+            USING ERRCODE = '22023';
+    END IF;
     IF apply_review.stability IS NULL OR apply_review.difficulty IS NULL
        OR NOT mneme._fsrs_ok(apply_review.stability, apply_review.difficulty) THEN
         RAISE EXCEPTION 'FSRS state out of range: stability % (> 0), difficulty % (1..10)', apply_review.stability, apply_review.difficulty

@@ -12,6 +12,7 @@
 CREATE OR REPLACE FUNCTION mneme._initial_difficulty()
 RETURNS float8
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT 5.282434422319005::float8 $$;
 COMMENT ON FUNCTION mneme._initial_difficulty() IS
     'Internal: go-fsrs v3''s difficulty after a new card''s first "good" review (tested against go-fsrs).';

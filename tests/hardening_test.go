@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
@@ -275,4 +277,117 @@ func TestBatchImportCutsAtEveryGap(t *testing.T) {
 	require.Equal(t, 5, e.count(`SELECT count(*) FROM mneme.memories WHERE conversation_id = $1 AND kind = 'episodic'`, e.conv))
 	require.Zero(t, e.count(`SELECT count(*) FROM mneme.memories WHERE conversation_id = $1 AND kind = 'episodic'
 		AND source_last_at - source_first_at > interval '1 hour'`, e.conv), "no episode spans a gap")
+}
+
+// incompressible returns n characters that TOAST cannot compress (seeded,
+// so a failure reproduces): letters and digits from a 1,000-character
+// alphabet of two-byte runes.
+func incompressible(seed int64, n int) string {
+	r := rand.New(rand.NewSource(seed))
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		b.WriteRune(rune(0x400 + r.Intn(1000)))
+	}
+	return b.String()
+}
+
+// TestJobQueueLimits: the job queue's text and payload arguments have
+// limits that name the argument (a 12.8 kB dedupe key used to fail in the
+// index with 54000, a 1 MB worker id was stored); a worker's error is cut,
+// never refused; a refused call writes nothing.
+func TestJobQueueLimits(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	ctx := context.Background()
+	jobsState := func() string {
+		var s string
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) || '/' || coalesce(md5(string_agg(j::text, ',' ORDER BY id)), '')
+			FROM mneme.jobs j`).Scan(&s))
+		return s
+	}
+	conv := uuid.New()
+	bigPayload := `{"pad": "` + strings.Repeat("p", 1<<20) + `"}`
+	bigReview := `{"reviews": [], "pad": "` + strings.Repeat("p", 2<<20) + `"}`
+	for _, c := range []struct {
+		q    string
+		args []any
+		code string
+		arg  string
+	}{
+		{`SELECT mneme.enqueue_job('noop', NULL, '{}', $1)`, []any{incompressible(1, 6400)}, "22001", "dedupe_key"},
+		{`SELECT mneme.enqueue_job('noop', NULL, '{}', $1)`, []any{strings.Repeat("d", 257)}, "22001", "dedupe_key"},
+		{`SELECT mneme.enqueue_job('noop', NULL, $1::jsonb)`, []any{bigPayload}, "22001", "payload"},
+		{`SELECT mneme.enqueue_job('revise', $1, $2::jsonb)`, []any{conv, `{"memory_id": "` + uuid.NewString() + `", "pad": "` + strings.Repeat("p", 1<<20) + `"}`}, "22001", "payload"},
+		{`SELECT mneme.enqueue_job($1, NULL)`, []any{strings.Repeat("k", 65)}, "22023", "kind"},
+		{`SELECT mneme.enqueue_job('noop', NULL, '{}', NULL, 'infinity')`, nil, "22008", "run_at"},
+		{`SELECT count(*) FROM mneme.claim_jobs($1, 10, interval '1 minute')`, []any{strings.Repeat("w", 1<<20)}, "22001", "worker"},
+		{`SELECT count(*) FROM mneme.claim_jobs($1, 10, interval '1 minute')`, []any{incompressible(2, 257)}, "22001", "worker"},
+		{`SELECT count(*) FROM mneme.claim_jobs('', 10, interval '1 minute')`, nil, "22023", "worker"},
+		{`SELECT count(*) FROM mneme.claim_jobs('w', 0, interval '1 minute')`, nil, "22023", "max_jobs"},
+		{`SELECT count(*) FROM mneme.claim_jobs('w', 1, interval '-1 minute')`, nil, "22023", "lease"},
+		{`SELECT count(*) FROM mneme.claim_jobs('w', 1, interval '1 minute', 0)`, nil, "22023", "max_attempts"},
+		{`SELECT mneme.fail_job(1, 'w', 1, 'e', NULL)`, nil, "22023", "retry_in"},
+	} {
+		// A pending job, so a claim that got through would change it.
+		_, err := db.Pool.Exec(ctx, `SELECT mneme.enqueue_job('noop', NULL, '{}', 'the-one-noop')`)
+		require.NoError(t, err)
+		before := jobsState()
+		_, err = db.Pool.Exec(ctx, c.q, c.args...)
+		require.Error(t, err, "%.120s", c.q)
+		require.Equal(t, c.code, sqlState(t, err), "%.120s: %v", c.q, err)
+		require.Contains(t, err.Error(), c.arg, "%.120s: the message names the argument", c.q)
+		require.Less(t, len(err.Error()), 400, "%.120s: the error quotes a prefix at most", c.q)
+		require.Equal(t, before, jobsState(), "%.120s: nothing written", c.q)
+	}
+
+	// At the limits: accepted. A review job carries pending reviews, which
+	// may be far over 1 MB: its hand-over never fails on the cap.
+	var id int64
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.enqueue_job('noop', NULL, '{}', $1)`, incompressible(3, 256)).Scan(&id))
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.enqueue_job('review', $1, $2::jsonb)`, conv, bigReview).Scan(&id))
+
+	// A worker's error is always recorded: a 1 MB one is cut to its first
+	// 10,000 characters, whether the job is retried or failed for good.
+	worker := strings.Repeat("w", 256)
+	_, err := db.Pool.Exec(ctx, `UPDATE mneme.jobs SET run_at = now() - interval '1 minute'`)
+	require.NoError(t, err)
+	var claimed []int64
+	rows, err := db.Pool.Query(ctx, `SELECT id FROM mneme.claim_jobs($1, 10, interval '1 minute')`, worker)
+	require.NoError(t, err)
+	claimed, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+	require.NoError(t, err)
+	require.Len(t, claimed, 3)
+	longErr := "boom " + incompressible(4, 1<<20)
+	for i, id := range claimed {
+		var state string
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.fail_job($1, $2, 1, $3, interval '1 hour', $4)`,
+			id, worker, longErr, i == 0).Scan(&state))
+		require.Equal(t, map[bool]string{true: "failed", false: "pending"}[i == 0], state)
+		var lastErr string
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT last_error FROM mneme.jobs WHERE id = $1`, id).Scan(&lastErr))
+		require.True(t, strings.HasPrefix(lastErr, longErr[:100]), "the error's beginning is kept")
+		require.Less(t, len([]rune(lastErr)), 10100)
+		require.Contains(t, lastErr, fmt.Sprintf("(%d characters)", len([]rune(longErr))))
+	}
+}
+
+// Every SECURITY DEFINER function of the schema sets its search_path, so
+// no caller's search_path (a schema of theirs with an operator or function
+// of the same name) runs inside it with the owner's rights.
+func TestSecurityDefinerSetsSearchPath(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	rows, err := db.Pool.Query(context.Background(), `
+		SELECT p.oid::regprocedure::text FROM pg_proc p
+		WHERE p.pronamespace = 'mneme'::regnamespace AND p.prosecdef
+		  AND NOT EXISTS (SELECT 1 FROM unnest(p.proconfig) c WHERE c LIKE 'search_path=%')
+		ORDER BY 1`)
+	require.NoError(t, err)
+	missing, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Empty(t, missing)
+	var n int
+	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_proc p
+		WHERE p.pronamespace = 'mneme'::regnamespace AND p.prosecdef`).Scan(&n))
+	require.Greater(t, n, 50, "the API functions are SECURITY DEFINER (sql/900-access.sql)")
 }

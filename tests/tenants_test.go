@@ -2,18 +2,29 @@ package tests
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
+	"math/rand"
 	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
+	"github.com/mneme-memory/mneme/sidecar/embed"
 	"github.com/mneme-memory/mneme/sidecar/migrate"
+	"github.com/mneme-memory/mneme/sidecar/pipeline"
 )
 
 // inTenant runs fn in a transaction of the given tenant (mneme.set_tenant).
@@ -29,132 +40,447 @@ func inTenant(t *testing.T, pool *pgxpool.Pool, tenant string, fn func(tx pgx.Tx
 	})
 }
 
-// TestTenantIsolation: an application role (mneme_app) of tenant globex
-// calls every public function on tenant acme's conversation and memories
-// and tries the tables directly: it sees nothing of acme's, changes
-// nothing, and reaches no table, job or worker function.
+// TestTenantIsolation: for each of three tenants (acme, globex and the
+// default one), an application role (mneme_app) of each other tenant calls
+// every function mneme_app may EXECUTE (read from pg_proc with
+// has_function_privilege, not a hand list) with the victim's conversation
+// and memory ids and seeded random values for the other arguments,
+// optional ones (scope => 'tenant', include_history, as_of, ...) included
+// at random and once each for sure; it sees nothing of the victim's (no
+// secret word, no memory id in any result or error) and changes nothing
+// (every tenant's rows, counted and hashed table by table from pg_class,
+// equal before and after). The application reaches no table, view or
+// sequence (every privilege of pg_class refused, and tried), and no other
+// function of the schema. Seed: MNEME_TEST_SEED, else the clock (logged).
 func TestTenantIsolation(t *testing.T) {
 	t.Parallel()
+	seed := time.Now().UnixNano()
+	if s := os.Getenv("MNEME_TEST_SEED"); s != "" {
+		var err error
+		seed, err = strconv.ParseInt(s, 10, 64)
+		require.NoError(t, err)
+	}
+	t.Logf("seed %d (MNEME_TEST_SEED=%d reproduces this run)", seed, seed)
 	for _, variant := range variants(t) {
 		t.Run(variant, func(t *testing.T) {
+			t.Parallel()
 			db := dbtest.New(t, dbtest.WithVector(variant))
 			ctx := context.Background()
 			for _, tn := range []string{"acme", "globex"} {
 				_, err := db.Pool.Exec(ctx, `SELECT mneme.create_tenant($1)`, tn)
 				require.NoError(t, err)
 			}
-			app, err := pgxpool.New(ctx, db.As(t, "mneme_app"))
-			require.NoError(t, err)
-			t.Cleanup(app.Close)
+			app, _ := db.PoolAs(t, "mneme_app")
+			tenants := []*tenantData{seedTenant(t, db, app, "acme"), seedTenant(t, db, app, "globex"), seedTenant(t, db, app, "")}
 
-			convA, convB := uuid.New(), uuid.New()
-			var memA uuid.UUID
-			at := time.Now().Add(-time.Hour)
-			require.NoError(t, inTenant(t, app, "acme", func(tx pgx.Tx) error {
-				for i := 0; i < 6; i++ {
-					if _, err := tx.Exec(ctx, `SELECT mneme.add_message($1, 'user', $2, $3)`, convA,
-						fmt.Sprintf("acme secret number %d: the vault opens with a linden key", i), at.Add(time.Duration(i)*time.Minute)); err != nil {
-						return err
+			before := tenantFingerprints(t, db)
+			require.Len(t, before, 4, "three tenants and the global tables")
+			fns := appFunctions(t, db)
+			require.Greater(t, len(fns), 30)
+
+			t.Run("attacks", func(t *testing.T) {
+				for i, attacker := range tenants {
+					for j, victim := range tenants {
+						if i == j {
+							continue
+						}
+						rng := rand.New(rand.NewSource(seed + int64(10*i+j)))
+						t.Run(attacker.label()+"->"+victim.label(), func(t *testing.T) {
+							t.Parallel()
+							calls := 0
+							for _, f := range fns {
+								for _, q := range f.calls(rng, victim) {
+									calls++
+									attack(t, app, attacker, victim, q)
+								}
+							}
+							t.Logf("%d calls of %d functions", calls, len(fns))
+						})
 					}
 				}
-				return tx.QueryRow(ctx, `SELECT mneme.remember($1, 'Alice of acme lives in Paris', 'user_profile')`, convA).Scan(&memA)
-			}))
-			require.NoError(t, inTenant(t, app, "globex", func(tx pgx.Tx) error {
-				_, err := tx.Exec(ctx, `SELECT mneme.remember($1, 'Bob of globex lives in Rome')`, convB)
-				return err
-			}))
-
-			// What acme sees of its own.
-			var n int
-			require.NoError(t, inTenant(t, app, "acme", func(tx pgx.Tx) error {
-				return tx.QueryRow(ctx, `SELECT count(*) FROM mneme.search($1, 'Paris linden vault', 10)`, convA).Scan(&n)
-			}))
-			require.Equal(t, 1, n, "acme finds its memory")
-
-			state := func() string {
-				var s string
-				require.NoError(t, db.Pool.QueryRow(ctx, `SELECT format('%s/%s/%s/%s/%s', (SELECT count(*) FROM mneme.messages),
-					(SELECT md5(string_agg(m::text, ',' ORDER BY id)) FROM mneme.memories m), (SELECT count(*) FROM mneme.jobs),
-					(SELECT md5(string_agg(q::text, ',' ORDER BY id)) FROM mneme.message_queue q), (SELECT count(*) FROM mneme.memory_events))`).Scan(&s))
-				return s
+				t.Run("tables", func(t *testing.T) {
+					t.Parallel()
+					appReachesNoTable(t, db, app, tenants)
+				})
+				t.Run("other functions", func(t *testing.T) {
+					t.Parallel()
+					appCallsNoOtherFunction(t, db, app)
+				})
+			})
+			after := tenantFingerprints(t, db)
+			for tn, fp := range before {
+				require.Equal(t, fp, after[tn], "tenant %q: nothing of its rows changed", tn)
 			}
-			before := state()
-			for _, tenant := range []string{"globex", ""} { // another tenant, and the default one
-				// Reads: nothing of acme's.
-				for _, q := range []string{
-					`SELECT count(*) FROM mneme.search($1, 'Paris linden vault', 10)`,
-					`SELECT count(*) FROM mneme.retrieve($1, 'Paris linden vault', 10)`,
-					`SELECT count(*) FROM mneme.search($1, 'Paris linden vault', 10, at => now() + interval '1 day')`,
-					`SELECT count(*) FROM mneme.bm25_search($1, 'Paris linden vault', 10)`,
-					`SELECT count(*) FROM mneme.vector_search($1, mneme.hash_embed('Paris linden vault'), 10)`,
-				} {
-					require.NoError(t, inTenant(t, app, tenant, func(tx pgx.Tx) error {
-						return tx.QueryRow(ctx, q, convA).Scan(&n)
-					}), q)
-					require.Zero(t, n, "%s as %q", q, tenant)
-				}
-				for _, q := range []string{`SELECT count(*) FROM mneme.inspect($1)`, `SELECT count(*) FROM mneme.history($1)`} {
-					err := inTenant(t, app, tenant, func(tx pgx.Tx) error { return tx.QueryRow(ctx, q, memA).Scan(&n) })
-					require.Error(t, err, "%s as %q: another tenant's memory does not exist", q, tenant)
-					require.Equal(t, "P0002", sqlState(t, err), q)
-				}
-				// Writes: refused, nothing changed.
-				for _, c := range []struct {
-					q    string
-					arg  any
-					code string
-				}{
-					{`SELECT mneme.add_message($1, 'user', 'injected by another tenant')`, convA, "42501"},
-					{`SELECT mneme.remember($1, 'injected by another tenant')`, convA, "42501"},
-					{`SELECT mneme.set_speakers($1, ARRAY['Mallory'])`, convA, "42501"},
-					{`SELECT mneme.pin($1)`, memA, "P0002"},
-					{`SELECT mneme.unpin($1)`, memA, "P0002"},
-					{`SELECT mneme.forget($1, 'by another tenant')`, memA, "P0002"},
-					{`SELECT mneme.remember($1, 'supersede it', supersedes => $2)`, memA, "P0002"},
-				} {
-					args := []any{c.arg}
-					if c.q == `SELECT mneme.remember($1, 'supersede it', supersedes => $2)` {
-						args = []any{uuid.New(), memA}
-					}
-					err := inTenant(t, app, tenant, func(tx pgx.Tx) error { _, err := tx.Exec(ctx, c.q, args...); return err })
-					require.Error(t, err, "%s as %q", c.q, tenant)
-					require.Equal(t, c.code, sqlState(t, err), "%s as %q: %v", c.q, tenant, err)
-				}
-				require.NoError(t, inTenant(t, app, tenant, func(tx pgx.Tx) error {
-					var id *int64
-					return tx.QueryRow(ctx, `SELECT mneme.segment_now($1)`, convA).Scan(&id)
+
+			// What each tenant sees of its own: the attacks did not hide it.
+			for _, tn := range tenants {
+				var n int
+				require.NoError(t, inTenant(t, app, tn.name, func(tx pgx.Tx) error {
+					return tx.QueryRow(ctx, `SELECT count(*) FROM mneme.search($1, $2, 10)`, tn.convs[0], tn.secret).Scan(&n)
 				}))
+				require.Positive(t, n, "%s finds its memories", tn.label())
 			}
-			require.Equal(t, before, state(), "nothing of acme's changed")
-
-			// The tables, the job queue and the worker and admin functions
-			// are out of the application's reach, whatever its tenant.
-			for _, q := range []string{
-				`SELECT count(*) FROM mneme.memories`, `SELECT count(*) FROM mneme.messages`, `SELECT count(*) FROM mneme.jobs`,
-				`SELECT count(*) FROM mneme.message_queue`, `SELECT count(*) FROM mneme.review_log`, `SELECT count(*) FROM mneme.memory_events`,
-				`SELECT count(*) FROM mneme.bm25_postings`, `SELECT count(*) FROM mneme.bm25_terms`, `SELECT count(*) FROM mneme.settings`,
-				`SELECT count(*) FROM mneme.tenants`,
-				`UPDATE mneme.memories SET content = 'rewritten'`, `DELETE FROM mneme.messages`,
-				`INSERT INTO mneme.memories (conversation_id, content) VALUES (gen_random_uuid(), 'x')`,
-				`CREATE TRIGGER evil BEFORE UPDATE ON mneme.memories FOR EACH ROW EXECUTE FUNCTION mneme.tenant_fill_trg()`,
-				`SELECT * FROM mneme.claim_jobs('me', 10, interval '1 minute')`,
-				`SELECT mneme.set_setting('message_max_chars', '10')`,
-				`SELECT mneme.take_pending_reviews(gen_random_uuid())`,
-				`SELECT mneme.add_pending_review(gen_random_uuid(), ARRAY[gen_random_uuid()], 'q')`,
-				`SELECT mneme.erase(gen_random_uuid(), 'x')`,
-				`SELECT mneme.create_tenant('mine')`,
-				`SELECT * FROM mneme.review_targets(ARRAY[gen_random_uuid()])`,
-			} {
-				_, err := app.Exec(ctx, q)
-				require.Error(t, err, q)
-				require.Equal(t, "42501", sqlState(t, err), "%s: %v", q, err)
-			}
-			require.Equal(t, before, state())
-
 			// An unknown tenant is an error, not a fresh empty one.
-			err = inTenant(t, app, "nobody", func(pgx.Tx) error { return nil })
+			err := inTenant(t, app, "nobody", func(pgx.Tx) error { return nil })
 			require.Equal(t, "22023", sqlState(t, err))
 		})
+	}
+}
+
+// tenantData is what one tenant wrote: the ids another tenant attacks with
+// and the word that must never reach that other tenant.
+type tenantData struct {
+	name   string // "" = the default tenant (no set_tenant)
+	secret string // a word of every message and memory, in the attacks' queries
+	canary string // a word of every message and memory, never sent by an attacker
+	convs  []uuid.UUID
+	mems   []uuid.UUID
+}
+
+func (d *tenantData) label() string {
+	if d.name == "" {
+		return "default"
+	}
+	return d.name
+}
+
+// seedTenant writes, as the application in the tenant, two conversations:
+// messages cut into episodes by the sidecar's pipeline, explicit memories
+// (one pinned, one superseded, one forgotten) and pending reviews.
+func seedTenant(t *testing.T, db *dbtest.DB, app *pgxpool.Pool, tenant string) *tenantData {
+	t.Helper()
+	ctx := context.Background()
+	name := tenant
+	if name == "" {
+		name = "default"
+	}
+	d := &tenantData{name: tenant, secret: name + "vault", canary: name + "canary", convs: []uuid.UUID{uuid.New(), uuid.New()}}
+	require.NoError(t, inTenant(t, app, tenant, func(tx pgx.Tx) error {
+		for c, conv := range d.convs {
+			for i := 0; i < 6; i++ {
+				if _, err := tx.Exec(ctx, `SELECT mneme.add_message($1, $2, $3, $4)`, conv, []string{"user", "assistant"}[i%2],
+					fmt.Sprintf("%s: the %s opens with a linden key, %s step %d of chat %d", name, d.secret, d.canary, i, c), day1.Add(time.Duration(i)*time.Minute)); err != nil {
+					return err
+				}
+			}
+			if _, err := tx.Exec(ctx, `SELECT mneme.add_message($1, 'user', $2, $3)`, conv, "much later about the "+d.secret+" and "+d.canary, day3); err != nil {
+				return err
+			}
+			var old, m uuid.UUID
+			if err := tx.QueryRow(ctx, `SELECT mneme.remember($1, $2, 'user_profile', pinned => true)`, conv,
+				fmt.Sprintf("Alice of %s keeps the %s in Paris %s", name, d.secret, d.canary)).Scan(&old); err != nil {
+				return err
+			}
+			if err := tx.QueryRow(ctx, `SELECT mneme.remember($1, $2, supersedes => $3)`, conv,
+				fmt.Sprintf("Alice of %s moved the %s to Rome %s", name, d.secret, d.canary), old).Scan(&m); err != nil {
+				return err
+			}
+			var gone uuid.UUID
+			if err := tx.QueryRow(ctx, `SELECT mneme.remember($1, $2)`, conv, fmt.Sprintf("the %s code was 1234 %s", d.secret, d.canary)).Scan(&gone); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `SELECT mneme.forget($1, 'changed')`, gone); err != nil {
+				return err
+			}
+			d.mems = append(d.mems, old, m, gone)
+		}
+		return nil
+	}))
+	e := &pipelineEnv{t: t, db: db, log: slog.New(slog.DiscardHandler)}
+	e.deps = pipeline.Deps{Embedder: embed.NewHash(config.DefaultEmbedDim), Log: e.log}
+	var err error
+	e.p, err = pipeline.New(e.deps)
+	require.NoError(t, err)
+	e.drain()
+	rows, err := db.Pool.Query(ctx, `SELECT id FROM mneme.memories WHERE conversation_id = ANY ($1) AND kind = 'episodic'`, d.convs)
+	require.NoError(t, err)
+	eps, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	require.NoError(t, err)
+	require.NotEmpty(t, eps, "%s: episodes", name)
+	d.mems = append(d.mems, eps...)
+	require.NoError(t, inTenant(t, app, tenant, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `SELECT count(*) FROM mneme.retrieve($1, $2, 5)`, d.convs[0], d.secret+" linden")
+		return err
+	}))
+	return d
+}
+
+// tenantFingerprints counts and hashes, per tenant, the rows of every table
+// of schema mneme (from pg_class): by its tenant_id, else its
+// conversation's tenant, else its memory's; tables with none of these are
+// hashed whole under "global".
+func tenantFingerprints(t *testing.T, db *dbtest.DB) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	rows, err := db.Pool.Query(ctx, `
+		SELECT c.relname, coalesce((SELECT a.attname FROM pg_attribute a WHERE a.attrelid = c.oid AND NOT a.attisdropped
+		                             AND a.attname IN ('tenant_id', 'conversation_id', 'memory_id')
+		                           ORDER BY array_position(ARRAY['tenant_id', 'conversation_id', 'memory_id'], a.attname::text) LIMIT 1), '')
+		FROM pg_class c WHERE c.relnamespace = 'mneme'::regnamespace AND c.relkind IN ('r', 'p') ORDER BY 1`)
+	require.NoError(t, err)
+	type table struct{ name, key string }
+	tables, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (table, error) {
+		var tb table
+		return tb, r.Scan(&tb.name, &tb.key)
+	})
+	require.NoError(t, err)
+	require.Greater(t, len(tables), 10)
+	out := map[string]string{}
+	for _, tb := range tables {
+		owner := map[string]string{
+			"tenant_id":       "x.tenant_id",
+			"conversation_id": "(SELECT q.tenant_id FROM mneme.message_queue q WHERE q.id = x.conversation_id)",
+			"memory_id":       "(SELECT m.tenant_id FROM mneme.memories m WHERE m.id = x.memory_id)",
+			"":                "'global'",
+		}[tb.key]
+		rows, err := db.Pool.Query(ctx, fmt.Sprintf(`SELECT coalesce(%s, 'none'), count(*) || ':' || md5(string_agg(x::text, E'\n' ORDER BY x::text))
+			FROM mneme.%s x GROUP BY 1`, owner, pgx.Identifier{tb.name}.Sanitize()))
+		require.NoError(t, err)
+		for rows.Next() {
+			var tn, fp string
+			require.NoError(t, rows.Scan(&tn, &fp))
+			out[tn] += tb.name + "=" + fp + " "
+		}
+		require.NoError(t, rows.Err())
+	}
+	return out
+}
+
+// appFn is a function mneme_app may execute, with its input parameters.
+type appFn struct {
+	name     string
+	argNames []string
+	argTypes []string
+	defaults int // the last `defaults` parameters are optional
+}
+
+func appFunctions(t *testing.T, db *dbtest.DB) []appFn {
+	t.Helper()
+	rows, err := db.Pool.Query(context.Background(), `
+		SELECT p.proname, (coalesce(p.proargnames, '{}'::text[]))[1:p.pronargs],
+		       coalesce(ARRAY(SELECT format_type(a, NULL) FROM unnest(p.proargtypes::oid[]) WITH ORDINALITY AS u(a, n) ORDER BY n), '{}'),
+		       p.pronargdefaults
+		FROM pg_proc p
+		WHERE p.pronamespace = 'mneme'::regnamespace AND has_function_privilege('mneme_app', p.oid, 'EXECUTE')
+		ORDER BY 1, 2`)
+	require.NoError(t, err)
+	fns, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (appFn, error) {
+		var f appFn
+		return f, r.Scan(&f.name, &f.argNames, &f.argTypes, &f.defaults)
+	})
+	require.NoError(t, err)
+	for _, f := range fns {
+		require.Len(t, f.argNames, len(f.argTypes), "%s: every parameter is named", f.name)
+	}
+	return fns
+}
+
+// calls returns the statements that attack victim with f: a few with
+// seeded random arguments, optional ones included at random, and one per
+// optional parameter with it for sure. set_tenant is left out: choosing
+// the tenant is the application's (its argument is the tenant, not an id).
+func (f appFn) calls(rng *rand.Rand, victim *tenantData) []string {
+	if f.name == "set_tenant" {
+		return nil
+	}
+	n := 1
+	for _, typ := range f.argTypes {
+		if typ == "uuid" {
+			n = 4 // the functions that take the victim's ids get more
+		}
+	}
+	var out []string
+	for i := 0; i < n+f.defaults; i++ {
+		var args []string
+		for k, name := range f.argNames {
+			optional := k >= len(f.argNames)-f.defaults
+			force := i >= n && k == len(f.argNames)-f.defaults+(i-n)
+			if optional && !force && rng.Intn(2) == 0 {
+				continue
+			}
+			args = append(args, fmt.Sprintf("%s => %s", pgx.Identifier{name}.Sanitize(), attackArg(rng, name, f.argTypes[k], victim)))
+		}
+		out = append(out, fmt.Sprintf("SELECT coalesce(string_agg(r::text, E'\n'), '') FROM mneme.%s(%s) AS r", f.name, strings.Join(args, ", ")))
+	}
+	switch f.name {
+	case "search", "retrieve", "retrieve_markdown", "context", "context_items":
+		for _, c := range victim.convs {
+			extra := ""
+			if f.name != "context" && f.name != "context_items" {
+				extra = ", include_history => true, as_of => now()"
+			}
+			arg := "k"
+			if strings.HasPrefix(f.name, "context") {
+				arg = "budget"
+			}
+			out = append(out, fmt.Sprintf(`SELECT coalesce(string_agg(r::text, E'\n'), '') FROM mneme.%s('%s', '%s linden key Paris Rome', %s => 50, scope => 'tenant'%s) AS r`,
+				f.name, c, victim.secret, arg, extra))
+		}
+	}
+	return out
+}
+
+// attackArg is a value for one parameter: the victim's ids for ids, its
+// secret word in texts, and otherwise a valid value picked at random.
+func attackArg(rng *rand.Rand, name, typ string, victim *tenantData) string {
+	pick := func(vs ...string) string { return vs[rng.Intn(len(vs))] }
+	switch typ {
+	case "uuid":
+		if name == "conversation_id" {
+			return fmt.Sprintf("'%s'::uuid", victim.convs[rng.Intn(len(victim.convs))])
+		}
+		return fmt.Sprintf("'%s'::uuid", victim.mems[rng.Intn(len(victim.mems))])
+	case "text":
+		switch name {
+		case "scope":
+			return pick("'conversation'", "'tenant'")
+		case "role":
+			return pick("'user'", "'assistant'")
+		case "label":
+			return pick("'general'", "'user_profile'", "'important'")
+		case "key":
+			return pick("'rrf_k'", "'message_max_chars'", "'label_weights'")
+		}
+		return pick(fmt.Sprintf("'%s linden key'", victim.secret), fmt.Sprintf("'where is the %s'", victim.secret), "'Alice Paris Rome'")
+	case "text[]":
+		return pick("ARRAY['Mallory']", fmt.Sprintf("ARRAY['the %s', 'Paris']", victim.secret))
+	case "integer":
+		if name == "dim" {
+			return "16"
+		}
+		if name == "budget" {
+			return pick("50", "400")
+		}
+		return pick("1", "5", "100")
+	case "double precision":
+		return pick("0.5", "3")
+	case "boolean":
+		return pick("true", "false")
+	case "real[]":
+		return fmt.Sprintf("mneme.hash_embed('%s linden key')", victim.secret)
+	case "timestamp with time zone":
+		return pick("now()", "now() - interval '1 day'", "now() + interval '1 day'", "'2026-03-01 08:03+00'", "'2026-03-03 09:00+00'")
+	}
+	panic("no attack value for type " + typ)
+}
+
+// attack runs q as the application in attacker's tenant: it succeeds or
+// raises a documented SQLSTATE, and neither result nor error holds
+// anything of the victim's (its canary word, its memory ids).
+func attack(t *testing.T, app *pgxpool.Pool, attacker, victim *tenantData, q string) {
+	t.Helper()
+	var out string
+	err := inTenant(t, app, attacker.name, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(context.Background(), `SET LOCAL statement_timeout = '20s'`); err != nil {
+			return err
+		}
+		return tx.QueryRow(context.Background(), q).Scan(&out)
+	})
+	if err != nil {
+		var pgErr *pgconn.PgError
+		require.True(t, errors.As(err, &pgErr), "%s: %v", q, err)
+		require.True(t, documented[pgErr.Code], "%s: undocumented %s %s", q, pgErr.Code, pgErr.Message)
+		out = pgErr.Message + " " + pgErr.Detail + " " + pgErr.Hint
+	}
+	require.NotContains(t, out, victim.canary, "%s as %s: the victim's words", q, attacker.label())
+	for _, m := range victim.mems {
+		if !strings.Contains(q, m.String()) { // an error may name the id it was given
+			require.NotContains(t, out, m.String(), "%s as %s: the victim's memory ids", q, attacker.label())
+		}
+	}
+}
+
+// appReachesNoTable: mneme_app holds no privilege on any relation of the
+// schema (pg_class), and SELECT, INSERT, UPDATE, DELETE and TRUNCATE of
+// each, tried in every tenant, are refused.
+func appReachesNoTable(t *testing.T, db *dbtest.DB, app *pgxpool.Pool, tenants []*tenantData) {
+	ctx := context.Background()
+	rows, err := db.Pool.Query(ctx, `
+		SELECT c.relname, c.relkind::text, (SELECT a.attname FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0
+		                                    AND NOT a.attisdropped ORDER BY a.attnum LIMIT 1)
+		FROM pg_class c WHERE c.relnamespace = 'mneme'::regnamespace AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S') ORDER BY 1`)
+	require.NoError(t, err)
+	type rel struct{ name, kind, col string }
+	rels, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (rel, error) {
+		var x rel
+		return x, r.Scan(&x.name, &x.kind, &x.col)
+	})
+	require.NoError(t, err)
+	// The BM25 statistics have no tenant column and no row security
+	// (docs/retrieval.md, "Tenants and the BM25 statistics"): the
+	// application must not reach them at all.
+	for _, bm := range []string{"bm25_docs", "bm25_postings", "bm25_terms", "bm25_stats"} {
+		require.True(t, slices.ContainsFunc(rels, func(r rel) bool { return r.name == bm }), "%s is checked", bm)
+	}
+	tried := 0
+	for _, r := range rels {
+		q := "mneme." + pgx.Identifier{r.name}.Sanitize()
+		if r.kind == "S" {
+			for _, priv := range []string{"USAGE", "SELECT", "UPDATE"} {
+				var has bool
+				require.NoError(t, db.Pool.QueryRow(ctx, `SELECT has_sequence_privilege('mneme_app', $1, $2)`, q, priv).Scan(&has))
+				require.False(t, has, "%s on %s", priv, q)
+			}
+			continue
+		}
+		for _, priv := range []string{"SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER"} {
+			var has bool
+			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT has_table_privilege('mneme_app', $1, $2)`, q, priv).Scan(&has))
+			require.False(t, has, "%s on %s", priv, q)
+		}
+		col := pgx.Identifier{r.col}.Sanitize()
+		for _, stmt := range []string{
+			`SELECT count(*) FROM ` + q,
+			`INSERT INTO ` + q + ` DEFAULT VALUES`,
+			`UPDATE ` + q + ` SET ` + col + ` = ` + col,
+			`DELETE FROM ` + q,
+			`TRUNCATE ` + q,
+		} {
+			for _, tn := range tenants {
+				err := inTenant(t, app, tn.name, func(tx pgx.Tx) error { _, err := tx.Exec(ctx, stmt); return err })
+				require.Error(t, err, "%s as %s", stmt, tn.label())
+				want := []string{"42501"}
+				if r.kind == "v" {
+					// A view that cannot take writes says so (55000; TRUNCATE:
+					// 42809) before its privileges, refused above, are checked.
+					want = append(want, "55000", "42809")
+				}
+				require.Contains(t, want, sqlState(t, err), "%s as %s: %v", stmt, tn.label(), err)
+				tried++
+			}
+		}
+	}
+	require.Greater(t, tried, 200)
+	_, err = app.Exec(ctx, `CREATE TRIGGER evil BEFORE UPDATE ON mneme.memories FOR EACH ROW EXECUTE FUNCTION mneme.tenant_fill_trg()`)
+	require.Equal(t, "42501", sqlState(t, err))
+}
+
+// appCallsNoOtherFunction: every other function of the schema (the job
+// queue, the worker's, the admin's, the internal ones) refuses mneme_app
+// before it runs.
+func appCallsNoOtherFunction(t *testing.T, db *dbtest.DB, app *pgxpool.Pool) {
+	ctx := context.Background()
+	rows, err := db.Pool.Query(ctx, `
+		SELECT format('SELECT %s(%s)', p.oid::regproc,
+		              coalesce((SELECT string_agg('NULL::' || format_type(a, NULL), ', ' ORDER BY n)
+		                        FROM unnest(p.proargtypes::oid[]) WITH ORDINALITY AS u(a, n)), ''))
+		FROM pg_proc p
+		WHERE p.pronamespace = 'mneme'::regnamespace AND p.prokind = 'f'
+		  AND NOT has_function_privilege('mneme_app', p.oid, 'EXECUTE')
+		ORDER BY 1`)
+	require.NoError(t, err)
+	qs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Greater(t, len(qs), 40)
+	for _, name := range []string{"claim_jobs", "enqueue_job", "set_setting", "take_pending_reviews", "add_pending_review",
+		"review_targets", "erase", "create_tenant", "apply_review", "fail_job"} {
+		require.True(t, slices.ContainsFunc(qs, func(q string) bool { return strings.HasPrefix(q, "SELECT mneme."+name+"(") }),
+			"%s is out of the application's reach", name)
+	}
+	for _, q := range qs {
+		_, err := app.Exec(ctx, q)
+		require.Error(t, err, q)
+		require.Equal(t, "42501", sqlState(t, err), "%s: %v", q, err)
 	}
 }
 

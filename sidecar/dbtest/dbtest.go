@@ -23,6 +23,7 @@ import (
 
 	"github.com/mneme-memory/mneme/sidecar/cluster"
 	"github.com/mneme-memory/mneme/sidecar/migrate"
+	"github.com/mneme-memory/mneme/sidecar/scratch"
 )
 
 // DB is one test's database.
@@ -68,12 +69,11 @@ func ServerURL(t testing.TB) string {
 	t.Helper()
 	serverOnce.Do(func() {
 		if u := os.Getenv("DATABASE_URL"); u != "" {
-			cfg, err := pgx.ParseConfig(u)
-			if err != nil {
+			if _, err := pgx.ParseConfig(u); err != nil {
 				serverErr = fmt.Errorf("DATABASE_URL: %w", err)
 				return
 			}
-			serverURL = withDatabase(u, cfg.Database, "postgres")
+			serverURL, serverErr = scratch.WithDatabase(u, "postgres")
 			return
 		}
 		dir, err := os.MkdirTemp("", "mneme-test-pg-")
@@ -135,7 +135,7 @@ func New(t testing.TB, opts ...Option) *DB {
 	if _, err := admin.Exec(ctx, fmt.Sprintf(`CREATE DATABASE %s TEMPLATE %s`, name, tmpl)); err != nil {
 		t.Fatalf("create test database: %v", err)
 	}
-	url := withDatabase(ServerURL(t), "postgres", name)
+	url := databaseURL(t, name)
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
 		t.Fatalf("pool: %v", err)
@@ -172,7 +172,7 @@ func NewEmpty(t testing.TB) (name, url string) {
 		defer c.Close(ctx)
 		_, _ = c.Exec(ctx, fmt.Sprintf(`DROP DATABASE IF EXISTS %s WITH (FORCE)`, name))
 	})
-	return name, withDatabase(ServerURL(t), "postgres", name)
+	return name, databaseURL(t, name)
 }
 
 // template returns a migrated template database for the variant, made once
@@ -192,7 +192,7 @@ func template(t testing.TB, vector string) string {
 	if _, err := admin.Exec(ctx, `CREATE DATABASE `+name); err != nil {
 		t.Fatalf("create template: %v", err)
 	}
-	if _, err := migrate.Run(ctx, withDatabase(ServerURL(t), "postgres", name), migrate.Options{Vector: vector}); err != nil {
+	if _, err := migrate.Run(ctx, databaseURL(t, name), migrate.Options{Vector: vector}); err != nil {
 		_, _ = admin.Exec(ctx, `DROP DATABASE `+name)
 		t.Fatalf("migrate template (%s): %v", vector, err)
 	}
@@ -214,19 +214,14 @@ func connect(t testing.TB, url string) *pgx.Conn {
 	return c
 }
 
-// withDatabase swaps the database name in a postgres URL.
-func withDatabase(url, from, to string) string {
-	if i := strings.Index(url, "/"+from+"?"); i >= 0 {
-		return url[:i] + "/" + to + url[i+len(from)+1:]
-	}
-	if strings.HasSuffix(url, "/"+from) {
-		return strings.TrimSuffix(url, from) + to
-	}
-	cfg, err := pgx.ParseConfig(url)
+// databaseURL is the server's URL pointed at database name.
+func databaseURL(t testing.TB, name string) string {
+	t.Helper()
+	u, err := scratch.WithDatabase(ServerURL(t), name)
 	if err != nil {
-		return url
+		t.Fatalf("URL of database %s: %v", name, err)
 	}
-	return fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Host, cfg.Port, to)
+	return u
 }
 
 func randHex(n int) string {
@@ -240,11 +235,19 @@ func randHex(n int) string {
 // sidecar or an operator connects as. The role is dropped after the test.
 func (d *DB) As(t testing.TB, group string) string {
 	t.Helper()
+	return d.AsWith(t, group)
+}
+
+// AsWith is As with role attributes added to LOGIN, e.g. "REPLICATION" for
+// a sidecar that follows the jobs publication.
+func (d *DB) AsWith(t testing.TB, group string, attributes ...string) string {
+	t.Helper()
 	ctx := context.Background()
 	role := strings.TrimPrefix(group, "mneme_") + "_" + randHex(6)
 	c := connect(t, ServerURL(t))
 	defer c.Close(ctx)
-	if _, err := c.Exec(ctx, fmt.Sprintf(`CREATE ROLE %s LOGIN IN ROLE %s`, role, group)); err != nil {
+	attrs := strings.Join(append([]string{"LOGIN"}, attributes...), " ")
+	if _, err := c.Exec(ctx, fmt.Sprintf(`CREATE ROLE %s %s IN ROLE %s`, role, attrs, group)); err != nil {
 		t.Fatalf("create role %s: %v", role, err)
 	}
 	t.Cleanup(func() {
@@ -261,4 +264,17 @@ func (d *DB) As(t testing.TB, group string) string {
 	}
 	u.User = url.User(role)
 	return u.String()
+}
+
+// PoolAs opens a pool on this database as a new login role of group (see
+// AsWith), closed after the test, and returns it with its URL.
+func (d *DB) PoolAs(t testing.TB, group string, attributes ...string) (*pgxpool.Pool, string) {
+	t.Helper()
+	u := d.AsWith(t, group, attributes...)
+	pool, err := pgxpool.New(context.Background(), u)
+	if err != nil {
+		t.Fatalf("pool as %s: %v", group, err)
+	}
+	t.Cleanup(pool.Close)
+	return pool, u
 }

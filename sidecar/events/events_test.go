@@ -143,8 +143,10 @@ func requireExactlyOnce(t *testing.T, db *dbtest.DB, n int) {
 }
 
 func TestEachTransportDeliversAJob(t *testing.T) {
+	t.Parallel()
 	for _, tr := range []string{events.Replication, events.Notify, events.Poll} {
 		t.Run(tr, func(t *testing.T) {
+			t.Parallel()
 			db := newDB(t)
 			sweep := noSweep
 			if tr == events.Poll {
@@ -175,19 +177,31 @@ func slotLSN(t *testing.T, db *dbtest.DB) string {
 
 // TestReplicationCatchUp: jobs enqueued while no sidecar runs are delivered
 // from the slot when it starts (the sweep is off), each handled once, and
-// the slot's confirmed position moves past them.
+// the slot's confirmed position moves past them. The sidecars connect as
+// a login role of mneme_worker with REPLICATION, never a superuser (as
+// `make demo` runs it); the superuser pool only checks.
 func TestReplicationCatchUp(t *testing.T) {
+	t.Parallel()
 	db := newDB(t)
-	s := start(t, db, events.Replication, "w1", noSweep)
+	ctx := context.Background()
+	_, err := db.Pool.Exec(ctx, `GRANT INSERT ON effects TO mneme_worker`)
+	require.NoError(t, err)
+	pool, url := db.PoolAs(t, "mneme_worker", "REPLICATION")
+	var super bool
+	require.NoError(t, pool.QueryRow(ctx, `SELECT rolsuper FROM pg_roles WHERE rolname = current_user`).Scan(&super))
+	require.False(t, super)
+	worker := &dbtest.DB{Name: db.Name, URL: url, Pool: pool, Variant: db.Variant}
+
+	s := start(t, worker, events.Replication, "w1", noSweep)
 	ready(t, db, events.Replication)
 	s.stop(t)
 	before := slotLSN(t, db)
 
-	enqueue(t, db, 1000)
+	enqueue(t, worker, 1000)
 	var lsnAfterEnqueue string
-	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT pg_current_wal_insert_lsn()::text`).Scan(&lsnAfterEnqueue))
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&lsnAfterEnqueue))
 
-	s = start(t, db, events.Replication, "w2", noSweep)
+	s = start(t, worker, events.Replication, "w2", noSweep)
 	waitCount(t, db, "done", `SELECT count(*) FROM mneme.jobs WHERE state = 'done'`, 1000)
 	requireExactlyOnce(t, db, 1000)
 	// The slot confirms once the jobs are handled.
@@ -201,6 +215,7 @@ func TestReplicationCatchUp(t *testing.T) {
 // TestReplicationConfirmsOnlyHandled: a job that is still running holds the
 // slot's confirmed position back.
 func TestReplicationConfirmsOnlyHandled(t *testing.T) {
+	t.Parallel()
 	db := newDB(t)
 	log := testLogger(t)
 	release := make(chan struct{})
@@ -243,6 +258,7 @@ func TestReplicationConfirmsOnlyHandled(t *testing.T) {
 // TestTwoSidecarsEachJobOnce: one sidecar follows the slot, one LISTENs;
 // 2,000 jobs, each handled exactly once, both do work.
 func TestTwoSidecarsEachJobOnce(t *testing.T) {
+	t.Parallel()
 	db := newDB(t)
 	a := start(t, db, events.Replication, "a", time.Second)
 	b := start(t, db, events.Notify, "b", time.Second)
@@ -289,6 +305,7 @@ func TestRestartUnderSidecar(t *testing.T) {
 }
 
 func TestSlotDrop(t *testing.T) {
+	t.Parallel()
 	db := newDB(t)
 	s := start(t, db, events.Replication, "w", noSweep)
 	ready(t, db, events.Replication)
@@ -312,6 +329,7 @@ func TestSlotDrop(t *testing.T) {
 }
 
 func TestChooseAuto(t *testing.T) {
+	t.Parallel()
 	db := newDB(t)
 	ctx := context.Background()
 	tr, why, err := events.Choose(ctx, db.Pool, events.Auto)
@@ -342,6 +360,7 @@ func TestChooseAuto(t *testing.T) {
 // TestReplicationSlotBusyFallsBackToNotify: a second sidecar configured for
 // replication finds the slot in use and still gets events (LISTEN).
 func TestReplicationSlotBusyFallsBackToNotify(t *testing.T) {
+	t.Parallel()
 	db := newDB(t)
 	a := start(t, db, events.Replication, "a", noSweep)
 	ready(t, db, events.Replication)
@@ -358,8 +377,10 @@ func TestReplicationSlotBusyFallsBackToNotify(t *testing.T) {
 // replication stream does not carry: the transport's companion LISTEN
 // delivers it, with no sweep to fall back on.
 func TestRetriedJobIsDelivered(t *testing.T) {
+	t.Parallel()
 	for _, tr := range []string{events.Replication, events.Notify} {
 		t.Run(tr, func(t *testing.T) {
+			t.Parallel()
 			db := newDB(t)
 			ctx := context.Background()
 			var id int64
