@@ -61,8 +61,19 @@ func leaves(prefix string, cmds []cli.Command) []string {
 	return out
 }
 
+// usageLines counts the lines of out that start a usage.
+func usageLines(out string) int {
+	n := 0
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "usage:") {
+			n++
+		}
+	}
+	return n
+}
+
 // TestCommandLine: every command's --help and `mneme help <command>` print
-// its usage on stdout and exit 0; an unknown flag or action exits 2 with
+// its usage on stdout, once, and exit 0; an unknown flag or action exits 2 with
 // the reason on stderr; none of these touches anything (no cluster
 // directory is created, no database is needed).
 func TestCommandLine(t *testing.T) {
@@ -76,20 +87,23 @@ func TestCommandLine(t *testing.T) {
 			out, stderr, code := mnemeIn(t, dir, argv...)
 			require.Equal(t, 0, code, "%v: %s", argv, stderr)
 			require.Contains(t, out, "usage: mneme "+path, argv)
+			require.Equal(t, 1, usageLines(out), "%v prints its usage once:\n%s", argv, out)
 			require.Contains(t, out, cli.Find(commands(), path).Summary, argv)
 		}
 		if path == "psql" {
 			continue // psql passes its flags on to psql
 		}
-		_, stderr, code := mnemeIn(t, dir, append(append([]string{}, args...), "--no-such-flag")...)
+		out, stderr, code := mnemeIn(t, dir, append(append([]string{}, args...), "--no-such-flag")...)
 		require.Equal(t, 2, code, "%s --no-such-flag: %s", path, stderr)
 		require.Contains(t, stderr, "no-such-flag", path)
+		require.Empty(t, out, "%s --no-such-flag: the reason goes to stderr, nothing to stdout", path)
 	}
 
 	for _, argv := range [][]string{{"--help"}, {"help"}, {"-h"}, {"bench", "--help"}, {"help", "eval"}} {
 		out, _, code := mnemeIn(t, dir, argv...)
 		require.Equal(t, 0, code, argv)
 		require.Contains(t, out, "commands:", argv)
+		require.Equal(t, 1, usageLines(out), "%v:\n%s", argv, out)
 	}
 	out, _, code := mnemeIn(t, dir, "--version")
 	require.Equal(t, 0, code)

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -16,6 +17,8 @@ import (
 // TestExamples runs docs/examples.sql with psql against a migrated
 // database, stopping at the first error, and checks that README.md shows
 // the same statements: every SQL example in the README runs as pasted.
+// From `\set conv` on, the file is README.md's SQL API block, then one part
+// per further README block, each after a line `-- README.md, "<section>"...`.
 func TestExamples(t *testing.T) {
 	t.Parallel()
 	for _, variant := range variants(t) {
@@ -28,6 +31,7 @@ func TestExamples(t *testing.T) {
 			require.NoError(t, err, "%s", out)
 			require.Contains(t, string(out), "Alice moved to Berlin")
 			require.Contains(t, string(out), "user request 42")
+			require.Contains(t, string(out), "Alice lives in Lisbon", "the tenant's search finds its memory")
 		})
 	}
 	examples, err := os.ReadFile("../docs/examples.sql")
@@ -36,5 +40,10 @@ func TestExamples(t *testing.T) {
 	require.NoError(t, err)
 	body := string(examples)
 	body = body[strings.Index(body, `\set conv`):]
-	require.Contains(t, string(readme), body, "README.md's SQL API block is docs/examples.sql from \\set on")
+	parts := regexp.MustCompile(`(?m)^-- README\.md, "[^"]+".*\n`).Split(body, -1)
+	require.GreaterOrEqual(t, len(parts), 2, "the SQL API block, Tenants and roles")
+	for _, part := range parts {
+		block := "```sql\n" + strings.TrimSpace(part) + "\n```\n"
+		require.Contains(t, string(readme), block, "README.md shows docs/examples.sql's part as one block")
+	}
 }

@@ -78,39 +78,43 @@ func TestInitialStateMatchesGoFSRS(t *testing.T) {
 // reset_initial_state moves never-reviewed memories only, and only when asked.
 func TestResetInitialState(t *testing.T) {
 	t.Parallel()
-	db := dbtest.New(t)
-	ctx := context.Background()
-	conv, other := uuid.New(), uuid.New()
-	old := addMemory(t, db, conv, "an old memory", map[string]any{"stability": 3.173, "difficulty": 5.28243442, "fsrs_state": "learning", "label": "user_profile"})
-	reviewed := addMemory(t, db, conv, "an old reviewed memory", map[string]any{"stability": 9.0, "difficulty": 5.0, "fsrs_state": "review", "review_count": 2})
-	elsewhere := addMemory(t, db, other, "another conversation", map[string]any{"stability": 3.173, "fsrs_state": "learning"})
-	stab := func(id uuid.UUID) (float64, string) {
-		var s float64
-		var st string
-		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT stability, fsrs_state FROM mneme.memories WHERE id = $1`, id).Scan(&s, &st))
-		return s, st
+	for _, variant := range variants(t) {
+		t.Run(variant, func(t *testing.T) {
+			db := dbtest.New(t, dbtest.WithVector(variant))
+			ctx := context.Background()
+			conv, other := uuid.New(), uuid.New()
+			old := addMemory(t, db, conv, "an old memory", map[string]any{"stability": 3.173, "difficulty": 5.28243442, "fsrs_state": "learning", "label": "user_profile"})
+			reviewed := addMemory(t, db, conv, "an old reviewed memory", map[string]any{"stability": 9.0, "difficulty": 5.0, "fsrs_state": "review", "review_count": 2})
+			elsewhere := addMemory(t, db, other, "another conversation", map[string]any{"stability": 3.173, "fsrs_state": "learning"})
+			stab := func(id uuid.UUID) (float64, string) {
+				var s float64
+				var st string
+				require.NoError(t, db.Pool.QueryRow(ctx, `SELECT stability, fsrs_state FROM mneme.memories WHERE id = $1`, id).Scan(&s, &st))
+				return s, st
+			}
+			var n int64
+			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.reset_initial_state($1, dry_run => true)`, conv).Scan(&n))
+			require.Equal(t, int64(1), n)
+			s, st := stab(old)
+			require.Equal(t, 3.173, s, "a dry run changes nothing")
+			require.Equal(t, "learning", st)
+			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.reset_initial_state($1)`, conv).Scan(&n))
+			require.Equal(t, int64(1), n)
+			s, st = stab(old)
+			require.Equal(t, 3650.0, s)
+			require.Equal(t, "review", st)
+			s, _ = stab(reviewed)
+			require.Equal(t, 9.0, s, "reviews are evidence: kept")
+			s, _ = stab(elsewhere)
+			require.Equal(t, 3.173, s, "another conversation is untouched")
+			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.reset_initial_state()`).Scan(&n))
+			require.Equal(t, int64(1), n, "all conversations")
+			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.reset_initial_state()`).Scan(&n))
+			require.Zero(t, n, "idempotent")
+			_, err := db.Pool.Exec(ctx, `SELECT mneme.reset_initial_state(NULL, NULL)`)
+			require.Equal(t, "22004", sqlState(t, err))
+		})
 	}
-	var n int64
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.reset_initial_state($1, dry_run => true)`, conv).Scan(&n))
-	require.Equal(t, int64(1), n)
-	s, st := stab(old)
-	require.Equal(t, 3.173, s, "a dry run changes nothing")
-	require.Equal(t, "learning", st)
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.reset_initial_state($1)`, conv).Scan(&n))
-	require.Equal(t, int64(1), n)
-	s, st = stab(old)
-	require.Equal(t, 3650.0, s)
-	require.Equal(t, "review", st)
-	s, _ = stab(reviewed)
-	require.Equal(t, 9.0, s, "reviews are evidence: kept")
-	s, _ = stab(elsewhere)
-	require.Equal(t, 3.173, s, "another conversation is untouched")
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.reset_initial_state()`).Scan(&n))
-	require.Equal(t, int64(1), n, "all conversations")
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.reset_initial_state()`).Scan(&n))
-	require.Zero(t, n, "idempotent")
-	_, err := db.Pool.Exec(ctx, `SELECT mneme.reset_initial_state(NULL, NULL)`)
-	require.Equal(t, "22004", sqlState(t, err))
 }
 
 type lifeEnv struct {
@@ -269,56 +273,60 @@ func TestCleanupRules(t *testing.T) {
 // Bad settings and arguments: a clear error, nothing changed.
 func TestCleanupBadInput(t *testing.T) {
 	t.Parallel()
-	db := dbtest.New(t)
-	e := &lifeEnv{t: t, db: db, conv: uuid.New()}
-	ctx := context.Background()
-	old := time.Now().AddDate(-5, 0, 0)
-	id := addMemory(t, db, e.conv, "a faded trivial memory", map[string]any{"label": "trivial", "last_reviewed_at": old, "created_at": old})
-	for setting, values := range map[string][]string{
-		"inactive_below_r": {`1`, `-0.1`, `"0.5"`, `null`},
-		"purge_after_days": {`0`, `-3`, `"90"`},
-		"jobs_retention":   {`"soon"`, `"-1 day"`, `7`},
-	} {
-		var before string
-		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT value::text FROM mneme.settings WHERE key = $1`, setting).Scan(&before))
-		for _, v := range values {
-			_, err := db.Pool.Exec(ctx, `SELECT mneme.set_setting($1, $2::jsonb)`, setting, v)
-			require.Equal(t, "22023", sqlState(t, err), "set_setting rejects %s = %s", setting, v)
-			forceSetting(t, db, setting, v) // and cleanup still checks what it reads
-			_, err = db.Pool.Exec(ctx, `SELECT * FROM mneme.cleanup()`)
-			require.Equal(t, "22023", sqlState(t, err), "%s = %s", setting, v)
-			require.ErrorContains(t, err, setting)
-		}
-		e.exec(`SELECT mneme.set_setting($1, $2::jsonb)`, setting, before)
+	for _, variant := range variants(t) {
+		t.Run(variant, func(t *testing.T) {
+			db := dbtest.New(t, dbtest.WithVector(variant))
+			e := &lifeEnv{t: t, db: db, conv: uuid.New()}
+			ctx := context.Background()
+			old := time.Now().AddDate(-5, 0, 0)
+			id := addMemory(t, db, e.conv, "a faded trivial memory", map[string]any{"label": "trivial", "last_reviewed_at": old, "created_at": old})
+			for setting, values := range map[string][]string{
+				"inactive_below_r": {`1`, `-0.1`, `"0.5"`, `null`},
+				"purge_after_days": {`0`, `-3`, `"90"`},
+				"jobs_retention":   {`"soon"`, `"-1 day"`, `7`},
+			} {
+				var before string
+				require.NoError(t, db.Pool.QueryRow(ctx, `SELECT value::text FROM mneme.settings WHERE key = $1`, setting).Scan(&before))
+				for _, v := range values {
+					_, err := db.Pool.Exec(ctx, `SELECT mneme.set_setting($1, $2::jsonb)`, setting, v)
+					require.Equal(t, "22023", sqlState(t, err), "set_setting rejects %s = %s", setting, v)
+					forceSetting(t, db, setting, v) // and cleanup still checks what it reads
+					_, err = db.Pool.Exec(ctx, `SELECT * FROM mneme.cleanup()`)
+					require.Equal(t, "22023", sqlState(t, err), "%s = %s", setting, v)
+					require.ErrorContains(t, err, setting)
+				}
+				e.exec(`SELECT mneme.set_setting($1, $2::jsonb)`, setting, before)
+			}
+			_, err := db.Pool.Exec(ctx, `SELECT * FROM mneme.cleanup(NULL)`)
+			require.Equal(t, "22004", sqlState(t, err))
+			st, _ := e.status(id)
+			require.Equal(t, "active", st, "no failed cleanup changed anything")
+			require.Equal(t, []string{"created"}, e.events(id))
+
+			_, err = db.Pool.Exec(ctx, `SELECT mneme.set_setting('cleanup_interval', '"every day"')`)
+			require.Equal(t, "22023", sqlState(t, err))
+			forceSetting(t, db, "cleanup_interval", `"every day"`)
+			_, err = db.Pool.Exec(ctx, `SELECT mneme.schedule_cleanup()`)
+			require.Equal(t, "22023", sqlState(t, err))
+			e.exec(`SELECT mneme.set_setting('cleanup_interval', '"1 day"')`)
+			_, err = db.Pool.Exec(ctx, `SELECT mneme.schedule_cleanup('-1 hour')`)
+			require.Equal(t, "22023", sqlState(t, err))
+			var n int
+			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme.jobs`).Scan(&n))
+			require.Zero(t, n)
+
+			// reactivate
+			_, err = db.Pool.Exec(ctx, `SELECT mneme.reactivate(NULL)`)
+			require.Equal(t, "22004", sqlState(t, err))
+			_, err = db.Pool.Exec(ctx, `SELECT mneme.reactivate($1)`, uuid.New())
+			require.Equal(t, "P0002", sqlState(t, err))
+			e.exec(`SELECT mneme.forget($1, 'wrong')`, id)
+			_, err = db.Pool.Exec(ctx, `SELECT mneme.reactivate($1)`, id)
+			require.Equal(t, "55000", sqlState(t, err))
+			st, _ = e.status(id)
+			require.Equal(t, "invalidated", st)
+		})
 	}
-	_, err := db.Pool.Exec(ctx, `SELECT * FROM mneme.cleanup(NULL)`)
-	require.Equal(t, "22004", sqlState(t, err))
-	st, _ := e.status(id)
-	require.Equal(t, "active", st, "no failed cleanup changed anything")
-	require.Equal(t, []string{"created"}, e.events(id))
-
-	_, err = db.Pool.Exec(ctx, `SELECT mneme.set_setting('cleanup_interval', '"every day"')`)
-	require.Equal(t, "22023", sqlState(t, err))
-	forceSetting(t, db, "cleanup_interval", `"every day"`)
-	_, err = db.Pool.Exec(ctx, `SELECT mneme.schedule_cleanup()`)
-	require.Equal(t, "22023", sqlState(t, err))
-	e.exec(`SELECT mneme.set_setting('cleanup_interval', '"1 day"')`)
-	_, err = db.Pool.Exec(ctx, `SELECT mneme.schedule_cleanup('-1 hour')`)
-	require.Equal(t, "22023", sqlState(t, err))
-	var n int
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme.jobs`).Scan(&n))
-	require.Zero(t, n)
-
-	// reactivate
-	_, err = db.Pool.Exec(ctx, `SELECT mneme.reactivate(NULL)`)
-	require.Equal(t, "22004", sqlState(t, err))
-	_, err = db.Pool.Exec(ctx, `SELECT mneme.reactivate($1)`, uuid.New())
-	require.Equal(t, "P0002", sqlState(t, err))
-	e.exec(`SELECT mneme.forget($1, 'wrong')`, id)
-	_, err = db.Pool.Exec(ctx, `SELECT mneme.reactivate($1)`, id)
-	require.Equal(t, "55000", sqlState(t, err))
-	st, _ = e.status(id)
-	require.Equal(t, "invalidated", st)
 }
 
 // The sidecar's schedule: one pending cleanup job at a time (dedupe key),
@@ -326,33 +334,37 @@ func TestCleanupBadInput(t *testing.T) {
 // is null.
 func TestScheduleCleanup(t *testing.T) {
 	t.Parallel()
-	db := dbtest.New(t)
-	e := &lifeEnv{t: t, db: db}
-	ctx := context.Background()
-	var a, b int64
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.schedule_cleanup()`).Scan(&a))
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.schedule_cleanup('2 hours')`).Scan(&b))
-	require.Equal(t, a, b, "one pending cleanup at a time")
-	var due bool
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT run_at <= now() FROM mneme.jobs WHERE id = $1`, a).Scan(&due))
-	require.True(t, due, "never ran: due now")
-	e.exec(`UPDATE mneme.jobs SET state = 'done', finished_at = now() - interval '1 hour' WHERE id = $1`, a)
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.schedule_cleanup()`).Scan(&b))
-	require.NotEqual(t, a, b)
-	var wait time.Duration
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT extract(epoch FROM run_at - now())::float8 * 1e9 FROM mneme.jobs WHERE id = $1`, b).Scan(&wait))
-	require.InDelta(t, float64(23*time.Hour), float64(wait), float64(time.Minute), "a day after the last finished")
-	var kind string
-	var key *string
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT kind, dedupe_key FROM mneme.jobs WHERE id = $1`, b).Scan(&kind, &key))
-	require.Equal(t, "cleanup", kind)
-	require.Equal(t, "cleanup", *key)
+	for _, variant := range variants(t) {
+		t.Run(variant, func(t *testing.T) {
+			db := dbtest.New(t, dbtest.WithVector(variant))
+			e := &lifeEnv{t: t, db: db}
+			ctx := context.Background()
+			var a, b int64
+			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.schedule_cleanup()`).Scan(&a))
+			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.schedule_cleanup('2 hours')`).Scan(&b))
+			require.Equal(t, a, b, "one pending cleanup at a time")
+			var due bool
+			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT run_at <= now() FROM mneme.jobs WHERE id = $1`, a).Scan(&due))
+			require.True(t, due, "never ran: due now")
+			e.exec(`UPDATE mneme.jobs SET state = 'done', finished_at = now() - interval '1 hour' WHERE id = $1`, a)
+			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.schedule_cleanup()`).Scan(&b))
+			require.NotEqual(t, a, b)
+			var wait time.Duration
+			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT extract(epoch FROM run_at - now())::float8 * 1e9 FROM mneme.jobs WHERE id = $1`, b).Scan(&wait))
+			require.InDelta(t, float64(23*time.Hour), float64(wait), float64(time.Minute), "a day after the last finished")
+			var kind string
+			var key *string
+			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT kind, dedupe_key FROM mneme.jobs WHERE id = $1`, b).Scan(&kind, &key))
+			require.Equal(t, "cleanup", kind)
+			require.Equal(t, "cleanup", *key)
 
-	e.exec(`DELETE FROM mneme.jobs`)
-	e.exec(`SELECT mneme.set_setting('cleanup_interval', 'null')`)
-	var none *int64
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.schedule_cleanup()`).Scan(&none))
-	require.Nil(t, none)
+			e.exec(`DELETE FROM mneme.jobs`)
+			e.exec(`SELECT mneme.set_setting('cleanup_interval', 'null')`)
+			var none *int64
+			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.schedule_cleanup()`).Scan(&none))
+			require.Nil(t, none)
+		})
+	}
 }
 
 // Reactivation: by hand, by a review, by a reconfirmation, by a pin; each
@@ -360,73 +372,77 @@ func TestScheduleCleanup(t *testing.T) {
 // append-only.
 func TestReactivateAndEvents(t *testing.T) {
 	t.Parallel()
-	db := dbtest.New(t)
-	e := &lifeEnv{t: t, db: db, conv: uuid.New()}
-	ctx := context.Background()
-	old := time.Now().AddDate(-2, 0, 0)
-	mk := func(s string) uuid.UUID {
-		return addMemory(t, db, e.conv, s, map[string]any{"label": "trivial", "last_reviewed_at": old, "created_at": old})
-	}
-	byHand, byReview, byConfirm, byPin := mk("one"), mk("two"), mk("three"), mk("four")
-	require.Equal(t, int64(4), e.cleanup(time.Now(), false)["inactivated"])
+	for _, variant := range variants(t) {
+		t.Run(variant, func(t *testing.T) {
+			db := dbtest.New(t, dbtest.WithVector(variant))
+			e := &lifeEnv{t: t, db: db, conv: uuid.New()}
+			ctx := context.Background()
+			old := time.Now().AddDate(-2, 0, 0)
+			mk := func(s string) uuid.UUID {
+				return addMemory(t, db, e.conv, s, map[string]any{"label": "trivial", "last_reviewed_at": old, "created_at": old})
+			}
+			byHand, byReview, byConfirm, byPin := mk("one"), mk("two"), mk("three"), mk("four")
+			require.Equal(t, int64(4), e.cleanup(time.Now(), false)["inactivated"])
 
-	var ok bool
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.reactivate($1)`, byHand).Scan(&ok))
-	require.True(t, ok)
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.reactivate($1)`, byHand).Scan(&ok))
-	require.False(t, ok, "active already")
-	require.Equal(t, int64(0), e.cleanup(time.Now(), false)["inactivated"], "its curve restarted: not inactive again at once")
+			var ok bool
+			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.reactivate($1)`, byHand).Scan(&ok))
+			require.True(t, ok)
+			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.reactivate($1)`, byHand).Scan(&ok))
+			require.False(t, ok, "active already")
+			require.Equal(t, int64(0), e.cleanup(time.Now(), false)["inactivated"], "its curve restarted: not inactive again at once")
 
-	var applied bool
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.apply_review($1, 'good', 5, 5, 'review', now(), 'heuristic')`, byReview).Scan(&applied))
-	require.True(t, applied, "an inactive memory can be reviewed")
-	e.exec(`UPDATE mneme.memories SET last_confirmed_at = now() WHERE id = $1`, byConfirm)
-	e.exec(`SELECT mneme.pin($1)`, byPin)
-	for _, id := range []uuid.UUID{byHand, byReview, byConfirm, byPin} {
-		st, reason := e.status(id)
-		require.Equal(t, "active", st)
-		require.Empty(t, reason)
-	}
-	require.Equal(t, []string{"created", "inactivated", "reactivated"}, e.events(byHand))
-	require.Equal(t, []string{"created", "inactivated", "reviewed", "reactivated"}, e.events(byReview))
-	require.Equal(t, []string{"created", "inactivated", "reactivated"}, e.events(byConfirm))
-	require.Equal(t, []string{"created", "inactivated", "pinned", "reactivated"}, e.events(byPin))
-	reasons := func(id uuid.UUID) []string {
-		var rs []string
-		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT array_agg(coalesce(reason, '') ORDER BY id) FROM mneme.memory_events
-			WHERE memory_id = $1 AND event = 'reactivated'`, id).Scan(&rs))
-		return rs
-	}
-	require.Equal(t, []string{"reactivated by hand"}, reasons(byHand))
-	require.Equal(t, []string{"reviewed"}, reasons(byReview))
-	require.Equal(t, []string{"reconfirmed"}, reasons(byConfirm))
-	require.Equal(t, []string{"pinned"}, reasons(byPin))
-	var logID, eventLogID int64
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT id FROM mneme.review_log WHERE memory_id = $1`, byReview).Scan(&logID))
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT review_log_id FROM mneme.memory_events WHERE memory_id = $1 AND event = 'reviewed'`, byReview).Scan(&eventLogID))
-	require.Equal(t, logID, eventLogID)
+			var applied bool
+			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.apply_review($1, 'good', 5, 5, 'review', now(), 'heuristic')`, byReview).Scan(&applied))
+			require.True(t, applied, "an inactive memory can be reviewed")
+			e.exec(`UPDATE mneme.memories SET last_confirmed_at = now() WHERE id = $1`, byConfirm)
+			e.exec(`SELECT mneme.pin($1)`, byPin)
+			for _, id := range []uuid.UUID{byHand, byReview, byConfirm, byPin} {
+				st, reason := e.status(id)
+				require.Equal(t, "active", st)
+				require.Empty(t, reason)
+			}
+			require.Equal(t, []string{"created", "inactivated", "reactivated"}, e.events(byHand))
+			require.Equal(t, []string{"created", "inactivated", "reviewed", "reactivated"}, e.events(byReview))
+			require.Equal(t, []string{"created", "inactivated", "reactivated"}, e.events(byConfirm))
+			require.Equal(t, []string{"created", "inactivated", "pinned", "reactivated"}, e.events(byPin))
+			reasons := func(id uuid.UUID) []string {
+				var rs []string
+				require.NoError(t, db.Pool.QueryRow(ctx, `SELECT array_agg(coalesce(reason, '') ORDER BY id) FROM mneme.memory_events
+					WHERE memory_id = $1 AND event = 'reactivated'`, id).Scan(&rs))
+				return rs
+			}
+			require.Equal(t, []string{"reactivated by hand"}, reasons(byHand))
+			require.Equal(t, []string{"reviewed"}, reasons(byReview))
+			require.Equal(t, []string{"reconfirmed"}, reasons(byConfirm))
+			require.Equal(t, []string{"pinned"}, reasons(byPin))
+			var logID, eventLogID int64
+			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT id FROM mneme.review_log WHERE memory_id = $1`, byReview).Scan(&logID))
+			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT review_log_id FROM mneme.memory_events WHERE memory_id = $1 AND event = 'reviewed'`, byReview).Scan(&eventLogID))
+			require.Equal(t, logID, eventLogID)
 
-	// The rest of the vocabulary: unpinned, forgotten, superseded.
-	e.exec(`SELECT mneme.unpin($1)`, byPin)
-	e.exec(`SELECT mneme.forget($1, 'the user said so')`, byHand)
-	var newer uuid.UUID
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.remember($1, 'two, corrected', 'general', supersedes => $2)`, e.conv, byReview).Scan(&newer))
-	require.Equal(t, "unpinned", e.events(byPin)[4])
-	require.Equal(t, "forgotten", e.events(byHand)[3])
-	require.Equal(t, "superseded", e.events(byReview)[4])
-	require.Equal(t, []string{"created"}, e.events(newer))
-	var actor, reason string
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT actor, reason FROM mneme.memory_events WHERE memory_id = $1 AND event = 'forgotten'`, byHand).Scan(&actor, &reason))
-	require.Equal(t, "the user said so", reason)
-	require.NotEmpty(t, actor)
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT actor FROM mneme.memory_events WHERE memory_id = $1 AND event = 'inactivated'`, byHand).Scan(&actor))
-	require.Equal(t, "cleanup", actor)
+			// The rest of the vocabulary: unpinned, forgotten, superseded.
+			e.exec(`SELECT mneme.unpin($1)`, byPin)
+			e.exec(`SELECT mneme.forget($1, 'the user said so')`, byHand)
+			var newer uuid.UUID
+			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.remember($1, 'two, corrected', 'general', supersedes => $2)`, e.conv, byReview).Scan(&newer))
+			require.Equal(t, "unpinned", e.events(byPin)[4])
+			require.Equal(t, "forgotten", e.events(byHand)[3])
+			require.Equal(t, "superseded", e.events(byReview)[4])
+			require.Equal(t, []string{"created"}, e.events(newer))
+			var actor, reason string
+			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT actor, reason FROM mneme.memory_events WHERE memory_id = $1 AND event = 'forgotten'`, byHand).Scan(&actor, &reason))
+			require.Equal(t, "the user said so", reason)
+			require.NotEmpty(t, actor)
+			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT actor FROM mneme.memory_events WHERE memory_id = $1 AND event = 'inactivated'`, byHand).Scan(&actor))
+			require.Equal(t, "cleanup", actor)
 
-	// Append-only.
-	for _, q := range []string{`UPDATE mneme.memory_events SET reason = 'x'`, `DELETE FROM mneme.memory_events`, `TRUNCATE mneme.memory_events`,
-		`UPDATE mneme.memory_events SET reason = NULL`} {
-		_, err := db.Pool.Exec(ctx, q)
-		require.Equal(t, "55000", sqlState(t, err), q)
+			// Append-only.
+			for _, q := range []string{`UPDATE mneme.memory_events SET reason = 'x'`, `DELETE FROM mneme.memory_events`, `TRUNCATE mneme.memory_events`,
+				`UPDATE mneme.memory_events SET reason = NULL`} {
+				_, err := db.Pool.Exec(ctx, q)
+				require.Equal(t, "55000", sqlState(t, err), q)
+			}
+		})
 	}
 }
 
@@ -434,89 +450,93 @@ func TestReactivateAndEvents(t *testing.T) {
 // inactive: whichever takes the row lock first, the other sees its result.
 func TestCleanupReviewRace(t *testing.T) {
 	t.Parallel()
-	db := dbtest.New(t)
-	ctx := context.Background()
-	conv := uuid.New()
-	old := time.Now().AddDate(-2, 0, 0)
+	for _, variant := range variants(t) {
+		t.Run(variant, func(t *testing.T) {
+			db := dbtest.New(t, dbtest.WithVector(variant))
+			ctx := context.Background()
+			conv := uuid.New()
+			old := time.Now().AddDate(-2, 0, 0)
 
-	// Order 1: the review holds the row; cleanup runs meanwhile and commits
-	// first. It must not inactivate the row (skipped, or re-checked after).
-	m1 := addMemory(t, db, conv, "race one", map[string]any{"label": "trivial", "last_reviewed_at": old, "created_at": old})
-	rev, err := db.Pool.Begin(ctx)
-	require.NoError(t, err)
-	_, err = rev.Exec(ctx, `SELECT * FROM mneme.review_targets(ARRAY[$1]::uuid[], true)`, m1)
-	require.NoError(t, err)
-	var n int64
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count FROM mneme.cleanup() WHERE action = 'inactivated'`).Scan(&n))
-	require.Zero(t, n, "the row under review is skipped")
-	_, err = rev.Exec(ctx, `SELECT mneme.apply_review($1, 'good', 30, 5, 'review', now(), 'heuristic')`, m1)
-	require.NoError(t, err)
-	require.NoError(t, rev.Commit(ctx))
-	e := &lifeEnv{t: t, db: db, conv: conv}
-	st, _ := e.status(m1)
-	require.Equal(t, "active", st)
+			// Order 1: the review holds the row; cleanup runs meanwhile and commits
+			// first. It must not inactivate the row (skipped, or re-checked after).
+			m1 := addMemory(t, db, conv, "race one", map[string]any{"label": "trivial", "last_reviewed_at": old, "created_at": old})
+			rev, err := db.Pool.Begin(ctx)
+			require.NoError(t, err)
+			_, err = rev.Exec(ctx, `SELECT * FROM mneme.review_targets(ARRAY[$1]::uuid[], true)`, m1)
+			require.NoError(t, err)
+			var n int64
+			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count FROM mneme.cleanup() WHERE action = 'inactivated'`).Scan(&n))
+			require.Zero(t, n, "the row under review is skipped")
+			_, err = rev.Exec(ctx, `SELECT mneme.apply_review($1, 'good', 30, 5, 'review', now(), 'heuristic')`, m1)
+			require.NoError(t, err)
+			require.NoError(t, rev.Commit(ctx))
+			e := &lifeEnv{t: t, db: db, conv: conv}
+			st, _ := e.status(m1)
+			require.Equal(t, "active", st)
 
-	// Order 2: cleanup holds the row (inactivated, not committed); the
-	// review waits for it, then finds it inactive and reactivates it.
-	m2 := addMemory(t, db, conv, "race two", map[string]any{"label": "trivial", "last_reviewed_at": old, "created_at": old})
-	cl, err := db.Pool.Begin(ctx)
-	require.NoError(t, err)
-	require.NoError(t, cl.QueryRow(ctx, `SELECT count FROM mneme.cleanup() WHERE action = 'inactivated'`).Scan(&n))
-	require.Equal(t, int64(1), n)
-	done := make(chan error, 1)
-	go func() {
-		_, err := db.Pool.Exec(ctx, `SELECT mneme.apply_review($1, 'good', 30, 5, 'review', now(), 'heuristic')`, m2)
-		done <- err
-	}()
-	time.Sleep(200 * time.Millisecond) // the review is waiting for the row lock
-	require.NoError(t, cl.Commit(ctx))
-	require.NoError(t, <-done)
-	st, _ = e.status(m2)
-	require.Equal(t, "active", st)
-	require.Equal(t, []string{"created", "inactivated", "reviewed", "reactivated"}, e.events(m2))
+			// Order 2: cleanup holds the row (inactivated, not committed); the
+			// review waits for it, then finds it inactive and reactivates it.
+			m2 := addMemory(t, db, conv, "race two", map[string]any{"label": "trivial", "last_reviewed_at": old, "created_at": old})
+			cl, err := db.Pool.Begin(ctx)
+			require.NoError(t, err)
+			require.NoError(t, cl.QueryRow(ctx, `SELECT count FROM mneme.cleanup() WHERE action = 'inactivated'`).Scan(&n))
+			require.Equal(t, int64(1), n)
+			done := make(chan error, 1)
+			go func() {
+				_, err := db.Pool.Exec(ctx, `SELECT mneme.apply_review($1, 'good', 30, 5, 'review', now(), 'heuristic')`, m2)
+				done <- err
+			}()
+			time.Sleep(200 * time.Millisecond) // the review is waiting for the row lock
+			require.NoError(t, cl.Commit(ctx))
+			require.NoError(t, <-done)
+			st, _ = e.status(m2)
+			require.Equal(t, "active", st)
+			require.Equal(t, []string{"created", "inactivated", "reviewed", "reactivated"}, e.events(m2))
 
-	// Many at once: every reviewed memory ends active.
-	var ids []uuid.UUID
-	for i := range 40 {
-		ids = append(ids, addMemory(t, db, conv, fmt.Sprintf("race many %d", i), map[string]any{"label": "trivial", "last_reviewed_at": old, "created_at": old}))
-	}
-	var wg sync.WaitGroup
-	errs := make(chan error, len(ids)+4)
-	for i := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range 5 {
-				if _, err := db.Pool.Exec(ctx, `SELECT * FROM mneme.cleanup()`); err != nil {
-					errs <- err
-				}
+			// Many at once: every reviewed memory ends active.
+			var ids []uuid.UUID
+			for i := range 40 {
+				ids = append(ids, addMemory(t, db, conv, fmt.Sprintf("race many %d", i), map[string]any{"label": "trivial", "last_reviewed_at": old, "created_at": old}))
 			}
-			_ = i
-		}()
-	}
-	reviewed := ids[:20]
-	for _, id := range reviewed {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
-				if _, err := tx.Exec(ctx, `SELECT * FROM mneme.review_targets(ARRAY[$1]::uuid[], true)`, id); err != nil {
-					return err
-				}
-				_, err := tx.Exec(ctx, `SELECT mneme.apply_review($1, 'good', 30, 5, 'review', clock_timestamp(), 'heuristic')`, id)
-				return err
-			})
-			if err != nil {
-				errs <- err
+			var wg sync.WaitGroup
+			errs := make(chan error, len(ids)+4)
+			for i := range 4 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range 5 {
+						if _, err := db.Pool.Exec(ctx, `SELECT * FROM mneme.cleanup()`); err != nil {
+							errs <- err
+						}
+					}
+					_ = i
+				}()
 			}
-		}()
+			reviewed := ids[:20]
+			for _, id := range reviewed {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+						if _, err := tx.Exec(ctx, `SELECT * FROM mneme.review_targets(ARRAY[$1]::uuid[], true)`, id); err != nil {
+							return err
+						}
+						_, err := tx.Exec(ctx, `SELECT mneme.apply_review($1, 'good', 30, 5, 'review', clock_timestamp(), 'heuristic')`, id)
+						return err
+					})
+					if err != nil {
+						errs <- err
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				require.NoError(t, err)
+			}
+			var inactive int
+			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme.memories WHERE id = ANY ($1) AND status <> 'active'`, reviewed).Scan(&inactive))
+			require.Zero(t, inactive, "a reviewed memory is never left inactive")
+		})
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
-	var inactive int
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme.memories WHERE id = ANY ($1) AND status <> 'active'`, reviewed).Scan(&inactive))
-	require.Zero(t, inactive, "a reviewed memory is never left inactive")
 }

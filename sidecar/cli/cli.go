@@ -129,13 +129,19 @@ func Flags(cmds []Command, name, path string) *flag.FlagSet {
 	return fs
 }
 
-// Parse parses args: -h/--help prints the usage and returns ErrHelp; a bad
-// flag or a stray argument (unless positional) is a usage error. Nothing
-// has happened yet when it returns an error.
+// Parse parses args: -h/--help prints the usage once and returns ErrHelp; a
+// bad flag or a stray argument (unless positional) is a usage error, with
+// the reason on stderr and no usage on stdout. Nothing has happened yet
+// when it returns an error.
 func Parse(fs *flag.FlagSet, args []string, positional bool) error {
+	// flag.Parse calls Usage itself, for -h and for every bad flag; print
+	// it here instead, and only for -h.
+	usage := fs.Usage
+	fs.Usage = func() {}
 	err := fs.Parse(args)
+	fs.Usage = usage
 	if errors.Is(err, flag.ErrHelp) {
-		fs.Usage()
+		usage()
 		return ErrHelp
 	}
 	if err != nil {

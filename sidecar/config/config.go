@@ -144,7 +144,7 @@ func (c Config) Validate(needDB bool) error {
 		if c.DatabaseURL == "" {
 			bad("DATABASE_URL is not set; set it to a PostgreSQL URL such as postgres://user@127.0.0.1:5432/db (make demo starts a private cluster and sets it for you)")
 		} else if u, err := url.Parse(c.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql" && !strings.Contains(c.DatabaseURL, "=")) {
-			bad("DATABASE_URL=%q is neither a postgres:// URL nor a key=value connection string", redact(c.DatabaseURL))
+			bad("DATABASE_URL=%q is neither a postgres:// URL nor a key=value connection string", Redact(c.DatabaseURL))
 		}
 	}
 	switch c.Vector {
@@ -205,8 +205,9 @@ func (e Endpoint) validate(prefix string, needModel bool) []error {
 	return errs
 }
 
-// redact hides a password in a URL for error messages.
-func redact(s string) string {
+// Redact hides the password of a postgres:// URL (DATABASE_URL) for logs
+// and error messages; anything else is returned as it is.
+func Redact(s string) string {
 	u, err := url.Parse(s)
 	if err != nil || u.User == nil {
 		return s

@@ -92,3 +92,9 @@ func TestFullyConfiguredEndpoints(t *testing.T) {
 	require.True(t, c.EmbedDimSet)
 	require.Equal(t, "", c.MetricsAddr)
 }
+
+func TestRedact(t *testing.T) {
+	require.Equal(t, "postgres://u:xxxxx@h/db?sslmode=disable", Redact("postgres://u:secret@h/db?sslmode=disable"))
+	require.Equal(t, "postgres://u@h/db", Redact("postgres://u@h/db"), "no password, nothing to hide")
+	require.Equal(t, "host=h dbname=db", Redact("host=h dbname=db"))
+}

@@ -94,6 +94,7 @@ func requireExactlyOnce(t *testing.T, db *dbtest.DB, n int) {
 }
 
 func TestDrainRunsEverythingOnce(t *testing.T) {
+	t.Parallel()
 	db := newDB(t)
 	enqueue(t, db, "work", 50)
 	r := jobs.NewRunner(db.Pool, fastOpts())
@@ -114,6 +115,7 @@ func TestDrainRunsEverythingOnce(t *testing.T) {
 }
 
 func TestRunnerRetriesThenFails(t *testing.T) {
+	t.Parallel()
 	db := newDB(t)
 	var id int64
 	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT mneme.enqueue_job('flaky', NULL)`).Scan(&id))
@@ -149,6 +151,7 @@ func TestRunnerRetriesThenFails(t *testing.T) {
 }
 
 func TestRunnerPermanentErrorFailsAtOnce(t *testing.T) {
+	t.Parallel()
 	db := newDB(t)
 	enqueue(t, db, "bad", 1)
 	var calls atomic.Int32
@@ -166,6 +169,7 @@ func TestRunnerPermanentErrorFailsAtOnce(t *testing.T) {
 }
 
 func TestRunnerUnknownKindFailsClearly(t *testing.T) {
+	t.Parallel()
 	db := newDB(t)
 	enqueue(t, db, "mystery", 1)
 	r := jobs.NewRunner(db.Pool, fastOpts())
@@ -182,6 +186,7 @@ func TestRunnerUnknownKindFailsClearly(t *testing.T) {
 }
 
 func TestRunnerPanicIsRetried(t *testing.T) {
+	t.Parallel()
 	db := newDB(t)
 	enqueue(t, db, "p", 1)
 	var calls atomic.Int32
@@ -207,6 +212,7 @@ func TestRunnerPanicIsRetried(t *testing.T) {
 // transaction rolls back, its lease stays); a second runner reclaims the job
 // after the lease expires and completes it exactly once.
 func TestRunnerCrashMidJob(t *testing.T) {
+	t.Parallel()
 	db := newDB(t)
 	enqueue(t, db, "slow", 1)
 	started := make(chan struct{})
@@ -245,6 +251,7 @@ func TestRunnerCrashMidJob(t *testing.T) {
 // TestRunnerStaleRunCommitsNothing: a run that outlives its lease (no
 // heartbeat reached the database) and whose job was reclaimed cannot commit.
 func TestRunnerStaleRunCommitsNothing(t *testing.T) {
+	t.Parallel()
 	db := newDB(t)
 	enqueue(t, db, "k", 1)
 	ctx := context.Background()
@@ -265,6 +272,7 @@ func TestRunnerStaleRunCommitsNothing(t *testing.T) {
 }
 
 func TestRunnerGracefulStopReleases(t *testing.T) {
+	t.Parallel()
 	db := newDB(t)
 	enqueue(t, db, "hang", 1)
 	started := make(chan struct{})
@@ -293,6 +301,7 @@ func TestRunnerGracefulStopReleases(t *testing.T) {
 }
 
 func TestRunnerGracefulStopWaitsForInflight(t *testing.T) {
+	t.Parallel()
 	db := newDB(t)
 	enqueue(t, db, "short", 1)
 	started := make(chan struct{})
@@ -312,6 +321,7 @@ func TestRunnerGracefulStopWaitsForInflight(t *testing.T) {
 }
 
 func TestTwoRunnersEachJobOnce(t *testing.T) {
+	t.Parallel()
 	db := newDB(t)
 	const n = 2000
 	var wg sync.WaitGroup
@@ -340,6 +350,7 @@ func TestTwoRunnersEachJobOnce(t *testing.T) {
 }
 
 func TestRetryJob(t *testing.T) {
+	t.Parallel()
 	db := newDB(t)
 	ctx := context.Background()
 	enqueue(t, db, "once", 1)
@@ -376,6 +387,7 @@ func TestRetryJob(t *testing.T) {
 }
 
 func TestRetryMergesIntoPendingSegmentJob(t *testing.T) {
+	t.Parallel()
 	db := newDB(t)
 	ctx := context.Background()
 	conv := "7d0a4c3e-6c1e-4c36-9d0e-3f1a2b3c4d5e"
@@ -395,6 +407,7 @@ func TestRetryMergesIntoPendingSegmentJob(t *testing.T) {
 }
 
 func TestJobStatsView(t *testing.T) {
+	t.Parallel()
 	db := newDB(t)
 	enqueue(t, db, "a", 3)
 	enqueue(t, db, "b", 2)
@@ -425,6 +438,7 @@ func waitStarted(t *testing.T, started chan struct{}) {
 }
 
 func TestRunnerMaxAttemptsOverride(t *testing.T) {
+	t.Parallel()
 	db := newDB(t)
 	enqueue(t, db, "flaky", 1) // max_attempts column: 5
 	var calls atomic.Int32
@@ -444,6 +458,7 @@ func TestRunnerMaxAttemptsOverride(t *testing.T) {
 // TestRunnerCrashOnLastAttemptFails: a job whose worker died on its last
 // allowed attempt is failed with a clear error instead of handed out again.
 func TestRunnerCrashOnLastAttemptFails(t *testing.T) {
+	t.Parallel()
 	db := newDB(t)
 	ctx := context.Background()
 	enqueue(t, db, "k", 1)
@@ -463,6 +478,7 @@ func TestRunnerCrashOnLastAttemptFails(t *testing.T) {
 }
 
 func TestJobFunctionsRejectBadInput(t *testing.T) {
+	t.Parallel()
 	db := newDB(t)
 	for _, q := range []string{
 		`SELECT * FROM mneme.claim_jobs('', 1, '1 s')`,

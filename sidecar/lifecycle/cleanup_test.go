@@ -18,6 +18,7 @@ func TestMain(m *testing.M) { dbtest.Main(m) }
 // The cleanup job through the real runner: it applies the policy and
 // leaves exactly one successor pending, cleanup_interval from now.
 func TestCleanupJob(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t)
 	ctx := context.Background()
 	old := time.Now().AddDate(-1, 0, 0)

@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mneme-memory/mneme/sidecar/cluster"
+	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/migrate"
 )
 
@@ -92,7 +93,7 @@ func Create(ctx context.Context, opts Options) (*DB, error) {
 	admin, err := pgx.Connect(ctx, server)
 	if err != nil {
 		stop()
-		return nil, fmt.Errorf("connect to %s: %w", Redact(server), err)
+		return nil, fmt.Errorf("connect to %s: %w", config.Redact(server), err)
 	}
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		admin.Close(ctx)
@@ -110,7 +111,7 @@ func Create(ctx context.Context, opts Options) (*DB, error) {
 		defer stop()
 		defer admin.Close(context.Background())
 		if opts.Keep {
-			log.Warn("scratch database kept", "name", name, "url", Redact(dsn))
+			log.Warn("scratch database kept", "name", name, "url", config.Redact(dsn))
 			return
 		}
 		dctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -175,16 +176,4 @@ func WithDatabase(dsn, name string) (string, error) {
 		return u.String(), nil
 	}
 	return dsn + " dbname=" + name, nil
-}
-
-// Redact hides a password in a URL for logs.
-func Redact(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil || u.User == nil {
-		return dsn
-	}
-	if _, ok := u.User.Password(); ok {
-		u.User = url.UserPassword(u.User.Username(), "xxx")
-	}
-	return u.String()
 }

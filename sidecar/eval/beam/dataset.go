@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -216,7 +217,7 @@ func abilitiesIn[V any](qs map[string]V) []string {
 	}
 	var other []string
 	for a := range qs {
-		if !contains(Abilities, a) {
+		if !slices.Contains(Abilities, a) {
 			other = append(other, a)
 		}
 	}
@@ -301,13 +302,4 @@ func distinct(xs []int) []int {
 		}
 	}
 	return out
-}
-
-func contains(xs []string, x string) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
 }

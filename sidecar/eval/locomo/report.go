@@ -165,16 +165,7 @@ func (r *Report) add(method string, q *Question, docs []Doc, took time.Duration)
 	r.lat[method] = append(r.lat[method], took)
 	for _, b := range r.Budgets {
 		found, words := Take(docs, b)
-		recall, hits := Recall(q.Evidence, found)
-		for _, key := range []string{"", Categories[q.Category]} {
-			a := r.acc[method][b][key]
-			a.n++
-			a.recall += recall
-			a.words += words
-			if hits > 0 {
-				a.any++
-			}
-		}
+		r.addFound(method, q, b, found, words)
 	}
 }
 
@@ -230,13 +221,24 @@ func latency(ds []time.Duration) Latency {
 	if len(ds) == 0 {
 		return Latency{}
 	}
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(a, b int) bool { return s[a] < s[b] })
-	pct := func(p float64) float64 {
-		i := int(math.Ceil(p*float64(len(s)))) - 1 // nearest rank
-		return round(float64(s[max(i, 0)].Microseconds())/1000, 2)
+	ms := make([]float64, len(ds))
+	for i, d := range ds {
+		ms[i] = float64(d.Microseconds()) / 1000
 	}
-	return Latency{P50: pct(0.50), P95: pct(0.95)}
+	sort.Float64s(ms)
+	return Latency{P50: round(Percentile(ms, 0.50), 2), P95: round(Percentile(ms, 0.95), 2)}
+}
+
+// Percentile is the nearest-rank p-th percentile (0 < p <= 1) of samples
+// sorted in increasing order: the smallest sample with at least p of all
+// samples at or below it; 0 without samples. The evaluations' latencies
+// and the benchmarks' (package bench) are all computed by it.
+func Percentile(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(p*float64(len(sorted)))) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 
 func round(x float64, places int) float64 {
