@@ -9,13 +9,18 @@ SELECT mneme.add_message(:'conv', 'assistant', 'Start with ownership and borrowi
 SELECT mneme.set_speakers(:'conv', ARRAY['Caroline', 'Melanie']);  -- names usable as roles
 SELECT mneme.add_message(:'conv', 'Caroline', 'My sister lives in Porto.', '2026-03-01 10:02+00');
 
--- explicit memories and beliefs (psql's \gset keeps the returned id)
+-- explicit memories and beliefs (psql's \gset keeps the returned id); each write is
+-- revised by the sidecar's revise job: ADD, NOOP, SUPERSEDE or INVALIDATE (docs/revision.md)
 SELECT mneme.remember(:'conv', 'Alice lives in Paris', 'user_profile') AS paris \gset
 SELECT mneme.remember(:'conv', 'Alice moved to Berlin', 'user_profile', supersedes => :'paris') AS berlin \gset
+SELECT mneme.remember(:'conv', 'I work at Acme', source_ref => 'https://bob:s3cret@crm.example/notes/7',
+                      at => '2026-02-01');  -- stored redacted; at: when it was said
 SELECT mneme.remember(:'conv', 'Thanks, bye!');  -- no label: mneme.auto_label chooses (trivial)
 SELECT mneme.pin(:'berlin');  SELECT mneme.unpin(:'berlin');
-SELECT memory_id, status, label, stability, difficulty FROM mneme.inspect(:'berlin');
-SELECT depth, memory_id, status, content FROM mneme.history(:'berlin');  -- the lineage, oldest first
+SELECT memory_id, status, label, stability, confidence_score, source_type, revision FROM mneme.inspect(:'berlin');
+SELECT depth, relation, memory_id, status, content FROM mneme.history(:'berlin');  -- the lineage both ways
+SELECT memory_id, status, content FROM mneme.search(:'conv', 'where does Alice live', include_history => true);
+SELECT memory_id, content FROM mneme.search(:'conv', 'where does Alice live', as_of => now() - interval '1 day');
 
 -- retrieval: hybrid BM25 + vector, RRF-fused, times FSRS retrievability and label weight
 SELECT memory_id, content, score, bm25_rank, vector_rank, retrievability
@@ -51,3 +56,11 @@ SELECT mneme.segment_now(:'conv');  -- the conversation is over: segment what is
 SELECT * FROM mneme.job_stats;
 SELECT key, value FROM mneme.settings ORDER BY key;
 SELECT mneme.set_setting('segment_gap_seconds', '1800');
+
+-- README.md, "Tenants and roles": a tenant per transaction
+SELECT mneme.create_tenant('acme');               -- as an admin
+BEGIN;
+SELECT mneme.set_tenant('acme');                  -- transaction-local
+SELECT mneme.remember('5e1d7a40-0000-4000-8000-00000000ac01', 'Alice lives in Lisbon');  -- in acme's conversation
+SELECT * FROM mneme.search('5e1d7a40-0000-4000-8000-00000000ac01', 'where does Alice live?', 5);
+COMMIT;

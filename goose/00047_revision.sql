@@ -43,12 +43,14 @@ INSERT INTO mneme.settings (key, value, description) VALUES
    'initial confidence_score of a memory by its source_type; a reconfirmation (NOOP) raises it by 0.1, up to 1'),
   ('confidence_weight', '0',
    'retrieval multiplies a memory''s score by confidence_score ^ confidence_weight (0 = confidence does not rank; docs/revision.md)'),
+  ('context_order', '"newest"',
+   'the order of mneme.context''s items once chosen by rank: newest (the latest said first, so a current value is read before the one it replaced) or rank'),
   ('extract_facts', 'true',
    'segmentation also stores the facts an episode states as semantic memories (source_type extracted), each revised like an explicit write')
 ON CONFLICT (key) DO NOTHING;
 
 -- +goose Down
-DELETE FROM mneme.settings WHERE key IN ('revision_candidates', 'revision_scope', 'revision_duplicate_similarity', 'confidence_by_source',
+DELETE FROM mneme.settings WHERE key IN ('revision_candidates', 'revision_scope', 'context_order', 'revision_duplicate_similarity', 'confidence_by_source',
     'confidence_weight', 'extract_facts');
 ALTER TYPE mneme.retrieval DROP ATTRIBUTE confidence_score;
 ALTER TYPE mneme.retrieval DROP ATTRIBUTE status;

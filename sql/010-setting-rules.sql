@@ -162,6 +162,7 @@ BEGIN
     WHEN 'message_max_future' THEN PERFORM mneme._setting_interval(k, v, interval '0', interval '366 days', false);
     WHEN 'embedder' THEN PERFORM mneme._setting_enum(k, v, ARRAY['hash', 'external']);
     WHEN 'revision_scope' THEN PERFORM mneme._setting_enum(k, v, ARRAY['conversation', 'tenant']);
+    WHEN 'context_order' THEN PERFORM mneme._setting_enum(k, v, ARRAY['newest', 'rank']);
     WHEN 'review_default_rating' THEN PERFORM mneme._setting_enum(k, v, ARRAY['again', 'hard', 'good', 'easy']);
     WHEN 'confidence_by_source' THEN PERFORM mneme._setting_weights(k, v, ARRAY['explicit', 'import', 'extracted', 'conversation'], ARRAY['explicit', 'import', 'extracted', 'conversation'], 0, 1);
     WHEN 'label_weights' THEN PERFORM mneme._setting_weights(k, v, units, '{}', 0, 100);

@@ -8,18 +8,25 @@
 -- Idempotent: re-applied on every migrate.
 -- =============================================================================
 
--- Words as the budget counts them: whitespace-separated. The same rule as
--- the generated column mneme.messages.words (goose 00046).
+-- Words as the budget counts them: runs of characters other than Unicode
+-- White_Space (U+0009-000D, U+0020, U+0085, U+00A0, U+1680, U+2000-200A,
+-- U+2028, U+2029, U+202F, U+205F, U+3000), the separators of Go's
+-- strings.Fields (unicode.IsSpace), which the evaluations count with. The
+-- same rule as the generated column mneme.messages.words (goose 00048);
+-- TestContextTermsMatchTokeniser keeps the three equal. Zero-width and
+-- control characters that are not White_Space (U+200B, U+FEFF, U+180E)
+-- join words, as in Go.
 CREATE OR REPLACE FUNCTION mneme._words(input text)
 RETURNS int
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-SELECT coalesce(array_length(regexp_split_to_array(btrim(_words.input, E' \t\n\r\f\v'), E'\\s+'), 1), 0)
-       * (CASE WHEN btrim(_words.input, E' \t\n\r\f\v') = '' THEN 0 ELSE 1 END)
+SELECT cardinality(array_remove(regexp_split_to_array(_words.input,
+           '[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+'), ''))
 $$;
 COMMENT ON FUNCTION mneme._words(text) IS
-    'Internal: the number of whitespace-separated words of a text, as the context budget counts them.';
+    'Internal: the number of words of a text (separated by Unicode White_Space, as Go''s strings.Fields), '
+    'as the context budget counts them.';
 
 -- The largest budget a context takes: far above any prompt, small enough
 -- that a typo (10^9) is an error rather than a scan of every memory.
@@ -99,7 +106,9 @@ BEGIN
             WHERE t.conversation_id = ANY (v_convs) AND t.term = ANY (v_terms)
             GROUP BY t.term
         ), turns AS (
-            SELECT r.ord, msg.id, msg.words + CASE WHEN msg.role ~ $re$\s$re$ THEN mneme._words(msg.role) ELSE 1 END AS cost, msg.words, msg.terms,  -- a one-word role costs 1: no regexp split
+            SELECT r.ord, msg.id, msg.words + CASE WHEN msg.role ~ $re$[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]$re$
+                                           THEN mneme._words(msg.role) ELSE 1 END AS cost,  -- a one-word role costs 1: no regexp split
+                   msg.words, msg.terms,
                    (row_number() OVER (PARTITION BY r.ord ORDER BY msg.id))::int AS pos
             FROM ranked r JOIN mneme.messages msg ON msg.id = ANY (r.msgs)
             WHERE r.kind = 'episodic' AND r.msgs IS NOT NULL
@@ -173,12 +182,28 @@ BEGIN
             v_anchor := v_anchor OR c.dist = 0;
         END IF;
     END LOOP;
-    -- The items: each memory once, in the order it first got room.
-    FOR i IN 1 .. coalesce(cardinality(v_order), 0) LOOP
-        RETURN QUERY SELECT * FROM mneme._context_item(i, v_mems[v_order[i]], v_kinds[v_order[i]], v_labels[v_order[i]],
-            v_scores[v_order[i]], v_firsts[v_order[i]],
-            ARRAY(SELECT u.id FROM unnest(v_used, v_turn_ord) AS u(id, o) WHERE u.o = v_order[i]), v_ew[v_order[i]]);
-    END LOOP;
+    -- The items: each memory once. Chosen by rank; shown (setting
+    -- context_order) newest first, by the latest turn shown (a fact: its
+    -- time), so where two memories disagree the later one is read first
+    -- (docs/revision.md), or in the order each first got room (rank).
+    IF mneme.setting('context_order') #>> '{}' = 'newest' THEN
+        v_order := ARRAY(SELECT u.o FROM unnest(v_order) WITH ORDINALITY AS u(o, n)
+                         ORDER BY coalesce((SELECT max(msg.created_at) FROM mneme.messages msg
+                                            WHERE msg.id IN (SELECT x.id FROM unnest(v_used, v_turn_ord) AS x(id, o)
+                                                             WHERE x.o = u.o)),
+                                           (SELECT coalesce(m.source_last_at, m.created_at) FROM mneme.memories m
+                                            WHERE m.id = v_mems[u.o])) DESC, u.n);
+    END IF;
+    -- One statement for all the items, not one per item: _context_item (a
+    -- SQL function) is then planned once per call of context_items rather
+    -- than once per item (0.1 to 0.2 ms each; docs/context.md, Latency).
+    RETURN QUERY
+    SELECT ci.*
+    FROM unnest(v_order) WITH ORDINALITY AS o(ord, i),
+         LATERAL mneme._context_item(o.i::int, v_mems[o.ord], v_kinds[o.ord], v_labels[o.ord], v_scores[o.ord],
+             v_firsts[o.ord], ARRAY(SELECT u.id FROM unnest(v_used, v_turn_ord) AS u(id, t) WHERE u.t = o.ord),
+             v_ew[o.ord]) AS ci
+    ORDER BY o.i;
 END
 $$;
 COMMENT ON FUNCTION mneme.context_items(uuid, text, int, real[], timestamptz, timestamptz, timestamptz, text) IS
@@ -192,7 +217,7 @@ COMMENT ON FUNCTION mneme.context_items(uuid, text, int, real[], timestamptz, ti
 
 -- One item as context_items returns it: the chosen turns of an episode under
 -- its date, in conversation order, "speaker: text" per line; a fact as a
--- list entry.
+-- list entry, with the messages it comes from as its message_ids.
 CREATE OR REPLACE FUNCTION mneme._context_item(
     item int, memory_id uuid, kind text, label text, score float8, first_at timestamptz, message_ids bigint[], words int)
 RETURNS TABLE (item int, memory_id uuid, kind text, label text, score float8, first_at timestamptz,
@@ -202,8 +227,11 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 SELECT _context_item.item, _context_item.memory_id, _context_item.kind, _context_item.label, _context_item.score,
        _context_item.first_at,
+       -- An episode: the turns shown; a fact: the messages it was said in
+       -- (its provenance, source_message_ids).
        CASE WHEN cardinality(_context_item.message_ids) > 0
-            THEN ARRAY(SELECT x FROM unnest(_context_item.message_ids) x ORDER BY x) END,
+            THEN ARRAY(SELECT x FROM unnest(_context_item.message_ids) x ORDER BY x)
+            ELSE (SELECT m.source_message_ids FROM mneme.memories m WHERE m.id = _context_item.memory_id) END,
        _context_item.words,
        CASE WHEN cardinality(_context_item.message_ids) > 0 THEN
            '### ' || to_char(_context_item.first_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') || E'\n' ||

@@ -96,8 +96,8 @@ BEGIN
     FROM mneme.messages m
     WHERE m.conversation_id = add_fact.conversation_id AND m.id = ANY (add_fact.message_ids);
     IF v_ids IS NULL OR cardinality(v_ids) <> cardinality(ARRAY(SELECT DISTINCT unnest(add_fact.message_ids))) THEN
-        RAISE EXCEPTION 'messages % are not all messages of conversation %', add_fact.message_ids, add_fact.conversation_id
-            USING ERRCODE = '22023';
+        RAISE EXCEPTION 'message_ids %: not all messages of conversation %', left(add_fact.message_ids::text, 80), add_fact.conversation_id
+            USING ERRCODE = '22023', HINT = 'a fact names the messages of its own conversation it was extracted from';
     END IF;
     INSERT INTO mneme.memories (conversation_id, kind, content, summary, source_message_ids, source_first_at, source_last_at,
                                 label, source_type, source_ref, confidence_score, created_at, last_reviewed_at)

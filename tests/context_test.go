@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"sort"
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -40,7 +42,18 @@ func (e *pipelineEnv) contextItems(query string, budget int) []contextItem {
 // contextConversation is four days of a conversation (several episodes
 // each) about distinct topics, and two explicit facts.
 func contextConversation(t *testing.T) *pipelineEnv {
+	return contextConversationWith(t, [2]string{"user", "assistant"}, func(s string) string { return s })
+}
+
+// contextConversationWith is contextConversation with other speakers (a
+// name of two words costs two) and every text passed through text (e.g. to
+// separate its words by Unicode spaces).
+func contextConversationWith(t *testing.T, speakers [2]string, text func(string) string) *pipelineEnv {
 	e := newPipelineEnv(t, false)
+	if speakers != [2]string{"user", "assistant"} {
+		_, err := e.db.Pool.Exec(context.Background(), `SELECT mneme.set_speakers($1, $2)`, e.conv, speakers[:])
+		require.NoError(t, err)
+	}
 	topics := [][]string{
 		{"I started learning the violin last month", "My teacher Anna says my bowing is too stiff", "We practise scales in G major every morning", "The recital is planned for the spring", "I rent the violin from a shop in Lyon", "Rosin makes the strings grip the bow"},
 		{"We are planning the garden for this year", "Tomatoes and basil go in the south bed", "The soil needs compost before April", "My neighbour gave us rhubarb crowns", "Slugs ate all the lettuce last summer", "We bought a rain barrel for the shed"},
@@ -50,19 +63,15 @@ func contextConversation(t *testing.T) *pipelineEnv {
 	for d, lines := range topics {
 		day := day1.Add(time.Duration(d) * 48 * time.Hour)
 		for i, line := range lines {
-			role := "user"
-			if i%2 == 1 {
-				role = "assistant"
-			}
-			e.say(day.Add(time.Duration(i)*time.Minute).Format(time.RFC3339), role, line)
+			e.say(day.Add(time.Duration(i)*time.Minute).Format(time.RFC3339), speakers[i%2], text(line))
 		}
 	}
-	e.say(day1.Add(10*24*time.Hour).Format(time.RFC3339), "user", "see you next week then, bye")
+	e.say(day1.Add(10*24*time.Hour).Format(time.RFC3339), speakers[0], text("see you next week then, bye"))
 	_, err := e.db.Pool.Exec(context.Background(), `SELECT mneme.segment_now($1)`, e.conv)
 	require.NoError(t, err)
 	e.drain()
 	for _, f := range []string{"The user is allergic to peanuts", "The user's violin teacher is called Anna"} {
-		_, err := e.db.Pool.Exec(context.Background(), `SELECT mneme.remember($1, $2, 'user_profile')`, e.conv, f)
+		_, err := e.db.Pool.Exec(context.Background(), `SELECT mneme.remember($1, $2, 'user_profile')`, e.conv, text(f))
 		require.NoError(t, err)
 	}
 	return e
@@ -75,20 +84,38 @@ func contextConversation(t *testing.T) *pipelineEnv {
 // context_items changes nothing (no pending review).
 func TestContextWithinBudget(t *testing.T) {
 	t.Parallel()
-	e := contextConversation(t)
-	ctx := context.Background()
 	seed := rand.Int63()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewSource(seed))
+	// Every space of the conversation becomes a random separator, Unicode
+	// White_Space included (no-break, em and ideographic spaces, line
+	// separator, NEL), and one speaker's name is two words: the budget
+	// counts words as Go's strings.Fields does.
+	seps := []string{" ", " ", "  ", "\t", "\u00a0", "\u2003", "\u3000", "\u202f", "\u2028", "\u0085", "\u205f", "\u1680"}
+	e := contextConversationWith(t, [2]string{"Anna Maria", "Bob"}, func(s string) string {
+		var b strings.Builder
+		for i, w := range strings.Split(s, " ") {
+			if i > 0 {
+				b.WriteString(seps[rng.Intn(len(seps))])
+			}
+			b.WriteString(w)
+		}
+		return b.String()
+	})
+	ctx := context.Background()
 	words := strings.Fields("violin teacher garden tomatoes database migration Lisbon trip sister bowing compost rollback " +
 		"tram peanuts allergic spring Saturday custard Anna Priya Clara rhubarb the a when who")
+
 	before := e.count(`SELECT count(*) FROM mneme.message_queue WHERE pending_reviews IS NOT NULL`)
 	for round := 0; round < 60; round++ {
 		var q []string
 		for i := 0; i < 1+rng.Intn(5); i++ {
 			q = append(q, words[rng.Intn(len(words))])
 		}
-		query := strings.Join(q, " ")
+		query := q[0]
+		for _, w := range q[1:] {
+			query += seps[rng.Intn(len(seps))] + w
+		}
 		budget := 1 + rng.Intn(300)
 		if round%10 == 0 {
 			budget = 1 + rng.Intn(5000)
@@ -100,8 +127,10 @@ func TestContextWithinBudget(t *testing.T) {
 			require.Equal(t, len(strings.Fields(it.Text)), it.Words, "%q: item words are the text's words: %q", query, it.Text)
 			total += it.Words
 			for j, id := range it.Messages {
-				require.False(t, seen[id], "%q budget %d: message %d twice", query, budget, id)
-				seen[id] = true
+				if it.Kind == "episodic" { // a fact's message ids are its provenance, not turns shown
+					require.False(t, seen[id], "%q budget %d: message %d twice", query, budget, id)
+					seen[id] = true
+				}
 				if j > 0 {
 					require.Less(t, it.Messages[j-1], id, "conversation order")
 				}
@@ -131,6 +160,9 @@ func TestContextSelection(t *testing.T) {
 	t.Parallel()
 	e := contextConversation(t)
 	ctx := context.Background()
+	// The best match first: items in the order they got room.
+	_, err := e.db.Pool.Exec(ctx, `SELECT mneme.set_setting('context_order', '"rank"')`)
+	require.NoError(t, err)
 
 	items := e.contextItems("when is the database cutover?", 60)
 	require.NotEmpty(t, items)
@@ -199,15 +231,46 @@ func TestContextBadArguments(t *testing.T) {
 }
 
 // TestContextTermsMatchTokeniser: the per-message terms and word counts the
-// context scores with (generated columns of goose 00046, which cannot call
-// mneme's functions) equal mneme.bm25_tsvector and mneme._words.
+// context scores with (generated columns of goose 00046 and 00048, which
+// cannot call mneme's functions) equal mneme.bm25_tsvector and
+// mneme._words, and the word counts equal Go's strings.Fields: words are
+// separated by Unicode White_Space, and characters that are not
+// White_Space (zero-width space, BOM, Mongolian vowel separator, the ASCII
+// information separators) join them.
 func TestContextTermsMatchTokeniser(t *testing.T) {
 	t.Parallel()
 	e := newPipelineEnv(t, false)
-	for i, s := range []string{"Hello, World!", "  leading and trailing\twhitespace \n", "The quick brown foxes jumped",
-		"naïve café — résumé", strings.Repeat("word ", 3000), "x", "tabs\tand\nnewlines\r\nmixed", "émoji 🎻 violin"} {
+	texts := []string{"Hello, World!", "  leading and trailing\twhitespace \n", "The quick brown foxes jumped",
+		"naïve café — résumé", strings.Repeat("word ", 3000), "x", "tabs\tand\nnewlines\r\nmixed", "émoji 🎻 violin",
+		"alpha\u00a0beta\u00a0gamma delta", "vertical\vtab\fform\rfeed",
+		"en\u2000quad\u2001em\u2002en\u2003em\u2004three\u2005four\u2006six\u2007figure\u2008punct\u2009thin\u200ahair",
+		"line\u2028separator\u2029paragraph\u0085next\u1680ogham\u202fnarrow\u205fmath\u3000ideographic",
+		"\u00a0\u3000 leading and trailing Unicode spaces\u2003\u00a0",
+		"zero\u200bwidth\ufeffbom\u180emongolian\u200cjoiners\u200d\u2060stay one word",
+		"information\u001cseparators\u001dare\u001enot\u001fspaces", "nbsp\u00a0\u00a0\u00a0runs  of\u2003\u3000 mixed"}
+	for i, s := range texts {
 		e.say(day1.Add(time.Duration(i)*time.Minute).Format(time.RFC3339), "user", s)
 	}
+	// Every Unicode character Go calls a space splits a word in SQL too,
+	// and none of the others up to U+3000 does.
+	var split, joined []string
+	for r := rune(1); r <= 0x3000; r++ {
+		if r >= 0xd800 && r <= 0xdfff {
+			continue
+		}
+		if unicode.IsSpace(r) {
+			split = append(split, fmt.Sprintf("a%cb", r))
+		} else if !unicode.IsPrint(r) || r < 0x80 {
+			joined = append(joined, fmt.Sprintf("a%cb", r))
+		}
+	}
+	var badSplit, badJoin []string
+	require.NoError(t, e.db.Pool.QueryRow(context.Background(), `
+		SELECT coalesce(array_agg(s) FILTER (WHERE mneme._words(s) <> 2), '{}') FROM unnest($1::text[]) s`, split).Scan(&badSplit))
+	require.Empty(t, badSplit, "Unicode White_Space separates words")
+	require.NoError(t, e.db.Pool.QueryRow(context.Background(), `
+		SELECT coalesce(array_agg(s) FILTER (WHERE mneme._words(s) <> 1), '{}') FROM unnest($1::text[]) s`, joined).Scan(&badJoin))
+	require.Empty(t, badJoin, "characters that are not White_Space join words")
 	require.Zero(t, e.count(`SELECT count(*) FROM mneme.messages
 		WHERE terms IS DISTINCT FROM mneme.bm25_tsvector(content) OR words IS DISTINCT FROM mneme._words(content)`))
 	rows, err := e.db.Pool.Query(context.Background(), `SELECT content, words FROM mneme.messages`)
@@ -224,5 +287,43 @@ func TestContextTermsMatchTokeniser(t *testing.T) {
 		return s, nil
 	})
 	require.NoError(t, err)
-	require.Len(t, got, 8)
+	require.Len(t, got, len(texts))
+}
+
+// TestContextNewestFirst: by default (setting context_order newest) the
+// items chosen by rank are shown newest first, by the latest turn shown (a
+// fact: its time), so a later statement is read before an earlier one it
+// may contradict; with context_order rank the same items come in the order
+// they got room.
+func TestContextNewestFirst(t *testing.T) {
+	t.Parallel()
+	e := contextConversation(t)
+	ctx := context.Background()
+	latest := func(it contextItem) time.Time {
+		var at time.Time
+		require.NoError(t, e.db.Pool.QueryRow(ctx, `
+			SELECT CASE WHEN m.kind = 'episodic' THEN (SELECT max(g.created_at) FROM mneme.messages g WHERE g.id = ANY ($2))
+			            ELSE coalesce(m.source_last_at, m.created_at) END
+			FROM mneme.memories m WHERE m.id = $1`, it.MemoryID, it.Messages).Scan(&at))
+		return at
+	}
+	query := "violin garden database Lisbon sister peanuts"
+	newest := e.contextItems(query, 400)
+	require.Greater(t, len(newest), 3)
+	for i := 1; i < len(newest); i++ {
+		require.False(t, latest(newest[i]).After(latest(newest[i-1])), "item %d is newer than item %d", i+1, i)
+	}
+	_, err := e.db.Pool.Exec(ctx, `SELECT mneme.set_setting('context_order', '"rank"')`)
+	require.NoError(t, err)
+	ranked := e.contextItems(query, 400)
+	key := func(items []contextItem) []string {
+		var out []string
+		for _, it := range items {
+			out = append(out, it.MemoryID.String()+it.Text)
+		}
+		sort.Strings(out)
+		return out
+	}
+	require.Equal(t, key(ranked), key(newest), "the same items, in another order")
+	require.NotEqual(t, ranked, newest, "the orders differ on this conversation")
 }

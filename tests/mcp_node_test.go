@@ -119,13 +119,13 @@ func TestMCPWithTypeScriptClient(t *testing.T) {
 
 // readmeRecall is the recall in the README's section "Agents over MCP":
 // keep the two in step.
-const readmeRecall = `- User: My teacher Anna says my bowing is too stiff.
-
-### 2026-03-01
+const readmeRecall = `### 2026-03-01
 user: I started learning the violin last month
 assistant: How are the lessons going?
 user: My teacher Anna says my bowing is too stiff
 assistant: Loose wrists help; try slow open strings
 user: The recital is planned for the spring
+
+- User: My teacher Anna says my bowing is too stiff.
 
 - User: I started learning the violin last month.`

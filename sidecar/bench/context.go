@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/mneme-memory/mneme/sidecar/eval/pghybrid"
 )
 
 // ContextResult times mneme.context_items on a conversation of episodes
@@ -20,10 +22,23 @@ type ContextResult struct {
 	MeanWords float64   `json:"mean_words"`
 	Items     Latencies `json:"context_items"`
 	Markdown  Latencies `json:"context_markdown"` // mneme.context, record => false
+	// Hybrid is the baseline of the evaluations (package pghybrid): the
+	// hybrid_search people copy, over the same conversation's messages,
+	// top HybridK turns, the query embedded in SQL like context_items's.
+	// Search is mneme.search for the context's candidates (setting
+	// context_candidates): the part of context_items that ranks memories.
+	Search       Latencies `json:"search_candidates"`
+	Hybrid       Latencies `json:"pg_hybrid"`
+	HybridK      int       `json:"pg_hybrid_match_count"`
+	HybridVector string    `json:"pg_hybrid_vector"` // pgvector or array
 }
 
 // contextMessages is the length of a benchmark episode.
 const contextMessages = 6
+
+// hybridMatchCount is the hybrid baseline's match_count: the evaluations'
+// (more turns than a 1,000-word context holds).
+const hybridMatchCount = 100
 
 // runContextBench adds a conversation of `episodes` episodes of
 // contextMessages messages (words of the corpus's memories, one hour
@@ -65,8 +80,35 @@ func runContextBench(ctx context.Context, conn *pgx.Conn, c *benchCorpus, episod
 	if _, err := conn.Exec(ctx, `VACUUM ANALYZE mneme.messages`); err != nil {
 		return nil, err
 	}
+	// The hybrid baseline over the same messages, in its own table.
+	hybrid, err := pghybrid.New(ctx, conn, nil)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := conn.Query(ctx, `SELECT id::text, role, content FROM mneme.messages WHERE conversation_id = $1 ORDER BY id`, conv)
+	if err != nil {
+		return nil, fmt.Errorf("context conversation messages: %w", err)
+	}
+	turns, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (pghybrid.Turn, error) {
+		var t pghybrid.Turn
+		return t, r.Scan(&t.DiaID, &t.Speaker, &t.Content)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("context conversation messages: %w", err)
+	}
+	if err := hybrid.Add(ctx, conv.String(), turns); err != nil {
+		return nil, err
+	}
+	if _, err := conn.Exec(ctx, `VACUUM ANALYZE eval_baseline.turns`); err != nil {
+		return nil, err
+	}
+	out.HybridK, out.HybridVector = hybridMatchCount, hybrid.Vector
 	warmup := min(10, 1+queries/5)
-	var items, md []float64
+	var cands int
+	if err := conn.QueryRow(ctx, `SELECT mneme.setting('context_candidates')::int`).Scan(&cands); err != nil {
+		return nil, fmt.Errorf("read setting context_candidates: %w", err)
+	}
+	var items, md, hyb, search []float64
 	totalWords := 0
 	for i := 0; i < queries+warmup; i++ {
 		q := strings.Join([]string{words[r.IntN(len(words))], words[r.IntN(len(words))], words[r.IntN(len(words))]}, " ")
@@ -80,11 +122,24 @@ func runContextBench(ctx context.Context, conn *pgx.Conn, c *benchCorpus, episod
 		if err := conn.QueryRow(ctx, `SELECT mneme.context($1, $2, 1000, record => false)`, conv, q).Scan(&s); err != nil {
 			return nil, fmt.Errorf("context: %w", err)
 		}
+		t2 := time.Now()
+		if _, err := hybrid.Search(ctx, conv.String(), q, hybridMatchCount); err != nil {
+			return nil, err
+		}
+		t3 := time.Now()
+		if _, err := conn.Exec(ctx, `SELECT count(*) FROM mneme.search($1, $2, $3)`, conv, q, cands); err != nil {
+			return nil, fmt.Errorf("search: %w", err)
+		}
 		if i >= warmup {
 			items = append(items, float64(t1.Sub(t0).Microseconds())/1000)
-			md = append(md, float64(time.Since(t1).Microseconds())/1000)
+			md = append(md, float64(t2.Sub(t1).Microseconds())/1000)
+			hyb = append(hyb, float64(t3.Sub(t2).Microseconds())/1000)
+			search = append(search, float64(time.Since(t3).Microseconds())/1000)
 			totalWords += n
 		}
+	}
+	if err := hybrid.Delete(ctx, conv.String()); err != nil {
+		return nil, err
 	}
 	// Gone again: a kept database holds the retrieval benchmark's memories only.
 	for _, q := range []string{`DELETE FROM mneme.memories WHERE conversation_id = $1`,
@@ -93,7 +148,7 @@ func runContextBench(ctx context.Context, conn *pgx.Conn, c *benchCorpus, episod
 			return nil, fmt.Errorf("context conversation: %w", err)
 		}
 	}
-	out.Items, out.Markdown = percentiles(items), percentiles(md)
+	out.Items, out.Markdown, out.Hybrid, out.Search = percentiles(items), percentiles(md), percentiles(hyb), percentiles(search)
 	out.MeanWords = float64(totalWords) / float64(queries)
 	return out, nil
 }

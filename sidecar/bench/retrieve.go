@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -378,19 +377,4 @@ func makeQueries(c *benchCorpus, n int) ([]query, error) {
 		qs[i] = query{conv: c.convs[c.conv[m]], convI: c.conv[m], text: text, emb: emb}
 	}
 	return qs, nil
-}
-
-func percentiles(ms []float64) Latencies {
-	sort.Float64s(ms)
-	at := func(p float64) float64 {
-		i := int(p*float64(len(ms))+0.5) - 1
-		if i < 0 {
-			i = 0
-		}
-		if i >= len(ms) {
-			i = len(ms) - 1
-		}
-		return ms[i]
-	}
-	return Latencies{P50: at(0.50), P95: at(0.95), P99: at(0.99)}
 }

@@ -34,5 +34,8 @@ func (out RetrieveResult) WriteTable(w io.Writer) {
 			c.Episodes, c.Messages, c.Budget, c.MeanWords)
 		fmt.Fprintf(w, "  %-44s %9.2f %9.2f %9.2f\n", "mneme.context_items", c.Items.P50, c.Items.P95, c.Items.P99)
 		fmt.Fprintf(w, "  %-44s %9.2f %9.2f %9.2f\n", "mneme.context (markdown, record => false)", c.Markdown.P50, c.Markdown.P95, c.Markdown.P99)
+		fmt.Fprintf(w, "  %-44s %9.2f %9.2f %9.2f\n", "mneme.search alone, k = context_candidates", c.Search.P50, c.Search.P95, c.Search.P99)
+		fmt.Fprintf(w, "  %-44s %9.2f %9.2f %9.2f\n", fmt.Sprintf("PostgreSQL hybrid_search, top %d (%s)", c.HybridK, c.HybridVector),
+			c.Hybrid.P50, c.Hybrid.P95, c.Hybrid.P99)
 	}
 }

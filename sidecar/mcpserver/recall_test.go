@@ -52,10 +52,11 @@ func TestRecallDependsOnTheSidecar(t *testing.T) {
 
 	before, whole := recallAfter(false)
 	require.Empty(t, before, "queued messages are not memories yet")
-	require.Equal(t, "- User: My teacher Anna says my bowing is too stiff.\n\n### 2026-03-01\n"+
+	require.Equal(t, "### 2026-03-01\n"+
 		"user: I started learning the violin last month\nassistant: How are the lessons going?\n"+
 		"user: My teacher Anna says my bowing is too stiff\nassistant: Loose wrists help; try slow open strings\n"+
-		"user: The recital is planned for the spring\n\n- User: I started learning the violin last month.", whole)
+		"user: The recital is planned for the spring\n\n- User: My teacher Anna says my bowing is too stiff.\n\n"+
+		"- User: I started learning the violin last month.", whole)
 	require.Len(t, strings.Fields(whole), 62)
 
 	_, early := recallAfter(true)

@@ -118,7 +118,7 @@ var Methods = []MethodInfo{
 	{MethodMnemeVector, "mneme vector leg", "mneme's memories ranked by its vector leg alone"},
 	{MethodBM25Turns, "BM25 raw turns", "BM25 over the raw turns, each turn a document"},
 	{MethodBM25Windows, "BM25 5-turn windows", "BM25 over windows of 5 consecutive turns of a session"},
-	{MethodPGHybrid, "PostgreSQL hybrid search", "the hybrid_search people copy: ts_rank_cd over websearch_to_tsquery with a GIN index (+ pgvector cosine where installed), RRF k 50, over raw turns"},
+	{MethodPGHybrid, "PostgreSQL hybrid search", pgHybridAbout},
 }
 
 // searchRow is one row of mneme.search.

@@ -2,88 +2,64 @@ package locomo
 
 import (
 	"context"
-	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/mneme-memory/mneme/sidecar/eval/pghybrid"
 )
 
-// MethodPGHybrid is the hybrid search people write in PostgreSQL today,
-// over the raw turns: full-text search ranked by ts_rank_cd over a
-// generated tsvector with a GIN index (websearch_to_tsquery), and, where
-// pgvector is installed, cosine distance, fused by reciprocal rank (k 50),
-// as in the widely copied hybrid_search function of the Supabase docs.
+// MethodPGHybrid is the hybrid search people write in PostgreSQL today
+// (package pghybrid: full-text ts_rank_cd and cosine, fused by RRF k 50)
+// over the raw turns, with the evaluation's embedder.
 const MethodPGHybrid = "pg_hybrid"
 
-// pgHybridSchema holds the baseline's table in the evaluated database.
-const pgHybridSchema = `
-CREATE SCHEMA IF NOT EXISTS eval_baseline;
-CREATE TABLE IF NOT EXISTS eval_baseline.turns (
-    id      bigserial PRIMARY KEY,
-    conv    text NOT NULL,
-    dia_id  text NOT NULL,
-    speaker text NOT NULL,
-    content text NOT NULL,
-    fts     tsvector GENERATED ALWAYS AS (to_tsvector('english', content)) STORED
-);
-CREATE INDEX IF NOT EXISTS turns_fts_idx ON eval_baseline.turns USING gin (fts);`
+// pgHybridAbout describes the baseline in reports.
+const pgHybridAbout = "the hybrid_search people copy (Supabase docs) over raw turns: ts_rank_cd over " +
+	"websearch_to_tsquery with a GIN index, and cosine distance (pgvector where installed, else real[]) with the " +
+	"evaluation's embedder, each leg's top 200, RRF k 50"
 
-// pgHybridQuery is the full-text leg of hybrid_search, candidates
-// match_count * 2, fused by rrf_k 50 (its semantic leg needs pgvector).
-const pgHybridQuery = `
-WITH full_text AS (
-    SELECT id, row_number() OVER (ORDER BY ts_rank_cd(fts, websearch_to_tsquery('english', $2)) DESC) AS rank_ix
-    FROM eval_baseline.turns
-    WHERE conv = $1 AND fts @@ websearch_to_tsquery('english', $2)
-    ORDER BY rank_ix
-    LIMIT $3 * 2
-)
-SELECT t.dia_id, t.speaker, t.content
-FROM full_text JOIN eval_baseline.turns t ON t.id = full_text.id
-ORDER BY coalesce(1.0 / (50 + full_text.rank_ix), 0.0) DESC, t.id
-LIMIT $3`
-
+// pgHybridSource serves the baseline in Run: one conversation's turns.
 type pgHybridSource struct {
-	pool *pgxpool.Pool
+	h    *pghybrid.Baseline
 	conv string
 }
 
-func newPGHybridSource(ctx context.Context, pool *pgxpool.Pool, c *Conversation) (*pgHybridSource, error) {
-	if _, err := pool.Exec(ctx, pgHybridSchema); err != nil {
-		return nil, fmt.Errorf("%s table: %w", MethodPGHybrid, err)
+func newPGHybridSource(ctx context.Context, pool *pgxpool.Pool, c *Conversation, embed QueryEmbedder) (*pgHybridSource, error) {
+	var emb pghybrid.Embedder
+	if embed != nil {
+		emb = embed
 	}
-	batch := &pgx.Batch{}
+	h, err := pghybrid.New(ctx, pool, emb)
+	if err != nil {
+		return nil, err
+	}
+	var turns []pghybrid.Turn
 	for _, s := range c.Sessions {
 		for _, t := range s.Turns {
-			batch.Queue(`INSERT INTO eval_baseline.turns (conv, dia_id, speaker, content) VALUES ($1, $2, $3, $4)`,
-				c.ID, t.DiaID, t.Speaker, t.Text)
+			turns = append(turns, pghybrid.Turn{DiaID: t.DiaID, Speaker: t.Speaker, Content: t.Text})
 		}
 	}
-	if err := pool.SendBatch(ctx, batch).Close(); err != nil {
-		return nil, fmt.Errorf("%s turns of %s: %w", MethodPGHybrid, c.ID, err)
+	if err := h.Add(ctx, c.ID, turns); err != nil {
+		return nil, err
 	}
-	return &pgHybridSource{pool: pool, conv: c.ID}, nil
+	return &pgHybridSource{h: h, conv: c.ID}, nil
 }
 
 func (p *pgHybridSource) methods() []string { return []string{MethodPGHybrid} }
 
-// rank returns the top 100 turns (match_count 100: more than any budget holds).
+// rank returns the top 100 turns (match_count 100: more than any budget
+// holds). The time includes embedding the question.
 func (p *pgHybridSource) rank(ctx context.Context, q string) ([][]Doc, []time.Duration, error) {
 	start := time.Now()
-	rows, err := p.pool.Query(ctx, pgHybridQuery, p.conv, q, 100)
+	hits, err := p.h.Search(ctx, p.conv, q, 100)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", MethodPGHybrid, err)
+		return nil, nil, err
 	}
-	docs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Doc, error) {
-		var dia, speaker, text string
-		if err := r.Scan(&dia, &speaker, &text); err != nil {
-			return Doc{}, err
-		}
-		return PlaceTurns(TurnLine(speaker, text), []string{dia}, []string{text}), nil
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", MethodPGHybrid, err)
+	took := time.Since(start)
+	docs := make([]Doc, len(hits))
+	for i, t := range hits {
+		docs[i] = PlaceTurns(TurnLine(t.Speaker, t.Content), []string{t.DiaID}, []string{t.Content})
 	}
-	return [][]Doc{docs}, []time.Duration{time.Since(start)}, nil
+	return [][]Doc{docs}, []time.Duration{took}, nil
 }

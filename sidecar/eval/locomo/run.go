@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"time"
 
@@ -60,7 +61,7 @@ func Run(ctx context.Context, pool *pgxpool.Pool, convs []Conversation, opt Opti
 	if headline == 0 {
 		headline = 1000
 	}
-	if !contains(budgets, headline) {
+	if !slices.Contains(budgets, headline) {
 		budgets = append(budgets, headline)
 	}
 	sort.Ints(budgets)
@@ -130,7 +131,7 @@ func Run(ctx context.Context, pool *pgxpool.Pool, convs []Conversation, opt Opti
 		if err != nil {
 			return nil, err
 		}
-		pgSrc, err := newPGHybridSource(ctx, pool, c)
+		pgSrc, err := newPGHybridSource(ctx, pool, c, opt.Embed)
 		if err != nil {
 			return nil, err
 		}
@@ -189,13 +190,4 @@ func setOf(ids []string) map[string]bool {
 		out[id] = true
 	}
 	return out
-}
-
-func contains(xs []int, x int) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
 }

@@ -27,6 +27,7 @@ func newJobs(t *testing.T, pool *pgxpool.Pool) Jobs {
 }
 
 func TestIngestGoesThroughAddMessage(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t)
 	ctx := context.Background()
 	convs, err := Load(synthetic)
@@ -108,6 +109,7 @@ func runSynthetic(t *testing.T, budgets []int) *Report {
 }
 
 func TestRunSynthetic(t *testing.T) {
+	t.Parallel()
 	rep := runSynthetic(t, []int{12, 2000})
 	require.Equal(t, []string{"syn-1", "syn-2"}, rep.Conversations)
 	require.Equal(t, 22, rep.Turns)
@@ -167,6 +169,7 @@ func TestRunSynthetic(t *testing.T) {
 }
 
 func TestRunIsDeterministic(t *testing.T) {
+	t.Parallel()
 	a, b := runSynthetic(t, DefaultBudgets), runSynthetic(t, DefaultBudgets)
 	strip := func(r *Report) map[string]any {
 		var buf bytes.Buffer
@@ -181,6 +184,7 @@ func TestRunIsDeterministic(t *testing.T) {
 }
 
 func TestBM25Baseline(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t)
 	ctx := context.Background()
 	texts := []string{
@@ -213,6 +217,7 @@ func TestBM25Baseline(t *testing.T) {
 // A session dated before the previous one (add_message appends in time
 // order) is moved to just after it, and counted.
 func TestIngestClampsOutOfOrderSessions(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t)
 	convs, err := Parse([]byte(`[{"sample_id": "order", "conversation": {
 		"speaker_a": "Ana", "speaker_b": "Ben",
@@ -238,6 +243,7 @@ func TestIngestClampsOutOfOrderSessions(t *testing.T) {
 // into the past (which is what running the evaluation years later does to
 // now() - created_at) give the same report.
 func TestRunIgnoresWallClock(t *testing.T) {
+	t.Parallel()
 	run := func(shift time.Duration, opt Options) map[string]any {
 		db := dbtest.New(t)
 		convs, err := Load(synthetic)
@@ -273,6 +279,7 @@ func TestRunIgnoresWallClock(t *testing.T) {
 // With AgentK, ingest retrieves for every turn like a live agent, and the
 // pipeline reviews what was retrieved.
 func TestRunAgentRetrievals(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t)
 	ctx := context.Background()
 	convs, err := Load(synthetic)
@@ -294,6 +301,7 @@ func TestRunAgentRetrievals(t *testing.T) {
 // the last turn a year later the fresh second session outranks it by
 // retrievability alone.
 func TestRunAsOfDrivesRetrievability(t *testing.T) {
+	t.Parallel()
 	convs, err := Parse([]byte(`[{"sample_id": "asof", "conversation": {
 		"speaker_a": "Ana", "speaker_b": "Ben",
 		"session_1_date_time": "1:00 pm on 2 May, 2022",
