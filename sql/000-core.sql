@@ -79,6 +79,18 @@ BEGIN
         RAISE EXCEPTION 'job kind must be a lower-case identifier of at most 64 characters, got %', mneme._quote_prefix(enqueue_job.kind)
             USING ERRCODE = '22023';
     END IF;
+    -- Only kinds the sidecar handles: any other would wait for a handler
+    -- that never comes. A deployment with handlers of its own (and the
+    -- test harness, whose job-queue tests use kinds of their own) lists
+    -- them in the setting mneme.job_kinds ('*' for any).
+    IF enqueue_job.kind NOT IN ('segment', 'review', 'revise', 'cleanup', 'noop')
+       AND coalesce(current_setting('mneme.job_kinds', true), '') <> '*'
+       AND NOT enqueue_job.kind = ANY (string_to_array(replace(coalesce(current_setting('mneme.job_kinds', true), ''), ' ', ''), ',')) THEN
+        RAISE EXCEPTION 'job kind % has no handler in the sidecar', mneme._quote_prefix(enqueue_job.kind)
+            USING ERRCODE = '22023',
+                  HINT = 'kinds: segment, review, revise, cleanup, noop; a deployment''s own kinds go in the setting mneme.job_kinds '
+                         '(ALTER DATABASE ... SET mneme.job_kinds = ''mykind'')';
+    END IF;
     IF enqueue_job.run_at IS NOT NULL AND NOT isfinite(enqueue_job.run_at) THEN
         RAISE EXCEPTION 'run_at must be a finite time, got %', enqueue_job.run_at USING ERRCODE = '22008';
     END IF;

@@ -67,28 +67,38 @@ BEGIN
         -- Believed at as_of: created by then and not yet retired (superseded,
         -- invalidated and forgotten rows carry valid_until = when they stopped
         -- being believed). Merged rows are duplicates of what they confirmed.
-        SELECT m.id, m.embedding::real[] AS emb,
-               mneme.bm25_tsvector(mneme.memory_text(m.title, m.summary, m.content)) AS tsv
+        SELECT m.id, m.embedding::real[] AS emb
         FROM mneme.memories m
         WHERE m.conversation_id = ANY (_belief_candidates.conversation_ids)
           AND m.status <> 'merged'
           AND (_belief_candidates.include_history OR m.status IN ('active', 'inactive', 'superseded', 'invalidated'))
           AND (_belief_candidates.as_of IS NULL OR m.created_at <= _belief_candidates.as_of)
           AND (_belief_candidates.include_history
-               OR (m.status IN ('active', 'inactive') AND _belief_candidates.as_of IS NULL)
                OR (_belief_candidates.as_of IS NOT NULL
                    AND (m.valid_until IS NULL OR m.valid_until > _belief_candidates.as_of)))
           AND (_belief_candidates.since IS NULL OR m.created_at >= _belief_candidates.since)
           AND (_belief_candidates.until IS NULL OR m.created_at < _belief_candidates.until)
-    ), t AS (
-        SELECT e.id, u.lexeme AS term, cardinality(u.positions)::float8 AS tf
-        FROM e, unnest(e.tsv) AS u
+    ), hist AS MATERIALIZED (
+        -- Memories outside the BM25 statistics (no longer active) are
+        -- tokenised here; active ones are read from their postings.
+        SELECT e.id, mneme.bm25_tsvector(mneme.memory_text(m.title, m.summary, m.content)) AS tsv
+        FROM e JOIN mneme.memories m ON m.id = e.id
+        WHERE NOT EXISTS (SELECT 1 FROM mneme.bm25_docs bd WHERE bd.memory_id = e.id)
     ), d AS (
-        SELECT e.id, coalesce((SELECT sum(t.tf) FROM t WHERE t.id = e.id), 0) AS dl FROM e
+        SELECT bd.memory_id AS id, bd.doclen::float8 AS dl FROM mneme.bm25_docs bd WHERE bd.memory_id IN (SELECT e.id FROM e)
+        UNION ALL
+        SELECT h.id, coalesce((SELECT sum(cardinality(u.positions)) FROM unnest(h.tsv) AS u), 0)::float8 FROM hist h
+    ), t AS (  -- the query's terms in each memory
+        SELECT p.memory_id AS id, p.term, p.tf::float8 AS tf
+        FROM mneme.bm25_postings p
+        WHERE p.conversation_id = ANY (_belief_candidates.conversation_ids) AND p.term = ANY (v_q)
+          AND p.memory_id IN (SELECT e.id FROM e)
+        UNION ALL
+        SELECT h.id, u.lexeme, cardinality(u.positions)::float8 FROM hist h, unnest(h.tsv) AS u WHERE u.lexeme = ANY (v_q)
     ), st AS (
         SELECT count(*)::float8 AS n, greatest(avg(d.dl), 1) AS avgdl FROM d
     ), df AS (
-        SELECT t.term, count(*)::float8 AS df FROM t WHERE t.term = ANY (v_q) GROUP BY t.term
+        SELECT t.term, count(*)::float8 AS df FROM t GROUP BY t.term
     ), b AS (
         SELECT t.id, sum(ln(1 + (st.n - df.df + 0.5) / (df.df + 0.5)) * t.tf * (v_k1 + 1)
                          / (t.tf + v_k1 * (1 - v_b + v_b * d.dl / st.avgdl))) AS score

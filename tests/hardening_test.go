@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
@@ -390,4 +391,42 @@ func TestSecurityDefinerSetsSearchPath(t *testing.T) {
 	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_proc p
 		WHERE p.pronamespace = 'mneme'::regnamespace AND p.prosecdef`).Scan(&n))
 	require.Greater(t, n, 50, "the API functions are SECURITY DEFINER (sql/900-access.sql)")
+}
+
+// TestEnqueueJobKnownKinds: mneme.enqueue_job takes only the kinds the
+// sidecar handles, unless the setting mneme.job_kinds lists others (or is
+// '*', as the test harness sets it for the job queue's own tests); a
+// refused kind writes nothing.
+func TestEnqueueJobKnownKinds(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	ctx := context.Background()
+	conn, err := db.Pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(ctx, `SET mneme.job_kinds = ''`)
+	require.NoError(t, err)
+	defer func() { _, _ = conn.Exec(ctx, `RESET mneme.job_kinds`) }()
+	count := func() int {
+		var n int
+		require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM mneme.jobs`).Scan(&n))
+		return n
+	}
+	before := count()
+	_, err = conn.Exec(ctx, `SELECT mneme.enqueue_job('nobody_handles_this', NULL)`)
+	require.Equal(t, "22023", sqlState(t, err))
+	require.ErrorContains(t, err, "has no handler")
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr)
+	require.Contains(t, pgErr.Hint, "mneme.job_kinds")
+	require.Equal(t, before, count(), "nothing written")
+	_, err = conn.Exec(ctx, `SELECT mneme.enqueue_job('noop', NULL)`)
+	require.NoError(t, err, "a kind the sidecar handles")
+	_, err = conn.Exec(ctx, `SET mneme.job_kinds = 'reindex, export'`)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, `SELECT mneme.enqueue_job('export', NULL)`)
+	require.NoError(t, err, "a deployment's own kind, listed")
+	_, err = conn.Exec(ctx, `SELECT mneme.enqueue_job('import', NULL)`)
+	require.Equal(t, "22023", sqlState(t, err))
+	require.Equal(t, before+2, count())
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand"
+	randv2 "math/rand/v2"
 	"net/url"
 	"os"
 	"slices"
@@ -588,4 +589,132 @@ func TestMigrateAsDatabaseOwner(t *testing.T) {
 	owners, err = pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
 	require.Equal(t, []string{"mneme_owner"}, owners, "the API runs as mneme_owner")
+}
+
+// TestMigrateAsDatabaseOwnerWithPgvector: pgvector is not a trusted
+// extension, so a database owner cannot create it. With MNEME_VECTOR auto
+// its first migrate takes the array variant; with pgvector it is told what
+// an admin runs; once an admin created the extension, auto takes pgvector.
+func TestMigrateAsDatabaseOwnerWithPgvector(t *testing.T) {
+	t.Parallel()
+	if len(variants(t)) < 2 {
+		t.Skip("pgvector not installed on the test server")
+	}
+	ctx := context.Background()
+	db := dbtest.New(t)
+	newOwned := func() (string, string) {
+		name, _ := dbtest.NewEmpty(t)
+		owner := "dbo_" + uuid.NewString()[:8]
+		for _, q := range []string{
+			fmt.Sprintf(`CREATE ROLE %s LOGIN`, owner),
+			fmt.Sprintf(`ALTER DATABASE %s OWNER TO %s`, name, owner),
+			fmt.Sprintf(`GRANT mneme_owner TO %s`, owner),
+		} {
+			_, err := db.Pool.Exec(ctx, q)
+			require.NoError(t, err, q)
+		}
+		t.Cleanup(func() {
+			_, _ = db.Pool.Exec(context.Background(), fmt.Sprintf(`DROP DATABASE IF EXISTS %s WITH (FORCE)`, name))
+			_, _ = db.Pool.Exec(context.Background(), fmt.Sprintf(`DROP ROLE IF EXISTS %s`, owner))
+		})
+		u, err := url.Parse(db.URL)
+		require.NoError(t, err)
+		u.User, u.Path = url.User(owner), "/"+name
+		return name, u.String()
+	}
+
+	_, dsn := newOwned()
+	_, err := migrate.Run(ctx, dsn, migrate.Options{Vector: "pgvector"})
+	require.ErrorContains(t, err, "CREATE EXTENSION vector", "pgvector asked for: say what an admin runs")
+	res, err := migrate.Run(ctx, dsn, migrate.Options{Vector: "auto"})
+	require.NoError(t, err)
+	require.Equal(t, "array", res.Variant, "auto without the right to create pgvector: the array variant")
+
+	name, dsn := newOwned()
+	u, err := url.Parse(db.URL)
+	require.NoError(t, err)
+	u.Path = "/" + name
+	admin, err := pgx.Connect(ctx, u.String())
+	require.NoError(t, err)
+	_, err = admin.Exec(ctx, `CREATE EXTENSION vector`)
+	require.NoError(t, err)
+	require.NoError(t, admin.Close(ctx))
+	for i := 0; i < 2; i++ {
+		res, err = migrate.Run(ctx, dsn, migrate.Options{Vector: "auto"})
+		require.NoError(t, err, "run %d", i+1)
+		require.Equal(t, "pgvector", res.Variant)
+	}
+}
+
+// TestHNSWUnderRowSecurityReturnsFullK: a conversation large enough for the
+// HNSW path (over vector_exact_max memories) beside another tenant's as
+// large one: as mneme_app, under row security, the vector leg and search
+// still return the full k of the app's own conversation, through the index.
+func TestHNSWUnderRowSecurityReturnsFullK(t *testing.T) {
+	t.Parallel()
+	if !dbtest.HasPgvector(t) {
+		t.Skip("pgvector not installed on the test server")
+	}
+	ctx := context.Background()
+	db := dbtest.New(t, dbtest.WithVector("pgvector"))
+	_, err := db.Pool.Exec(ctx, `SELECT mneme.create_tenant('globex')`)
+	require.NoError(t, err)
+	mine, theirs := uuid.New(), uuid.New()
+	_, err = db.Pool.Exec(ctx, `SELECT mneme.add_message($1, 'user', 'hello')`, mine)
+	require.NoError(t, err)
+	tx, err := db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `SELECT mneme.set_tenant('globex')`)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `SELECT mneme.add_message($1, 'user', 'hello')`, theirs)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+
+	const n = 3000
+	r := randv2.New(randv2.NewPCG(7, 8))
+	h := embed.NewHash(embed.DefaultDim)
+	conv := make([]uuid.UUID, 2*n)
+	texts := make([]string, 2*n)
+	embs := make([][]float32, 2*n)
+	for i := range conv {
+		conv[i] = mine
+		if i >= n {
+			conv[i] = theirs
+		}
+		texts[i] = randomText(r, 6+r.IntN(10))
+		embs[i], err = h.EmbedOne(texts[i])
+		require.NoError(t, err)
+	}
+	bulkMemories(t, db.Pool, "pgvector", conv, texts, embs)
+	var tenants int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(DISTINCT tenant_id) FROM mneme.memories`).Scan(&tenants))
+	require.Equal(t, 2, tenants, "each conversation's memories carry its tenant")
+
+	app, _ := db.PoolAs(t, "mneme_app")
+	for i := 0; i < 5; i++ {
+		q := randomText(r, 3)
+		qe, err := h.EmbedOne(q)
+		require.NoError(t, err)
+		tx, err := app.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }() // a failed assertion must not hold the pool's connection
+		_, err = tx.Exec(ctx, `SELECT mneme.set_tenant('default')`)
+		require.NoError(t, err)
+		var before, after int64
+		scans := `SELECT pg_stat_get_xact_numscans('mneme.memories_embedding_hnsw'::regclass)`
+		require.NoError(t, tx.QueryRow(ctx, scans).Scan(&before))
+		var legRows, searchRows, foreign int
+		require.NoError(t, tx.QueryRow(ctx, `SELECT count(*) FROM mneme.vector_search($1, $2, 100)`, mine, qe).Scan(&legRows))
+		require.NoError(t, tx.QueryRow(ctx, scans).Scan(&after))
+		require.Greater(t, after, before, "the HNSW index served the leg")
+		var got []uuid.UUID
+		require.NoError(t, tx.QueryRow(ctx, `SELECT array_agg(memory_id) FROM mneme.search($1, $2, 100, $3)`, mine, q, qe).Scan(&got))
+		searchRows = len(got)
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme.memories WHERE id = ANY ($1) AND conversation_id <> $2`,
+			got, mine).Scan(&foreign))
+		require.Equal(t, 100, legRows, "the vector leg returns the full k under row security")
+		require.Equal(t, 100, searchRows, "search returns the full k under row security")
+		require.Zero(t, foreign)
+		require.NoError(t, tx.Rollback(ctx))
+	}
 }

@@ -68,8 +68,16 @@ func Run(ctx context.Context, dsn string, opts Options) (Result, error) {
 	if err != nil {
 		return res, fmt.Errorf("parse DATABASE_URL: %w", err)
 	}
-	if opts.Vector != "" {
-		cfg.RuntimeParams["mneme.vector"] = opts.Vector
+	vector, err := vectorChoice(ctx, cfg, opts.Vector)
+	if err != nil {
+		return res, err
+	}
+	if vector != opts.Vector && opts.Vector != "" {
+		log.Warn("pgvector is installed on the server but this role cannot create the extension in this database: "+
+			"the array variant (exact cosine in SQL) is used", "fix", "an admin runs CREATE EXTENSION vector in the database before the first migrate")
+	}
+	if vector != "" {
+		cfg.RuntimeParams["mneme.vector"] = vector
 	}
 	if opts.EmbedDim > 0 {
 		cfg.RuntimeParams["mneme.embedding_dim"] = strconv.Itoa(opts.EmbedDim)
@@ -107,6 +115,44 @@ func Run(ctx context.Context, dsn string, opts Options) (Result, error) {
 	log.Info("migrated", "goose_applied", len(res.Applied), "sql_files", len(res.SQLFiles),
 		"vector", res.Variant, "dim", res.Dim)
 	return res, nil
+}
+
+// vectorChoice is the variant a first migrate may take. pgvector is not a
+// trusted extension: a role that is neither a superuser nor able to create
+// it finds it available but cannot CREATE EXTENSION. With auto such a role
+// gets the array variant (logged); with pgvector it gets an error saying
+// what an admin runs. Once the layout exists (or the extension was created
+// by an admin) the request is passed on as it is.
+func vectorChoice(ctx context.Context, cfg *pgx.ConnConfig, want string) (string, error) {
+	if want == "array" {
+		return want, nil
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return "", fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close(ctx)
+	var available, created, laidOut, canCreate bool
+	err = conn.QueryRow(ctx, `SELECT
+		EXISTS (SELECT 1 FROM pg_catalog.pg_available_extensions WHERE name = 'vector'),
+		EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'vector'),
+		to_regclass('mneme.settings') IS NOT NULL
+			AND EXISTS (SELECT 1 FROM pg_catalog.pg_attribute WHERE attrelid = to_regclass('mneme.memories') AND attname = 'embedding'),
+		(SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user)
+			OR (coalesce((SELECT bool_or(trusted) FROM pg_catalog.pg_available_extension_versions WHERE name = 'vector'), false)
+			    AND has_database_privilege(current_database(), 'CREATE'))`).Scan(&available, &created, &laidOut, &canCreate)
+	if err != nil {
+		return "", fmt.Errorf("check the vector extension: %w", err)
+	}
+	if !available || created || laidOut || canCreate {
+		return want, nil
+	}
+	if want == "pgvector" {
+		return "", fmt.Errorf("MNEME_VECTOR=pgvector, but role %q may not create the vector extension in this database "+
+			"(pgvector is not a trusted extension): an admin runs CREATE EXTENSION vector in it once, "+
+			"or use MNEME_VECTOR=auto or array", cfg.User)
+	}
+	return "array", nil
 }
 
 func gooseUp(ctx context.Context, db *sql.DB) ([]int64, error) {
