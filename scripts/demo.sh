@@ -102,4 +102,22 @@ echo "== review: the rating per retrieved memory and its stability change (mneme
 FROM mneme.review_log l JOIN mneme.memories m ON m.id = l.memory_id
 WHERE l.conversation_id = '$CONV2' ORDER BY l.id"
 "${PSQL[@]}" -c "SELECT pending_reviews IS NULL AS pending_reviews_taken FROM mneme.message_queue WHERE id = '$CONV2'"
+
+echo
+echo "== belief revision: three writes about where the user lives; each is revised by a revise job (docs/revision.md)"
+"${PSQL[@]}" -q <<SQL
+SELECT mneme.remember('$CONV2', 'I live in Paris.', at => now() - interval '2 days');
+SQL
+drain
+"${PSQL[@]}" -q <<SQL
+SELECT mneme.remember('$CONV2', 'I moved to Berlin last month.', at => now() - interval '1 day');
+SELECT mneme.remember('$CONV2', 'I live in Paris.', at => now() - interval '3 days');  -- said before the move, written late
+SQL
+drain
+"${PSQL[@]}" -c "SELECT content, status, slot, left(revision, 70) AS revision
+FROM mneme.memories m, LATERAL (SELECT revision FROM mneme.inspect(m.id)) i
+WHERE conversation_id = '$CONV2' AND kind = 'semantic' ORDER BY created_at"
+echo "== mneme.search returns the current belief; include_history => true also what it replaced, marked"
+"${PSQL[@]}" -c "SELECT content, status FROM mneme.search('$CONV2', 'do I live in Paris or Berlin', 2) WHERE kind = 'semantic'"
+"${PSQL[@]}" -c "SELECT content, status FROM mneme.search('$CONV2', 'do I live in Paris or Berlin', 3, include_history => true) WHERE kind = 'semantic'"
 "${PSQL[@]}" -c "SELECT kind, state, count(*) FROM mneme.jobs WHERE conversation_id = '$CONV2' GROUP BY 1, 2 ORDER BY 1, 2"
