@@ -81,7 +81,7 @@ CREATE INDEX IF NOT EXISTS turns_conv_idx ON eval_baseline.turns (conv);`
 // ties are broken by id (the function as published leaves them to the
 // plan), so runs rank alike.
 const pgHybridQuery = `
-WITH q AS (
+WITH q AS MATERIALIZED (  -- the question's embedding once, not once per row
     SELECT coalesce($4::real[], mneme.hash_embed($2))::%[1]s AS embedding
 ), full_text AS (
     SELECT id, row_number() OVER (ORDER BY ts_rank_cd(fts, websearch_to_tsquery('english', $2)) DESC, id) AS rank_ix
