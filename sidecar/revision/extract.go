@@ -51,20 +51,53 @@ func ExtractFacts(msgs []Message) []Extracted {
 		speaker := speakerName(m.Speaker)
 		for _, s := range sentenceRE.FindAllString(m.Content, -1) {
 			s = strings.TrimSpace(s)
-			if !isFactSentence(s) {
-				continue
+			var keep []string
+			if isFactSentence(s) {
+				keep = []string{s}
+			} else {
+				keep = updateClauses(s)
 			}
-			if !strings.ContainsAny(s[len(s)-1:], ".!") {
-				s += "."
+			for _, f := range keep {
+				if !strings.ContainsAny(f[len(f)-1:], ".!") {
+					f += "."
+				}
+				text := speaker + ": " + f
+				key := strings.ToLower(text)
+				if seen[key] {
+					continue
+				}
+				seen[key] = true
+				out = append(out, Extracted{Text: text, MessageIDs: []int64{m.ID}})
 			}
-			text := speaker + ": " + s
-			key := strings.ToLower(text)
-			if seen[key] {
-				continue
-			}
-			seen[key] = true
-			out = append(out, Extracted{Text: text, MessageIDs: []int64{m.ID}})
 		}
+	}
+	return out
+}
+
+// Updates said in passing: a long or hedged request often carries a
+// changed number in one of its clauses ("I'm trying to ..., and I've
+// recently extended my study sessions to 4 hours, but ..."). Such a clause
+// is kept as a fact of its own when it is first person, states a change
+// (recently, now, new, increased, extended, adjusted, reached, ...) and
+// holds a number.
+var (
+	clauseRE     = regexp.MustCompile(`\s*(?:[,;:]\s*(?:and |but |so |which |because |as )?|\s(?:and|but|so|because)\s)`)
+	clauseOpenRE = regexp.MustCompile(`^(?i:(?:now|also|then|recently|and) )?(?i:I|I've|I’ve|I'm|I’m|my|we|we've|our)\b`)
+	changeRE     = regexp.MustCompile(`(?i)\b(?:recently|now|new|newly|increased|extended|adjusted|reduced|decreased|reached|grown|grew|changed|updated|raised|lowered|moved|switched|total of|up to|down to)\b`)
+	digitRE      = regexp.MustCompile(`\d`)
+)
+
+func updateClauses(s string) []string {
+	var out []string
+	for _, c := range clauseRE.Split(strings.TrimRight(s, ".!?"), -1) {
+		c = strings.TrimSpace(c)
+		n := len(strings.Fields(c))
+		if n < 4 || n > 30 || !clauseOpenRE.MatchString(c) || !changeRE.MatchString(c) || !digitRE.MatchString(c) ||
+			strings.Contains(c, "?") {
+			continue
+		}
+		c = strings.ToUpper(c[:1]) + c[1:] // the clause as said, as a sentence
+		out = append(out, c)
 	}
 	return out
 }

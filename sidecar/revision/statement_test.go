@@ -115,3 +115,14 @@ func TestExtractFacts(t *testing.T) {
 		{Text: "Melanie: My favorite book is Dune.", MessageIDs: []int64{2}},
 	}, got)
 }
+
+func TestExtractUpdateClauses(t *testing.T) {
+	got := ExtractFacts([]Message{{ID: 7, Speaker: "user", Content: "I'm trying to deepen my understanding of probability, " +
+		"and I've recently extended my study sessions to 4 hours, but I'm having trouble with dice problems, can you help?"},
+		{ID: 8, Speaker: "user", Content: "I'm trying to update my gallery, I've added two new projects, so now I have a total of 10 cards, " +
+			"and I want to make sure they're all displayed correctly."}})
+	require.Equal(t, []Extracted{
+		{Text: "User: I've recently extended my study sessions to 4 hours.", MessageIDs: []int64{7}},
+		{Text: "User: Now I have a total of 10 cards.", MessageIDs: []int64{8}},
+	}, got)
+}
