@@ -9,7 +9,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
@@ -31,13 +30,7 @@ func TestTenantScope(t *testing.T) {
 			rng := rand.New(rand.NewSource(seed))
 			db := dbtest.New(t, dbtest.WithVector(variant))
 			ctx := context.Background()
-			for _, tn := range []string{"acme", "globex"} {
-				_, err := db.Pool.Exec(ctx, `SELECT mneme.create_tenant($1)`, tn)
-				require.NoError(t, err)
-			}
-			app, err := pgxpool.New(ctx, db.As(t, "mneme_app"))
-			require.NoError(t, err)
-			t.Cleanup(app.Close)
+			app := appWithTenants(t, db, "acme", "globex")
 
 			words := strings.Fields("garden violin paris harbor lantern copper meadow falcon orchard glacier " +
 				"tennis opera bakery river summit cedar velvet compass marble thunder")
@@ -136,7 +129,7 @@ func TestTenantScope(t *testing.T) {
 			}))
 			require.NotContains(t, md, "dog is called", "globex's tenant scope is globex's")
 
-			err = inTenant(t, app, "acme", func(tx pgx.Tx) error {
+			err := inTenant(t, app, "acme", func(tx pgx.Tx) error {
 				_, err := tx.Exec(ctx, `SELECT * FROM mneme.search($1, 'dog', 5, scope => 'everyone')`, a1)
 				return err
 			})

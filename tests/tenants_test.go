@@ -41,6 +41,44 @@ func inTenant(t *testing.T, pool *pgxpool.Pool, tenant string, fn func(tx pgx.Tx
 	})
 }
 
+// appWithTenants creates the tenants (as the superuser) and returns a pool
+// of a mneme_app login.
+func appWithTenants(t *testing.T, db *dbtest.DB, tenants ...string) *pgxpool.Pool {
+	t.Helper()
+	for _, tn := range tenants {
+		_, err := db.Pool.Exec(context.Background(), `SELECT mneme.create_tenant($1)`, tn)
+		require.NoError(t, err)
+	}
+	app, _ := db.PoolAs(t, "mneme_app")
+	return app
+}
+
+// ownedDatabase is an empty database owned by a new login that is a member
+// of mneme_owner and nothing more, as an admin prepares it for `mneme
+// migrate` by its owner; it returns the database and the owner's URL.
+func ownedDatabase(t *testing.T, db *dbtest.DB) (name, dsn string) {
+	t.Helper()
+	ctx := context.Background()
+	name, _ = dbtest.NewEmpty(t)
+	owner := "dbo_" + uuid.NewString()[:8]
+	for _, q := range []string{
+		fmt.Sprintf(`CREATE ROLE %s LOGIN`, owner),
+		fmt.Sprintf(`ALTER DATABASE %s OWNER TO %s`, name, owner),
+		fmt.Sprintf(`GRANT mneme_owner TO %s`, owner),
+	} {
+		_, err := db.Pool.Exec(ctx, q)
+		require.NoError(t, err, q)
+	}
+	t.Cleanup(func() {
+		_, _ = db.Pool.Exec(context.Background(), fmt.Sprintf(`DROP DATABASE IF EXISTS %s WITH (FORCE)`, name))
+		_, _ = db.Pool.Exec(context.Background(), fmt.Sprintf(`DROP ROLE IF EXISTS %s`, owner))
+	})
+	u, err := url.Parse(db.URL)
+	require.NoError(t, err)
+	u.User, u.Path = url.User(owner), "/"+name
+	return name, u.String()
+}
+
 // TestTenantIsolation: for each of three tenants (acme, globex and the
 // default one), an application role (mneme_app) of each other tenant calls
 // every function mneme_app may EXECUTE (read from pg_proc with
@@ -67,11 +105,7 @@ func TestTenantIsolation(t *testing.T) {
 			t.Parallel()
 			db := dbtest.New(t, dbtest.WithVector(variant))
 			ctx := context.Background()
-			for _, tn := range []string{"acme", "globex"} {
-				_, err := db.Pool.Exec(ctx, `SELECT mneme.create_tenant($1)`, tn)
-				require.NoError(t, err)
-			}
-			app, _ := db.PoolAs(t, "mneme_app")
+			app := appWithTenants(t, db, "acme", "globex")
 			tenants := []*tenantData{seedTenant(t, db, app, "acme"), seedTenant(t, db, app, "globex"), seedTenant(t, db, app, "")}
 
 			before := tenantFingerprints(t, db)
@@ -493,13 +527,7 @@ func TestWorkerServesEveryTenant(t *testing.T) {
 	t.Parallel()
 	db := dbtest.New(t)
 	ctx := context.Background()
-	for _, tn := range []string{"acme", "globex"} {
-		_, err := db.Pool.Exec(ctx, `SELECT mneme.create_tenant($1)`, tn)
-		require.NoError(t, err)
-	}
-	app, err := pgxpool.New(ctx, db.As(t, "mneme_app"))
-	require.NoError(t, err)
-	t.Cleanup(app.Close)
+	app := appWithTenants(t, db, "acme", "globex")
 	worker, err := pgxpool.New(ctx, db.As(t, "mneme_worker"))
 	require.NoError(t, err)
 	t.Cleanup(worker.Close)
@@ -553,29 +581,14 @@ func TestMigrateAsDatabaseOwner(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := dbtest.New(t) // the group roles exist (any migrate made them)
-	name, _ := dbtest.NewEmpty(t)
-	owner := "dbo_" + uuid.NewString()[:8]
-	for _, q := range []string{
-		fmt.Sprintf(`CREATE ROLE %s LOGIN`, owner),
-		fmt.Sprintf(`ALTER DATABASE %s OWNER TO %s`, name, owner),
-		fmt.Sprintf(`GRANT mneme_owner TO %s`, owner),
-	} {
-		_, err := db.Pool.Exec(ctx, q)
-		require.NoError(t, err, q)
-	}
-	t.Cleanup(func() {
-		_, _ = db.Pool.Exec(context.Background(), fmt.Sprintf(`DROP DATABASE IF EXISTS %s WITH (FORCE)`, name))
-		_, _ = db.Pool.Exec(context.Background(), fmt.Sprintf(`DROP ROLE IF EXISTS %s`, owner))
-	})
-	u, err := url.Parse(db.URL)
-	require.NoError(t, err)
-	u.User, u.Path = url.User(owner), "/"+name
+	_, dsn := ownedDatabase(t, db)
+	var err error
 	for i := 0; i < 2; i++ {
-		_, err = migrate.Run(ctx, u.String(), migrate.Options{Vector: "auto"})
+		_, err = migrate.Run(ctx, dsn, migrate.Options{Vector: "auto"})
 		require.NoError(t, err, "migrate as the database owner, run %d", i+1)
 	}
 	var superuser bool
-	conn, err := pgx.Connect(ctx, u.String())
+	conn, err := pgx.Connect(ctx, dsn)
 	require.NoError(t, err)
 	defer conn.Close(ctx)
 	require.NoError(t, conn.QueryRow(ctx, `SELECT rolsuper FROM pg_roles WHERE rolname = current_user`).Scan(&superuser))
@@ -602,35 +615,14 @@ func TestMigrateAsDatabaseOwnerWithPgvector(t *testing.T) {
 	}
 	ctx := context.Background()
 	db := dbtest.New(t)
-	newOwned := func() (string, string) {
-		name, _ := dbtest.NewEmpty(t)
-		owner := "dbo_" + uuid.NewString()[:8]
-		for _, q := range []string{
-			fmt.Sprintf(`CREATE ROLE %s LOGIN`, owner),
-			fmt.Sprintf(`ALTER DATABASE %s OWNER TO %s`, name, owner),
-			fmt.Sprintf(`GRANT mneme_owner TO %s`, owner),
-		} {
-			_, err := db.Pool.Exec(ctx, q)
-			require.NoError(t, err, q)
-		}
-		t.Cleanup(func() {
-			_, _ = db.Pool.Exec(context.Background(), fmt.Sprintf(`DROP DATABASE IF EXISTS %s WITH (FORCE)`, name))
-			_, _ = db.Pool.Exec(context.Background(), fmt.Sprintf(`DROP ROLE IF EXISTS %s`, owner))
-		})
-		u, err := url.Parse(db.URL)
-		require.NoError(t, err)
-		u.User, u.Path = url.User(owner), "/"+name
-		return name, u.String()
-	}
-
-	_, dsn := newOwned()
+	_, dsn := ownedDatabase(t, db)
 	_, err := migrate.Run(ctx, dsn, migrate.Options{Vector: "pgvector"})
 	require.ErrorContains(t, err, "CREATE EXTENSION vector", "pgvector asked for: say what an admin runs")
 	res, err := migrate.Run(ctx, dsn, migrate.Options{Vector: "auto"})
 	require.NoError(t, err)
 	require.Equal(t, "array", res.Variant, "auto without the right to create pgvector: the array variant")
 
-	name, dsn := newOwned()
+	name, dsn := ownedDatabase(t, db)
 	u, err := url.Parse(db.URL)
 	require.NoError(t, err)
 	u.Path = "/" + name
