@@ -71,7 +71,6 @@ BEGIN
         FROM mneme.memories m
         WHERE m.conversation_id = ANY (_belief_candidates.conversation_ids)
           AND m.status <> 'merged'
-          AND (_belief_candidates.include_history OR m.status IN ('active', 'inactive', 'superseded', 'invalidated'))
           AND (_belief_candidates.as_of IS NULL OR m.created_at <= _belief_candidates.as_of)
           AND (_belief_candidates.include_history
                OR (_belief_candidates.as_of IS NOT NULL

@@ -196,6 +196,7 @@ DECLARE
     v_note   text;
     v_new_at timestamptz;
     v_old_at timestamptz;
+    v_slot   text;  -- the new fact's slot: the classifier's, else the one it has
 BEGIN
     IF apply_revision.memory_id IS NULL OR apply_revision.action IS NULL OR apply_revision.classifier IS NULL THEN
         RAISE EXCEPTION 'memory_id, action and classifier must not be NULL' USING ERRCODE = '22004';
@@ -244,8 +245,10 @@ BEGIN
     PERFORM set_config('mneme.event_reason', left(v_note, 500), true);
     v_new_at := v_new.created_at;
     v_old_at := v_old.created_at;
-    IF apply_revision.slot IS NOT NULL AND NOT mneme._is_blank(apply_revision.slot) THEN
-        UPDATE mneme.memories m SET slot = lower(btrim(apply_revision.slot)) WHERE m.id = v_new.id;
+    v_slot := CASE WHEN apply_revision.slot IS NULL OR mneme._is_blank(apply_revision.slot) THEN v_new.slot
+                   ELSE lower(btrim(apply_revision.slot)) END;
+    IF v_slot IS DISTINCT FROM v_new.slot THEN
+        UPDATE mneme.memories m SET slot = v_slot WHERE m.id = v_new.id;
     END IF;
 
     IF v_action = 'NOOP' THEN
@@ -296,14 +299,13 @@ BEGIN
         -- One current value per slot: other active facts of the same slot,
         -- older than the new one, are superseded by it too (two revise jobs
         -- of one slot may each have seen only the other's target).
-        IF coalesce(nullif(lower(btrim(apply_revision.slot)), ''), v_new.slot) IS NOT NULL THEN
+        IF v_slot IS NOT NULL THEN
             UPDATE mneme.memories m SET status = 'superseded',
-                                        status_reason = format('SUPERSEDE of the same slot %s (by %s)',
-                                                               coalesce(nullif(lower(btrim(apply_revision.slot)), ''), v_new.slot), v_new.id),
+                                        status_reason = format('SUPERSEDE of the same slot %s (by %s)', v_slot, v_new.id),
                                         valid_until = least(coalesce(m.valid_until, 'infinity'), v_new_at),
                                         updated_at = now()
             WHERE m.id IN (SELECT x.id FROM mneme.memories x
-                           WHERE x.slot = coalesce(nullif(lower(btrim(apply_revision.slot)), ''), v_new.slot)
+                           WHERE x.slot = v_slot
                              AND x.status = 'active' AND x.kind = 'semantic' AND x.id <> v_new.id
                              AND x.created_at <= v_new_at
                              AND x.conversation_id = ANY (mneme._scope_conversations(v_new.conversation_id,

@@ -10,7 +10,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
@@ -930,13 +929,7 @@ func TestRevisionTenantIsolation(t *testing.T) {
 		t.Run(variant, func(t *testing.T) {
 			db := dbtest.New(t, dbtest.WithVector(variant))
 			ctx := context.Background()
-			for _, tn := range []string{"acme", "globex"} {
-				_, err := db.Pool.Exec(ctx, `SELECT mneme.create_tenant($1)`, tn)
-				require.NoError(t, err)
-			}
-			app, err := pgxpool.New(ctx, db.As(t, "mneme_app"))
-			require.NoError(t, err)
-			t.Cleanup(app.Close)
+			app := appWithTenants(t, db, "acme", "globex")
 			convA := uuid.New()
 			var v1, v2 uuid.UUID
 			var msg int64
@@ -994,4 +987,28 @@ func TestRevisionTenantIsolation(t *testing.T) {
 			require.Equal(t, before, state(), "nothing of acme's changed")
 		})
 	}
+}
+
+// TestApplyRevisionBlankSlot: a slot that is blank by mneme's one
+// definition (here U+3000 only) is no slot: the new fact keeps the slot it
+// has, and a SUPERSEDE retires the other facts of that slot too.
+func TestApplyRevisionBlankSlot(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	ctx := context.Background()
+	conv := uuid.New()
+	older := rememberFact(t, db, conv, "I live in Lyon", nil)
+	target := rememberFact(t, db, conv, "I live in Paris", nil)
+	fact := rememberFact(t, db, conv, "I live in Berlin", nil)
+	_, err := db.Pool.Exec(ctx, `UPDATE mneme.memories SET slot = 'user|lives_in' WHERE id IN ($1, $2)`, older, fact)
+	require.NoError(t, err)
+	var applied string
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.apply_revision($1, 'SUPERSEDE', $2, 'moved', 'heuristic', $3)`,
+		fact, target, "\u3000").Scan(&applied))
+	require.Equal(t, "SUPERSEDE", applied)
+	f := getBelief(t, db, fact)
+	require.NotNil(t, f.Slot)
+	require.Equal(t, "user|lives_in", *f.Slot, "a blank slot leaves the fact's own")
+	require.Equal(t, "superseded", getBelief(t, db, target).Status)
+	require.Equal(t, "superseded", getBelief(t, db, older).Status, "the other fact of the fact's slot is retired too")
 }
