@@ -68,7 +68,12 @@ func Run(ctx context.Context, dsn string, opts Options) (Result, error) {
 	if err != nil {
 		return res, fmt.Errorf("parse DATABASE_URL: %w", err)
 	}
-	vector, err := vectorChoice(ctx, cfg, opts.Vector)
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return res, fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close(ctx)
+	vector, err := vectorChoice(ctx, conn, cfg.User, opts.Vector)
 	if err != nil {
 		return res, err
 	}
@@ -92,11 +97,6 @@ func Run(ctx context.Context, dsn string, opts Options) (Result, error) {
 		log.Info("applied migration", "version", v)
 	}
 
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return res, fmt.Errorf("connect: %w", err)
-	}
-	defer conn.Close(ctx)
 	if res.Variant, res.Dim, err = layout(ctx, conn); err != nil {
 		return res, err
 	}
@@ -123,17 +123,12 @@ func Run(ctx context.Context, dsn string, opts Options) (Result, error) {
 // gets the array variant (logged); with pgvector it gets an error saying
 // what an admin runs. Once the layout exists (or the extension was created
 // by an admin) the request is passed on as it is.
-func vectorChoice(ctx context.Context, cfg *pgx.ConnConfig, want string) (string, error) {
+func vectorChoice(ctx context.Context, conn *pgx.Conn, user, want string) (string, error) {
 	if want == "array" {
 		return want, nil
 	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return "", fmt.Errorf("connect: %w", err)
-	}
-	defer conn.Close(ctx)
 	var available, created, laidOut, canCreate bool
-	err = conn.QueryRow(ctx, `SELECT
+	err := conn.QueryRow(ctx, `SELECT
 		EXISTS (SELECT 1 FROM pg_catalog.pg_available_extensions WHERE name = 'vector'),
 		EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'vector'),
 		to_regclass('mneme.settings') IS NOT NULL
@@ -150,7 +145,7 @@ func vectorChoice(ctx context.Context, cfg *pgx.ConnConfig, want string) (string
 	if want == "pgvector" {
 		return "", fmt.Errorf("MNEME_VECTOR=pgvector, but role %q may not create the vector extension in this database "+
 			"(pgvector is not a trusted extension): an admin runs CREATE EXTENSION vector in it once, "+
-			"or use MNEME_VECTOR=auto or array", cfg.User)
+			"or use MNEME_VECTOR=auto or array", user)
 	}
 	return "array", nil
 }

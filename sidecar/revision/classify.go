@@ -180,7 +180,7 @@ func (Heuristic) Classify(_ context.Context, f Fact, cands []Candidate, s Settin
 
 var (
 	wordRE     = regexp.MustCompile(`[\p{L}\p{N}']+`)
-	speakerCut = regexp.MustCompile(`^[A-Z][\p{L}'.-]*(?: [A-Z][\p{L}'.-]*){0,2}: `)
+	speakerCut = regexp.MustCompile(`^` + speakerPattern + `: `)
 )
 
 // wordSet is a fact's normalised words: lower-case, the speaker prefix and

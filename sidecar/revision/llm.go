@@ -65,7 +65,7 @@ type LLM struct {
 func (LLM) Name() string { return "llm" }
 
 func (l LLM) Classify(ctx context.Context, f Fact, cands []Candidate, s Settings) (Decision, error) {
-	d := Decision{Action: ActionAdd, Slot: Parse(f.Content).Slot()}
+	d := Decision{Action: ActionAdd} // the job gives it the slot the offline parser reads
 	if len(cands) == 0 {
 		d.Reason = "nothing similar is believed"
 		return d, nil

@@ -100,7 +100,11 @@ var negations = []struct {
 
 // speakerRE is an extracted fact's speaker prefix ("Caroline: I ..."),
 // written by the offline extractor.
-var speakerRE = regexp.MustCompile(`^([A-Z][\p{L}'.-]*(?: [A-Z][\p{L}'.-]*){0,2}): (.+)$`)
+var speakerRE = regexp.MustCompile(`^(` + speakerPattern + `): (.+)$`)
+
+// speakerPattern is a speaker as the extractor writes one: one to three
+// capitalised words.
+const speakerPattern = `[A-Z][\p{L}'.-]*(?: [A-Z][\p{L}'.-]*){0,2}`
 
 var (
 	spaceRE      = regexp.MustCompile(`\s+`)
