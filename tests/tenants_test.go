@@ -520,7 +520,7 @@ func appCallsNoOtherFunction(t *testing.T, db *dbtest.DB, app *pgxpool.Pool) {
 }
 
 // TestWorkerServesEveryTenant: the sidecar connected as a mneme_worker role
-// (not a superuser) segments and reviews the conversations of two tenants;
+// (not a superuser) segments, reviews and revises the conversations of two tenants;
 // each memory belongs to its conversation's tenant, and each tenant finds
 // its own memories only.
 func TestWorkerServesEveryTenant(t *testing.T) {
@@ -571,6 +571,25 @@ func TestWorkerServesEveryTenant(t *testing.T) {
 			}
 		}
 	}
+
+	// Revision as the worker: the application's writes are revised by the
+	// revise jobs the worker runs (candidates, the decision, its write).
+	var paris, berlin uuid.UUID
+	require.NoError(t, inTenant(t, app, "acme", func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, `SELECT mneme.remember($1, 'I live in Paris', at => $2)`, convs["acme"], day3).Scan(&paris)
+	}))
+	e.drain()
+	require.NoError(t, inTenant(t, app, "acme", func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, `SELECT mneme.remember($1, 'I moved to Berlin', at => $2)`, convs["acme"], day3.Add(time.Hour)).Scan(&berlin)
+	}))
+	e.drain()
+	require.Zero(t, e.count(`SELECT count(*) FROM mneme.jobs WHERE state <> 'done'`))
+	var status string
+	var supersedes uuid.UUID
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT status FROM mneme.memories WHERE id = $1`, paris).Scan(&status))
+	require.Equal(t, "superseded", status)
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT supersedes_id FROM mneme.memories WHERE id = $1`, berlin).Scan(&supersedes))
+	require.Equal(t, paris, supersedes)
 }
 
 // TestMigrateAsDatabaseOwner: `mneme migrate` by a role that is no superuser
