@@ -175,24 +175,38 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_msgs  bigint[];
-    v_convs uuid[];
-    v_keys  text[];
-    v_n     bigint;
+    v_msgs    bigint[];
+    v_convs   uuid[];
+    v_tenants text[];
+    v_keys    text[];
+    v_queries text[] := '{}';
+    v_n       bigint;
+    v_more    uuid[];
 BEGIN
-    SELECT array_agg(DISTINCT s.id), array_agg(DISTINCT s.c) INTO v_msgs, v_convs FROM (
-        SELECT unnest(m.source_message_ids) AS id, m.conversation_id AS c FROM mneme.memories m WHERE m.id = ANY (ids)
-        UNION
-        SELECT g.id, g.conversation_id FROM mneme.messages g WHERE g.memory_id = ANY (ids)) s;
-    IF _remove_memories.event = 'erased' AND v_msgs IS NOT NULL THEN
-        -- The facts extracted from erased messages copy their words: erased
-        -- with them (each gets its own tombstone).
-        ids := ids || ARRAY(SELECT m.id FROM mneme.memories m
-                            WHERE m.conversation_id = ANY (v_convs) AND m.source_type = 'extracted'
-                              AND m.source_message_ids && v_msgs AND NOT m.id = ANY (ids)
-                            ORDER BY m.id FOR UPDATE);
-    END IF;
+    LOOP
+        SELECT array_agg(DISTINCT s.id), array_agg(DISTINCT s.c) INTO v_msgs, v_convs FROM (
+            SELECT unnest(m.source_message_ids) AS id, m.conversation_id AS c FROM mneme.memories m WHERE m.id = ANY (ids)
+            UNION
+            SELECT g.id, g.conversation_id FROM mneme.messages g WHERE g.memory_id = ANY (ids)) s;
+        EXIT WHEN _remove_memories.event <> 'erased';
+        -- What copies the erased words goes with them, each with its own
+        -- tombstone: the facts extracted from erased messages, and the
+        -- merged duplicates of an erased memory (the same statement, kept
+        -- out of retrieval but not out of the table).
+        v_more := ARRAY(SELECT m.id FROM mneme.memories m
+                        WHERE NOT m.id = ANY (ids)
+                          AND ((m.status = 'merged' AND m.confirms_id = ANY (ids))
+                               OR (v_msgs IS NOT NULL AND m.conversation_id = ANY (v_convs)
+                                   AND m.source_type = 'extracted' AND m.source_message_ids && v_msgs))
+                        ORDER BY m.id FOR UPDATE);
+        EXIT WHEN cardinality(v_more) = 0;
+        ids := ids || v_more;
+    END LOOP;
     v_keys := ARRAY(SELECT unnest(ids)::text);
+    v_convs := ARRAY(SELECT DISTINCT m.conversation_id FROM mneme.memories m WHERE m.id = ANY (ids));
+    -- Retrievals are recorded in the asking conversation, which with scope
+    -- tenant is any conversation of the tenant.
+    v_tenants := ARRAY(SELECT DISTINCT m.tenant_id FROM mneme.memories m WHERE m.id = ANY (ids));
     IF _remove_memories.event = 'erased' THEN
         -- Reasons may quote what is erased: the events of every erased
         -- memory, and any reason or status_reason that names one (a
@@ -210,6 +224,25 @@ BEGIN
                        FROM mneme.memories m2,
                             regexp_matches(m2.status_reason, '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}', 'g') r
                        WHERE m2.status_reason IS NOT NULL AND NOT m2.id = ANY (ids) AND r[1] IN (SELECT unnest(v_keys)));
+        -- A query that retrieved an erased memory asked about it: it goes
+        -- too, from every copy, also where it retrieved other memories
+        -- alongside (their review log, the review job that rated them).
+        v_queries := ARRAY(
+            SELECT e ->> 'query'
+            FROM mneme.message_queue q, jsonb_array_elements(q.pending_reviews) e
+            WHERE q.tenant_id = ANY (v_tenants) AND jsonb_typeof(q.pending_reviews) = 'array'
+              AND (e -> 'memory_ids') ?| v_keys AND e ->> 'query' IS NOT NULL
+            UNION
+            SELECT e ->> 'query'
+            FROM mneme.jobs j, jsonb_array_elements(j.payload -> 'reviews') e
+            WHERE j.tenant_id = ANY (v_tenants) AND j.kind = 'review' AND jsonb_typeof(j.payload -> 'reviews') = 'array'
+              AND jsonb_typeof(e -> 'memory_ids') = 'array' AND (e -> 'memory_ids') ?| v_keys AND e ->> 'query' IS NOT NULL
+            UNION
+            SELECT unnest(l.matched_queries) FROM mneme.review_log l WHERE l.memory_id = ANY (ids));
+        UPDATE mneme.review_log l
+        SET matched_queries = ARRAY(SELECT x FROM unnest(l.matched_queries) WITH ORDINALITY AS u(x, o)
+                                    WHERE NOT x = ANY (v_queries) ORDER BY o)
+        WHERE l.tenant_id = ANY (v_tenants) AND l.matched_queries && v_queries AND NOT l.memory_id = ANY (ids);
     END IF;
 
     -- A retrieval that returned one of them is not reviewed any more: its
@@ -217,14 +250,15 @@ BEGIN
     UPDATE mneme.message_queue q
     SET pending_reviews = nullif((SELECT coalesce(jsonb_agg(e ORDER BY o), '[]'::jsonb)
                                   FROM jsonb_array_elements(q.pending_reviews) WITH ORDINALITY AS x(e, o)
-                                  WHERE NOT (e -> 'memory_ids') ?| v_keys), '[]'::jsonb),
+                                  WHERE NOT mneme._review_entry_removed(e, v_keys, v_queries)), '[]'::jsonb),
         updated_at = now()
-    WHERE q.id = ANY (v_convs) AND q.pending_reviews IS NOT NULL
-      AND EXISTS (SELECT 1 FROM jsonb_array_elements(q.pending_reviews) e WHERE (e -> 'memory_ids') ?| v_keys);
+    WHERE q.tenant_id = ANY (v_tenants) AND jsonb_typeof(q.pending_reviews) = 'array'
+      AND EXISTS (SELECT 1 FROM jsonb_array_elements(q.pending_reviews) e
+                  WHERE mneme._review_entry_removed(e, v_keys, v_queries));
 
-    UPDATE mneme.jobs j SET payload = mneme._scrub_payload(j.payload, v_keys, v_msgs), updated_at = now()
-    WHERE j.conversation_id = ANY (v_convs)
-      AND j.payload IS DISTINCT FROM mneme._scrub_payload(j.payload, v_keys, v_msgs);
+    UPDATE mneme.jobs j SET payload = mneme._scrub_payload(j.payload, v_keys, v_msgs, v_queries), updated_at = now()
+    WHERE j.tenant_id = ANY (v_tenants) AND (j.conversation_id = ANY (v_convs) OR j.kind = 'review')
+      AND j.payload IS DISTINCT FROM mneme._scrub_payload(j.payload, v_keys, v_msgs, v_queries);
 
     DELETE FROM mneme.messages g WHERE g.id = ANY (v_msgs);
     -- The lineage link of a successor goes with the memory (the events keep the ids).
@@ -242,13 +276,30 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION mneme._remove_memories(uuid[], text, text) IS
-    'Internal (purge, erase): deletes memories with their source messages, pending reviews and job payload '
-    'entries that refer to them (erase: also the facts extracted from those messages); lineage links to them '
-    'become NULL; the delete trigger records the event.';
+    'Internal (purge, erase): deletes memories with their source messages, and the pending reviews and job '
+    'payload entries of the tenant that refer to them; erase also takes the facts extracted from those messages, '
+    'the merged duplicates, and every copy of a query that retrieved an erased memory (pending reviews, review '
+    'jobs, the review log of memories retrieved alongside); lineage links to them become NULL; the delete '
+    'trigger records the event.';
+
+-- A recorded retrieval ({query, memory_ids}) that must go: it names a
+-- removed memory, or its query is one that retrieved an erased memory.
+CREATE OR REPLACE FUNCTION mneme._review_entry_removed(entry jsonb, memory_ids text[], queries text[])
+RETURNS boolean
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT coalesce(jsonb_typeof(entry -> 'memory_ids') = 'array' AND (entry -> 'memory_ids') ?| memory_ids, false)
+    OR coalesce((entry ->> 'query') = ANY (queries), false)
+$$;
+COMMENT ON FUNCTION mneme._review_entry_removed(jsonb, text[], text[]) IS
+    'Internal (erase, purge): whether a recorded retrieval {query, memory_ids} names a removed memory or quotes '
+    'a query that retrieved an erased one.';
 
 -- A job payload without what refers to removed memories or messages: review
--- entries naming a memory, context messages and message ids.
-CREATE OR REPLACE FUNCTION mneme._scrub_payload(payload jsonb, memory_ids text[], message_ids bigint[])
+-- entries naming a memory or quoting an erased query, context messages and
+-- message ids.
+CREATE OR REPLACE FUNCTION mneme._scrub_payload(payload jsonb, memory_ids text[], message_ids bigint[], queries text[])
 RETURNS jsonb
 LANGUAGE sql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
@@ -257,7 +308,7 @@ SELECT CASE WHEN jsonb_typeof(payload) <> 'object' THEN payload ELSE
     payload
     || CASE WHEN jsonb_typeof(payload -> 'reviews') = 'array' THEN jsonb_build_object('reviews',
            (SELECT coalesce(jsonb_agg(e ORDER BY o), '[]') FROM jsonb_array_elements(payload -> 'reviews') WITH ORDINALITY x(e, o)
-            WHERE NOT coalesce((e -> 'memory_ids') ?| memory_ids, false))) ELSE '{}' END
+            WHERE NOT mneme._review_entry_removed(e, memory_ids, queries))) ELSE '{}' END
     || CASE WHEN jsonb_typeof(payload -> 'context') = 'array' THEN jsonb_build_object('context',
            (SELECT coalesce(jsonb_agg(e ORDER BY o), '[]') FROM jsonb_array_elements(payload -> 'context') WITH ORDINALITY x(e, o)
             WHERE NOT (jsonb_typeof(e -> 'id') = 'number' AND (e ->> 'id')::numeric = ANY (coalesce(message_ids, '{}')::numeric[]))))
@@ -276,7 +327,7 @@ SELECT CASE WHEN jsonb_typeof(payload) <> 'object' THEN payload ELSE
        ELSE '{}' END
 END
 $$;
-COMMENT ON FUNCTION mneme._scrub_payload(jsonb, text[], bigint[]) IS
+COMMENT ON FUNCTION mneme._scrub_payload(jsonb, text[], bigint[], text[]) IS
     'Internal: a job payload without review entries naming the given memories and without the given messages '
     '(context entries, message_ids, context_message_ids).';
 

@@ -93,3 +93,36 @@ COMMENT ON FUNCTION mneme.erase_conversation(uuid, text) IS
     'mneme.erase for a whole conversation: every memory, message (queued ones too), job, review log row, pending '
     'review and the speakers; tombstones remain (an "erased" event per memory and one for the conversation, '
     'memory_id NULL). Returns the number of memories erased.';
+
+-- -----------------------------------------------------------------------------
+-- After an erase: dead tuples
+-- -----------------------------------------------------------------------------
+-- A DELETE or UPDATE leaves the old row version on its page until VACUUM
+-- prunes it, so erased text stays readable to someone with file access (not
+-- to SQL) until then. VACUUM cannot run inside a function or transaction:
+-- the cleanup job runs it (sidecar/lifecycle), on the tables this function
+-- names.
+CREATE OR REPLACE FUNCTION mneme.erase_vacuum_targets()
+RETURNS TABLE (table_name text, may_vacuum boolean)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT c.relname::text,
+       pg_catalog.pg_has_role(current_user, c.relowner, 'USAGE')
+FROM pg_catalog.pg_class c
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'mneme'
+WHERE c.relkind = 'r'
+  AND c.relname IN ('memories', 'messages', 'message_queue', 'jobs', 'review_log', 'memory_events',
+                    'bm25_docs', 'bm25_postings', 'bm25_terms')
+  -- an erase since the last vacuum of memories (every erase deletes there)
+  AND EXISTS (SELECT 1 FROM mneme.memory_events e
+              WHERE e.event = 'erased'
+                AND e.at > (SELECT coalesce(greatest(s.last_vacuum, s.last_autovacuum), '-infinity')
+                            FROM pg_catalog.pg_stat_user_tables s
+                            WHERE s.schemaname = 'mneme' AND s.relname = 'memories'))
+ORDER BY 1
+$$;
+COMMENT ON FUNCTION mneme.erase_vacuum_targets() IS
+    'The tables an erase touched when an erase happened after the last (auto)vacuum of mneme.memories (empty '
+    'otherwise), and whether the calling role may VACUUM them (their owner or a superuser). The cleanup job '
+    'vacuums them so erased text leaves the dead tuples; a role that may not gets the command to hand on.';

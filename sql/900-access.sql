@@ -64,6 +64,11 @@ BEGIN
             EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO mneme_admin', f.sig);
             CONTINUE;
         END IF;
+        IF f.name = 'erase_vacuum_targets' THEN
+            -- Runs as its caller: it reports whether the caller may VACUUM.
+            EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO mneme_worker, mneme_admin', f.sig);
+            CONTINUE;
+        END IF;
         EXECUTE format('ALTER FUNCTION %s OWNER TO mneme_owner', f.sig);
         -- mneme._retrievability stays SECURITY INVOKER (and without SET) so
         -- the planner inlines it into the ranking.

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -34,8 +35,53 @@ func Register(reg registry, log *slog.Logger) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	reg.Register(KindCleanup, func(ctx context.Context, db jobs.Store, job jobs.Job) error {
-		return db.Commit(ctx, func(tx pgx.Tx) error { return cleanup(ctx, tx, job, log) })
+		if err := db.Commit(ctx, func(tx pgx.Tx) error { return cleanup(ctx, tx, job, log) }); err != nil {
+			return err
+		}
+		vacuumAfterErase(ctx, db, log)
+		return nil
 	})
+}
+
+// vacuumAfterErase vacuums the tables an erase touched since the last
+// vacuum: until then the deleted row versions keep the erased text in the
+// table files. VACUUM runs outside any transaction, after the job's commit;
+// it needs the tables' owner (or a superuser), so a sidecar running as a
+// mneme_worker login says what the operator runs instead. Failures are
+// logged, never the job's: the policy is already committed.
+func vacuumAfterErase(ctx context.Context, db jobs.Querier, log *slog.Logger) {
+	rows, err := db.Query(ctx, `SELECT table_name, may_vacuum FROM mneme.erase_vacuum_targets()`)
+	if err != nil {
+		log.Warn("cleanup: find the tables to vacuum after erase", "err", err)
+		return
+	}
+	type target struct {
+		Name string
+		May  bool
+	}
+	targets, err := pgx.CollectRows(rows, pgx.RowToStructByPos[target])
+	if err != nil {
+		log.Warn("cleanup: find the tables to vacuum after erase", "err", err)
+		return
+	}
+	var denied []string
+	for _, t := range targets {
+		name := pgx.Identifier{"mneme", t.Name}.Sanitize()
+		if !t.May {
+			denied = append(denied, name)
+			continue
+		}
+		if _, err := db.Exec(ctx, "VACUUM "+name); err != nil {
+			log.Warn("cleanup: vacuum after erase", "table", name, "err", err)
+		}
+	}
+	if len(targets) > 0 {
+		log.Info("cleanup: vacuumed after erase", "tables", len(targets)-len(denied))
+	}
+	if len(denied) > 0 {
+		log.Warn("cleanup: erased text stays in dead row versions until VACUUM, which this role may not run",
+			"run_as_table_owner", "VACUUM "+strings.Join(denied, ", "))
+	}
 }
 
 // Schedule makes sure a cleanup job is pending (mneme.schedule_cleanup:
