@@ -281,6 +281,7 @@ BEGIN
     IF add_pending_review.query IS NULL THEN
         RAISE EXCEPTION 'query must not be NULL' USING ERRCODE = '22004';
     END IF;
+    PERFORM mneme._require_primary('mneme.add_pending_review');
     PERFORM mneme._claim_conversation(add_pending_review.conversation_id);
     UPDATE mneme.message_queue q
        SET pending_reviews = COALESCE(q.pending_reviews, '[]'::jsonb)
@@ -316,6 +317,62 @@ COMMENT ON FUNCTION mneme.add_pending_review(uuid, uuid[], text) IS
     'Appends {query, memory_ids} to the conversation''s pending_reviews in one statement; '
     'the row lock of the UPDATE keeps concurrent appends and takes from losing entries. Past setting '
     'pending_reviews_max entries, the oldest half go to a review job at once, judged by the queued messages.';
+
+-- A hot standby is read-only: the calls that record a pending review say so
+-- at once, and what to call instead, rather than failing in an UPDATE
+-- after the search ran.
+CREATE OR REPLACE FUNCTION mneme._require_primary(call text)
+RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF pg_catalog.pg_is_in_recovery() THEN
+        RAISE EXCEPTION '% records a pending review and cannot run on a read-only standby', _require_primary.call
+            USING ERRCODE = '25006',
+                  HINT = 'on a standby call mneme.search or mneme.context(..., record => false), then record the '
+                         'retrieval on the primary: SELECT mneme.record_retrieval(conversation_id, query, memory_ids)';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION mneme._require_primary(text) IS
+    'Internal: raises 25006 with what to call instead when a recording call runs on a hot standby.';
+
+CREATE OR REPLACE FUNCTION mneme.record_retrieval(conversation_id uuid, query text, memory_ids uuid[])
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_missing bigint;
+BEGIN
+    PERFORM mneme._require_primary('mneme.record_retrieval');
+    IF record_retrieval.memory_ids IS NULL OR array_position(record_retrieval.memory_ids, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'memory_ids must be an array of non-NULL ids' USING ERRCODE = '22004';
+    END IF;
+    IF cardinality(record_retrieval.memory_ids) = 0 THEN
+        RETURN;  -- nothing was retrieved: nothing to review
+    END IF;
+    IF cardinality(record_retrieval.memory_ids) > 1000 THEN
+        RAISE EXCEPTION 'memory_ids holds % ids, at most 1000', cardinality(record_retrieval.memory_ids)
+            USING ERRCODE = '22023';
+    END IF;
+    PERFORM mneme._check_length('query', record_retrieval.query, 10000);
+    -- Only memories this tenant can read: a review rates what it names, and
+    -- the sidecar that runs it sees every tenant.
+    SELECT x.o INTO v_missing FROM unnest(record_retrieval.memory_ids) WITH ORDINALITY AS x(id, o)
+    WHERE NOT EXISTS (SELECT 1 FROM mneme.memories m WHERE m.id = x.id) ORDER BY x.o LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'memory_ids[%] is not a memory of this tenant', v_missing USING ERRCODE = 'P0002',
+            HINT = 'record the ids mneme.search returned, in its order';
+    END IF;
+    PERFORM mneme.add_pending_review(record_retrieval.conversation_id, record_retrieval.memory_ids, record_retrieval.query);
+END
+$$;
+COMMENT ON FUNCTION mneme.record_retrieval(uuid, text, uuid[]) IS
+    'Records a retrieval made elsewhere (mneme.search or mneme.context(..., record => false) on a hot standby) '
+    'as mneme.retrieve would: appends {query, memory_ids} to the conversation''s pending reviews. Run it on the '
+    'primary. The ids must be memories of the caller''s tenant.';
 
 CREATE OR REPLACE FUNCTION mneme.take_pending_reviews(conversation_id uuid)
 RETURNS jsonb

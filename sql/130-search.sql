@@ -296,6 +296,7 @@ AS $$
 DECLARE
     v_rows mneme.retrieval[];
 BEGIN
+    PERFORM mneme._require_primary('mneme.retrieve');
     v_rows := ARRAY(SELECT s FROM mneme.search(retrieve.conversation_id, retrieve.query, retrieve.k,
                                                retrieve.query_embedding, retrieve.since, retrieve.until,
                                                retrieve.at, retrieve.scope, retrieve.as_of,

@@ -261,6 +261,9 @@ BEGIN
     IF context.record IS NULL THEN
         RAISE EXCEPTION 'record must not be NULL' USING ERRCODE = '22004';
     END IF;
+    IF context.record THEN
+        PERFORM mneme._require_primary('mneme.context');
+    END IF;
     SELECT string_agg(i.text, E'\n\n' ORDER BY i.item), array_agg(i.memory_id ORDER BY i.item)
     INTO v_md, v_ids
     FROM mneme.context_items(context.conversation_id, context.query, context.budget, context.query_embedding,

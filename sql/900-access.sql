@@ -20,7 +20,7 @@ DECLARE
         'add_message', 'set_speakers', 'segment_now', 'remember', 'pin', 'unpin', 'forget', 'inspect', 'history',
         'retrieve', 'retrieve_markdown', 'search', 'context', 'context_items', 'bm25_search', 'vector_search', 'setting', 'set_tenant',
         'labels', 'is_label', 'check_label', 'auto_label', 'episode_label', 'initial_state', 'retrievability',
-        'hash_embed', 'hash_fold', 'memory_text', 'check_embedding', 'bm25_tsvector', 'l2_normalize', 'cosine_distance',
+        'record_retrieval', 'hash_embed', 'hash_fold', 'memory_text', 'check_embedding', 'bm25_tsvector', 'l2_normalize', 'cosine_distance',
         'redact'];
     worker constant text[] := ARRAY[
         'take_pending_reviews', 'add_pending_review', 'claim_jobs', 'extend_job_lease', 'complete_job', 'fail_job',

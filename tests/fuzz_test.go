@@ -35,6 +35,7 @@ var documented = map[string]bool{
 	"55000": true, // not in a state for that
 	"23505": true, // retry of a job whose equivalent is pending
 	"22021": true, // text that is not UTF-8 (PostgreSQL refuses it before any function runs)
+	"25006": true, // a call that writes, on a read-only hot standby
 }
 
 // hostile values per argument type, as SQL literals.

@@ -320,7 +320,7 @@ func (f appFn) calls(rng *rand.Rand, victim *tenantData) []string {
 	}
 	n := 1
 	for _, typ := range f.argTypes {
-		if typ == "uuid" {
+		if typ == "uuid" || typ == "uuid[]" {
 			n = 4 // the functions that take the victim's ids get more
 		}
 	}
@@ -365,6 +365,8 @@ func attackArg(rng *rand.Rand, name, typ string, victim *tenantData) string {
 			return fmt.Sprintf("'%s'::uuid", victim.convs[rng.Intn(len(victim.convs))])
 		}
 		return fmt.Sprintf("'%s'::uuid", victim.mems[rng.Intn(len(victim.mems))])
+	case "uuid[]":
+		return fmt.Sprintf("ARRAY['%s']::uuid[]", victim.mems[rng.Intn(len(victim.mems))])
 	case "text":
 		switch name {
 		case "scope":
