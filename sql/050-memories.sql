@@ -6,7 +6,6 @@
 -- =============================================================================
 
 -- The form of before `at` was added: replaced, not overloaded.
-DROP FUNCTION IF EXISTS mneme.remember(uuid, text, text, boolean, timestamptz, uuid, text, text);
 CREATE OR REPLACE FUNCTION mneme.remember(
     conversation_id uuid,
     content text,
@@ -167,7 +166,6 @@ COMMENT ON FUNCTION mneme.forget(uuid, text) IS
     'Invalidates a memory with a reason: it leaves retrieval but the row and its lineage stay. '
     'Forgetting an invalidated memory again is a no-op.';
 
-DROP FUNCTION IF EXISTS mneme.inspect(uuid);
 CREATE OR REPLACE FUNCTION mneme.inspect(id uuid)
 RETURNS TABLE (memory_id uuid, conversation_id uuid, kind text, status text, status_reason text,
                label text, pinned boolean, summary text, content text, stability float8,

@@ -130,9 +130,6 @@ COMMENT ON FUNCTION mneme._belief_candidates(uuid[], text, real[], int, timestam
 -- -----------------------------------------------------------------------------
 -- The forms of before `at` and `scope` were added: replaced, not
 -- overloaded (an overload would make every call that omits them ambiguous).
-DROP FUNCTION IF EXISTS mneme.search(uuid, text, int, real[], timestamptz, timestamptz);
-DROP FUNCTION IF EXISTS mneme.search(uuid, text, int, real[], timestamptz, timestamptz, timestamptz);
-DROP FUNCTION IF EXISTS mneme.search(uuid, text, int, real[], timestamptz, timestamptz, timestamptz, text);
 CREATE OR REPLACE FUNCTION mneme.search(
     conversation_id uuid,
     query text,
@@ -274,9 +271,6 @@ COMMENT ON FUNCTION mneme.search(uuid, text, int, real[], timestamptz, timestamp
 
 -- The 6-argument form of before `at` was added: replaced, not overloaded
 -- (an overload would make every call that omits `at` ambiguous).
-DROP FUNCTION IF EXISTS mneme.retrieve(uuid, text, int, real[], timestamptz, timestamptz);
-DROP FUNCTION IF EXISTS mneme.retrieve(uuid, text, int, real[], timestamptz, timestamptz, timestamptz);
-DROP FUNCTION IF EXISTS mneme.retrieve(uuid, text, int, real[], timestamptz, timestamptz, timestamptz, text);
 CREATE OR REPLACE FUNCTION mneme.retrieve(
     conversation_id uuid,
     query text,
@@ -315,9 +309,6 @@ COMMENT ON FUNCTION mneme.retrieve(uuid, text, int, real[], timestamptz, timesta
 
 -- The 6-argument form of before `at` was added: replaced, not overloaded
 -- (an overload would make every call that omits `at` ambiguous).
-DROP FUNCTION IF EXISTS mneme.retrieve_markdown(uuid, text, int, real[], timestamptz, timestamptz);
-DROP FUNCTION IF EXISTS mneme.retrieve_markdown(uuid, text, int, real[], timestamptz, timestamptz, timestamptz);
-DROP FUNCTION IF EXISTS mneme.retrieve_markdown(uuid, text, int, real[], timestamptz, timestamptz, timestamptz, text);
 CREATE OR REPLACE FUNCTION mneme.retrieve_markdown(
     conversation_id uuid,
     query text,

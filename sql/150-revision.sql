@@ -119,7 +119,6 @@ COMMENT ON FUNCTION mneme.add_fact(uuid, text, bigint[], uuid, text) IS
 -- -----------------------------------------------------------------------------
 -- Candidates
 -- -----------------------------------------------------------------------------
-DROP FUNCTION IF EXISTS mneme.revision_candidates(uuid, int);
 CREATE OR REPLACE FUNCTION mneme.revision_candidates(memory_id uuid, k int DEFAULT NULL, same_slot text DEFAULT NULL)
 RETURNS TABLE (id uuid, content text, at timestamptz, label text, slot text, score float8)
 LANGUAGE plpgsql STABLE
@@ -175,7 +174,6 @@ COMMENT ON FUNCTION mneme.revision_candidates(uuid, int, text) IS
 -- -----------------------------------------------------------------------------
 -- Applying a decision
 -- -----------------------------------------------------------------------------
-DROP FUNCTION IF EXISTS mneme.apply_revision(uuid, text, uuid, text, text);
 CREATE OR REPLACE FUNCTION mneme.apply_revision(
     memory_id uuid,
     action text,
@@ -345,7 +343,6 @@ COMMENT ON FUNCTION mneme.apply_revision(uuid, text, uuid, text, text, text, boo
 -- -----------------------------------------------------------------------------
 -- Lineage
 -- -----------------------------------------------------------------------------
-DROP FUNCTION IF EXISTS mneme.history(uuid);
 CREATE OR REPLACE FUNCTION mneme.history(id uuid)
 RETURNS TABLE (depth int, relation text, memory_id uuid, status text, status_reason text, content text,
                supersedes_id uuid, confidence_score real, source_type text, valid_until timestamptz,

@@ -12,8 +12,6 @@
 -- =============================================================================
 
 -- Signatures that changed before release (a max-attempts override was added).
-DROP FUNCTION IF EXISTS mneme.claim_jobs(text, int, interval);
-DROP FUNCTION IF EXISTS mneme.fail_job(bigint, text, int, text, interval, boolean);
 
 -- -----------------------------------------------------------------------------
 -- Claiming

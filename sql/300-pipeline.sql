@@ -62,7 +62,6 @@ COMMENT ON FUNCTION mneme.lock_queued(uuid, bigint[]) IS
 -- wait for the next message. Fewer wait for the next message's check, as
 -- they would have without the pending cut.
 -- Before next_through_id: replaced, not overloaded (calls would be ambiguous).
-DROP FUNCTION IF EXISTS mneme._segment_followup(uuid, bigint);
 CREATE OR REPLACE FUNCTION mneme._segment_followup(conversation_id uuid, through_id bigint, next_through_id bigint DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql
