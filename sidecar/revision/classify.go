@@ -114,6 +114,9 @@ func (Heuristic) Classify(_ context.Context, f Fact, cands []Candidate, s Settin
 				continue
 			}
 			cw := contentWords(c.Content)
+			if st.Retracted != "" && !cw[st.Retracted] {
+				continue // it says nothing of what is retracted
+			}
 			if sc := containment(words, cw); sc > bestScore {
 				best, bestScore = c.ID, sc
 			}
@@ -121,7 +124,7 @@ func (Heuristic) Classify(_ context.Context, f Fact, cands []Candidate, s Settin
 				whole = c.ID
 			}
 		}
-		if bestScore >= 0.6 {
+		if bestScore >= retractionOverlap {
 			d.Action, d.Target = ActionInvalidate, best
 			d.Reason = fmt.Sprintf("retraction sharing %.0f%% of its words with the fact", 100*bestScore)
 			return d, nil
@@ -195,6 +198,13 @@ func wordSet(s string) map[string]bool {
 	delete(out, "")
 	return out
 }
+
+// retractionOverlap is the share of a fact's content words a retraction
+// that fills no slot must repeat to retract it ("I don't go climbing at the
+// gym anymore" repeats 3 of the 4 of "I go climbing at the gym on Fridays").
+// Below it the retraction names only part of the fact, such as the place of
+// something else; the fact must also hold what is retracted (Retracted).
+const retractionOverlap = 0.6
 
 // retractionWords are left out when a retraction is matched by words.
 var retractionWords = map[string]bool{"no": true, "longer": true, "not": true, "anymore": true, "any": true, "more": true,

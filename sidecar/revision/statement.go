@@ -14,6 +14,10 @@ type Statement struct {
 	Attribute string
 	Value     string
 	Negated   bool
+	// Retracted is, for a retraction, what it retracts as its first
+	// content word ("I stopped calling my sister": "call"); a retraction
+	// matched by words must name it in the fact it retracts.
+	Retracted string
 }
 
 // Slot is "subject|attribute", or "" when the statement fills no known slot.
@@ -91,9 +95,14 @@ var negations = []struct {
 	{regexp.MustCompile(`\bstopped (?:working (?:at|for)|my job at)\b`), "work at"},
 	{regexp.MustCompile(`\b(?:quit|left) (?:my job at|my job with|my job for|working at|working for|the job at)\b`), "work at"},
 	{regexp.MustCompile(`\b(?:left|quit) my job\b`), "work at " + anyValue},
+	// Selling a vehicle retracts driving it; the value decides which
+	// (selling a house names no vehicle anyone drives).
 	{regexp.MustCompile(`\b(?:sold|got rid of|gave away)\b`), "drive"},
-	{regexp.MustCompile(`\bclosed\b`), ""},
-	{regexp.MustCompile(`\bstopped\b`), ""},
+	// Closing one's own business; "closed the window" closes nothing held.
+	{regexp.MustCompile(`\bclosed (?:down )?(?:my|our|his|her|their) `), "my "},
+	// "stopped" retracts a habit only with a gerund ("stopped smoking");
+	// "stopped by" and "stopped at" are visits.
+	{regexp.MustCompile(`\bstopped (\p{L}+ing)\b`), "$1"},
 	{regexp.MustCompile(`\bquit\b`), ""},
 	{regexp.MustCompile(`\b(?:got divorced from|divorced)\b`), "married to"},
 }
@@ -192,8 +201,14 @@ func Parse(text string) Statement {
 	}
 	// Retractions become the statement they retract.
 	for _, n := range negations {
-		if n.re.MatchString(pred) {
-			st.Negated = true
+		if loc := n.re.FindStringSubmatchIndex(pred); loc != nil {
+			// What is retracted follows the cue, or is the cue's group
+			// ("don't <play tennis> anymore", "stopped <calling>").
+			rest := pred[loc[1]:]
+			if len(loc) > 2 && loc[2] >= 0 {
+				rest = pred[loc[2]:loc[3]] + " " + rest
+			}
+			st.Negated, st.Retracted = true, firstContentWord(rest)
 			pred = n.re.ReplaceAllString(pred, n.repl)
 			break
 		}
@@ -203,7 +218,7 @@ func Parse(text string) Statement {
 	if strings.HasPrefix(pred, "my ") {
 		m := possessiveRE.FindStringSubmatch(pred[3:])
 		if m == nil || degreeRE.MatchString(m[2]) || len(strings.Fields(m[2])) > 6 {
-			return Statement{Subject: st.Subject, Negated: st.Negated}
+			return Statement{Subject: st.Subject, Negated: st.Negated, Retracted: st.Retracted}
 		}
 		attr := strings.TrimSpace(adjectiveRE.ReplaceAllString(m[1], ""))
 		switch {
@@ -236,13 +251,25 @@ func Parse(text string) Statement {
 			}
 		}
 		if notAValue(st) {
-			return Statement{Subject: st.Subject, Negated: st.Negated}
+			return Statement{Subject: st.Subject, Negated: st.Negated, Retracted: st.Retracted}
 		}
 		return finish(st)
 	}
 	// A retraction with no slot keeps its subject: the classifier matches
 	// it by words.
-	return Statement{Subject: st.Subject, Negated: st.Negated}
+	return Statement{Subject: st.Subject, Negated: st.Negated, Retracted: st.Retracted}
+}
+
+// firstContentWord is the first word of a predicate that is not one every
+// retraction has, its ending trimmed as contentWords trims it.
+func firstContentWord(pred string) string {
+	for _, w := range strings.Fields(strings.ToLower(pred)) {
+		w = strings.Trim(w, ".,;:!?\"'()")
+		if w != "" && !retractionWords[w] {
+			return trimEnding(w)
+		}
+	}
+	return ""
 }
 
 // anyValue stands for "whatever it was" in a retraction that names no

@@ -126,3 +126,40 @@ func TestExtractUpdateClauses(t *testing.T) {
 		{Text: "User: Now I have a total of 10 cards.", MessageIDs: []int64{8}},
 	}, got)
 }
+
+// Lookalikes of retractions that retract nothing stay ADD: a visit is not
+// quitting ("stopped by"), a call is not where someone lives, selling a
+// house is not selling a car, closing a window closes no business.
+func TestHeuristicLookalikesStayAdd(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	cand := func(text string, days int) Candidate {
+		return Candidate{ID: uuid.New(), Content: text, At: t0.AddDate(0, 0, days)}
+	}
+	set := Settings{DuplicateSimilarity: 0.8}
+	bakery, sister, tesla, shop := cand("I work at the bakery on Elm Street.", 0), cand("My sister lives in Porto.", 1),
+		cand("I drive a Tesla.", 2), cand("I run a flower shop in Leeds.", 3)
+	cands := []Candidate{bakery, sister, tesla, shop}
+	for _, c := range []struct {
+		text   string
+		action string
+		target uuid.UUID
+	}{
+		{"I stopped by the bakery on Elm Street.", ActionAdd, uuid.Nil},
+		{"I stopped at the bakery on Elm Street for bread.", ActionAdd, uuid.Nil},
+		{"I stopped calling my sister in Porto.", ActionAdd, uuid.Nil},
+		{"I sold my house.", ActionAdd, uuid.Nil},
+		{"I gave away my old sofa.", ActionAdd, uuid.Nil},
+		{"I closed the window in the shop.", ActionAdd, uuid.Nil},
+		{"I closed the deal with the flower supplier in Leeds.", ActionAdd, uuid.Nil},
+		// and the real ones still retract
+		{"I sold my Tesla.", ActionInvalidate, tesla.ID},
+		{"I stopped working at the bakery on Elm Street.", ActionInvalidate, bakery.ID},
+		{"I closed my flower shop in Leeds.", ActionInvalidate, shop.ID},
+	} {
+		d, err := Heuristic{}.Classify(ctx, Fact{ID: uuid.New(), Content: c.text, At: t0.AddDate(0, 0, 10)}, cands, set)
+		require.NoError(t, err)
+		require.Equal(t, c.action, d.Action, "%s: %s", c.text, d.Reason)
+		require.Equal(t, c.target, d.Target, c.text)
+	}
+}

@@ -93,26 +93,34 @@ func TestOffline(t *testing.T) {
 	require.Equal(t, rep.Writes, sum(rep.Confusion), "every write is in the confusion matrix")
 	require.Zero(t, column(rep.Confusion, None), "every write was revised")
 
-	// Measured 2026-11-24 (docs/revision.md): accuracy 0.841; SUPERSEDE
-	// P 0.839 R 0.765; INVALIDATE P 1.000 R 0.727; NOOP P 0.900 R 0.750;
-	// ADD P 0.812 R 0.929; current first 0.722, stale first 0.056; 3
-	// current beliefs retired.
-	require.GreaterOrEqual(t, rep.Accuracy, 0.75)
+	// Measured (docs/revision.md, bin/mneme eval revision): accuracy 0.955;
+	// ADD P 0.934 R 0.986; NOOP P 0.909 R 0.833; SUPERSEDE P 1.000 R 0.941;
+	// INVALIDATE P 1.000 R 0.933; current first 0.797, stale first 0.000,
+	// current in top 5 0.983; 1 current belief retired. The floors sit at
+	// what is measured (a hundredth below, for ties in the ranking), so a
+	// rule that regresses fails here.
+	require.GreaterOrEqual(t, rep.Accuracy, 0.95)
 	floors := map[string][2]float64{ // precision, recall
-		revision.ActionAdd:        {0.70, 0.85},
-		revision.ActionNoop:       {0.80, 0.65},
-		revision.ActionSupersede:  {0.75, 0.65},
-		revision.ActionInvalidate: {0.90, 0.50},
+		revision.ActionAdd:        {0.92, 0.98},
+		revision.ActionNoop:       {0.90, 0.83},
+		revision.ActionSupersede:  {0.99, 0.94},
+		revision.ActionInvalidate: {0.99, 0.93},
 	}
 	for a, f := range floors {
 		s := rep.Score(a)
 		require.GreaterOrEqual(t, s.Precision, f[0], "%s precision", a)
 		require.GreaterOrEqual(t, s.Recall, f[1], "%s recall", a)
 	}
-	require.GreaterOrEqual(t, rep.CurrentFirst, 0.60)
-	require.LessOrEqual(t, rep.StaleFirst, 0.15)
-	require.GreaterOrEqual(t, rep.CurrentInTopK, 0.85)
-	require.LessOrEqual(t, rep.Final.WronglyRetired, 5)
+	require.GreaterOrEqual(t, rep.CurrentFirst, 0.78)
+	require.LessOrEqual(t, rep.StaleFirst, 0.02)
+	require.GreaterOrEqual(t, rep.CurrentInTopK, 0.98)
+	require.LessOrEqual(t, rep.Final.WronglyRetired, 1)
+	// Lookalikes of retractions retract nothing.
+	for _, id := range []string{"lookalikes/visit", "lookalikes/calls", "lookalikes/house",
+		"held out: lookalikes and retractions/aunt", "held out: lookalikes and retractions/emails",
+		"held out: lookalikes and retractions/bike", "held out: lookalikes and retractions/door"} {
+		require.Equal(t, revision.ActionAdd, rep.outcomes[id].applied, id)
+	}
 
 	// An older write never replaces the newer fact it would supersede or
 	// retract: it ends superseded itself.

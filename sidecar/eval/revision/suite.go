@@ -313,5 +313,41 @@ func Suite() []Conversation {
 			q("What is my phone number?", "phone3"),
 			q("What is my work phone number?", "work"),
 		}},
+		// Lookalikes of retractions, from an audit of the offline rules:
+		// the rules for stopped, closed and sold were narrowed with these
+		// in view, so they are not held out.
+		{Name: "lookalikes", Writes: []Write{
+			add("bakery", 0, "I work at the bakery on Elm Street."),
+			add("visit", 10, "I stopped by the bakery on Elm Street."),
+			add("sister", 20, "My sister lives in Porto."),
+			add("calls", 30, "I stopped calling my sister in Porto."),
+			add("car", 40, "I drive a Tesla."),
+			add("house", 50, "I sold my house."),
+		}, Questions: []Question{
+			q("Where do I work?", "bakery"),
+			q("Where does my sister live?", "sister"),
+			q("What do I drive?", "car"),
+		}},
+		// Held out: written after the rules above, measured once, and no
+		// rule was changed for them (docs/revision.md).
+		{Name: "held out: lookalikes and retractions", Writes: []Write{
+			add("hospital", 0, "I work at the hospital in Leeds."),
+			add("aunt", 5, "I stopped at the hospital to visit my aunt."),
+			add("oslo", 10, "My brother lives in Oslo."),
+			add("emails", 15, "I stopped emailing my brother in Oslo."),
+			add("volvo", 20, "I drive a Volvo."),
+			add("bike", 25, "I gave away my bicycle."),
+			invalidate("novolvo", 30, "I got rid of my Volvo.", "volvo"),
+			add("bookshop", 35, "I run a bookshop in York."),
+			add("door", 40, "I closed the bookshop door behind me."),
+			invalidate("shut", 45, "We closed down our bookshop in York.", "bookshop"),
+			add("chess", 50, "I play chess on Tuesdays."),
+			invalidate("nochess", 55, "I don't play chess anymore.", "chess"),
+			add("swim", 60, "I swim in the lake every morning."),
+			invalidate("noswim", 65, "I stopped swimming in the lake.", "swim"),
+		}, Questions: []Question{
+			q("Where do I work?", "hospital"),
+			q("Where does my brother live?", "oslo"),
+		}},
 	}
 }
