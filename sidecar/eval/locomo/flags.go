@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/mneme-memory/mneme/sidecar/cli"
@@ -21,6 +22,33 @@ type Flags struct {
 	quiet   *bool
 	asOf    *string
 	sets    cli.Settings
+	choose  choices
+}
+
+// choices collects --choose key=v1|v2|...: the values of one setting the
+// cross-validation may choose among (JSON each, as --set takes them).
+type choices map[string][]string
+
+func (c *choices) String() string { return fmt.Sprint(map[string][]string(*c)) }
+
+func (c *choices) Set(s string) error {
+	k, vs, ok := strings.Cut(s, "=")
+	if !ok || k == "" || vs == "" {
+		return fmt.Errorf("want key=value1|value2|..., e.g. context_window=1|2|3")
+	}
+	if *c == nil {
+		*c = choices{}
+	}
+	if _, dup := (*c)[k]; dup {
+		return fmt.Errorf("--choose %s given twice", k)
+	}
+	for _, v := range strings.Split(vs, "|") {
+		if v == "" {
+			return fmt.Errorf("--choose %s: an empty value", k)
+		}
+		(*c)[k] = append((*c)[k], v)
+	}
+	return nil
 }
 
 // NewFlags binds the flags to fs; data is --data's default.
@@ -37,6 +65,8 @@ func NewFlags(fs *flag.FlagSet, data, dataHelp string) *Flags {
 	fs.IntVar(&f.Options.Run.AgentK, "agent-k", 0, "simulate a live agent: mneme.retrieve with k memories for every turn during ingest, reviewed by the pipeline (0: no retrievals, no reviews)")
 	f.asOf = fs.String("as-of", "last", `the time mneme.search evaluates retrievability at: "last" (each conversation's last turn, when a live agent would be asked) or an RFC 3339 time`)
 	fs.Var(&f.sets, "set", "mneme setting for the run, key=JSON (repeatable), e.g. --set segment_max_messages=20")
+	fs.IntVar(&f.Options.Run.Folds, "folds", 0, "cross-validate the context's settings over N folds of the conversations (with --choose; 0: off)")
+	fs.Var(&f.choose, "choose", `with --folds: values of a query-time setting to choose among, key=JSON|JSON|... (repeatable; every combination is a candidate), e.g. --choose context_window=1|2|3 --choose 'context_order="rank"|"newest"'`)
 	return f
 }
 
@@ -62,6 +92,17 @@ func (f *Flags) Check(log *slog.Logger) error {
 	}
 	if f.Options.Run.Count != CountContent && f.Options.Run.Count != CountMemoryText {
 		return fmt.Errorf("%w: --count must be %s or %s", cli.ErrUsage, CountContent, CountMemoryText)
+	}
+	switch {
+	case f.Options.Run.Folds < 0 || f.Options.Run.Folds == 1:
+		return fmt.Errorf("%w: --folds must be 0 (off) or at least 2", cli.ErrUsage)
+	case f.Options.Run.Folds > 1 && len(f.choose) == 0:
+		return fmt.Errorf("%w: --folds needs the settings to choose among: --choose key=v1|v2", cli.ErrUsage)
+	case f.Options.Run.Folds == 0 && len(f.choose) > 0:
+		return fmt.Errorf("%w: --choose needs --folds N (N >= 2)", cli.ErrUsage)
+	}
+	if len(f.choose) > 0 {
+		f.Options.Run.Candidates = Grid(f.choose)
 	}
 	if !*f.quiet {
 		f.Options.Run.Progress = os.Stderr

@@ -36,6 +36,9 @@ type Report struct {
 	Settings      map[string]any `json:"settings"`
 	Methods       []MethodResult `json:"methods"`
 	Timing        Timing         `json:"timing"`
+	// CrossValidated is set when the run cross-validated the context's
+	// settings (--folds, --choose).
+	CrossValidated *CrossValidation `json:"cross_validated,omitempty"`
 
 	acc      map[string]map[int]map[string]*cellAcc // method -> budget -> category ("" overall)
 	lat      map[string][]time.Duration
@@ -336,6 +339,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(&b, "\ningest: %.1f s per conversation on average (add_message for every turn, segmentation in process)\n",
 		r.Timing.IngestSecondsMean)
 	fmt.Fprintf(&b, "mneme and mneme without R share one mneme.search call per question; the legs are mneme.bm25_search and mneme.vector_search\n")
+	if r.CrossValidated != nil {
+		writeCrossValidation(&b, r.CrossValidated, r.Budgets)
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }

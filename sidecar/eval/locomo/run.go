@@ -38,6 +38,11 @@ type Options struct {
 	// the budget and the evidence-bearing turns inside, in context order
 	// (the BEAM evaluation measures order and pairs through it).
 	Observe func(method string, q *Question, budget int, found []string)
+	// Folds > 1 with Candidates cross-validates the mneme context's
+	// query-time settings (Report.CrossValidated): chosen on some
+	// conversations, measured on the others.
+	Folds      int
+	Candidates []Candidate
 }
 
 // source produces, for one question, one ranking per method it serves.
@@ -172,6 +177,13 @@ func Run(ctx context.Context, pool *pgxpool.Pool, convs []Conversation, opt Opti
 		}
 	}
 	qBar.done()
+	if opt.Folds > 1 && len(opt.Candidates) > 0 {
+		cv, err := crossValidate(ctx, pool, convs, ingested, opt, budgets, headline)
+		if err != nil {
+			return nil, err
+		}
+		rep.CrossValidated = cv
+	}
 	rep.finish()
 	return rep, nil
 }

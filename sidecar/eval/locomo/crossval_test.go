@@ -1,0 +1,36 @@
+package locomo
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestGrid(t *testing.T) {
+	g := Grid(map[string][]string{"context_window": {"1", "2"}, "context_order": {`"rank"`, `"newest"`}})
+	require.Len(t, g, 4)
+	require.Equal(t, `context_order="rank",context_window=1`, g[0].String())
+	require.Equal(t, `context_order="newest",context_window=2`, g[3].String())
+	require.Equal(t, "(defaults)", Candidate{}.String())
+}
+
+// A candidate that is best only on the held-out conversation is not chosen
+// for it: each fold is scored with the choice of the other folds.
+func TestFoldScoresNeverSeeTheHeldOutFold(t *testing.T) {
+	// Two candidates, three conversations of 10 questions each. A is better
+	// on conversations 0 and 1, B much better on 2 only.
+	sc := cvScores{n: map[int]int{0: 10, 1: 10, 2: 10}, sum: map[int]map[int]map[int]float64{
+		0: {0: {1000: 8}, 1: {1000: 8}, 2: {1000: 2}},  // A
+		1: {0: {1000: 7}, 1: {1000: 7}, 2: {1000: 10}}, // B
+	}}
+	cv := foldScores([]string{"A", "B"}, []string{"c0", "c1", "c2"}, sc, 3, []int{1000}, 1000)
+	require.Equal(t, "B", cv.Chosen[0].Candidate, "fold 1 (c0) trained on c1, c2: B 17 > A 10")
+	require.Equal(t, "B", cv.Chosen[1].Candidate)
+	require.Equal(t, "A", cv.Chosen[2].Candidate, "fold 3 (c2) trained on c0, c1: A")
+	// c0 and c1 scored with B (7 + 7), c2 with A (2): 16 of 30.
+	require.InDelta(t, 16.0/30, cv.Recall[1000].Recall, 0.001)
+	// In hindsight B (24/30) beats A (18/30): the cross-validated number is
+	// lower than the best in hindsight.
+	require.InDelta(t, 0.8, cv.Best[1000].Recall, 0.001)
+	require.Equal(t, 30, cv.Recall[1000].Questions)
+}
