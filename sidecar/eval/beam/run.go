@@ -34,6 +34,9 @@ type Report struct {
 	Headline      int            `json:"headline_budget"`
 	Methods       []Method       `json:"methods"`
 	Rules         string         `json:"rules"`
+	// CrossValidated: the context's settings chosen on some conversations
+	// and measured on the others (--folds, --choose).
+	CrossValidated *locomo.CrossValidation `json:"cross_validated,omitempty"`
 
 	locomo *locomo.Report
 	acc    map[string]map[int]*acc // method -> budget
@@ -99,6 +102,7 @@ func Eval(ctx context.Context, o locomo.EvalOptions, dir string) (*Report, error
 		return nil, err
 	}
 	rep.finish(lrep)
+	rep.CrossValidated = lrep.CrossValidated
 	return rep, nil
 }
 
@@ -335,5 +339,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 	}
 	fmt.Fprintln(tw)
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if r.CrossValidated != nil {
+		locomo.WriteCrossValidation(w, r.CrossValidated, r.Budgets)
+	}
+	return nil
 }

@@ -228,25 +228,25 @@ func foldScores(names, convIDs []string, sc cvScores, folds int, budgets []int, 
 	return cv
 }
 
-// writeCrossValidation prints the cross-validated table.
-func writeCrossValidation(w io.Writer, cv *CrossValidation, budgets []int) {
+// WriteCrossValidation prints the cross-validated table.
+func WriteCrossValidation(w io.Writer, cv *CrossValidation, budgets []int) {
 	fmt.Fprintf(w, "\ncross-validated mneme context (%d folds, settings chosen on the other folds at the headline budget, among %d candidates)\n",
 		cv.Folds, len(cv.Candidates))
-	fmt.Fprintf(w, "  %-34s", "")
+	fmt.Fprintf(w, "  %-44s", "")
 	for _, b := range budgets {
 		fmt.Fprintf(w, " %7d", b)
 	}
-	fmt.Fprintf(w, "\n  %-34s", "cross-validated")
+	fmt.Fprintf(w, "\n  %-44s", "cross-validated")
 	for _, b := range budgets {
 		fmt.Fprintf(w, " %7.3f", cv.Recall[b].Recall)
 	}
-	fmt.Fprintf(w, "\n  %-34s", "best candidate in hindsight")
+	fmt.Fprintf(w, "\n  %-44s", "best candidate in hindsight")
 	for _, b := range budgets {
 		fmt.Fprintf(w, " %7.3f", cv.Best[b].Recall)
 	}
 	fmt.Fprintln(w)
 	for _, c := range cv.Candidates {
-		fmt.Fprintf(w, "  %-34s", clipName(c, 34))
+		fmt.Fprintf(w, "  %-44s", clipName(c, 44))
 		for _, b := range budgets {
 			fmt.Fprintf(w, " %7.3f", cv.PerCand[c][b])
 		}

@@ -340,7 +340,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		r.Timing.IngestSecondsMean)
 	fmt.Fprintf(&b, "mneme and mneme without R share one mneme.search call per question; the legs are mneme.bm25_search and mneme.vector_search\n")
 	if r.CrossValidated != nil {
-		writeCrossValidation(&b, r.CrossValidated, r.Budgets)
+		WriteCrossValidation(&b, r.CrossValidated, r.Budgets)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
