@@ -50,12 +50,49 @@ BEGIN
             USING ERRCODE = '22023', HINT = 'SELECT key FROM mneme.settings lists the settings';
     END IF;
     PERFORM mneme._check_setting(set_setting.key, set_setting.value);  -- sql/010-setting-rules.sql
+    -- The key and its pair (min and max of one quantity) locked in key
+    -- order, so two concurrent changes of the two sides neither cross each
+    -- other nor deadlock.
+    PERFORM 1 FROM mneme.settings s
+     WHERE s.key = set_setting.key
+        OR s.key IN (SELECT p.lower_key FROM mneme._setting_pairs() p WHERE p.upper_key = set_setting.key
+                     UNION ALL SELECT p.upper_key FROM mneme._setting_pairs() p WHERE p.lower_key = set_setting.key)
+     ORDER BY s.key
+       FOR UPDATE;
+    PERFORM mneme._check_setting_pair(set_setting.key, set_setting.value);
     UPDATE mneme.settings SET value = set_setting.value, updated_at = now() WHERE key = set_setting.key;
 END
 $$;
 COMMENT ON FUNCTION mneme.set_setting(text, jsonb) IS
     'Changes one tunable; unknown keys, the migrate-time keys and values outside the key''s rule '
-    '(sql/010-setting-rules.sql: type and range, 22023 naming the key) are errors.';
+    '(sql/010-setting-rules.sql: type and range, 22023 naming the key) are errors, and so is a minimum above its '
+    'maximum (segment_min_messages and segment_max_messages, segment_episode_min and segment_episode_max: 22023 naming both).';
+
+-- -----------------------------------------------------------------------------
+-- Times
+-- -----------------------------------------------------------------------------
+-- The one rule for a time an argument gives mneme (a message's or a fact's
+-- time, the time of a search, a belief's as_of, a job's run_at): years 1 to
+-- 9999 in UTC. PostgreSQL carries more (4713 BC to 294276 AD, and
+-- infinity), but the sidecar's Go times do not survive JSON outside years 0
+-- to 9999 (a segment job of a message in 100 BC failed for good), and an
+-- infinite time breaks the forgetting curve's arithmetic. NULL passes: the
+-- caller decides what a missing time means.
+CREATE OR REPLACE FUNCTION mneme._check_time(name text, value timestamptz)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF _check_time.value < '0001-01-01 00:00:00+00'::timestamptz OR _check_time.value >= '10000-01-01 00:00:00+00'::timestamptz THEN
+        RAISE EXCEPTION '% must be a finite time from year 1 to 9999, got %', _check_time.name, _check_time.value
+            USING ERRCODE = '22008', HINT = format('leave %s out for the default', _check_time.name);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION mneme._check_time(text, timestamptz) IS
+    'Internal: raises 22008 naming the argument when a time is outside years 1 to 9999 (UTC) or infinite; '
+    'the one rule for every time argument of the API.';
 
 -- -----------------------------------------------------------------------------
 -- Jobs: the transactional outbox
@@ -91,9 +128,7 @@ BEGIN
                   HINT = 'kinds: segment, review, revise, cleanup, noop; a deployment''s own kinds go in the setting mneme.job_kinds '
                          '(ALTER DATABASE ... SET mneme.job_kinds = ''mykind'')';
     END IF;
-    IF enqueue_job.run_at IS NOT NULL AND NOT isfinite(enqueue_job.run_at) THEN
-        RAISE EXCEPTION 'run_at must be a finite time, got %', enqueue_job.run_at USING ERRCODE = '22008';
-    END IF;
+    PERFORM mneme._check_time('run_at', enqueue_job.run_at);
     IF enqueue_job.payload IS NOT NULL AND jsonb_typeof(enqueue_job.payload) <> 'object' THEN
         RAISE EXCEPTION 'job payload must be a JSON object, got %', left(enqueue_job.payload::text, 80) USING ERRCODE = '22023';
     END IF;

@@ -133,6 +133,7 @@ BEGIN
             RAISE EXCEPTION 'setting "%" must be true or false, got %', k, left(v::text, 80)
                 USING ERRCODE = '22023', HINT = 'a JSON boolean, e.g. ''false''';
         END IF;
+    WHEN 'extract_facts_max' THEN PERFORM mneme._setting_number(k, v, 1, 1000, true);
     WHEN 'context_candidates' THEN PERFORM mneme._setting_number(k, v, 1, 100, true);
     WHEN 'context_window' THEN PERFORM mneme._setting_number(k, v, 0, 1000, true);
     WHEN 'bm25_k1' THEN PERFORM mneme._setting_number(k, v, 0, 10);
@@ -179,3 +180,56 @@ END
 $$;
 COMMENT ON FUNCTION mneme._check_setting(text, jsonb) IS
     'Internal to set_setting: the type and range of every setting (22023 naming the key when broken).';
+
+-- Pairs of settings that bound one thing from both sides: (lower, upper).
+-- The lower one above the upper one contradicts itself (segment_min_messages
+-- 100 with segment_max_messages 1 would force every segment; an offline
+-- segmenter with segment_episode_min above segment_episode_max cannot cut),
+-- so set_setting refuses a value on either side that crosses the other's
+-- current value.
+CREATE OR REPLACE FUNCTION mneme._setting_pairs()
+RETURNS TABLE (lower_key text, upper_key text)
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+VALUES ('segment_min_messages', 'segment_max_messages'),
+       ('segment_episode_min', 'segment_episode_max')
+$$;
+COMMENT ON FUNCTION mneme._setting_pairs() IS
+    'Internal to set_setting: the settings that bound one quantity from below and above (lower <= upper).';
+
+-- Raises 22023 naming both keys when value for key crosses the current
+-- value of its pair. Numbers only: each key's own rule ran first.
+CREATE OR REPLACE FUNCTION mneme._check_setting_pair(key text, value jsonb)
+RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    p     record;
+    other jsonb;
+BEGIN
+    FOR p IN SELECT * FROM mneme._setting_pairs() x
+             WHERE x.lower_key = _check_setting_pair.key OR x.upper_key = _check_setting_pair.key LOOP
+        IF p.lower_key = _check_setting_pair.key THEN
+            SELECT s.value INTO other FROM mneme.settings s WHERE s.key = p.upper_key;
+            IF (_check_setting_pair.value #>> '{}')::float8 > (other #>> '{}')::float8 THEN
+                RAISE EXCEPTION 'setting "%" (%) must not be above setting "%" (%)', p.lower_key, _check_setting_pair.value,
+                    p.upper_key, other
+                    USING ERRCODE = '22023', HINT = format('raise %s first, or choose at most %s', p.upper_key, other);
+            END IF;
+        ELSE
+            SELECT s.value INTO other FROM mneme.settings s WHERE s.key = p.lower_key;
+            IF (_check_setting_pair.value #>> '{}')::float8 < (other #>> '{}')::float8 THEN
+                RAISE EXCEPTION 'setting "%" (%) must not be below setting "%" (%)', p.upper_key, _check_setting_pair.value,
+                    p.lower_key, other
+                    USING ERRCODE = '22023', HINT = format('lower %s first, or choose at least %s', p.lower_key, other);
+            END IF;
+        END IF;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION mneme._check_setting_pair(text, jsonb) IS
+    'Internal to set_setting: refuses (22023, naming both keys) a value that crosses the current value of the '
+    'setting bounding the same quantity from the other side (mneme._setting_pairs).';

@@ -116,9 +116,7 @@ BEGIN
         RAISE EXCEPTION 'message content is % characters, over the limit of %', length(add_message.content), v_max_chars
             USING ERRCODE = '22001', HINT = 'split the message, or raise setting message_max_chars';
     END IF;
-    IF add_message.at IS NOT NULL AND NOT isfinite(add_message.at) THEN
-        RAISE EXCEPTION 'at (the message time) must be a finite timestamp' USING ERRCODE = '22008';
-    END IF;
+    PERFORM mneme._check_time('at (the message time)', add_message.at);
     IF add_message.at > now() + v_future THEN
         RAISE EXCEPTION 'at (the message time) % is more than % in the future', add_message.at, v_future
             USING ERRCODE = '22008',

@@ -47,9 +47,9 @@ BEGIN
     PERFORM mneme._claim_conversation(remember.conversation_id);
     -- at: when the fact was stated (an import of older facts); revision
     -- compares source times, so an older write never replaces a newer one.
-    IF remember.at IS NOT NULL AND (NOT isfinite(remember.at)
-            OR remember.at > now() + (mneme.setting('message_max_future') #>> '{}')::interval) THEN
-        RAISE EXCEPTION 'at % is not a finite time up to message_max_future ahead', remember.at USING ERRCODE = '22008',
+    PERFORM mneme._check_time('at', remember.at);
+    IF remember.at > now() + (mneme.setting('message_max_future') #>> '{}')::interval THEN
+        RAISE EXCEPTION 'at % is more than message_max_future ahead', remember.at USING ERRCODE = '22008',
             HINT = 'at is when the fact was stated; omit it for now()';
     END IF;
     IF remember.valid_until IS NOT NULL AND remember.valid_until <= now() THEN

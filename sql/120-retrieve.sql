@@ -42,9 +42,8 @@ BEGIN
         RAISE EXCEPTION 'stability must be a positive number of days, got %', stability
             USING ERRCODE = '22023', HINT = 'FSRS stability is the interval in days at which recall falls to 90%';
     END IF;
-    IF NOT isfinite(last_reviewed_at) OR NOT isfinite(at) THEN
-        RAISE EXCEPTION 'last_reviewed_at and at must be finite times' USING ERRCODE = '22008';
-    END IF;
+    PERFORM mneme._check_time('last_reviewed_at', last_reviewed_at);
+    PERFORM mneme._check_time('at', at);
     -- go-fsrs v3 (FSRS-5): R = (1 + factor * t / S) ^ decay, decay = -0.5,
     -- factor = 0.9 ^ (1 / decay) - 1 = 19/81, t in fractional days. A review
     -- time in the future counts as t = 0.

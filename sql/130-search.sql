@@ -191,10 +191,8 @@ BEGIN
         RAISE EXCEPTION 'since (%) is after until (%)', v_since, v_until USING ERRCODE = '22023',
             HINT = 'the range is since <= created_at < until';
     END IF;
-    IF search.as_of IS NOT NULL AND NOT isfinite(search.as_of) THEN
-        RAISE EXCEPTION 'as_of must be a finite time, got %', search.as_of USING ERRCODE = '22023',
-            HINT = 'as_of returns what was believed at that time; omit it for current beliefs';
-    END IF;
+    PERFORM mneme._check_time('at', v_at);
+    PERFORM mneme._check_time('as_of', search.as_of);
     v_convs := mneme._scope_conversations(v_conv, search.scope);
     IF NOT mneme._readable_conversation(v_conv) THEN
         RETURN;  -- another tenant's: not even its statistics are read (no timing side channel)

@@ -79,6 +79,10 @@ DECLARE
     v_ids   bigint[];
     v_first timestamptz;
     v_last  timestamptz;
+    v_scope bigint[];
+    v_scope_first timestamptz;
+    v_n     int;
+    v_max   int;
 BEGIN
     IF add_fact.conversation_id IS NULL OR add_fact.message_ids IS NULL OR cardinality(add_fact.message_ids) = 0 THEN
         RAISE EXCEPTION 'conversation_id and message_ids must be given' USING ERRCODE = '22004',
@@ -99,6 +103,23 @@ BEGIN
         RAISE EXCEPTION 'message_ids %: not all messages of conversation %', left(add_fact.message_ids::text, 80), add_fact.conversation_id
             USING ERRCODE = '22023', HINT = 'a fact names the messages of its own conversation it was extracted from';
     END IF;
+    -- One message can state thousands of facts, each a memory and a revise
+    -- job: at most extract_facts_max per episode (the facts drawn from its
+    -- messages; without an episode, from the fact's own messages). The
+    -- segment job keeps to the cap; this is the check no caller bypasses.
+    SELECT coalesce(e.source_message_ids, v_ids), coalesce(e.source_first_at, v_first) INTO v_scope, v_scope_first
+    FROM (SELECT 1) one
+    LEFT JOIN mneme.memories e ON e.id = add_fact.episode_id AND e.conversation_id = add_fact.conversation_id
+                              AND e.kind = 'episodic';
+    v_max := mneme.setting('extract_facts_max')::int;
+    SELECT count(*) INTO v_n FROM mneme.memories f
+    WHERE f.conversation_id = add_fact.conversation_id AND f.created_at >= v_scope_first
+      AND f.source_type = 'extracted' AND f.source_message_ids && v_scope;
+    IF v_n >= v_max THEN
+        RAISE EXCEPTION 'episode % already has % extracted facts, the most setting extract_facts_max allows',
+            coalesce(add_fact.episode_id::text, 'of messages ' || left(v_ids::text, 80)), v_n
+            USING ERRCODE = '54000', HINT = 'SELECT mneme.set_setting(''extract_facts_max'', ...) raises the cap';
+    END IF;
     INSERT INTO mneme.memories (conversation_id, kind, content, summary, source_message_ids, source_first_at, source_last_at,
                                 label, source_type, source_ref, confidence_score, created_at, last_reviewed_at)
     VALUES (add_fact.conversation_id, 'semantic', btrim(add_fact.content), btrim(add_fact.content), v_ids, v_first, v_last,
@@ -114,7 +135,8 @@ $$;
 COMMENT ON FUNCTION mneme.add_fact(uuid, text, bigint[], uuid, text) IS
     'Worker: stores a fact extracted from messages of the conversation as a semantic memory (source_type extracted, '
     'source_ref the episode and message ids, source_message_ids, created at its newest message''s time, confidence '
-    'confidence_by_source.extracted) and enqueues its revise job. Returns its id.';
+    'confidence_by_source.extracted) and enqueues its revise job. Returns its id. Raises 54000 when the episode '
+    '(or, without one, the fact''s messages) has extract_facts_max facts already.';
 
 -- -----------------------------------------------------------------------------
 -- Candidates

@@ -25,7 +25,8 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-    v_n bigint;
+    v_n   bigint;
+    v_ids bigint[];
 BEGIN
     IF claim_jobs.worker IS NULL OR claim_jobs.worker = '' THEN
         RAISE EXCEPTION 'worker (the worker id) must not be empty' USING ERRCODE = '22023';
@@ -70,25 +71,63 @@ BEGIN
     IF v_n >= claim_jobs.max_jobs THEN
         RETURN;
     END IF;
+    -- Due pending jobs, tenants served in turn: oldest first across
+    -- tenants would let one tenant's burst (thousands of revise jobs from one
+    -- message) starve every other tenant's segmentation. The candidates are
+    -- each tenant's oldest ready jobs (one index probe per tenant with ready
+    -- jobs, jobs_ready_tenant_idx; never a scan of the whole queue), taken in
+    -- rounds: every tenant's first before anyone's second, and within a
+    -- round the tenant served longest ago (mneme.job_turns) first. A few
+    -- spare candidates per tenant leave room for claims running at once.
+    v_ids := ARRAY(
+        WITH RECURSIVE t AS (
+            (SELECT x.tenant_id FROM mneme.jobs x
+              WHERE x.state = 'pending' AND x.run_at <= now()
+              ORDER BY x.tenant_id LIMIT 1)
+            UNION ALL
+            SELECT (SELECT x.tenant_id FROM mneme.jobs x
+                     WHERE x.state = 'pending' AND x.run_at <= now() AND x.tenant_id > t.tenant_id
+                     ORDER BY x.tenant_id LIMIT 1)
+              FROM t WHERE t.tenant_id IS NOT NULL)
+        SELECT y.id
+          FROM t
+          CROSS JOIN LATERAL (
+                SELECT x.id, x.run_at, row_number() OVER (ORDER BY x.run_at, x.id) AS rn
+                  FROM (SELECT x.id, x.run_at FROM mneme.jobs x
+                         WHERE x.state = 'pending' AND x.run_at <= now() AND x.tenant_id = t.tenant_id
+                         ORDER BY x.run_at, x.id
+                         LIMIT 2 * (claim_jobs.max_jobs - v_n) + 4) x) y
+          LEFT JOIN mneme.job_turns s ON s.tenant_id = t.tenant_id
+         WHERE t.tenant_id IS NOT NULL
+         ORDER BY y.rn, s.served_at NULLS FIRST, y.run_at, y.id);
     RETURN QUERY
     WITH c AS (
-        SELECT x.id FROM mneme.jobs x
+        SELECT x.id FROM unnest(v_ids) WITH ORDINALITY AS u(id, ord)
+          JOIN mneme.jobs x ON x.id = u.id
          WHERE x.state = 'pending' AND x.run_at <= now()
-         ORDER BY x.run_at, x.id
+         ORDER BY u.ord
          LIMIT claim_jobs.max_jobs - v_n
-           FOR UPDATE SKIP LOCKED)
-    UPDATE mneme.jobs j
-       SET state = 'running', attempts = j.attempts + 1,
-           locked_by = claim_jobs.worker, locked_until = now() + claim_jobs.lease, updated_at = now()
-      FROM c
-     WHERE j.id = c.id
-    RETURNING j.*;
+           FOR UPDATE OF x SKIP LOCKED),
+    claimed AS (
+        UPDATE mneme.jobs j
+           SET state = 'running', attempts = j.attempts + 1,
+               locked_by = claim_jobs.worker, locked_until = now() + claim_jobs.lease, updated_at = now()
+          FROM c
+         WHERE j.id = c.id
+        RETURNING j.*),
+    served AS (
+        INSERT INTO mneme.job_turns AS s (tenant_id, served_at)
+        SELECT d.tenant_id, clock_timestamp() FROM (SELECT DISTINCT claimed.tenant_id FROM claimed) d
+        ON CONFLICT (tenant_id) DO UPDATE SET served_at = excluded.served_at)
+    SELECT * FROM claimed;
 END
 $$;
 COMMENT ON FUNCTION mneme.claim_jobs(text, int, interval, int) IS
     'claims up to max_jobs ready jobs (pending and due, or running with an expired lease) with FOR UPDATE SKIP LOCKED: '
     'state running, attempts + 1, locked_by = worker, locked_until = now() + lease. '
-    'Fails jobs whose lease expired on their last attempt. Called by the sidecar''s runner.';
+    'Fails jobs whose lease expired on their last attempt. Pending jobs are handed out fairly across tenants: '
+    'each tenant''s oldest first, tenants in turn (the one served longest ago first, mneme.job_turns), so one '
+    'tenant''s burst does not delay the others. Called by the sidecar''s runner.';
 
 CREATE OR REPLACE FUNCTION mneme.extend_job_lease(id bigint, worker text, attempt int, lease interval)
 RETURNS boolean

@@ -267,7 +267,8 @@ BEGIN
     IF apply_review.memory_id IS NULL OR apply_review.reviewed_at IS NULL THEN
         RAISE EXCEPTION 'memory_id and reviewed_at must not be NULL' USING ERRCODE = '22004';
     END IF;
-    IF NOT isfinite(apply_review.reviewed_at) OR apply_review.reviewed_at > now() + interval '1 day' THEN
+    PERFORM mneme._check_time('reviewed_at', apply_review.reviewed_at);
+    IF apply_review.reviewed_at > now() + interval '1 day' THEN
         RAISE EXCEPTION 'reviewed_at must be a finite time not in the future, got %', apply_review.reviewed_at
             USING ERRCODE = '22008', HINT = 'the time of the conversation that used the memory';
     END IF;

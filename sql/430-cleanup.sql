@@ -346,8 +346,10 @@ BEGIN
     IF v_every IS NULL THEN
         RETURN NULL;  -- the operator runs mneme.cleanup() (pg_cron) or nothing
     END IF;
-    IF after < interval '0' THEN
-        RAISE EXCEPTION 'after must not be negative, got %', after USING ERRCODE = '22023';
+    -- At most 100 years: the job's run_at must stay a time the sidecar's Go
+    -- times carry (mneme._check_time).
+    IF after < interval '0' OR after > interval '100 years' THEN
+        RAISE EXCEPTION 'after must be from 0 to 100 years, got %', after USING ERRCODE = '22023';
     END IF;
     IF after IS NOT NULL THEN
         v_at := now() + after;

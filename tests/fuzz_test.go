@@ -34,6 +34,7 @@ var documented = map[string]bool{
 	"42501": true, // another tenant's, or not this role's
 	"55000": true, // not in a state for that
 	"23505": true, // retry of a job whose equivalent is pending
+	"54000": true, // a per-episode limit (add_fact beyond extract_facts_max)
 	"22021": true, // text that is not UTF-8 (PostgreSQL refuses it before any function runs)
 	"25006": true, // a call that writes, on a read-only hot standby
 }

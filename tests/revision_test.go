@@ -568,9 +568,9 @@ func TestRevisionBadInput(t *testing.T) {
 		{"remember: at infinity", `SELECT mneme.remember($1, 'a fact', at => 'infinity')`, "22008", []any{conv}},
 		{"remember: at -infinity", `SELECT mneme.remember($1, 'a fact', at => '-infinity')`, "22008", []any{conv}},
 		{"remember: at far future", `SELECT mneme.remember($1, 'a fact', at => now() + interval '10 years')`, "22008", []any{conv}},
-		{"search: as_of infinity", `SELECT * FROM mneme.search($1, 'Paris', 5, as_of => 'infinity')`, "22023", []any{conv}},
-		{"search: as_of -infinity", `SELECT * FROM mneme.search($1, 'Paris', 5, as_of => '-infinity')`, "22023", []any{conv}},
-		{"retrieve: as_of infinity", `SELECT * FROM mneme.retrieve($1, 'Paris', 5, as_of => 'infinity')`, "22023", []any{conv}},
+		{"search: as_of infinity", `SELECT * FROM mneme.search($1, 'Paris', 5, as_of => 'infinity')`, "22008", []any{conv}},
+		{"search: as_of -infinity", `SELECT * FROM mneme.search($1, 'Paris', 5, as_of => '-infinity')`, "22008", []any{conv}},
+		{"retrieve: as_of infinity", `SELECT * FROM mneme.retrieve($1, 'Paris', 5, as_of => 'infinity')`, "22008", []any{conv}},
 		{"history: NULL", `SELECT * FROM mneme.history(NULL)`, "22004", nil},
 	}
 	for _, tc := range cases {

@@ -53,6 +53,7 @@ func TestSettingRules(t *testing.T) {
 		"context_candidates": {`0`, `101`}, "context_window": {`-1`, `1.5`},
 		"revision_candidates": {`0`, `100`, `2.5`}, "revision_duplicate_similarity": {`0.4`, `1.1`},
 		"revision_scope": {`"everything"`}, "context_order": {`"oldest"`}, "confidence_weight": {`11`}, "extract_facts": {`"yes"`, `1`},
+		"extract_facts_max":    {`0`, `1001`, `2.5`},
 		"confidence_by_source": {`{"explicit": 2}`, `{"explicit": 0.9}`, `{"explicit": 0.9, "import": 0.8, "extracted": 0.7, "conversation": 0.6, "rumour": 0.1}`},
 		"purge_after_days":     {`0`}, "cleanup_interval": {`"soon"`, `"1 second"`}, "jobs_retention": {`"-1 day"`},
 		"message_max_future": {`"-1 hour"`, `"1000 years"`}, "embedder": {`"openai"`, `42`},

@@ -139,6 +139,7 @@ type settings struct {
 	Embedder        string             `key:"embedder"`
 	EmbeddingDim    int                `key:"embedding_dim"`
 	ExtractFacts    bool               `key:"extract_facts"`
+	FactsMax        int                `key:"extract_facts_max"`
 }
 
 func loadSettings(ctx context.Context, db jobs.Querier) (settings, error) {
@@ -169,6 +170,9 @@ func loadSettings(ctx context.Context, db jobs.Querier) (settings, error) {
 		if err := json.Unmarshal(raw, rv.Field(i).Addr().Interface()); err != nil {
 			return s, fmt.Errorf("setting %s = %s: %w", key, raw, err)
 		}
+	}
+	if s.FactsMax < 1 {
+		return s, fmt.Errorf("setting extract_facts_max (%d): want >= 1", s.FactsMax)
 	}
 	if s.Window < 1 || s.EpisodeMin < 1 || s.EpisodeMax < s.EpisodeMin || s.SummarySents < 1 {
 		return s, fmt.Errorf("settings segment_window (%d), segment_episode_min (%d), segment_episode_max (%d), segment_summary_sentences (%d): want window, min and sentences >= 1 and max >= min",

@@ -108,7 +108,7 @@ func (p *Pipelines) Segment(ctx context.Context, db jobs.Store, job jobs.Job) er
 		if embs, err = p.embedEpisodes(ctx, eps, set); err != nil {
 			return fmt.Errorf("segment job %d: %w", job.ID, err)
 		}
-		p.findFacts(eps, set)
+		p.findFacts(eps, set, log)
 	}
 
 	// Writes: one short transaction under the queue row lock.
@@ -212,27 +212,39 @@ func (p *Pipelines) createEpisode(ctx context.Context, tx pgx.Tx, conv uuid.UUID
 }
 
 // findFacts gives each episode its facts when setting extract_facts is on:
-// the offline extractor's, unless an LLM segmenter returned them already.
-// Assistant, system and tool turns state nothing about the user.
-func (p *Pipelines) findFacts(eps []episode, set settings) {
+// the offline extractor's, unless an LLM segmenter returned them already;
+// at most extract_facts_max, the first ones (mneme.add_fact refuses more:
+// one message listing thousands of facts would otherwise become thousands
+// of memories and revise jobs). Assistant, system and tool turns state
+// nothing about the user.
+func (p *Pipelines) findFacts(eps []episode, set settings, log *slog.Logger) {
 	for i := range eps {
 		if !set.ExtractFacts {
 			eps[i].Facts = nil
 			continue
 		}
-		if p.llmFacts {
+		if !p.llmFacts {
+			eps[i].Facts = extractFacts(eps[i].Messages)
+		}
+		if n := len(eps[i].Facts); n > set.FactsMax {
+			eps[i].Facts = eps[i].Facts[:set.FactsMax]
+			log.Warn("segment: more facts than extract_facts_max; the rest stay in the episode only",
+				"facts", n, "kept", set.FactsMax)
+		}
+	}
+}
+
+// extractFacts is the offline extractor's facts of an episode's messages.
+func extractFacts(episode []message) []revision.Extracted {
+	msgs := make([]revision.Message, 0, len(episode))
+	for _, m := range episode {
+		switch strings.ToLower(m.Role) {
+		case "assistant", "system", "tool":
 			continue
 		}
-		msgs := make([]revision.Message, 0, len(eps[i].Messages))
-		for _, m := range eps[i].Messages {
-			switch strings.ToLower(m.Role) {
-			case "assistant", "system", "tool":
-				continue
-			}
-			msgs = append(msgs, revision.Message{ID: m.ID, Speaker: m.Role, Content: m.Content})
-		}
-		eps[i].Facts = revision.ExtractFacts(msgs)
+		msgs = append(msgs, revision.Message{ID: m.ID, Speaker: m.Role, Content: m.Content})
 	}
+	return revision.ExtractFacts(msgs)
 }
 
 // addFacts stores an episode's facts (mneme.add_fact: a semantic memory
