@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -226,4 +227,56 @@ func TestRunShutdownTimeout(t *testing.T) {
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT state, attempts FROM mneme.jobs WHERE kind = 'segment'`).Scan(&state, &attempts))
 	require.Equal(t, "pending", state, "released for another worker")
 	require.Zero(t, attempts, "a released attempt does not count")
+}
+
+// An inactive replication slot that nothing streams from is named at start
+// (it keeps WAL until the disk fills) and exported as a gauge.
+func TestServeWarnsAbandonedSlot(t *testing.T) {
+	db := dbtest.New(t, dbtest.WithVector("array"))
+	ctx := context.Background()
+	slot := "abandoned_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	_, err := db.Pool.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, slot)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = db.Pool.Exec(context.Background(), `SELECT pg_drop_replication_slot($1)`, slot) })
+
+	cfg := config.Config{DatabaseURL: db.URL, Events: "notify", Concurrency: 1, PollEvery: time.Hour,
+		MetricsAddr: freeAddr(t), SlotName: slot}
+	var logged syncBuffer
+	d, err := daemon.New(ctx, cfg, db.Pool, slog.New(slog.NewTextHandler(&logged, nil)))
+	require.NoError(t, err)
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- d.Serve(sctx) }()
+	base := "http://" + cfg.MetricsAddr
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(base + "/metrics")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == 200
+	}, 30*time.Second, 20*time.Millisecond)
+	_, body := get(t, base+"/metrics")
+	require.Contains(t, body, `mneme_replication_slot_retained_wal_bytes{slot="`+slot+`",active="false"}`)
+	require.Contains(t, logged.String(), "an inactive replication slot keeps WAL")
+	require.Contains(t, logged.String(), "mneme slot drop")
+	cancel()
+	require.NoError(t, <-done)
+}
+
+// syncBuffer is a bytes.Buffer safe for the logger's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -106,7 +106,7 @@ func fromLookup(lookup func(string) (string, bool)) (Config, error) {
 		DatabaseURL:     get("DATABASE_URL", ""),
 		Vector:          get("MNEME_VECTOR", "auto"),
 		EmbedDim:        atoi("MNEME_EMBED_DIM", DefaultEmbedDim),
-		Events:          get("MNEME_EVENTS", EventsAuto),
+		Events:          get("MNEME_EVENTS", EventsNotify),
 		Concurrency:     atoi("MNEME_CONCURRENCY", 4),
 		MetricsAddr:     get("MNEME_METRICS_ADDR", "127.0.0.1:9464"),
 		PollEvery:       dur("MNEME_POLL_INTERVAL", 5*time.Second),

@@ -16,7 +16,7 @@ func TestDefaults(t *testing.T) {
 	c, err := fromLookup(lookup(map[string]string{"DATABASE_URL": "postgres://u@127.0.0.1:5432/db"}))
 	require.NoError(t, err)
 	require.NoError(t, c.Validate(true))
-	require.Equal(t, EventsAuto, c.Events)
+	require.Equal(t, EventsNotify, c.Events, "NOTIFY by default: replication measured no faster and keeps a slot")
 	require.Equal(t, 4, c.Concurrency)
 	require.Equal(t, "127.0.0.1:9464", c.MetricsAddr)
 	require.Equal(t, 5*time.Second, c.PollEvery)

@@ -104,6 +104,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 		return err
 	}
 	log.Info("event transport", "transport", transport, "why", why, "sweep_every", cfg.PollEvery)
+	warnAbandonedSlot(ctx, pool, cfg.SlotName, transport, log)
 	src, err := events.New(transport, events.Options{
 		DSN: cfg.DatabaseURL, Pool: pool, Slot: cfg.SlotName, Logger: log,
 	}, runner)
@@ -112,6 +113,9 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	}
 	reg.Gauge("mneme_jobs", "Jobs in mneme.jobs by kind and state (pending = queue depth).",
 		[]string{"kind", "state"}, func() ([]metrics.Sample, error) { return jobCounts(pool) })
+	reg.Gauge("mneme_replication_slot_retained_wal_bytes",
+		"WAL the replication slot keeps (0 samples: no slot); an inactive slot keeps it until dropped.",
+		[]string{"slot", "active"}, func() ([]metrics.Sample, error) { return slotSamples(pool, cfg.SlotName) })
 
 	var srv *http.Server
 	if cfg.MetricsAddr != "" {
