@@ -91,6 +91,33 @@ func cmdBenchWriters(ctx context.Context, log *slog.Logger, args []string) error
 	return nil
 }
 
+func cmdBenchIngest(ctx context.Context, log *slog.Logger, args []string) error {
+	fs := flags("bench ingest")
+	o := bench.IngestOptions{Log: log}
+	convs, asJSON := o.Bind(fs)
+	if err := cli.Parse(fs, args, false); err != nil {
+		return err
+	}
+	if err := o.Validate(*convs); err != nil {
+		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
+	}
+	var err error
+	if o.Server, err = bench.Server("ingest"); err != nil {
+		return err
+	}
+	results, err := bench.Ingest(ctx, o)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return jsonLines(results)
+	}
+	fmt.Printf("mneme bench ingest: writers for %s per run, %d sidecars x %d jobs at once, offline pipelines, %d memories stored before\n",
+		o.Duration, o.Sidecars, o.Concurrency, o.Preload)
+	bench.WriteIngestTable(os.Stdout, results)
+	return nil
+}
+
 // jsonLines prints one JSON object per result.
 func jsonLines[T any](results []T) error {
 	enc := json.NewEncoder(os.Stdout)

@@ -78,3 +78,26 @@ func TestBenchRetrieve(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr, `connect to mneme_bench_missing`)
 }
+
+// bench ingest at a tiny size: the writers' messages all stored, the
+// sidecars turn them into memories, and the lag is measured.
+func TestBenchIngest(t *testing.T) {
+	server := dbtest.ServerURL(t)
+	out, stderr, code := mnemeCmd(t, server, "bench", "ingest", "--conversations", "3", "--duration", "2s",
+		"--sidecars", "1", "--concurrency", "2", "--preload", "200", "--json")
+	require.Equal(t, 0, code, stderr)
+	var res bench.IngestResult
+	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
+	require.Equal(t, 3, res.Conversations)
+	require.Equal(t, 200, res.Preloaded)
+	require.Positive(t, res.Messages)
+	require.Zero(t, res.Failures)
+	require.Zero(t, res.FailedJobs)
+	require.Positive(t, res.SegmentJobs)
+	require.Positive(t, res.Memories, "the sidecars segmented what was written")
+	require.Positive(t, res.Lag.P50)
+
+	_, stderr, code = mnemeCmd(t, server, "bench", "ingest", "--conversations", "0")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "--conversations")
+}

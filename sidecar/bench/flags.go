@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -68,6 +69,31 @@ func (o *WritersOptions) Bind(fs *flag.FlagSet) *bool {
 func (o *WritersOptions) Validate() error {
 	if o.Writers < 1 || o.Writers > 500 || o.Messages < 1 {
 		return errors.New("--writers must be 1 to 500 and --messages positive")
+	}
+	return nil
+}
+
+// Bind binds mneme bench ingest's flags; it returns --conversations and --json.
+func (o *IngestOptions) Bind(fs *flag.FlagSet) (*string, *bool) {
+	convs := fs.String("conversations", "100,1000", "comma-separated conversation counts, one run each (each written at once)")
+	fs.DurationVar(&o.Duration, "duration", 30*time.Second, "how long the writers write in each run")
+	fs.IntVar(&o.Sidecars, "sidecars", 2, "sidecars (as mneme run) serving the database")
+	fs.IntVar(&o.Concurrency, "concurrency", 2, "jobs each sidecar runs at once")
+	fs.IntVar(&o.Preload, "preload", 0, "memories stored in bulk before the runs, in 1,000 other conversations (e.g. 1000000)")
+	return convs, fs.Bool("json", false, "print JSON, one object per run")
+}
+
+// Validate checks the bound flags and sets Conversations.
+func (o *IngestOptions) Validate(convs string) error {
+	if o.Duration <= 0 || o.Sidecars < 1 || o.Sidecars > 16 || o.Concurrency < 1 || o.Preload < 0 {
+		return errors.New("--duration must be positive, --sidecars 1 to 16, --concurrency positive, --preload 0 or more")
+	}
+	for _, s := range strings.Split(convs, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 || n > 100000 {
+			return fmt.Errorf("--conversations %q: want counts from 1 to 100000, comma-separated", s)
+		}
+		o.Conversations = append(o.Conversations, n)
 	}
 	return nil
 }

@@ -1,0 +1,265 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/mneme-memory/mneme/sidecar/config"
+	"github.com/mneme-memory/mneme/sidecar/daemon"
+	"github.com/mneme-memory/mneme/sidecar/migrate"
+	"github.com/mneme-memory/mneme/sidecar/scratch"
+)
+
+// IngestOptions size `mneme bench ingest`.
+type IngestOptions struct {
+	Server        string        // DATABASE_URL: the scratch database is created on its server
+	Conversations []int         // one run per count: that many conversations written at once
+	Duration      time.Duration // how long the writers write in each run
+	Sidecars      int           // sidecars (daemons, as `mneme run`) serving the database
+	Concurrency   int           // jobs each sidecar runs at once
+	Preload       int           // memories stored before the runs (bulk, in other conversations)
+	Log           *slog.Logger
+}
+
+// IngestResult is one run.
+type IngestResult struct {
+	Conversations int     `json:"conversations"`
+	Sidecars      int     `json:"sidecars"`
+	Concurrency   int     `json:"concurrency"`
+	Preloaded     int     `json:"memories_before"`
+	Messages      int64   `json:"messages"`
+	Failures      int64   `json:"failures"`
+	Seconds       float64 `json:"write_seconds"`
+	PerSecond     float64 `json:"messages_per_sec"`
+	SegmentJobs   int     `json:"segment_jobs"`
+	Memories      int     `json:"memories_created"`
+	FailedJobs    int     `json:"failed_jobs"`
+	// Lag is the segmentation lag: from the add_message that queued a
+	// segment job (its created_at) to the job's memories committed (its
+	// finished_at), for the jobs queued while the writers wrote.
+	Lag Latencies `json:"segmentation_lag_ms"`
+	// Backlog is how long the sidecars took, once the writers stopped, to
+	// run every job left.
+	BacklogSeconds float64 `json:"backlog_seconds"`
+}
+
+// Ingest measures sustained add_message throughput with the sidecars
+// running the real pipelines (offline), and how far segmentation lags
+// behind: writers send messages as fast as add_message takes them, each to
+// its own conversation, the server's clock as the message time.
+func Ingest(ctx context.Context, o IngestOptions) ([]IngestResult, error) {
+	if len(o.Conversations) == 0 || o.Duration <= 0 || o.Sidecars < 1 || o.Concurrency < 1 || o.Preload < 0 {
+		return nil, fmt.Errorf("conversations, duration, sidecars and concurrency must be positive")
+	}
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	db, err := scratch.Create(ctx, scratch.Options{Server: o.Server, Prefix: "mneme_bench_", Log: log})
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	if _, err := migrate.Run(ctx, db.URL, migrate.Options{Vector: "array", Logger: log}); err != nil {
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	pcfg, err := pgxpool.ParseConfig(db.URL)
+	if err != nil {
+		return nil, err
+	}
+	maxConv := 0
+	for _, n := range o.Conversations {
+		maxConv = max(maxConv, n)
+	}
+	pcfg.MaxConns = int32(min(maxConv, 200) + 4)
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, err
+	}
+	defer pool.Close()
+	if o.Preload > 0 {
+		if err := preload(ctx, pool, o.Preload, log); err != nil {
+			return nil, err
+		}
+	}
+
+	// The sidecars, as `mneme run` wires them: offline pipelines, NOTIFY
+	// wake-ups, the sweep.
+	cfg := config.Config{DatabaseURL: db.URL, Events: config.EventsNotify, Concurrency: o.Concurrency,
+		PollEvery: time.Second, MaxAttempts: 5, JobLease: 30 * time.Second, ShutdownTimeout: 30 * time.Second,
+		EmbedDim: config.DefaultEmbedDim}
+	sctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	errs := make(chan error, o.Sidecars)
+	for i := 0; i < o.Sidecars; i++ {
+		spool, err := daemon.OpenPool(ctx, cfg)
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		defer spool.Close()
+		d, err := daemon.New(ctx, cfg, spool, slog.New(slog.DiscardHandler))
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := d.Serve(sctx); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	defer func() {
+		stop()
+		wg.Wait()
+	}()
+
+	var out []IngestResult
+	for _, n := range o.Conversations {
+		r, err := ingestRun(ctx, pool, o, n, log)
+		if err != nil {
+			return out, err
+		}
+		select {
+		case err := <-errs:
+			return out, fmt.Errorf("sidecar: %w", err)
+		default:
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// preload stores n synthetic memories in 1,000 other conversations, in
+// bulk (the BM25 statistics by their statement trigger): only their volume
+// matters here.
+func preload(ctx context.Context, pool *pgxpool.Pool, n int, log *slog.Logger) error {
+	log.Info("bench ingest: preloading memories", "memories", n)
+	c, err := benchMemories(config.DefaultEmbedDim, n, min(1000, n))
+	if err != nil {
+		return err
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	return loadBenchMemories(ctx, conn.Conn(), "array", c)
+}
+
+func ingestRun(ctx context.Context, pool *pgxpool.Pool, o IngestOptions, nconv int, log *slog.Logger) (IngestResult, error) {
+	res := IngestResult{Conversations: nconv, Sidecars: o.Sidecars, Concurrency: o.Concurrency, Preloaded: o.Preload}
+	convs := make([]uuid.UUID, nconv)
+	for i := range convs {
+		convs[i] = uuid.New()
+	}
+	var sent, failures atomic.Int64
+	// Writers stop at the deadline between calls: a call cancelled midway
+	// would be neither a message nor a failure.
+	deadline := time.Now().Add(o.Duration)
+	writing := func() bool { return ctx.Err() == nil && time.Now().Before(deadline) }
+	// At most 200 connections write at once; each serves its share of the
+	// conversations in turn, one message to each.
+	writers := min(nconv, 200)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; writing(); i++ {
+				for c := w; c < nconv && writing(); c += writers {
+					_, err := pool.Exec(ctx, `SELECT mneme.add_message($1, $2, $3)`, convs[c],
+						[]string{"user", "assistant"}[i%2], ingestText(c, i))
+					if err == nil {
+						sent.Add(1)
+					} else if failures.Add(1) == 1 {
+						log.Warn("add_message failed", "err", err)
+					}
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	res.Seconds = time.Since(start).Seconds()
+	res.Messages, res.Failures = sent.Load(), failures.Load()
+	res.PerSecond = float64(res.Messages) / res.Seconds
+	writeEnd := time.Now()
+
+	// Let the sidecars finish what the writers left: cut every
+	// conversation's tail and wait for the queue to drain.
+	if _, err := pool.Exec(ctx, `SELECT mneme.segment_now(c) FROM unnest($1::uuid[]) c`, convs); err != nil {
+		return res, fmt.Errorf("segment_now: %w", err)
+	}
+	for {
+		var busy int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM mneme.jobs WHERE state IN ('pending', 'running') AND run_at <= now()`).Scan(&busy); err != nil {
+			return res, err
+		}
+		if busy == 0 {
+			break
+		}
+		if time.Since(writeEnd) > 30*time.Minute {
+			return res, fmt.Errorf("jobs still pending 30 minutes after the writers stopped")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	res.BacklogSeconds = time.Since(writeEnd).Seconds()
+
+	var lags []float64
+	rows, err := pool.Query(ctx, `SELECT extract(epoch FROM finished_at - created_at) * 1000 FROM mneme.jobs
+		WHERE kind = 'segment' AND state = 'done' AND conversation_id = ANY ($1) AND created_at <= $2`, convs, writeEnd)
+	if err != nil {
+		return res, err
+	}
+	for rows.Next() {
+		var ms float64
+		if err := rows.Scan(&ms); err != nil {
+			rows.Close()
+			return res, err
+		}
+		lags = append(lags, ms)
+	}
+	if err := rows.Err(); err != nil {
+		return res, err
+	}
+	res.Lag = percentiles(lags)
+	if err := pool.QueryRow(ctx, `SELECT
+			(SELECT count(*) FROM mneme.jobs WHERE kind = 'segment' AND conversation_id = ANY ($1)),
+			(SELECT count(*) FROM mneme.jobs WHERE state = 'failed' AND conversation_id = ANY ($1)),
+			(SELECT count(*) FROM mneme.memories WHERE conversation_id = ANY ($1))`, convs).
+		Scan(&res.SegmentJobs, &res.FailedJobs, &res.Memories); err != nil {
+		return res, err
+	}
+	log.Info("bench ingest", "conversations", nconv, "messages_per_sec", int(res.PerSecond), "lag_p95_ms", res.Lag.P95)
+	return res, nil
+}
+
+// ingestText is message i of conversation c: a topic every twelve
+// messages, so the offline segmenter finds episodes as well as the
+// 30-message forced cut.
+func ingestText(c, i int) string {
+	topics := []string{"the garden and the tomato beds", "learning Rust and the borrow checker",
+		"a trip to Lisbon in the spring", "the new job at the bakery", "running a half marathon"}
+	return fmt.Sprintf("message %d of conversation %d: more about %s, detail %d", i, c, topics[(c+i/12)%len(topics)], i%7)
+}
+
+// WriteIngestTable prints the results for a person.
+func WriteIngestTable(w io.Writer, results []IngestResult) {
+	fmt.Fprintf(w, "  %-13s %9s %9s %9s %11s %9s %9s %9s %9s %10s %8s\n", "conversations", "messages", "failures",
+		"msgs/s", "segment jobs", "memories", "lag p50", "lag p95", "lag p99", "backlog s", "failed")
+	for _, r := range results {
+		fmt.Fprintf(w, "  %-13d %9d %9d %9.0f %11d %9d %9.0f %9.0f %9.0f %10.1f %8d\n", r.Conversations, r.Messages,
+			r.Failures, r.PerSecond, r.SegmentJobs, r.Memories, r.Lag.P50, r.Lag.P95, r.Lag.P99, r.BacklogSeconds, r.FailedJobs)
+	}
+}
