@@ -112,8 +112,12 @@ func cmdBenchIngest(ctx context.Context, log *slog.Logger, args []string) error 
 	if *asJSON {
 		return jsonLines(results)
 	}
-	fmt.Printf("mneme bench ingest: writers for %s per run, %d sidecars x %d jobs at once, offline pipelines, %d memories stored before\n",
-		o.Duration, o.Sidecars, o.Concurrency, o.Preload)
+	rate := "as fast as they can"
+	if o.Rate > 0 {
+		rate = fmt.Sprintf("%d messages/s in all", o.Rate)
+	}
+	fmt.Printf("mneme bench ingest: writers for %s per run (%s), %d sidecars x %d jobs at once, offline pipelines, %d memories stored before\n",
+		o.Duration, rate, o.Sidecars, o.Concurrency, o.Preload)
 	bench.WriteIngestTable(os.Stdout, results)
 	return nil
 }

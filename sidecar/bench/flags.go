@@ -80,13 +80,14 @@ func (o *IngestOptions) Bind(fs *flag.FlagSet) (*string, *bool) {
 	fs.IntVar(&o.Sidecars, "sidecars", 2, "sidecars (as mneme run) serving the database")
 	fs.IntVar(&o.Concurrency, "concurrency", 2, "jobs each sidecar runs at once")
 	fs.IntVar(&o.Preload, "preload", 0, "memories stored in bulk before the runs, in 1,000 other conversations (e.g. 1000000)")
+	fs.IntVar(&o.Rate, "rate", 0, "messages per second the writers aim at together (0: as fast as add_message takes them)")
 	return convs, fs.Bool("json", false, "print JSON, one object per run")
 }
 
 // Validate checks the bound flags and sets Conversations.
 func (o *IngestOptions) Validate(convs string) error {
-	if o.Duration <= 0 || o.Sidecars < 1 || o.Sidecars > 16 || o.Concurrency < 1 || o.Preload < 0 {
-		return errors.New("--duration must be positive, --sidecars 1 to 16, --concurrency positive, --preload 0 or more")
+	if o.Duration <= 0 || o.Sidecars < 1 || o.Sidecars > 16 || o.Concurrency < 1 || o.Preload < 0 || o.Rate < 0 {
+		return errors.New("--duration must be positive, --sidecars 1 to 16, --concurrency positive, --preload and --rate 0 or more")
 	}
 	for _, s := range strings.Split(convs, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))

@@ -26,6 +26,7 @@ type IngestOptions struct {
 	Sidecars      int           // sidecars (daemons, as `mneme run`) serving the database
 	Concurrency   int           // jobs each sidecar runs at once
 	Preload       int           // memories stored before the runs (bulk, in other conversations)
+	Rate          int           // messages per second the writers aim at together (0: as fast as they can)
 	Log           *slog.Logger
 }
 
@@ -35,6 +36,7 @@ type IngestResult struct {
 	Sidecars      int     `json:"sidecars"`
 	Concurrency   int     `json:"concurrency"`
 	Preloaded     int     `json:"memories_before"`
+	Rate          int     `json:"target_messages_per_sec"`
 	Messages      int64   `json:"messages"`
 	Failures      int64   `json:"failures"`
 	Seconds       float64 `json:"write_seconds"`
@@ -158,7 +160,7 @@ func preload(ctx context.Context, pool *pgxpool.Pool, n int, log *slog.Logger) e
 }
 
 func ingestRun(ctx context.Context, pool *pgxpool.Pool, o IngestOptions, nconv int, log *slog.Logger) (IngestResult, error) {
-	res := IngestResult{Conversations: nconv, Sidecars: o.Sidecars, Concurrency: o.Concurrency, Preloaded: o.Preload}
+	res := IngestResult{Conversations: nconv, Sidecars: o.Sidecars, Concurrency: o.Concurrency, Preloaded: o.Preload, Rate: o.Rate}
 	convs := make([]uuid.UUID, nconv)
 	for i := range convs {
 		convs[i] = uuid.New()
@@ -177,8 +179,14 @@ func ingestRun(ctx context.Context, pool *pgxpool.Pool, o IngestOptions, nconv i
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
+			sent0 := 0
 			for i := 0; writing(); i++ {
 				for c := w; c < nconv && writing(); c += writers {
+					if o.Rate > 0 { // this writer's share of the rate, on schedule
+						due := start.Add(time.Duration(float64(sent0) * float64(writers) / float64(o.Rate) * float64(time.Second)))
+						time.Sleep(time.Until(due))
+						sent0++
+					}
 					_, err := pool.Exec(ctx, `SELECT mneme.add_message($1, $2, $3)`, convs[c],
 						[]string{"user", "assistant"}[i%2], ingestText(c, i))
 					if err == nil {
