@@ -21,12 +21,61 @@ BEGIN
             USING ERRCODE = '22023', HINT = 'an admin creates tenants: SELECT mneme.create_tenant(''acme'')';
     END IF;
     PERFORM set_config('mneme.tenant', set_tenant.tenant, true);
+    PERFORM mneme._tenant();  -- a login bound to another tenant: 42501 here, not at its next call
     RETURN set_tenant.tenant;
 END
 $$;
 COMMENT ON FUNCTION mneme.set_tenant(text) IS
     'Sets the tenant of the current transaction (transaction-local: call it after BEGIN, or in the same '
-    'statement''s transaction). Every mneme function then sees and writes only that tenant''s rows.';
+    'statement''s transaction). Every mneme function then sees and writes only that tenant''s rows. A login an '
+    'admin bound to a tenant (mneme.bind_login) may set only that one (42501 otherwise).';
+
+CREATE OR REPLACE FUNCTION mneme.bind_login(login text, tenant text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    IF bind_login.login IS NULL OR bind_login.tenant IS NULL THEN
+        RAISE EXCEPTION 'login and tenant must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = bind_login.login AND r.rolcanlogin) THEN
+        RAISE EXCEPTION 'no login role %', mneme._quote_prefix(bind_login.login) USING ERRCODE = '22023',
+            HINT = 'CREATE ROLE ... LOGIN IN ROLE mneme_app first';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM mneme.tenants t WHERE t.id = bind_login.tenant) THEN
+        RAISE EXCEPTION 'unknown tenant %', mneme._quote_prefix(bind_login.tenant) USING ERRCODE = '22023',
+            HINT = 'SELECT mneme.create_tenant(...) first';
+    END IF;
+    IF pg_catalog.pg_has_role(bind_login.login, 'mneme_worker', 'MEMBER') THEN
+        RAISE EXCEPTION 'login % is a sidecar login (mneme_worker): it serves every tenant', bind_login.login
+            USING ERRCODE = '22023';
+    END IF;
+    INSERT INTO mneme.tenant_logins (login, tenant_id) VALUES (bind_login.login, bind_login.tenant)
+    ON CONFLICT (login) DO UPDATE SET tenant_id = EXCLUDED.tenant_id, bound_at = now(), bound_by = session_user;
+END
+$$;
+COMMENT ON FUNCTION mneme.bind_login(text, text) IS
+    'Binds a database login to a tenant (admin): every session of that login acts for that tenant only, '
+    'whatever it sets (setting another tenant is 42501). For one login per customer. Rebinding moves it.';
+
+CREATE OR REPLACE FUNCTION mneme.unbind_login(login text)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF unbind_login.login IS NULL THEN
+        RAISE EXCEPTION 'login must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    DELETE FROM mneme.tenant_logins b WHERE b.login = unbind_login.login;
+    RETURN FOUND;
+END
+$$;
+COMMENT ON FUNCTION mneme.unbind_login(text) IS
+    'Removes a login''s tenant binding (admin); it then acts for the tenant its sessions set. Returns whether '
+    'there was one.';
 
 CREATE OR REPLACE FUNCTION mneme.create_tenant(tenant text)
 RETURNS text

@@ -11,15 +11,21 @@ CREATE OR REPLACE FUNCTION mneme._event_actor()
 RETURNS text
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
-AS $$ SELECT coalesce(nullif(current_setting('mneme.actor', true), ''), current_user::text) $$;
-COMMENT ON FUNCTION mneme._event_actor() IS 'Internal: who acts (setting mneme.actor, else current_user).';
+AS $$ SELECT CASE WHEN mneme._is_worker() THEN coalesce(nullif(current_setting('mneme.actor', true), ''), session_user::text)
+                 ELSE session_user::text END $$;
+COMMENT ON FUNCTION mneme._event_actor() IS
+    'Internal: who acts: the login (session_user); mneme''s own jobs (sessions of mneme_worker) may name '
+    'themselves through the setting mneme.actor (cleanup, review, revise:...). No other session can.';
 
 CREATE OR REPLACE FUNCTION mneme._event_at()
 RETURNS timestamptz
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
-AS $$ SELECT coalesce(nullif(current_setting('mneme.event_at', true), '')::timestamptz, now()) $$;
-COMMENT ON FUNCTION mneme._event_at() IS 'Internal: when (setting mneme.event_at, else now()).';
+AS $$ SELECT CASE WHEN mneme._is_worker() THEN coalesce(nullif(current_setting('mneme.event_at', true), '')::timestamptz, now())
+                 ELSE now() END $$;
+COMMENT ON FUNCTION mneme._event_at() IS
+    'Internal: when: now(); mneme''s own jobs (sessions of mneme_worker) may date events through mneme.event_at '
+    '(a cleanup run at a given time). No other session can.';
 
 -- A memory that becomes inactive is active again when it is reviewed,
 -- reconfirmed or pinned.
@@ -139,8 +145,8 @@ AS $$
 BEGIN
     -- erase may remove content from earlier events' reasons, nothing else.
     IF TG_OP = 'UPDATE' AND current_setting('mneme.erasing', true) = 'on' AND NEW.reason IS NULL
-       AND (NEW.id, NEW.memory_id, NEW.conversation_id, NEW.event, NEW.actor, NEW.review_log_id, NEW.at)
-           IS NOT DISTINCT FROM (OLD.id, OLD.memory_id, OLD.conversation_id, OLD.event, OLD.actor, OLD.review_log_id, OLD.at) THEN
+       AND (NEW.id, NEW.memory_id, NEW.conversation_id, NEW.event, NEW.actor, NEW.review_log_id, NEW.at, NEW.caller, NEW.tenant_id)
+           IS NOT DISTINCT FROM (OLD.id, OLD.memory_id, OLD.conversation_id, OLD.event, OLD.actor, OLD.review_log_id, OLD.at, OLD.caller, OLD.tenant_id) THEN
         RETURN NEW;
     END IF;
     RAISE EXCEPTION 'mneme.memory_events is append-only (% refused)', TG_OP

@@ -30,7 +30,7 @@ DECLARE
         'apply_revision', 'add_fact'];
     admin constant text[] := ARRAY[
         'set_setting', 'change_embedding_dim', 'reset_initial_state', 'erase', 'erase_conversation', 'reactivate',
-        'cleanup', 'schedule_cleanup', 'retry_job', 'bm25_reindex', 'create_tenant'];
+        'cleanup', 'schedule_cleanup', 'retry_job', 'bm25_reindex', 'create_tenant', 'bind_login', 'unbind_login'];
     f record;
 BEGIN
     IF NOT pg_catalog.pg_has_role(current_user, 'mneme_owner', 'MEMBER') THEN
@@ -52,6 +52,11 @@ BEGIN
              FROM pg_catalog.pg_proc p WHERE p.pronamespace = 'mneme'::regnamespace AND p.prokind = 'f' LOOP
         EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f.sig);
         IF f.name IN ('_tenant', '_is_worker') THEN
+            -- The row policies call them as whoever queries. _tenant reads
+            -- the login bindings (SECURITY DEFINER, as mneme_owner).
+            IF f.name = '_tenant' THEN
+                EXECUTE format('ALTER FUNCTION %s OWNER TO mneme_owner', f.sig);
+            END IF;
             EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO PUBLIC', f.sig);
             CONTINUE;
         END IF;
