@@ -176,7 +176,9 @@ BEGIN
     END IF;
     -- A wake-up hint only: sidecars also sweep the table and may follow the
     -- WAL instead. Delivered at commit, so never for a rolled-back job.
-    PERFORM pg_notify('mneme_jobs', json_build_object('id', v_id, 'kind', enqueue_job.kind)::text);
+    -- Empty: any role may LISTEN, and a payload would tell it every
+    -- tenant's job ids and kinds.
+    PERFORM pg_notify('mneme_jobs', '');
     RETURN v_id;
 END
 $$;

@@ -191,18 +191,34 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_ids uuid[];
+    v_ids   uuid[];
+    v_convs uuid[];
 BEGIN
     LOCK TABLE mneme.memories IN SHARE MODE;  -- no writes while the statistics are rebuilt
-    TRUNCATE mneme.bm25_postings, mneme.bm25_docs, mneme.bm25_terms, mneme.bm25_stats;
-    SELECT array_agg(id) INTO v_ids FROM mneme.memories WHERE status = 'active';
+    IF mneme._is_worker() THEN
+        -- The sidecar's role (or a superuser) sees every tenant's memories:
+        -- everything is rebuilt.
+        TRUNCATE mneme.bm25_postings, mneme.bm25_docs, mneme.bm25_terms, mneme.bm25_stats;
+        SELECT array_agg(id) INTO v_ids FROM mneme.memories WHERE status = 'active';
+    ELSE
+        -- Anyone else sees one tenant (row security): only its
+        -- conversations' statistics are removed, and rebuilt.
+        v_convs := ARRAY(SELECT q.id FROM mneme.message_queue q UNION SELECT m.conversation_id FROM mneme.memories m);
+        DELETE FROM mneme.bm25_postings p WHERE p.conversation_id = ANY (v_convs);
+        DELETE FROM mneme.bm25_docs d WHERE d.conversation_id = ANY (v_convs);
+        DELETE FROM mneme.bm25_terms t WHERE t.conversation_id = ANY (v_convs);
+        DELETE FROM mneme.bm25_stats s WHERE s.conversation_id = ANY (v_convs);
+        SELECT array_agg(id) INTO v_ids FROM mneme.memories WHERE status = 'active' AND conversation_id = ANY (v_convs);
+    END IF;
     PERFORM mneme._bm25_apply('{}', coalesce(v_ids, '{}'));
     RETURN coalesce(cardinality(v_ids), 0);
 END
 $$;
 COMMENT ON FUNCTION mneme.bm25_reindex() IS
     'Rebuilds the BM25 statistics from mneme.memories (after changing the tokeniser, or to check them); '
-    'returns the number of memories indexed.';
+    'returns the number of memories indexed. Run by the sidecar''s role or a superuser it rebuilds every '
+    'tenant''s; run by an admin under a tenant, that tenant''s conversations only (it removes only what it '
+    'rebuilds).';
 
 -- A database that had memories before the BM25 tables existed gets them indexed once.
 DO $$

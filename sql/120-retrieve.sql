@@ -229,6 +229,11 @@ BEGIN
         RAISE EXCEPTION 'since (%) is after until (%)', vector_search.since, vector_search.until USING ERRCODE = '22023',
             HINT = 'the range is since <= created_at < until';
     END IF;
+    -- Another tenant's conversation is not searched at all: its size must
+    -- not show in how long an empty answer takes.
+    IF NOT mneme._readable_conversation(vector_search.conversation_id) THEN
+        RETURN;
+    END IF;
     RETURN QUERY SELECT * FROM mneme._vector_search(vector_search.conversation_id, vector_search.embedding, vector_search.k, vector_search.since, vector_search.until);
 END
 $$;

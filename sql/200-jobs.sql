@@ -265,7 +265,7 @@ COMMENT ON FUNCTION mneme.release_job(bigint, text, int) IS
 -- -----------------------------------------------------------------------------
 -- Operator views and commands
 -- -----------------------------------------------------------------------------
-CREATE OR REPLACE VIEW mneme.job_stats AS
+CREATE OR REPLACE VIEW mneme.job_stats WITH (security_invoker = true) AS
 SELECT j.kind,
        j.state,
        count(*)            AS jobs,
@@ -308,7 +308,7 @@ BEGIN
     END;
     -- requeued: the replication transport sees inserts only, so it listens
     -- for these notifications (and only these) as well.
-    PERFORM pg_notify('mneme_jobs', json_build_object('id', retry_job.id, 'kind', j.kind, 'requeued', true)::text);
+    PERFORM pg_notify('mneme_jobs', 'requeued');  -- no id or kind: any role may LISTEN
 END
 $$;
 COMMENT ON FUNCTION mneme.retry_job(bigint) IS
@@ -350,7 +350,7 @@ CREATE TRIGGER jobs_set_aside AFTER UPDATE OF state ON mneme.jobs
     FOR EACH ROW WHEN (NEW.kind = 'segment' AND (NEW.state = 'failed') IS DISTINCT FROM (OLD.state = 'failed'))
     EXECUTE FUNCTION mneme.jobs_set_aside_trg();
 
-CREATE OR REPLACE VIEW mneme.set_aside_messages AS
+CREATE OR REPLACE VIEW mneme.set_aside_messages WITH (security_invoker = true) AS
 SELECT m.conversation_id, m.id AS message_id, m.role, m.content, m.created_at,
        m.set_aside_job_id AS job_id, m.consumed_at AS set_aside_at, j.last_error
 FROM mneme.messages m

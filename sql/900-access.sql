@@ -47,6 +47,11 @@ BEGIN
     GRANT USAGE ON SCHEMA mneme TO mneme_app, mneme_worker, mneme_admin;
     REVOKE ALL ON ALL TABLES IN SCHEMA mneme FROM PUBLIC, mneme_app;
     GRANT SELECT ON ALL TABLES IN SCHEMA mneme TO mneme_worker, mneme_admin;
+    -- The BM25 statistics carry no tenant: every tenant's words with their
+    -- document frequencies. Only the functions (as mneme_owner, checking
+    -- the conversation's tenant) read them.
+    REVOKE ALL ON mneme.bm25_postings, mneme.bm25_docs, mneme.bm25_terms, mneme.bm25_stats
+        FROM mneme_worker, mneme_admin;
 
     FOR f IN SELECT p.oid::regprocedure AS sig, p.proname AS name, p.prorettype = 'pg_catalog.trigger'::regtype AS trg
              FROM pg_catalog.pg_proc p WHERE p.pronamespace = 'mneme'::regnamespace AND p.prokind = 'f' LOOP

@@ -47,7 +47,8 @@ type Options struct {
 	StatusEvery time.Duration // replication: standby status update interval (default 1s)
 	Reconnect   backoff.Policy
 	Logger      *slog.Logger
-	// OnEvent, if set, is called for every job an event announced, with
+	// OnEvent, if set, is called for every job an event announced (the
+	// replication transport; NOTIFY payloads name no job), with
 	// the job's commit time when the transport knows it (replication).
 	OnEvent func(jobID int64, committed time.Time)
 }

@@ -2,7 +2,6 @@ package events
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -82,17 +81,11 @@ func (n *notifier) listen(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		var p struct {
-			ID       int64 `json:"id"`
-			Requeued bool  `json:"requeued"`
-		}
-		parsed := json.Unmarshal([]byte(note.Payload), &p) == nil
-		if n.requeuedOnly && !(parsed && p.Requeued) {
+		// The payload is "" for a new job and "requeued" for a retried one:
+		// no ids or kinds, which any role that LISTENs would see.
+		if n.requeuedOnly && note.Payload != "requeued" {
 			continue
 		}
 		n.w.Wake()
-		if n.opts.OnEvent != nil && parsed && p.ID > 0 {
-			n.opts.OnEvent(p.ID, time.Time{})
-		}
 	}
 }
