@@ -88,10 +88,12 @@ BEGIN
         UNION ALL
         SELECT h.id, coalesce((SELECT sum(cardinality(u.positions)) FROM unnest(h.tsv) AS u), 0)::float8 FROM hist h
     ), t AS (  -- the query's terms in each memory
+        -- by the whole key, one conversation and term at a time (as _bm25_search)
         SELECT p.memory_id AS id, p.term, p.tf::float8 AS tf
-        FROM mneme.bm25_postings p
-        WHERE p.conversation_id = ANY (_belief_candidates.conversation_ids) AND p.term = ANY (v_q)
-          AND p.memory_id IN (SELECT e.id FROM e)
+        FROM unnest(_belief_candidates.conversation_ids) AS c(id), unnest(v_q) AS q(term), LATERAL (
+            SELECT p.memory_id, p.term, p.tf FROM mneme.bm25_postings p
+            WHERE p.conversation_id = c.id AND p.term = q.term) p
+        WHERE p.memory_id IN (SELECT e.id FROM e)
         UNION ALL
         SELECT h.id, u.lexeme, cardinality(u.positions)::float8 FROM hist h, unnest(h.tsv) AS u WHERE u.lexeme = ANY (v_q)
     ), st AS (

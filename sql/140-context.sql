@@ -101,10 +101,13 @@ BEGIN
                  WITH ORDINALITY AS s
             JOIN mneme.memories m ON m.id = s.memory_id
         ), idf AS (  -- the query's terms weighed by their rarity among the scope's memories
-            SELECT t.term, ln(1 + (v_n - sum(t.df) + 0.5) / (sum(t.df) + 0.5)) * (v_k1 + 1) AS wt
-            FROM mneme.bm25_terms t
-            WHERE t.conversation_id = ANY (v_convs) AND t.term = ANY (v_terms)
-            GROUP BY t.term
+            -- (by the whole key, one conversation and term at a time: a plan
+            -- that filters a conversation's terms cannot be chosen)
+            SELECT q.term, ln(1 + (v_n - d.df + 0.5) / (d.df + 0.5)) * (v_k1 + 1) AS wt
+            FROM unnest(v_terms) AS q(term), LATERAL (
+                SELECT sum(t.df) AS df FROM unnest(v_convs) AS c(id), LATERAL (
+                    SELECT t.df FROM mneme.bm25_terms t WHERE t.conversation_id = c.id AND t.term = q.term) t) d
+            WHERE d.df > 0
         ), turns AS (
             SELECT r.ord, msg.id, msg.words + CASE WHEN msg.role ~ $re$[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]$re$
                                            THEN mneme._words(msg.role) ELSE 1 END AS cost,  -- a one-word role costs 1: no regexp split

@@ -1,0 +1,89 @@
+package tests
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mneme-memory/mneme/sidecar/dbtest"
+)
+
+// buffersOf runs EXPLAIN (ANALYZE, BUFFERS) of q and returns the shared
+// buffers it touched (hit + read), the function's nested statements
+// included.
+func buffersOf(t *testing.T, db *dbtest.DB, q string, args ...any) int {
+	t.Helper()
+	var plan []byte
+	require.NoError(t, db.Pool.QueryRow(context.Background(), `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+q, args...).Scan(&plan))
+	var out []struct {
+		Plan struct {
+			Hit  int `json:"Shared Hit Blocks"`
+			Read int `json:"Shared Read Blocks"`
+		} `json:"Plan"`
+	}
+	require.NoError(t, json.Unmarshal(plan, &out))
+	return out[0].Plan.Hit + out[0].Plan.Read
+}
+
+// A call for a small conversation costs what the small conversation
+// holds, whatever the rest of the database holds and whatever the planner's
+// statistics say: one huge conversation (20,000 memories, analyzed) and a
+// small one the statistics have never seen (the planner estimates it at one
+// row), whose words are the huge one's. Every BM25 lookup is by
+// conversation and term, so the buffers a search, a BM25 leg and a context
+// touch stay within a bound set by the small conversation alone; a plan
+// that scans a conversation's postings filtered by term (what statistics
+// made the planner choose before) touches tens of thousands.
+func TestSmallConversationCostIgnoresTheRest(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.New(t, dbtest.WithVector("array"))
+	exec := func(q string, args ...any) {
+		t.Helper()
+		_, err := db.Pool.Exec(ctx, q, args...)
+		require.NoError(t, err, q)
+	}
+	for _, tbl := range []string{"memories", "messages", "bm25_postings", "bm25_terms", "bm25_docs", "bm25_stats"} {
+		exec(fmt.Sprintf(`ALTER TABLE mneme.%s SET (autovacuum_enabled = off)`, tbl))
+	}
+	// A vocabulary of 400 words; each memory 30 of them.
+	vocab := `(SELECT string_agg('w' || ((g * 7919 + i * 104729) % 400), ' ') FROM generate_series(1, 30) i)`
+	huge, small := uuid.New(), uuid.New()
+	exec(`INSERT INTO mneme.memories (conversation_id, content, created_at, last_reviewed_at)
+		SELECT $1, `+vocab+`, now(), now() FROM generate_series(1, 20000) g`, huge)
+	exec(`ANALYZE mneme.memories`)
+	exec(`ANALYZE mneme.bm25_postings`)
+	exec(`ANALYZE mneme.bm25_terms`)
+	// The small conversation: 300 episodes with their messages, after the
+	// statistics were taken.
+	for e := 0; e < 300; e++ {
+		var ids []int64
+		for m := 0; m < 3; m++ {
+			var id int64
+			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.add_message($1, 'user', `+
+				`(SELECT string_agg('w' || ((($2::int * 3 + $3::int) * 7919 + i * 104729) % 400), ' ') FROM generate_series(1, 10) i), `+
+				`'2026-01-01'::timestamptz + make_interval(hours => $2::int, mins => $3::int))`, small, e, m).Scan(&id))
+			ids = append(ids, id)
+		}
+		exec(`SELECT mneme.create_episode($1, $2, (SELECT string_agg(content, E'\n' ORDER BY id) FROM mneme.messages WHERE id = ANY ($2)),
+			'episode', mneme.hash_embed('x'), 0, 'general', false, 900, 5)`, small, ids)
+	}
+	exec(`DELETE FROM mneme.jobs`)
+
+	const query = "w17 w203 w388"
+	limits := map[string]int{
+		`SELECT * FROM mneme.bm25_search($1, $2, 100)`:           1500,
+		`SELECT * FROM mneme.search($1, $2, 50)`:                 3000,
+		`SELECT * FROM mneme.context_items($1, $2, 1000)`:        5000,
+		`SELECT * FROM mneme.search($1, $2, 10, as_of => now())`: 8000,
+	}
+	for q, limit := range limits {
+		b := buffersOf(t, db, q, small, query)
+		t.Logf("%s: %d buffers", q, b)
+		require.LessOrEqual(t, b, limit, "%s touched %d buffers for a conversation of 300 episodes", q, b)
+	}
+}
