@@ -91,6 +91,31 @@ func cmdBenchWriters(ctx context.Context, log *slog.Logger, args []string) error
 	return nil
 }
 
+func cmdBenchScale(ctx context.Context, log *slog.Logger, args []string) error {
+	fs := flags("bench scale")
+	o := bench.ScaleOptions{Log: log, Progress: os.Stderr}
+	sizes, asJSON := o.Bind(fs)
+	if err := cli.Parse(fs, args, false); err != nil {
+		return err
+	}
+	if err := o.Validate(*sizes); err != nil {
+		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
+	}
+	var err error
+	if o.Server, err = bench.Server("scale"); err != nil {
+		return err
+	}
+	res, err := bench.Scale(ctx, o)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return json.NewEncoder(os.Stdout).Encode(res)
+	}
+	res.WriteTable(os.Stdout)
+	return nil
+}
+
 func cmdBenchIngest(ctx context.Context, log *slog.Logger, args []string) error {
 	fs := flags("bench ingest")
 	o := bench.IngestOptions{Log: log}

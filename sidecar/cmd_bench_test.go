@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"regexp"
+	"strings"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
@@ -100,4 +102,48 @@ func TestBenchIngest(t *testing.T) {
 	_, stderr, code = mnemeCmd(t, server, "bench", "ingest", "--conversations", "0")
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, "--conversations")
+}
+
+// bench scale at a tiny size: two steps on a database it creates, reuses
+// on a second run (nothing rebuilt), every call timed, the goals checked.
+func TestBenchScale(t *testing.T) {
+	server := dbtest.ServerURL(t)
+	name := "mneme_bench_scale_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(context.Background(), server)
+		if err == nil {
+			_, _ = conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+			conn.Close(context.Background())
+		}
+	})
+	run := func() bench.ScaleResult {
+		out, stderr, code := mnemeCmd(t, server, "bench", "scale", "--sizes", "2000,4000", "--conversations", "40",
+			"--tenants", "4", "--queries", "2", "--db", name, "--json")
+		require.Equal(t, 0, code, stderr)
+		var res bench.ScaleResult
+		require.NoError(t, json.Unmarshal([]byte(out), &res), out)
+		return res
+	}
+	res := run()
+	require.Len(t, res.Steps, 2)
+	for _, s := range res.Steps {
+		require.Positive(t, s.BuildSeconds, "built")
+		require.Positive(t, s.DBBytes)
+		require.Positive(t, s.BytesPerMemory["memories heap"])
+		for conv, calls := range map[string][]string{"small": {"search", "retrieve", "BM25 leg", "vector leg", "bare vector top-10"},
+			"typical": {"search", "search, scope tenant"}, "huge": {"search"}, "context": {"context_items", "context"}} {
+			for _, call := range calls {
+				require.Positive(t, s.Calls[conv][call].P50, "%s on %s", call, conv)
+			}
+		}
+	}
+	require.NotEmpty(t, res.Goals)
+	again := run()
+	for _, s := range again.Steps {
+		require.Zero(t, s.BuildSeconds, "the database is reused, not rebuilt")
+	}
+
+	_, stderr, code := mnemeCmd(t, server, "bench", "scale", "--sizes", "5000,3000")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "--sizes")
 }

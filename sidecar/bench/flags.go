@@ -98,3 +98,31 @@ func (o *IngestOptions) Validate(convs string) error {
 	}
 	return nil
 }
+
+// Bind binds mneme bench scale's flags; it returns --sizes and --json.
+func (o *ScaleOptions) Bind(fs *flag.FlagSet) (*string, *bool) {
+	sizes := fs.String("sizes", "10000,100000,1000000", "comma-separated database sizes in memories, ascending: the database grows to each in turn")
+	fs.StringVar(&o.DB, "db", "mneme_bench_scale", "the benchmark database on DATABASE_URL's server: created if missing, grown, kept for the next run")
+	fs.IntVar(&o.Conversations, "conversations", 10000, "conversations the memories are spread over (three hold 5% each)")
+	fs.IntVar(&o.Tenants, "tenants", 1000, "tenants the conversations belong to")
+	fs.IntVar(&o.Queries, "queries", 50, "timed queries per call and conversation at each size")
+	fs.BoolVar(&o.Fresh, "fresh", false, "drop the benchmark database first")
+	return sizes, fs.Bool("json", false, "print one JSON object")
+}
+
+// Validate checks the bound flags and sets Sizes.
+func (o *ScaleOptions) Validate(sizes string) error {
+	if o.Conversations < 4 || o.Tenants < 2 || o.Tenants > o.Conversations || o.Queries < 1 || o.DB == "" {
+		return errors.New("--conversations must be at least 4, --tenants 2 to conversations, --queries positive, --db a name")
+	}
+	prev := 0
+	for _, s := range strings.Split(sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n <= prev || n < 2000 || n > 10000000 {
+			return fmt.Errorf("--sizes %q: want ascending sizes from 2,000 to 10,000,000 memories", sizes)
+		}
+		o.Sizes = append(o.Sizes, n)
+		prev = n
+	}
+	return nil
+}

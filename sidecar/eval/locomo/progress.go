@@ -69,3 +69,17 @@ func (p *progress) done() {
 	p.draw()
 	fmt.Fprintln(p.w)
 }
+
+// Progress is the progress bar for other packages (benchmarks).
+type Progress struct{ p *progress }
+
+// NewProgress starts a bar of total steps on w (nil: none).
+func NewProgress(w io.Writer, label string, total int) *Progress {
+	return &Progress{p: newProgress(w, label, total)}
+}
+
+// Add advances the bar by n.
+func (b *Progress) Add(n int) { b.p.add(n) }
+
+// Done ends the bar.
+func (b *Progress) Done() { b.p.done() }

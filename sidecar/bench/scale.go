@@ -1,0 +1,567 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	"math"
+	mrand "math/rand/v2"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mneme-memory/mneme/sidecar/config"
+	"github.com/mneme-memory/mneme/sidecar/embed"
+	"github.com/mneme-memory/mneme/sidecar/eval/locomo"
+	"github.com/mneme-memory/mneme/sidecar/migrate"
+	"github.com/mneme-memory/mneme/sidecar/scratch"
+)
+
+// ScaleOptions size `mneme bench scale`.
+type ScaleOptions struct {
+	Server        string // DATABASE_URL: the benchmark database lives on its server
+	DB            string // the benchmark database's name: kept, grown step by step, reused
+	Sizes         []int  // memories in the database at each step, ascending
+	Conversations int    // conversations the bulk memories are spread over
+	Tenants       int    // tenants the conversations belong to
+	Queries       int    // timed queries per call and conversation
+	Fresh         bool   // drop the database first
+	Progress      io.Writer
+	Log           *slog.Logger
+}
+
+// ScaleStep is one size: what the database holds and each call's latency.
+type ScaleStep struct {
+	Memories     int     `json:"memories"`
+	BuildSeconds float64 `json:"build_seconds"` // adding this step's memories (0 when they were there)
+	DBBytes      int64   `json:"database_bytes"`
+	// BytesPerMemory: the heap and each index of mneme.memories, and the
+	// BM25 tables, divided by the memories.
+	BytesPerMemory map[string]float64 `json:"bytes_per_memory"`
+	// Calls: conversation (small, typical, huge, context) -> call -> latency.
+	Calls map[string]map[string]Latencies `json:"calls"`
+}
+
+// ScaleGoal is one of the issue's goals, measured.
+type ScaleGoal struct {
+	Goal     string  `json:"goal"`
+	Measured float64 `json:"measured"`
+	Limit    float64 `json:"limit"`
+	Pass     bool    `json:"pass"`
+}
+
+// ScaleResult is a run.
+type ScaleResult struct {
+	DB            string         `json:"database"`
+	Variant       string         `json:"variant"`
+	Conversations int            `json:"conversations"`
+	Tenants       int            `json:"tenants"`
+	Queries       int            `json:"queries"`
+	Probes        map[string]int `json:"probe_memories"` // the timed conversations' sizes (fixed across steps)
+	Steps         []ScaleStep    `json:"steps"`
+	Goals         []ScaleGoal    `json:"goals"`
+}
+
+// The timed conversations. small and typical hold synthetic memories,
+// context 500 episodes of 6 messages through add_message and
+// create_episode; their sizes never change, so their latency at each step
+// shows what the rest of the database costs them. huge is the bulk's
+// largest conversation, which grows with the database.
+var (
+	probeSmall   = uuid.NewSHA1(uuid.NameSpaceOID, []byte("mneme-scale-small"))
+	probeTypical = uuid.NewSHA1(uuid.NameSpaceOID, []byte("mneme-scale-typical"))
+	probeContext = uuid.NewSHA1(uuid.NameSpaceOID, []byte("mneme-scale-context"))
+)
+
+const (
+	probeSmallN    = 20
+	probeTypicalN  = 300
+	probeEpisodes  = 500
+	probeTenant    = "t1"
+	scaleChunk     = 50000
+	scaleHugeShare = 0.05 // each of the three largest conversations holds 5% of the bulk
+)
+
+func bulkConv(i int) uuid.UUID {
+	return uuid.NewSHA1(uuid.NameSpaceOID, []byte(fmt.Sprintf("mneme-scale-%d", i)))
+}
+
+// scaleWeights: conversations 0 to 2 hold 5% of the bulk each, the others
+// sizes spread evenly on a log scale between 10 and 500 (so at 1,000,000
+// memories over 10,000 conversations: three of 50,000, the rest 10 to
+// 500 times 0.85 / their mean). Cumulative, for a binary search.
+func scaleWeights(n int) []float64 {
+	w := make([]float64, n)
+	rest := 0.0
+	for i := 3; i < n; i++ {
+		w[i] = math.Exp(math.Log(10) + (math.Log(500)-math.Log(10))*float64(i-3)/float64(max(1, n-4)))
+		rest += w[i]
+	}
+	cum := make([]float64, n)
+	acc := 0.0
+	for i := 0; i < n; i++ {
+		if i < 3 {
+			acc += scaleHugeShare
+		} else {
+			acc += w[i] / rest * (1 - 3*scaleHugeShare)
+		}
+		cum[i] = acc
+	}
+	return cum
+}
+
+// convOf is memory j's conversation: fixed for j whatever the size, so
+// growing the database adds to every conversation in proportion.
+func convOf(cum []float64, j int) int {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d", j)
+	u := float64(h.Sum64()>>11) / float64(1<<53)
+	return min(sort.SearchFloat64s(cum, u), len(cum)-1)
+}
+
+// Scale builds (or grows, or reuses) the benchmark database step by step
+// and times every call at each size, as a mneme_app login under row-level
+// security in the conversation's tenant.
+func Scale(ctx context.Context, o ScaleOptions) (*ScaleResult, error) {
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if len(o.Sizes) == 0 || o.Conversations < 4 || o.Tenants < 2 || o.Tenants > o.Conversations || o.Queries < 1 {
+		return nil, fmt.Errorf("sizes, at least 4 conversations, 2 to conversations tenants and queries are required")
+	}
+	dsn, err := scaleDatabase(ctx, o, log)
+	if err != nil {
+		return nil, err
+	}
+	res, err := migrate.Run(ctx, dsn, migrate.Options{Vector: "auto", Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("migrate %s: %w", o.DB, err)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.Background())
+	// The bare lookup names <=> unqualified: mneme's (array) or pgvector's.
+	if _, err := conn.Exec(ctx, `SET search_path = mneme, public`); err != nil {
+		return nil, err
+	}
+	out := &ScaleResult{DB: o.DB, Variant: res.Variant, Conversations: o.Conversations, Tenants: o.Tenants, Queries: o.Queries,
+		Probes: map[string]int{"small": probeSmallN, "typical": probeTypicalN, "context": probeEpisodes}}
+	hash := embed.NewHash(res.Dim)
+	if err := scaleSetup(ctx, conn, o, hash); err != nil {
+		return nil, err
+	}
+	app, drop, err := scaleApp(ctx, conn, dsn)
+	if err != nil {
+		return nil, err
+	}
+	defer drop()
+	cum := scaleWeights(o.Conversations)
+	for _, n := range o.Sizes {
+		step := ScaleStep{Memories: n}
+		t0 := time.Now()
+		grew, err := scaleGrow(ctx, conn, o, hash, cum, n)
+		if err != nil {
+			return nil, err
+		}
+		if grew {
+			step.BuildSeconds = time.Since(t0).Seconds()
+		}
+		if err := scaleSizes(ctx, conn, &step); err != nil {
+			return nil, err
+		}
+		if step.Calls, err = scaleTime(ctx, conn, app, o); err != nil {
+			return nil, err
+		}
+		log.Info("bench scale: step measured", "memories", n, "build_s", step.BuildSeconds)
+		out.Steps = append(out.Steps, step)
+	}
+	out.Goals = scaleGoals(out.Steps)
+	return out, nil
+}
+
+// scaleDatabase creates the benchmark database if it does not exist (or
+// drops it first with Fresh) and returns its URL.
+func scaleDatabase(ctx context.Context, o ScaleOptions, log *slog.Logger) (string, error) {
+	admin, err := pgx.Connect(ctx, o.Server)
+	if err != nil {
+		return "", fmt.Errorf("connect to %s: %w", config.Redact(o.Server), err)
+	}
+	defer admin.Close(context.Background())
+	ident := pgx.Identifier{o.DB}.Sanitize()
+	if o.Fresh {
+		if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+ident+" WITH (FORCE)"); err != nil {
+			return "", err
+		}
+	}
+	var exists bool
+	if err := admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, o.DB).Scan(&exists); err != nil {
+		return "", err
+	}
+	if !exists {
+		log.Info("bench scale: creating the benchmark database", "name", o.DB)
+		if _, err := admin.Exec(ctx, "CREATE DATABASE "+ident); err != nil {
+			return "", fmt.Errorf("create %s: %w", o.DB, err)
+		}
+	} else {
+		log.Info("bench scale: reusing the benchmark database (grown only where a step needs more)", "name", o.DB)
+	}
+	return scratch.WithDatabase(o.Server, o.DB)
+}
+
+// scaleSetup creates the tenants, the conversations' queue rows and the
+// timed conversations, once.
+func scaleSetup(ctx context.Context, conn *pgx.Conn, o ScaleOptions, hash embed.Hash) error {
+	var have int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM mneme.message_queue WHERE id = $1`, probeContext).Scan(&have); err != nil {
+		return err
+	}
+	if have > 0 {
+		return nil
+	}
+	if _, err := conn.Exec(ctx, `SELECT mneme.create_tenant('t' || g) FROM generate_series(0, $1 - 1) g`, o.Tenants); err != nil {
+		return fmt.Errorf("create tenants: %w", err)
+	}
+	ids := make([]string, o.Conversations)
+	tenants := make([]string, o.Conversations)
+	for i := range ids {
+		ids[i], tenants[i] = bulkConv(i).String(), tenantOf(i, o.Tenants)
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO mneme.message_queue (id, tenant_id) SELECT * FROM unnest($1::uuid[], $2::text[])`,
+		ids, tenants); err != nil {
+		return fmt.Errorf("conversations: %w", err)
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO mneme.message_queue (id, tenant_id) VALUES ($1, $4), ($2, $4), ($3, $4)`,
+		probeSmall, probeTypical, probeContext, probeTenant); err != nil {
+		return fmt.Errorf("timed conversations: %w", err)
+	}
+	r := mrand.New(mrand.NewPCG(7, 7))
+	vocab := benchVocabulary(mrand.New(mrand.NewPCG(42, 1)))
+	zipf := mrand.NewZipf(r, 1.1, 50, uint64(len(vocab)-1))
+	text := func(n int) string {
+		w := make([]string, n)
+		for i := range w {
+			w[i] = vocab[zipf.Uint64()]
+		}
+		return strings.Join(w, " ")
+	}
+	for _, p := range []struct {
+		conv uuid.UUID
+		n    int
+	}{{probeSmall, probeSmallN}, {probeTypical, probeTypicalN}} {
+		for i := 0; i < p.n; i++ {
+			t := text(12 + r.IntN(29))
+			v, err := hash.EmbedOne(t)
+			if err != nil {
+				return err
+			}
+			if _, err := conn.Exec(ctx, `INSERT INTO mneme.memories (conversation_id, content, embedding, created_at, last_reviewed_at)
+				VALUES ($1, $2, $3::real[]::mneme.embedding, now(), now())`, p.conv, t, v); err != nil {
+				return fmt.Errorf("timed conversation: %w", err)
+			}
+		}
+	}
+	start := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	for e := 0; e < probeEpisodes; e++ {
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			ids := make([]int64, contextMessages)
+			var lines []string
+			for m := range ids {
+				t := text(12 + r.IntN(29))
+				role := []string{"user", "assistant"}[m%2]
+				at := start.Add(time.Duration(e)*time.Hour + time.Duration(m)*time.Minute)
+				if err := tx.QueryRow(ctx, `SELECT mneme.add_message($1, $2, $3, $4)`, probeContext, role, t, at).Scan(&ids[m]); err != nil {
+					return err
+				}
+				lines = append(lines, role+": "+t)
+			}
+			content := strings.Join(lines, "\n")
+			_, err := tx.Exec(ctx, `SELECT mneme.create_episode($1, $2, $3, $4, mneme.hash_embed($3), 0, 'general', false, 900, 5)`,
+				probeContext, ids, content, lines[0])
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("context conversation: %w", err)
+		}
+	}
+	_, err := conn.Exec(ctx, `DELETE FROM mneme.jobs`)
+	return err
+}
+
+// scaleGrow adds bulk memories until the database holds n (the timed
+// conversations included), in chunks: COPY into a staging table, then one
+// INSERT per chunk (the BM25 statistics by their statement trigger).
+func scaleGrow(ctx context.Context, conn *pgx.Conn, o ScaleOptions, hash embed.Hash, cum []float64, n int) (bool, error) {
+	var have int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM mneme.memories`).Scan(&have); err != nil {
+		return false, err
+	}
+	probes := probeSmallN + probeTypicalN + probeEpisodes
+	if have >= n {
+		return false, nil
+	}
+	vocab := benchVocabulary(mrand.New(mrand.NewPCG(42, 1)))
+	if _, err := conn.Exec(ctx, `CREATE UNLOGGED TABLE IF NOT EXISTS bench_scale_load
+		(conversation_id uuid, content text, embedding real[], created_at timestamptz)`); err != nil {
+		return false, err
+	}
+	bar := locomo.NewProgress(o.Progress, fmt.Sprintf("grow to %d memories", n), n-have)
+	base := time.Now().Add(-time.Duration(n) * time.Second)
+	for from := have - probes; from < n-probes; from += scaleChunk {
+		to := min(from+scaleChunk, n-probes)
+		rows := make([][]any, 0, to-from)
+		for j := from; j < to; j++ {
+			r := mrand.New(mrand.NewPCG(uint64(j), 99))
+			zipf := mrand.NewZipf(r, 1.1, 50, uint64(len(vocab)-1))
+			w := make([]string, 12+r.IntN(29))
+			for i := range w {
+				w[i] = vocab[zipf.Uint64()]
+			}
+			t := strings.Join(w, " ")
+			v, err := hash.EmbedOne(t)
+			if err != nil {
+				return false, err
+			}
+			rows = append(rows, []any{bulkConv(convOf(cum, j)), t, v, base.Add(time.Duration(j) * time.Second)})
+		}
+		if _, err := conn.CopyFrom(ctx, pgx.Identifier{"bench_scale_load"}, []string{"conversation_id", "content", "embedding", "created_at"},
+			pgx.CopyFromRows(rows)); err != nil {
+			return false, fmt.Errorf("copy: %w", err)
+		}
+		if _, err := conn.Exec(ctx, `INSERT INTO mneme.memories (conversation_id, content, embedding, created_at, last_reviewed_at)
+			SELECT conversation_id, content, embedding::mneme.embedding, created_at, created_at FROM bench_scale_load`); err != nil {
+			return false, fmt.Errorf("insert: %w", err)
+		}
+		if _, err := conn.Exec(ctx, `TRUNCATE bench_scale_load`); err != nil {
+			return false, err
+		}
+		bar.Add(to - from)
+	}
+	bar.Done()
+	steps := []string{`VACUUM ANALYZE mneme.memories`, `VACUUM ANALYZE mneme.bm25_postings`, `VACUUM ANALYZE mneme.bm25_terms`,
+		`VACUUM ANALYZE mneme.bm25_docs`, `VACUUM ANALYZE mneme.bm25_stats`, `VACUUM ANALYZE mneme.messages`, `VACUUM ANALYZE mneme.message_queue`}
+	for _, s := range steps {
+		if _, err := conn.Exec(ctx, s); err != nil {
+			return false, fmt.Errorf("%s: %w", s, err)
+		}
+	}
+	return true, nil
+}
+
+// scaleSizes records the database's size and bytes per memory.
+func scaleSizes(ctx context.Context, conn *pgx.Conn, step *ScaleStep) error {
+	step.BytesPerMemory = map[string]float64{}
+	if err := conn.QueryRow(ctx, `SELECT pg_database_size(current_database())`).Scan(&step.DBBytes); err != nil {
+		return err
+	}
+	rows, err := conn.Query(ctx, `
+		SELECT CASE WHEN c.relname = 'memories' THEN 'memories heap' ELSE c.relname::text END,
+		       pg_relation_size(c.oid)::float8 / greatest((SELECT count(*) FROM mneme.memories), 1)
+		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'mneme'
+		LEFT JOIN pg_index i ON i.indexrelid = c.oid
+		WHERE c.relname IN ('memories', 'bm25_postings', 'bm25_terms', 'bm25_docs')
+		   OR i.indrelid = 'mneme.memories'::regclass`)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var name string
+		var b float64
+		if err := rows.Scan(&name, &b); err != nil {
+			rows.Close()
+			return err
+		}
+		step.BytesPerMemory[name] = math.Round(b*10) / 10
+	}
+	return rows.Err()
+}
+
+// scaleApp creates a mneme_app login for the run and connects as it.
+func scaleApp(ctx context.Context, conn *pgx.Conn, dsn string) (*pgx.Conn, func(), error) {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	role := "mneme_bench_app_" + hex.EncodeToString(b)
+	if _, err := conn.Exec(ctx, fmt.Sprintf(`CREATE ROLE %s LOGIN IN ROLE mneme_app`, role)); err != nil {
+		return nil, nil, fmt.Errorf("create the application role (the benchmark needs CREATEROLE): %w", err)
+	}
+	drop := func() { _, _ = conn.Exec(context.Background(), fmt.Sprintf(`DROP ROLE IF EXISTS %s`, role)) }
+	u, err := url.Parse(dsn)
+	if err != nil {
+		drop()
+		return nil, nil, err
+	}
+	u.User = url.User(role)
+	app, err := pgx.Connect(ctx, u.String())
+	if err != nil {
+		drop()
+		return nil, nil, fmt.Errorf("connect as %s: %w", role, err)
+	}
+	return app, func() { app.Close(context.Background()); drop() }, nil
+}
+
+// The calls timed on each conversation. $1 conversation, $2 query text.
+var scaleCalls = []struct {
+	name, sql string
+	owner     bool     // run as the database owner (the bare index lookup: mneme_app reads no table)
+	on        []string // conversations it runs on
+}{
+	{"bare vector top-10", `SELECT count(*) FROM (SELECT m.id FROM mneme.memories m WHERE m.conversation_id = $1 AND m.status = 'active'
+		ORDER BY m.embedding <=> mneme.hash_embed($2)::mneme.embedding LIMIT 10) x`, true, []string{"small", "typical", "huge"}},
+	{"BM25 leg", `SELECT count(*) FROM mneme.bm25_search($1, $2, 100)`, false, []string{"small", "typical", "huge"}},
+	{"vector leg", `SELECT count(*) FROM mneme.vector_search($1, mneme.hash_embed($2), 100)`, false, []string{"small", "typical", "huge"}},
+	{"search", `SELECT count(*) FROM mneme.search($1, $2, 10)`, false, []string{"small", "typical", "huge"}},
+	{"retrieve", `SELECT count(*) FROM mneme.retrieve($1, $2, 10)`, false, []string{"small", "typical", "huge"}},
+	{"search, scope tenant", `SELECT count(*) FROM mneme.search($1, $2, 10, scope => 'tenant')`, false, []string{"typical"}},
+	{"context_items", `SELECT count(*) FROM mneme.context_items($1, $2, 1000)`, false, []string{"context"}},
+	{"context", `SELECT length(mneme.context($1, $2, 1000, record => false))`, false, []string{"context"}},
+}
+
+// scaleTime times every call on every conversation, interleaved (each round
+// runs each call once), as the owner for the bare lookup and as the
+// application login in the conversation's tenant for the API.
+func scaleTime(ctx context.Context, conn, app *pgx.Conn, o ScaleOptions) (map[string]map[string]Latencies, error) {
+	convs := map[string]uuid.UUID{"small": probeSmall, "typical": probeTypical, "huge": bulkConv(0), "context": probeContext}
+	tenant := map[string]string{"small": probeTenant, "typical": probeTenant, "context": probeTenant, "huge": tenantOf(0, o.Tenants)}
+	words := map[string][]string{}
+	for name, c := range convs {
+		var ws []string
+		if err := conn.QueryRow(ctx, `SELECT array_agg(w) FROM (SELECT unnest(string_to_array(content, ' ')) AS w
+			FROM (SELECT content FROM mneme.memories WHERE conversation_id = $1 ORDER BY id LIMIT 200) s) x
+			WHERE w ~ '^[a-z]+$'`, c).Scan(&ws); err != nil {
+			return nil, fmt.Errorf("words of %s: %w", name, err)
+		}
+		if len(ws) == 0 {
+			return nil, fmt.Errorf("the %s conversation has no memories", name)
+		}
+		words[name] = ws
+	}
+	r := mrand.New(mrand.NewPCG(3, 3))
+	samples := map[string]map[string][]float64{}
+	warmup := min(5, 1+o.Queries/5)
+	for i := 0; i < o.Queries+warmup; i++ {
+		for _, c := range scaleCalls {
+			for _, name := range c.on {
+				ws := words[name]
+				q := ws[r.IntN(len(ws))] + " " + ws[r.IntN(len(ws))] + " " + ws[r.IntN(len(ws))]
+				var took time.Duration
+				if c.owner {
+					t0 := time.Now()
+					if _, err := conn.Exec(ctx, c.sql, convs[name], q); err != nil {
+						return nil, fmt.Errorf("%s on %s: %w", c.name, name, err)
+					}
+					took = time.Since(t0)
+				} else {
+					err := pgx.BeginFunc(ctx, app, func(tx pgx.Tx) error {
+						if _, err := tx.Exec(ctx, `SELECT mneme.set_tenant($1)`, tenant[name]); err != nil {
+							return err
+						}
+						t0 := time.Now()
+						_, err := tx.Exec(ctx, c.sql, convs[name], q)
+						took = time.Since(t0)
+						return err
+					})
+					if err != nil {
+						return nil, fmt.Errorf("%s on %s: %w", c.name, name, err)
+					}
+				}
+				if i >= warmup {
+					if samples[name] == nil {
+						samples[name] = map[string][]float64{}
+					}
+					samples[name][c.name] = append(samples[name][c.name], float64(took.Microseconds())/1000)
+				}
+			}
+		}
+		if i%10 == 0 { // a running system takes pending reviews regularly
+			if _, err := conn.Exec(ctx, `UPDATE mneme.message_queue SET pending_reviews = NULL WHERE pending_reviews IS NOT NULL`); err != nil {
+				return nil, err
+			}
+		}
+	}
+	out := map[string]map[string]Latencies{}
+	for name, calls := range samples {
+		out[name] = map[string]Latencies{}
+		for call, ms := range calls {
+			out[name][call] = percentiles(ms)
+		}
+	}
+	return out, nil
+}
+
+// scaleGoals checks the goals at the largest size (and its growth from the
+// smallest).
+func scaleGoals(steps []ScaleStep) []ScaleGoal {
+	if len(steps) == 0 {
+		return nil
+	}
+	first, last := steps[0], steps[len(steps)-1]
+	at := func(s ScaleStep, conv, call string) Latencies { return s.Calls[conv][call] }
+	var goals []ScaleGoal
+	add := func(goal string, measured, limit float64) {
+		goals = append(goals, ScaleGoal{Goal: goal, Measured: math.Round(measured*100) / 100, Limit: limit, Pass: measured <= limit})
+	}
+	bare := at(last, "typical", "bare vector top-10").P50
+	for _, call := range []string{"search", "retrieve"} {
+		add(fmt.Sprintf("%s p50 / bare vector top-10 p50, typical conversation, %d memories", call, last.Memories),
+			at(last, "typical", call).P50/math.Max(bare, 1e-3), 1.5)
+	}
+	add(fmt.Sprintf("context_items p50 ms, %d memories", last.Memories), at(last, "context", "context_items").P50, 10)
+	add(fmt.Sprintf("context_items p99 ms, %d memories", last.Memories), at(last, "context", "context_items").P99, 30)
+	if len(steps) > 1 {
+		for _, conv := range []string{"small", "typical", "context"} {
+			calls := make([]string, 0, len(last.Calls[conv]))
+			for call := range last.Calls[conv] {
+				calls = append(calls, call)
+			}
+			sort.Strings(calls)
+			for _, call := range calls {
+				add(fmt.Sprintf("%s on %s: p50 at %d / p50 at %d", call, conv, last.Memories, first.Memories),
+					at(last, conv, call).P50/math.Max(at(first, conv, call).P50, 1e-3), 1.5)
+			}
+		}
+	}
+	return goals
+}
+
+// WriteTable prints the result for a person.
+func (r *ScaleResult) WriteTable(w io.Writer) {
+	fmt.Fprintf(w, "mneme bench scale: database %s, variant %s, %d conversations over %d tenants, %d queries per call; "+
+		"timed conversations: small %d memories, typical %d, context %d episodes (fixed), huge (the largest, grows)\n",
+		r.DB, r.Variant, r.Conversations, r.Tenants, r.Queries, r.Probes["small"], r.Probes["typical"], r.Probes["context"])
+	for _, s := range r.Steps {
+		fmt.Fprintf(w, "\n%d memories (database %.0f MB, built in %.0f s); bytes per memory:", s.Memories, float64(s.DBBytes)/1e6, s.BuildSeconds)
+		names := make([]string, 0, len(s.BytesPerMemory))
+		for k := range s.BytesPerMemory {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			fmt.Fprintf(w, " %s %.0f,", k, s.BytesPerMemory[k])
+		}
+		fmt.Fprintf(w, "\n  %-22s %-8s %9s %9s %9s\n", "call (ms)", "conv", "p50", "p95", "p99")
+		for _, c := range scaleCalls {
+			for _, conv := range c.on {
+				l := s.Calls[conv][c.name]
+				fmt.Fprintf(w, "  %-22s %-8s %9.2f %9.2f %9.2f\n", c.name, conv, l.P50, l.P95, l.P99)
+			}
+		}
+	}
+	fmt.Fprintln(w, "\ngoals")
+	for _, g := range r.Goals {
+		mark := "FAIL"
+		if g.Pass {
+			mark = "pass"
+		}
+		fmt.Fprintf(w, "  %s  %-70s %8.2f (limit %.1f)\n", mark, g.Goal, g.Measured, g.Limit)
+	}
+}
