@@ -20,7 +20,10 @@ if [ -z "$LOCOMO_DATA" ]; then
   exit 1
 fi
 mkdir -p docs
-$MNEME eval locomo --data "$LOCOMO_DATA" --budget 1000 --plot docs/eval-locomo.svg
+# Cross-validated (docs/eval.md): the context's query-time settings chosen on
+# four conversations and measured on the fifth, for each fold.
+$MNEME eval locomo --data "$LOCOMO_DATA" --budget 1000 --plot docs/eval-locomo.svg \
+  --folds 5 --choose 'context_window=1|2|3' --choose 'context_order="rank"|"newest"'
 # --- end eval: LoCoMo ---------------------------------------------------------
 
 # --- eval: BEAM evidence recall, knowledge updates, contradictions (issue 13) -
@@ -36,7 +39,8 @@ if [ -z "$BEAM_DATA" ]; then
   echo "eval beam: BEAM data not found; set BEAM_DATA=/path/to/beam/100K" >&2
   exit 1
 fi
-$MNEME eval beam --data "$BEAM_DATA" --budget 1000 --plot docs/eval-beam.svg
+$MNEME eval beam --data "$BEAM_DATA" --budget 1000 --plot docs/eval-beam.svg \
+  --folds 5 --choose 'context_window=1|2|3'
 # --- end eval: BEAM -----------------------------------------------------------
 
 # --- eval: feedback simulation (added by its owner) ---------------------------
