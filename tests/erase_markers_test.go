@@ -27,24 +27,12 @@ func markerWord(rng *rand.Rand) string {
 	return string(b)
 }
 
-// markerHits scans every row of every table in schema mneme, found through
-// the catalog, whole rows cast to text (jsonb and arrays included), and
-// returns "table: marker" for each marker whose first seven letters a row
-// holds.
+// markerHits returns "table: marker" for each marker whose first seven
+// letters a row of a table in schema mneme holds (schemaRows).
 func markerHits(t *testing.T, db *dbtest.DB, markers []string) []string {
 	t.Helper()
-	ctx := context.Background()
-	rows, err := db.Pool.Query(ctx, `SELECT c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname = 'mneme' AND c.relkind IN ('r', 'p') ORDER BY 1`)
-	require.NoError(t, err)
-	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	require.NoError(t, err)
 	var hits []string
-	for _, tbl := range tables {
-		rows, err := db.Pool.Query(ctx, fmt.Sprintf(`SELECT lower(t::text) FROM mneme.%s t`, pgx.Identifier{tbl}.Sanitize()))
-		require.NoError(t, err)
-		texts, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		require.NoError(t, err)
+	for tbl, texts := range schemaRows(t, db) {
 		for _, row := range texts {
 			for _, m := range markers {
 				if strings.Contains(row, m[:7]) {

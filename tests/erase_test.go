@@ -56,10 +56,10 @@ func shingles(texts ...string) []string {
 	return out
 }
 
-// leaks scans every row of every table in schema mneme, found through the
-// catalog (so tables added later are covered), as text (every column:
-// text, jsonb, arrays, ...) and reports, per table, the shingles it holds.
-func leaks(t *testing.T, db *dbtest.DB, sh []string) map[string][]string {
+// schemaRows is every row of every table in schema mneme, found through
+// the catalog (so tables added later are covered), each whole row as
+// lower-cased text (every column: text, jsonb, arrays, ...), by table.
+func schemaRows(t *testing.T, db *dbtest.DB) map[string][]string {
 	t.Helper()
 	ctx := context.Background()
 	rows, err := db.Pool.Query(ctx, `SELECT c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
@@ -70,10 +70,19 @@ func leaks(t *testing.T, db *dbtest.DB, sh []string) map[string][]string {
 	require.Contains(t, tables, "memories")
 	out := map[string][]string{}
 	for _, tbl := range tables {
-		rows, err := db.Pool.Query(ctx, fmt.Sprintf(`SELECT t::text FROM mneme.%s t`, pgx.Identifier{tbl}.Sanitize()))
+		rows, err := db.Pool.Query(ctx, fmt.Sprintf(`SELECT lower(t::text) FROM mneme.%s t`, pgx.Identifier{tbl}.Sanitize()))
 		require.NoError(t, err)
-		texts, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		out[tbl], err = pgx.CollectRows(rows, pgx.RowTo[string])
 		require.NoError(t, err)
+	}
+	return out
+}
+
+// leaks reports, per table, the shingles its rows hold.
+func leaks(t *testing.T, db *dbtest.DB, sh []string) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for tbl, texts := range schemaRows(t, db) {
 		for _, row := range texts {
 			n := normalize(row)
 			for _, s := range sh {
