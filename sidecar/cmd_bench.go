@@ -109,6 +109,19 @@ func cmdBenchScale(ctx context.Context, log *slog.Logger, args []string) error {
 	if err != nil {
 		return err
 	}
+	if o.Plot != "" {
+		f, err := os.Create(o.Plot)
+		if err != nil {
+			return err
+		}
+		if err := res.WritePlot(f); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
 	if *asJSON {
 		return json.NewEncoder(os.Stdout).Encode(res)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/embed"
 	"github.com/mneme-memory/mneme/sidecar/eval/locomo"
+	"github.com/mneme-memory/mneme/sidecar/eval/plot"
 	"github.com/mneme-memory/mneme/sidecar/migrate"
 	"github.com/mneme-memory/mneme/sidecar/scratch"
 )
@@ -34,6 +35,7 @@ type ScaleOptions struct {
 	Tenants       int    // tenants the conversations belong to
 	Queries       int    // timed queries per call and conversation
 	Fresh         bool   // drop the database first
+	Plot          string // an SVG of p50 against size goes here ("": none)
 	Progress      io.Writer
 	Log           *slog.Logger
 }
@@ -581,4 +583,29 @@ func (r *ScaleResult) WriteTable(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  %s  %-70s %8.2f (limit %.1f)\n", mark, g.Goal, g.Measured, g.Limit)
 	}
+}
+
+// WritePlot draws p50 latency against the database's size (both log
+// scales): the fixed-size conversations' calls solid, the growing huge
+// conversation's dashed.
+func (r *ScaleResult) WritePlot(w io.Writer) error {
+	c := plot.Chart{Title: fmt.Sprintf("p50 against database size (%s variant, as mneme_app)", r.Variant),
+		XLabel: "memories in the database (log scale)", YLabel: "p50 ms (log scale)", XLog: true, YLog: true,
+		XFormat: func(v float64) string { return fmt.Sprintf("%.0f", v) },
+		YFormat: func(v float64) string { return fmt.Sprintf("%g", v) }}
+	for _, l := range []struct{ conv, call string }{
+		{"typical", "search"}, {"typical", "retrieve"}, {"typical", "BM25 leg"}, {"typical", "vector leg"},
+		{"small", "search"}, {"context", "context_items"}, {"huge", "search"}, {"huge", "BM25 leg"},
+	} {
+		sr := plot.Series{Label: l.call + ", " + l.conv, Dashed: l.conv == "huge"}
+		for _, s := range r.Steps {
+			if lat, ok := s.Calls[l.conv][l.call]; ok && lat.P50 > 0 {
+				sr.X, sr.Y = append(sr.X, float64(s.Memories)), append(sr.Y, lat.P50)
+			}
+		}
+		if len(sr.X) > 0 {
+			c.Series = append(c.Series, sr)
+		}
+	}
+	return c.WriteSVG(w)
 }
