@@ -11,12 +11,14 @@ import (
 	"math"
 	mrand "math/rand/v2"
 	"net/url"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/embed"
@@ -73,6 +75,9 @@ type ScaleResult struct {
 	Probes        map[string]int `json:"probe_memories"` // the timed conversations' sizes (fixed across steps)
 	Steps         []ScaleStep    `json:"steps"`
 	Goals         []ScaleGoal    `json:"goals"`
+	// ContextSteps: where context_items's time goes at the largest size,
+	// when its latency goal is missed (auto_explain of one call).
+	ContextSteps []SlowStep `json:"context_items_steps,omitempty"`
 }
 
 // The timed conversations. small and typical hold synthetic memories,
@@ -192,6 +197,14 @@ func Scale(ctx context.Context, o ScaleOptions) (*ScaleResult, error) {
 		out.Steps = append(out.Steps, step)
 	}
 	out.Goals = scaleGoals(out.Steps, res.Variant)
+	for _, g := range out.Goals {
+		if strings.HasPrefix(g.Goal, "context_items p") && !g.Pass {
+			if out.ContextSteps, err = explainContext(ctx, dsn); err != nil {
+				return nil, fmt.Errorf("explain context_items: %w", err)
+			}
+			break
+		}
+	}
 	return out, nil
 }
 
@@ -316,6 +329,17 @@ func scaleGrow(ctx context.Context, conn *pgx.Conn, o ScaleOptions, hash embed.H
 		return false, nil
 	}
 	vocab := benchVocabulary(mrand.New(mrand.NewPCG(42, 1)))
+	// pgvector: the HNSW index is built after the load, much faster than
+	// inserting into it row by row (as bench retrieve does).
+	var hnsw string
+	if err := conn.QueryRow(ctx, `SELECT coalesce(pg_get_indexdef(to_regclass('mneme.memories_embedding_hnsw')), '')`).Scan(&hnsw); err != nil {
+		return false, err
+	}
+	if hnsw != "" {
+		if _, err := conn.Exec(ctx, `DROP INDEX mneme.memories_embedding_hnsw`); err != nil {
+			return false, err
+		}
+	}
 	if _, err := conn.Exec(ctx, `CREATE UNLOGGED TABLE IF NOT EXISTS bench_scale_load
 		(conversation_id uuid, content text, embedding real[], created_at timestamptz)`); err != nil {
 		return false, err
@@ -353,6 +377,13 @@ func scaleGrow(ctx context.Context, conn *pgx.Conn, o ScaleOptions, hash embed.H
 		bar.Add(to - from)
 	}
 	bar.Done()
+	if hnsw != "" {
+		for _, q := range []string{`SET maintenance_work_mem = '2GB'`, hnsw, `RESET maintenance_work_mem`} {
+			if _, err := conn.Exec(ctx, q); err != nil {
+				return false, fmt.Errorf("rebuild the HNSW index: %w", err)
+			}
+		}
+	}
 	steps := []string{`VACUUM ANALYZE mneme.memories`, `VACUUM ANALYZE mneme.bm25_postings`, `VACUUM ANALYZE mneme.bm25_terms`,
 		`VACUUM ANALYZE mneme.bm25_docs`, `VACUUM ANALYZE mneme.bm25_stats`, `VACUUM ANALYZE mneme.messages`, `VACUUM ANALYZE mneme.message_queue`}
 	for _, s := range steps {
@@ -572,6 +603,15 @@ func (r *ScaleResult) WriteTable(w io.Writer) {
 			}
 		}
 	}
+	if len(r.ContextSteps) > 0 {
+		fmt.Fprintln(w, "\nwhere context_items's time goes (auto_explain of one call, nested statements, slowest first):")
+		for i, st := range r.ContextSteps {
+			if i == 8 {
+				break
+			}
+			fmt.Fprintf(w, "  %8.2f ms  %s\n              %s\n", st.MS, st.Query, clipText(st.Plan, 150))
+		}
+	}
 	fmt.Fprintln(w, "\ngoals")
 	for _, g := range r.Goals {
 		mark := "FAIL"
@@ -608,4 +648,69 @@ func (r *ScaleResult) WritePlot(w io.Writer) error {
 		}
 	}
 	return c.WriteSVG(w)
+}
+
+// SlowStep is one statement inside a call, from auto_explain: how long it
+// took and how it starts.
+type SlowStep struct {
+	MS    float64 `json:"ms"`
+	Query string  `json:"query"`
+	Plan  string  `json:"plan"` // the first lines of its plan
+}
+
+var autoExplainRE = regexp.MustCompile(`(?s)duration: ([0-9.]+) ms\s+plan:\s*\nQuery Text:(.*?)\n([A-Z].*)`)
+
+// explainContext runs context_items once on the context conversation with
+// auto_explain logging every nested statement (ANALYZE) as notices, and
+// returns the statements, slowest first: where a call's time goes.
+func explainContext(ctx context.Context, dsn string) ([]SlowStep, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	var notices []string
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) { notices = append(notices, n.Message) }
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.Background())
+	for _, s := range []string{`LOAD 'auto_explain'`, `SET auto_explain.log_min_duration = 0`, `SET auto_explain.log_nested_statements = on`,
+		`SET auto_explain.log_analyze = on`, `SET auto_explain.log_level = notice`, `SET client_min_messages = notice`} {
+		if _, err := conn.Exec(ctx, s); err != nil {
+			return nil, fmt.Errorf("auto_explain: %w", err)
+		}
+	}
+	var words string
+	if err := conn.QueryRow(ctx, `SELECT string_agg(w, ' ') FROM (SELECT unnest(string_to_array(s.content, ' ')) AS w
+		FROM (SELECT content FROM mneme.memories WHERE conversation_id = $1 ORDER BY id LIMIT 1) s) x WHERE w ~ '^[a-z]+$'`,
+		probeContext).Scan(&words); err != nil {
+		return nil, err
+	}
+	q := strings.Join(strings.Fields(words)[:min(3, len(strings.Fields(words)))], " ")
+	notices = nil
+	if _, err := conn.Exec(ctx, `SELECT count(*) FROM mneme.context_items($1, $2, 1000)`, probeContext, q); err != nil {
+		return nil, err
+	}
+	var steps []SlowStep
+	for _, n := range notices {
+		m := autoExplainRE.FindStringSubmatch(n)
+		if m == nil {
+			continue
+		}
+		var ms float64
+		fmt.Sscanf(m[1], "%g", &ms)
+		query := strings.Join(strings.Fields(m[2]), " ")
+		plan := strings.SplitN(m[3], "\n", 4)
+		steps = append(steps, SlowStep{MS: ms, Query: clipText(query, 90), Plan: strings.Join(plan[:min(3, len(plan))], " | ")})
+	}
+	sort.SliceStable(steps, func(i, j int) bool { return steps[i].MS > steps[j].MS })
+	return steps, nil
+}
+
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
