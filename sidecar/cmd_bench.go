@@ -154,8 +154,12 @@ func cmdBenchIngest(ctx context.Context, log *slog.Logger, args []string) error 
 	if o.Rate > 0 {
 		rate = fmt.Sprintf("%d messages/s in all", o.Rate)
 	}
-	fmt.Printf("mneme bench ingest: writers for %s per run (%s), %d sidecars x %d jobs at once, offline pipelines, %d memories stored before\n",
-		o.Duration, rate, o.Sidecars, o.Concurrency, o.Preload)
+	variant := ""
+	if len(results) > 0 {
+		variant = results[0].Variant
+	}
+	fmt.Printf("mneme bench ingest: writers for %s per run (%s), %d sidecars x %d jobs at once, offline pipelines, %d memories stored before, variant %s\n",
+		o.Duration, rate, o.Sidecars, o.Concurrency, o.Preload, variant)
 	bench.WriteIngestTable(os.Stdout, results)
 	return nil
 }

@@ -27,7 +27,11 @@ type IngestOptions struct {
 	Concurrency   int           // jobs each sidecar runs at once
 	Preload       int           // memories stored before the runs (bulk, in other conversations)
 	Rate          int           // messages per second the writers aim at together (0: as fast as they can)
+	Vector        string        // embedding variant: auto, pgvector or array (as MNEME_VECTOR)
+	Keep          bool          // keep the scratch database (its name is logged)
 	Log           *slog.Logger
+
+	variant string // what migrate chose
 }
 
 // IngestResult is one run.
@@ -36,6 +40,7 @@ type IngestResult struct {
 	Sidecars      int     `json:"sidecars"`
 	Concurrency   int     `json:"concurrency"`
 	Preloaded     int     `json:"memories_before"`
+	Variant       string  `json:"vector"`
 	Rate          int     `json:"target_messages_per_sec"`
 	Messages      int64   `json:"messages"`
 	Failures      int64   `json:"failures"`
@@ -65,14 +70,19 @@ func Ingest(ctx context.Context, o IngestOptions) ([]IngestResult, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	db, err := scratch.Create(ctx, scratch.Options{Server: o.Server, Prefix: "mneme_bench_", Log: log})
+	db, err := scratch.Create(ctx, scratch.Options{Server: o.Server, Prefix: "mneme_bench_", Keep: o.Keep, Log: log})
 	if err != nil {
 		return nil, err
 	}
 	defer db.Close()
-	if _, err := migrate.Run(ctx, db.URL, migrate.Options{Vector: "array", Logger: log}); err != nil {
+	if o.Vector == "" {
+		o.Vector = "auto"
+	}
+	variant, err := migrate.Run(ctx, db.URL, migrate.Options{Vector: o.Vector, Logger: log})
+	if err != nil {
 		return nil, fmt.Errorf("migrate: %w", err)
 	}
+	o.variant = variant.Variant
 	pcfg, err := pgxpool.ParseConfig(db.URL)
 	if err != nil {
 		return nil, err
@@ -88,7 +98,7 @@ func Ingest(ctx context.Context, o IngestOptions) ([]IngestResult, error) {
 	}
 	defer pool.Close()
 	if o.Preload > 0 {
-		if err := preload(ctx, pool, o.Preload, log); err != nil {
+		if err := preload(ctx, pool, o.Preload, variant.Variant, log); err != nil {
 			return nil, err
 		}
 	}
@@ -145,7 +155,7 @@ func Ingest(ctx context.Context, o IngestOptions) ([]IngestResult, error) {
 // preload stores n synthetic memories in 1,000 other conversations, in
 // bulk (the BM25 statistics by their statement trigger): only their volume
 // matters here.
-func preload(ctx context.Context, pool *pgxpool.Pool, n int, log *slog.Logger) error {
+func preload(ctx context.Context, pool *pgxpool.Pool, n int, variant string, log *slog.Logger) error {
 	log.Info("bench ingest: preloading memories", "memories", n)
 	c, err := benchMemories(config.DefaultEmbedDim, n, min(1000, n))
 	if err != nil {
@@ -156,11 +166,12 @@ func preload(ctx context.Context, pool *pgxpool.Pool, n int, log *slog.Logger) e
 		return err
 	}
 	defer conn.Release()
-	return loadBenchMemories(ctx, conn.Conn(), "array", c)
+	return loadBenchMemories(ctx, conn.Conn(), variant, c)
 }
 
 func ingestRun(ctx context.Context, pool *pgxpool.Pool, o IngestOptions, nconv int, log *slog.Logger) (IngestResult, error) {
-	res := IngestResult{Conversations: nconv, Sidecars: o.Sidecars, Concurrency: o.Concurrency, Preloaded: o.Preload, Rate: o.Rate}
+	res := IngestResult{Conversations: nconv, Sidecars: o.Sidecars, Concurrency: o.Concurrency, Preloaded: o.Preload, Rate: o.Rate,
+		Variant: o.variant}
 	convs := make([]uuid.UUID, nconv)
 	for i := range convs {
 		convs[i] = uuid.New()
