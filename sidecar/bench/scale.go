@@ -453,6 +453,14 @@ var scaleCalls = []struct {
 }{
 	{"bare vector top-10", `SELECT count(*) FROM (SELECT m.id FROM mneme.memories m WHERE m.conversation_id = $1 AND m.status = 'active'
 		ORDER BY m.embedding <=> mneme.hash_embed($2)::mneme.embedding LIMIT 10) x`, true, []string{"small", "typical", "huge"}},
+	// The same top 10, exact: the conversation's rows through the btree on
+	// conversation_id, every distance computed, sorted (OFFSET 0 keeps the
+	// planner from walking the HNSW index and filtering after the fact,
+	// which it prefers above; with many conversations that is the slower
+	// plan and loses rows to the filter).
+	{"bare exact top-10", `SELECT count(*) FROM (SELECT x.id FROM (SELECT m.id, m.embedding <=> mneme.hash_embed($2)::mneme.embedding AS d
+		FROM mneme.memories m WHERE m.conversation_id = $1 AND m.status = 'active' OFFSET 0) x ORDER BY x.d LIMIT 10) y`,
+		true, []string{"small", "typical", "huge"}},
 	// (array variant: not on huge, where evaluating <=> per row takes seconds
 	// a query; see scaleTime)
 	{"BM25 leg", `SELECT count(*) FROM mneme.bm25_search($1, $2, 100)`, false, []string{"small", "typical", "huge"}},
@@ -551,9 +559,14 @@ func scaleGoals(steps []ScaleStep, variant string) []ScaleGoal {
 	add := func(goal string, measured, limit float64) {
 		goals = append(goals, ScaleGoal{Goal: goal, Measured: math.Round(measured*100) / 100, Limit: limit, Pass: measured <= limit})
 	}
+	// The reference is the faster of the two bare lookups: what a person
+	// writing the query by hand could get at best.
 	bare := at(last, "typical", "bare vector top-10").P50
+	if exact := at(last, "typical", "bare exact top-10").P50; exact > 0 && (bare == 0 || exact < bare) {
+		bare = exact
+	}
 	for _, call := range []string{"search", "retrieve"} {
-		add(fmt.Sprintf("%s p50 / bare vector top-10 p50, typical conversation, %d memories", call, last.Memories),
+		add(fmt.Sprintf("%s p50 / the faster bare vector top-10 p50, typical conversation, %d memories", call, last.Memories),
 			at(last, "typical", call).P50/math.Max(bare, 1e-3), 1.5)
 		if variant == "array" {
 			goals[len(goals)-1].NotApplicable, goals[len(goals)-1].Pass = true, false
