@@ -454,11 +454,12 @@ var scaleCalls = []struct {
 	{"bare vector top-10", `SELECT count(*) FROM (SELECT m.id FROM mneme.memories m WHERE m.conversation_id = $1 AND m.status = 'active'
 		ORDER BY m.embedding <=> mneme.hash_embed($2)::mneme.embedding LIMIT 10) x`, true, []string{"small", "typical", "huge"}},
 	// The same top 10, exact: the conversation's rows through the btree on
-	// conversation_id, every distance computed, sorted (OFFSET 0 keeps the
+	// conversation_id, every distance computed (the query embedded once, in
+	// a subquery), sorted (OFFSET 0 keeps the
 	// planner from walking the HNSW index and filtering after the fact,
 	// which it prefers above; with many conversations that is the slower
 	// plan and loses rows to the filter).
-	{"bare exact top-10", `SELECT count(*) FROM (SELECT x.id FROM (SELECT m.id, m.embedding <=> mneme.hash_embed($2)::mneme.embedding AS d
+	{"bare exact top-10", `SELECT count(*) FROM (SELECT x.id FROM (SELECT m.id, m.embedding <=> (SELECT mneme.hash_embed($2)::mneme.embedding) AS d
 		FROM mneme.memories m WHERE m.conversation_id = $1 AND m.status = 'active' OFFSET 0) x ORDER BY x.d LIMIT 10) y`,
 		true, []string{"small", "typical", "huge"}},
 	// (array variant: not on huge, where evaluating <=> per row takes seconds
