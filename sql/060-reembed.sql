@@ -27,6 +27,7 @@ BEGIN
     END IF;
     -- Writers wait until the new embeddings are committed.
     LOCK TABLE mneme.memories IN SHARE ROW EXCLUSIVE MODE;
+    LOCK TABLE mneme.messages IN SHARE ROW EXCLUSIVE MODE;
 
     -- Triggers that name the column (UPDATE OF embedding) pin its type:
     -- keep their definitions, drop them, and recreate them as they were.
@@ -49,13 +50,18 @@ BEGIN
         WHERE e.extname = 'vector';
         DROP INDEX IF EXISTS mneme.memories_embedding_hnsw;
         EXECUTE format('ALTER TABLE mneme.memories ALTER COLUMN embedding TYPE %s(%s) USING NULL', v_vector, change_embedding_dim.dim);
+        -- Messages' embeddings (turns by meaning) take the new type too,
+        -- emptied: the external embedder fills those of new episodes.
+        EXECUTE format('ALTER TABLE mneme.messages ALTER COLUMN embedding TYPE %s(%s) USING NULL', v_vector, change_embedding_dim.dim);
         DROP DOMAIN mneme.embedding;
         EXECUTE format('CREATE DOMAIN mneme.embedding AS %s(%s)', v_vector, change_embedding_dim.dim);
     ELSE
         ALTER TABLE mneme.memories ALTER COLUMN embedding TYPE real[] USING NULL;
+        ALTER TABLE mneme.messages ALTER COLUMN embedding TYPE real[] USING NULL;
         DROP DOMAIN mneme.embedding;
         EXECUTE format('CREATE DOMAIN mneme.embedding AS real[] CHECK (VALUE IS NULL OR (array_ndims(VALUE) = 1 AND array_length(VALUE, 1) = %s))', change_embedding_dim.dim);
         ALTER TABLE mneme.memories ALTER COLUMN embedding TYPE mneme.embedding USING NULL;
+        ALTER TABLE mneme.messages ALTER COLUMN embedding TYPE mneme.embedding USING NULL;
     END IF;
     FOREACH v_def IN ARRAY v_defs LOOP
         EXECUTE v_def;

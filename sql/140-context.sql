@@ -78,6 +78,9 @@ DECLARE
     v_scores float8[] := '{}';
     v_firsts timestamptz[] := '{}';
     v_ew     int[] := '{}';
+    -- Turns by meaning: with an external embedder and the query's embedding,
+    -- the turns that have embeddings are ranked by cosine too.
+    v_meaning boolean := context_items.query_embedding IS NOT NULL AND mneme.setting('embedder') #>> '{}' <> 'hash';
 BEGIN
     IF v_budget IS NULL THEN
         RAISE EXCEPTION 'budget must not be NULL' USING ERRCODE = '22004';
@@ -115,10 +118,17 @@ BEGIN
                    (row_number() OVER (PARTITION BY r.ord ORDER BY msg.id))::int AS pos
             FROM ranked r JOIN mneme.messages msg ON msg.id = ANY (r.msgs)
             WHERE r.kind = 'episodic' AND r.msgs IS NOT NULL
+        ), meaning AS (  -- the turns' cosine rank to the query (its top context_candidates)
+            SELECT d.message_id AS id, d.vrank
+            FROM (SELECT x.message_id, (rank() OVER (ORDER BY x.distance, x.message_id))::int AS vrank
+                  FROM mneme._turn_distances(CASE WHEN v_meaning THEN ARRAY(SELECT t.id FROM turns t) END,
+                                             context_items.query_embedding) x
+                  WHERE x.distance IS NOT NULL) d
+            WHERE d.vrank <= v_cand
         ), avglen AS (
             SELECT greatest(avg(t.words), 1)::float8 AS len FROM turns t
         ), scored AS (  -- BM25 of each turn: its term frequencies, the scope's idf
-            SELECT t.ord, t.id, t.pos, t.cost,
+            SELECT t.ord, t.id, t.pos, t.cost, (SELECT v.vrank FROM meaning v WHERE v.id = t.id) AS vrank,
                    coalesce((SELECT sum(w.wt * x.tf / (x.tf + v_k1 * (1 - v_b + v_b * t.words / a.len)))
                              FROM (SELECT u.lexeme, cardinality(u.positions)::float8 AS tf
                                    FROM unnest(t.terms) AS u WHERE u.lexeme = ANY (v_terms)) x
@@ -126,16 +136,18 @@ BEGIN
             FROM turns t, avglen a
         ), ranked_turns AS (
             SELECT s.*, (rank() OVER (ORDER BY s.score DESC))::int AS trank,
-                   bool_or(s.score > 0) OVER (PARTITION BY s.ord) AS matched
+                   bool_or(s.score > 0 OR s.vrank IS NOT NULL) OVER (PARTITION BY s.ord) AS matched
             FROM scored s
         ), anchors AS (
             -- Anchors: every turn that matches the query, placed by its
             -- episode's rank and its own BM25 rank among all the turns
-            -- (reciprocal rank fusion); an episode none of whose turns
+            -- (reciprocal rank fusion), and by its cosine rank when turns
+            -- are found by meaning too; an episode none of whose turns
             -- match (a vector-leg hit) anchors on its first turn; a fact
             -- is its own anchor.
-            SELECT t.ord, t.pos AS apos, 1.0 / (v_rrf + t.ord) + 1.0 / (v_rrf + t.trank) AS fused
-            FROM ranked_turns t WHERE t.score > 0
+            SELECT t.ord, t.pos AS apos, 1.0 / (v_rrf + t.ord) + CASE WHEN t.score > 0 THEN 1.0 / (v_rrf + t.trank) ELSE 0 END
+                                         + coalesce(1.0 / (v_rrf + t.vrank), 0) AS fused
+            FROM ranked_turns t WHERE t.score > 0 OR t.vrank IS NOT NULL
             UNION ALL
             SELECT t.ord, 1, 1.0 / (v_rrf + t.ord) FROM ranked_turns t WHERE NOT t.matched AND t.pos = 1
             UNION ALL
@@ -214,9 +226,33 @@ COMMENT ON FUNCTION mneme.context_items(uuid, text, int, real[], timestamptz, ti
     'mneme.search (same arguments, same ranking), every episode turn that matches the query is an anchor, placed by '
     '1/(rrf_k + memory rank) + 1/(rrf_k + the turn''s BM25 rank among those turns) (BM25 of the turn, idf of the '
     'scope''s memories); an episode with no matching turn anchors on its first turn; a fact is its own anchor. '
+    'With an external embedder and query_embedding, the turns that have embeddings are also ranked by cosine '
+    '(the top context_candidates anchor too, their 1/(rrf_k + cosine rank) added). '
     'Anchors in that order bring their context_window neighbours; a turn or fact that does not fit is left out; '
     'no turn twice. One row per memory, in the order it got room, its turns in conversation order under a '
     '"### date" heading; the words (headings and speakers included) never exceed budget (1..100000).';
+
+-- The cosine distance of each given message that has an embedding to a
+-- query embedding (turns found by meaning in context_items).
+DO $do$
+BEGIN
+    EXECUTE replace($fn$
+CREATE OR REPLACE FUNCTION mneme._turn_distances(message_ids bigint[], embedding real[])
+RETURNS TABLE (message_id bigint, distance float8)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT m.id, @@distance@@
+FROM mneme.messages m
+WHERE m.id = ANY (_turn_distances.message_ids) AND m.embedding IS NOT NULL
+$$
+$fn$, '@@distance@@', CASE WHEN mneme.setting('vector_variant') #>> '{}' = 'pgvector'
+        THEN '(m.embedding OPERATOR(@extschema@.<=>) _turn_distances.embedding::mneme.embedding)::float8'
+        ELSE 'mneme.cosine_distance(m.embedding::real[], _turn_distances.embedding)' END);
+END
+$do$;
+COMMENT ON FUNCTION mneme._turn_distances(bigint[], real[]) IS
+    'Internal: the cosine distance of each given message that has an embedding to the query embedding.';
 
 -- One item as context_items returns it: the chosen turns of an episode under
 -- its date, in conversation order, "speaker: text" per line; a fact as a

@@ -211,6 +211,28 @@ COMMENT ON FUNCTION mneme.create_episode(uuid, bigint[], text, text, real[], rea
     'A NULL embedding is filled by SQL when the built-in embedder is configured. A NULL label is chosen by '
     'mneme.episode_label of the messages; NULL stability, difficulty, fsrs_state are the label''s mneme.initial_state.';
 
+-- A message's embedding by the external embedder, written by the segment job
+-- with the episode the message went into (the context ranks turns by it).
+CREATE OR REPLACE FUNCTION mneme.set_message_embedding(message_id bigint, embedding real[])
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF set_message_embedding.message_id IS NULL OR set_message_embedding.embedding IS NULL THEN
+        RAISE EXCEPTION 'message_id and embedding must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    PERFORM mneme.check_embedding(set_message_embedding.embedding);  -- finite, the database's dimension (22023)
+    UPDATE mneme.messages m SET embedding = set_message_embedding.embedding WHERE m.id = set_message_embedding.message_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'no message %', set_message_embedding.message_id USING ERRCODE = 'P0002';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION mneme.set_message_embedding(bigint, real[]) IS
+    'Stores a message''s embedding computed by the external embedder (the segment job, beside its episode''s); '
+    'the context ranks the candidate episodes'' turns by cosine to the query embedding as well as by BM25.';
+
 -- -----------------------------------------------------------------------------
 -- Review
 -- -----------------------------------------------------------------------------

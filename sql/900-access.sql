@@ -27,7 +27,7 @@ DECLARE
         'release_job', 'retry_job', 'queued_messages', 'lock_queued', 'create_episode', 'review_targets', 'apply_review',
         'recent_memories', 'context_messages', 'enqueue_job', 'enqueue_segment', 'unhandled_jobs', 'memories_to_embed',
         'set_embedding', 'cleanup', 'schedule_cleanup', '_segment_followup', '_interval_setting', 'revision_candidates',
-        'apply_revision', 'add_fact'];
+        'apply_revision', 'add_fact', 'set_message_embedding'];
     admin constant text[] := ARRAY[
         'set_setting', 'change_embedding_dim', 'reset_initial_state', 'erase', 'erase_conversation', 'reactivate',
         'cleanup', 'schedule_cleanup', 'retry_job', 'bm25_reindex', 'create_tenant', 'bind_login', 'unbind_login'];

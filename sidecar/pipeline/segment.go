@@ -95,6 +95,7 @@ func (p *Pipelines) Segment(ctx context.Context, db jobs.Store, job jobs.Job) er
 	}
 	var eps []episode
 	var embs [][]float32
+	var msgEmbs map[int64][]float32
 	if len(msgs) > 0 {
 		prior, err := priorMemories(ctx, db, conv, max(heuristicPrior, llmPrior))
 		if err != nil {
@@ -105,7 +106,7 @@ func (p *Pipelines) Segment(ctx context.Context, db jobs.Store, job jobs.Job) er
 		if eps, err = p.segmenter.Segment(ctx, in); err != nil {
 			return fmt.Errorf("segment job %d: %w", job.ID, err)
 		}
-		if embs, err = p.embedEpisodes(ctx, eps, set); err != nil {
+		if embs, msgEmbs, err = p.embedEpisodes(ctx, eps, set); err != nil {
 			return fmt.Errorf("segment job %d: %w", job.ID, err)
 		}
 		p.findFacts(eps, set, log)
@@ -137,6 +138,9 @@ func (p *Pipelines) Segment(ctx context.Context, db jobs.Store, job jobs.Job) er
 			if err != nil {
 				return fmt.Errorf("segment job %d: %w", job.ID, err)
 			}
+			if err := setMessageEmbeddings(ctx, tx, e.Messages, msgEmbs); err != nil {
+				return fmt.Errorf("segment job %d: %w", job.ID, err)
+			}
 			if err := p.addFacts(ctx, tx, conv, id, e.Facts, log); err != nil {
 				return fmt.Errorf("segment job %d: %w", job.ID, err)
 			}
@@ -157,27 +161,67 @@ func (p *Pipelines) Segment(ctx context.Context, db jobs.Store, job jobs.Job) er
 	})
 }
 
-// embedEpisodes embeds the new memories with an external embedder; with
-// the built-in hash embedder SQL fills a NULL embedding itself (nil).
-func (p *Pipelines) embedEpisodes(ctx context.Context, eps []episode, set settings) ([][]float32, error) {
+// embedEpisodes embeds the new memories with an external embedder, and in
+// the same batch each of their messages (the context finds turns by
+// meaning with them); with the built-in hash embedder SQL fills a NULL
+// memory embedding itself and messages get none (nil, nil).
+func (p *Pipelines) embedEpisodes(ctx context.Context, eps []episode, set settings) ([][]float32, map[int64][]float32, error) {
 	if len(eps) == 0 || set.Embedder == "hash" {
-		return nil, nil
+		return nil, nil, nil
 	}
-	texts := make([]string, len(eps))
-	for i, e := range eps {
-		texts[i] = embed.MemoryText("", e.Summary, episodeContent(e.Messages))
+	texts := make([]string, 0, len(eps))
+	for _, e := range eps {
+		texts = append(texts, embed.MemoryText("", e.Summary, episodeContent(e.Messages)))
+	}
+	var ids []int64
+	for _, e := range eps {
+		for _, m := range e.Messages {
+			if strings.TrimSpace(m.Content) == "" {
+				continue // nothing to find it by
+			}
+			ids = append(ids, m.ID)
+			texts = append(texts, m.Content)
+		}
 	}
 	embs, err := p.embed.Embed(ctx, texts)
 	if err != nil {
-		return nil, fmt.Errorf("embed %d episodes: %w", len(eps), err)
+		return nil, nil, fmt.Errorf("embed %d episodes and their %d messages: %w", len(eps), len(ids), err)
+	}
+	if len(embs) != len(texts) {
+		return nil, nil, fmt.Errorf("the embedder returned %d embeddings for %d texts", len(embs), len(texts))
 	}
 	for _, e := range embs {
 		if len(e) != set.EmbeddingDim {
-			return nil, fmt.Errorf("the embedder returned %d dimensions, the database has %d: %w",
+			return nil, nil, fmt.Errorf("the embedder returned %d dimensions, the database has %d: %w",
 				len(e), set.EmbeddingDim, jobs.ErrPermanent)
 		}
 	}
-	return embs, nil
+	msgs := make(map[int64][]float32, len(ids))
+	for i, id := range ids {
+		msgs[id] = embs[len(eps)+i]
+	}
+	return embs[:len(eps)], msgs, nil
+}
+
+// setMessageEmbeddings stores the embeddings of an episode's messages
+// (mneme.set_message_embedding), in one round trip.
+func setMessageEmbeddings(ctx context.Context, tx pgx.Tx, msgs []message, embs map[int64][]float32) error {
+	if len(embs) == 0 {
+		return nil
+	}
+	b := &pgx.Batch{}
+	for _, m := range msgs {
+		if e, ok := embs[m.ID]; ok {
+			b.Queue(`SELECT mneme.set_message_embedding($1, $2)`, m.ID, e)
+		}
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("store message embeddings: %w", err)
+	}
+	return nil
 }
 
 // createEpisode inserts one episodic memory and drains its messages

@@ -43,6 +43,7 @@ type Server struct {
 	chats     []openai.ChatCompletionRequest
 	embeds    []EmbedRequest
 	dim       int
+	vectors   func(text string, dim int) []float32
 }
 
 // New starts a server that t closes at the end.
@@ -169,7 +170,11 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
 		rep, s.embScript = s.embScript[0], s.embScript[1:]
 	}
 	dim := s.dim
+	vectors := s.vectors
 	s.mu.Unlock()
+	if vectors == nil {
+		vectors = Vector
+	}
 	if req.Dimensions > 0 {
 		dim = req.Dimensions
 	}
@@ -182,9 +187,17 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
 	}
 	resp := openai.EmbeddingResponse{Object: "list", Model: openai.EmbeddingModel(req.Model)}
 	for i, text := range req.Input {
-		resp.Data = append(resp.Data, openai.Embedding{Object: "embedding", Index: i, Embedding: Vector(text, dim)})
+		resp.Data = append(resp.Data, openai.Embedding{Object: "embedding", Index: i, Embedding: vectors(text, dim)})
 	}
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// Vectors sets the function that gives each text's embedding (default
+// Vector): a test can put chosen paraphrases close together.
+func (s *Server) Vectors(f func(text string, dim int) []float32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.vectors = f
 }
 
 // Vector is the deterministic unit vector the server returns for text.
