@@ -24,6 +24,15 @@ type Options struct {
 	Tenant  string
 	Version string
 	Log     *slog.Logger
+	// Embedder embeds the queries of recall and search when the database's
+	// embeddings come from an external embedder (nil: SQL embeds them with
+	// the built-in hash embedder, or searches by BM25 alone).
+	Embedder QueryEmbedder
+}
+
+// QueryEmbedder is the external embedder as the tools use it.
+type QueryEmbedder interface {
+	Embed(ctx context.Context, texts []string) ([][]float32, error)
 }
 
 // server holds what the tool handlers share.
@@ -31,11 +40,28 @@ type server struct {
 	pool   *pgxpool.Pool
 	tenant string
 	log    *slog.Logger
+	embed  QueryEmbedder
+}
+
+// queryEmbedding is the query's vector from the external embedder, before
+// any transaction opens; nil (SQL NULL) without one.
+func (s *server) queryEmbedding(ctx context.Context, query string) (any, error) {
+	if s.embed == nil {
+		return nil, nil
+	}
+	v, err := s.embed.Embed(ctx, []string{query})
+	if err != nil {
+		return nil, fmt.Errorf("embed the query: %w", err)
+	}
+	if len(v) != 1 {
+		return nil, fmt.Errorf("embed the query: the embedder returned %d vectors for one text", len(v))
+	}
+	return v[0], nil
 }
 
 // New returns the MCP server with every mneme tool.
 func New(o Options) *mcp.Server {
-	s := &server{pool: o.Pool, tenant: o.Tenant, log: o.Log}
+	s := &server{pool: o.Pool, tenant: o.Tenant, log: o.Log, embed: o.Embedder}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

@@ -138,9 +138,13 @@ func (s *server) addTools(srv *mcp.Server) {
 		"mneme later rates whether what it returned was used, so useful memories strengthen."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in RecallIn) (*mcp.CallToolResult, RecallOut, error) {
 			var out RecallOut
-			err := s.inTenant(ctx, req, func(tx pgx.Tx) error {
-				return tx.QueryRow(ctx, `SELECT mneme.context($1::uuid, $2, coalesce($3, 1000), scope => coalesce($4, 'conversation'))`,
-					in.ConversationID, in.Query, nonZero(in.Budget), orNull(in.Scope)).Scan(&out.Context)
+			emb, err := s.queryEmbedding(ctx, in.Query)
+			if err != nil {
+				return nil, out, err
+			}
+			err = s.inTenant(ctx, req, func(tx pgx.Tx) error {
+				return tx.QueryRow(ctx, `SELECT mneme.context($1::uuid, $2, coalesce($3, 1000), $5::real[], scope => coalesce($4, 'conversation'))`,
+					in.ConversationID, in.Query, nonZero(in.Budget), orNull(in.Scope), emb).Scan(&out.Context)
 			})
 			if err != nil {
 				return nil, out, err
@@ -155,10 +159,14 @@ func (s *server) addTools(srv *mcp.Server) {
 		"structured results with scores, no side effects. Prefer recall to build an answer."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in SearchIn) (*mcp.CallToolResult, SearchOut, error) {
 			out := SearchOut{Memories: []Memory{}}
-			err := s.inTenant(ctx, req, func(tx pgx.Tx) error {
+			emb, err := s.queryEmbedding(ctx, in.Query)
+			if err != nil {
+				return nil, out, err
+			}
+			err = s.inTenant(ctx, req, func(tx pgx.Tx) error {
 				rows, err := tx.Query(ctx, `SELECT memory_id::text, kind, label, coalesce(summary, ''), content, score, created_at
-					FROM mneme.search($1::uuid, $2, coalesce($3, 5), scope => coalesce($4, 'conversation'))`,
-					in.ConversationID, in.Query, nonZero(in.K), orNull(in.Scope))
+					FROM mneme.search($1::uuid, $2, coalesce($3, 5), $5::real[], scope => coalesce($4, 'conversation'))`,
+					in.ConversationID, in.Query, nonZero(in.K), orNull(in.Scope), emb)
 				if err != nil {
 					return err
 				}
