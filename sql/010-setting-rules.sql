@@ -233,3 +233,14 @@ $$;
 COMMENT ON FUNCTION mneme._check_setting_pair(text, jsonb) IS
     'Internal to set_setting: refuses (22023, naming both keys) a value that crosses the current value of the '
     'setting bounding the same quantity from the other side (mneme._setting_pairs).';
+
+-- The key a label reads in a setting keyed by label (label_weights,
+-- initial_stability_days): its own key if the setting has one, "project"
+-- for a project_* label, "general" otherwise. Plain SQL without SET, so the
+-- ranking inlines it per row.
+CREATE OR REPLACE FUNCTION mneme._label_key(label text, by_label jsonb)
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT CASE WHEN $2 ? $1 THEN $1 WHEN $1 LIKE 'project\_%' THEN 'project' ELSE 'general' END $$;
+COMMENT ON FUNCTION mneme._label_key(text, jsonb) IS
+    'Internal: the key of a setting keyed by label that a label reads (its own, "project" for project_*, else "general").';

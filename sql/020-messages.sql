@@ -150,7 +150,8 @@ BEGIN
     SELECT count(*) INTO v_queued FROM mneme.messages m
     WHERE m.conversation_id = add_message.conversation_id AND m.consumed_at IS NULL;
 
-    -- The seed's rule-based check, in its order.
+    -- The rule-based check, in this order: too few queued to cut, the message cap (a forced cut), a long gap (a
+    -- forced cut before the late message), a message too short to ask the segmenter about, else a check.
     IF v_queued < v_min_msgs THEN
         RETURN v_id;
     ELSIF v_queued >= v_max_msgs THEN

@@ -25,6 +25,27 @@ COMMENT ON FUNCTION mneme.bm25_tsvector(text) IS
     'The BM25 tokeniser: to_tsvector(''english'', text) over the first 100,000 characters (a tsvector holds at '
     'most 1 MB; an episode of long messages must still be stored). Changing it needs SELECT mneme.bm25_reindex().';
 
+-- Okapi BM25's weighting, written once for the BM25 leg, the belief search
+-- and the context's turns: a posting scores _bm25_weight(N, df, k1) *
+-- _bm25_tf(tf, dl, k1, b, avgdl) = idf * tf * (k1 + 1) / (tf + k1 * (1 - b +
+-- b * dl / avgdl)), idf = ln(1 + (N - df + 0.5) / (df + 0.5)). Plain SQL
+-- without SET, so the planner inlines them (a posting costs no function
+-- call); the length normalisation is written k1 * (1 - b) + k1 * b / avgdl *
+-- dl so that the parts without the posting fold into constants.
+CREATE OR REPLACE FUNCTION mneme._bm25_weight(n float8, df float8, k1 float8)
+RETURNS float8
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT ln(1 + ($1 - $2 + 0.5) / ($2 + 0.5)) * ($3 + 1) $$;
+COMMENT ON FUNCTION mneme._bm25_weight(float8, float8, float8) IS
+    'Internal: a BM25 term''s weight idf * (k1 + 1) among n documents, df of which hold it.';
+
+CREATE OR REPLACE FUNCTION mneme._bm25_tf(tf float8, dl float8, k1 float8, b float8, avgdl float8)
+RETURNS float8
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT $1 / ($1 + $3 * (1 - $4) + $3 * $4 / $5 * $2) $$;
+COMMENT ON FUNCTION mneme._bm25_tf(float8, float8, float8, float8, float8) IS
+    'Internal: a BM25 posting''s saturated term frequency tf / (tf + k1 * (1 - b + b * dl / avgdl)).';
+
 -- -----------------------------------------------------------------------------
 -- Maintenance
 -- -----------------------------------------------------------------------------
@@ -255,8 +276,7 @@ DECLARE
     v_expired uuid[];
     v_n       float8;
     v_total   float8;
-    v_c0      float8;
-    v_c1      float8;
+    v_avgdl   float8;
 BEGIN
     SELECT sum(s.n), sum(s.total_len) INTO v_n, v_total FROM mneme.bm25_stats s WHERE s.conversation_id = ANY (v_ids);
     IF v_n IS NULL THEN
@@ -273,12 +293,7 @@ BEGIN
     IF v_n <= 0 OR v_total <= 0 THEN
         RETURN;
     END IF;
-    -- idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl)), with the
-    -- per-term factor idf * (k1 + 1) and the constants folded out of the
-    -- per-posting expression (evaluated once per posting: thousands of times
-    -- for a common word in a large conversation).
-    v_c0 := v_k1 * (1 - v_b);
-    v_c1 := v_k1 * v_b / (v_total / v_n);
+    v_avgdl := v_total / v_n;
 
     -- Every lookup is by the whole primary key, one conversation and one
     -- term at a time (LATERAL): the plan cannot turn into a scan of a
@@ -289,7 +304,7 @@ BEGIN
     WITH q AS (
         SELECT DISTINCT u.term FROM unnest(tsvector_to_array(mneme.bm25_tsvector(_bm25_search.query))) AS u(term)
     ), w AS (
-        SELECT q.term, ln(1 + (v_n - d.df + 0.5) / (d.df + 0.5)) * (v_k1 + 1) AS wt
+        SELECT q.term, mneme._bm25_weight(v_n, d.df, v_k1) AS wt
         FROM q, LATERAL (
             SELECT sum(bt.df) - CASE WHEN v_expired IS NULL THEN 0 ELSE
                        (SELECT count(*) FROM unnest(v_ids) AS c2(id), mneme.bm25_postings p
@@ -299,7 +314,7 @@ BEGIN
                 SELECT t.df FROM mneme.bm25_terms t WHERE t.conversation_id = c.id AND t.term = q.term) bt) d
         WHERE d.df > 0
     ), top AS (
-        SELECT p.memory_id AS id, sum(w.wt * p.tf / (p.tf + v_c0 + v_c1 * p.doclen)) AS score
+        SELECT p.memory_id AS id, sum(w.wt * mneme._bm25_tf(p.tf, p.doclen, v_k1, v_b, v_avgdl)) AS score
         FROM w, unnest(v_ids) AS c(id), LATERAL (
             SELECT p.memory_id, p.tf, p.doclen FROM mneme.bm25_postings p
             WHERE p.conversation_id = c.id AND p.term = w.term) p

@@ -101,8 +101,7 @@ BEGIN
     ), df AS (
         SELECT t.term, count(*)::float8 AS df FROM t GROUP BY t.term
     ), b AS (
-        SELECT t.id, sum(ln(1 + (st.n - df.df + 0.5) / (df.df + 0.5)) * t.tf * (v_k1 + 1)
-                         / (t.tf + v_k1 * (1 - v_b + v_b * d.dl / st.avgdl))) AS score
+        SELECT t.id, sum(mneme._bm25_weight(st.n, df.df, v_k1) * mneme._bm25_tf(t.tf, d.dl, v_k1, v_b, st.avgdl)) AS score
         FROM t JOIN df ON df.term = t.term JOIN d ON d.id = t.id CROSS JOIN st
         GROUP BY t.id
         ORDER BY 2 DESC, 1
@@ -242,9 +241,7 @@ BEGIN
                coalesce(1 / (v_rrf_k + f.br), 0) + v_vec_w * coalesce(1 / (v_rrf_k + f.vr), 0) AS rrf,
                CASE WHEN m.pinned THEN 1::float8
                     ELSE mneme._retrievability(m.stability, m.last_reviewed_at, v_at) END AS ret,
-               coalesce((v_weights ->> m.label)::float8,
-                        CASE WHEN m.label LIKE 'project\_%' THEN (v_weights ->> 'project')::float8 END,
-                        1::float8) AS w
+               coalesce((v_weights ->> mneme._label_key(m.label, v_weights))::float8, 1::float8) AS w
         -- The candidates by primary key (= ANY of their ids): joined on f.id
         -- alone, the planner scanned every memory of every conversation
         -- (95 ms at 100,000 memories, bench retrieve).

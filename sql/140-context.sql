@@ -106,7 +106,7 @@ BEGIN
         ), idf AS (  -- the query's terms weighed by their rarity among the scope's memories
             -- (by the whole key, one conversation and term at a time: a plan
             -- that filters a conversation's terms cannot be chosen)
-            SELECT q.term, ln(1 + (v_n - d.df + 0.5) / (d.df + 0.5)) * (v_k1 + 1) AS wt
+            SELECT q.term, mneme._bm25_weight(v_n, d.df, v_k1) AS wt
             FROM unnest(v_terms) AS q(term), LATERAL (
                 SELECT sum(t.df) AS df FROM unnest(v_convs) AS c(id), LATERAL (
                     SELECT t.df FROM mneme.bm25_terms t WHERE t.conversation_id = c.id AND t.term = q.term) t) d
@@ -129,7 +129,7 @@ BEGIN
             SELECT greatest(avg(t.words), 1)::float8 AS len FROM turns t
         ), scored AS (  -- BM25 of each turn: its term frequencies, the scope's idf
             SELECT t.ord, t.id, t.pos, t.cost, (SELECT v.vrank FROM meaning v WHERE v.id = t.id) AS vrank,
-                   coalesce((SELECT sum(w.wt * x.tf / (x.tf + v_k1 * (1 - v_b + v_b * t.words / a.len)))
+                   coalesce((SELECT sum(w.wt * mneme._bm25_tf(x.tf, t.words, v_k1, v_b, a.len))
                              FROM (SELECT u.lexeme, cardinality(u.positions)::float8 AS tf
                                    FROM unnest(t.terms) AS u WHERE u.lexeme = ANY (v_terms)) x
                              JOIN idf w ON w.term = x.lexeme), 0) AS score

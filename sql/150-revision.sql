@@ -1,5 +1,5 @@
 -- =============================================================================
--- mneme belief revision (issue 14). Every explicit write (mneme.remember) and
+-- mneme belief revision. Every explicit write (mneme.remember) and
 -- every fact extracted from a conversation (mneme.add_fact) enqueues a
 -- 'revise' job in its transaction; the new memory is visible at once. The
 -- sidecar's job compares it with the closest facts of its scope

@@ -160,7 +160,7 @@ BEGIN
     IF create_episode.message_ids IS NULL OR cardinality(create_episode.message_ids) = 0 OR array_position(create_episode.message_ids, NULL) IS NOT NULL THEN
         RAISE EXCEPTION 'an episode needs at least one message id, and no NULLs' USING ERRCODE = '22023';
     END IF;
-    IF create_episode.content IS NULL OR btrim(create_episode.content) = '' THEN
+    IF create_episode.content IS NULL OR mneme._is_blank(create_episode.content) THEN
         RAISE EXCEPTION 'episode content must not be empty' USING ERRCODE = '22023';
     END IF;
     IF create_episode.surprise IS NULL OR create_episode.surprise < 0 OR create_episode.surprise > 1 THEN

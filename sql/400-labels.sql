@@ -95,7 +95,7 @@ DECLARE
                                     'august', 'september', 'october', 'november', 'december'];
     days   constant text := '(monday|tuesday|wednesday|thursday|friday|saturday|sunday)';
 BEGIN
-    IF auto_label.content IS NULL OR btrim(auto_label.content) = '' THEN
+    IF auto_label.content IS NULL OR mneme._is_blank(auto_label.content) THEN
         RAISE EXCEPTION 'content must not be NULL or empty' USING ERRCODE = '22023',
             HINT = 'pass the text of the memory to label';
     END IF;
@@ -215,7 +215,7 @@ BEGIN
         RAISE EXCEPTION 'contents must hold at least one message' USING ERRCODE = '22023';
     END IF;
     SELECT array_agg(mneme.auto_label(c, episode_label.at)) INTO labels
-    FROM unnest(episode_label.contents) AS c WHERE btrim(c) <> '';
+    FROM unnest(episode_label.contents) AS c WHERE NOT mneme._is_blank(c);
     IF labels IS NULL THEN
         RETURN 'trivial';
     END IF;

@@ -24,9 +24,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     s   jsonb := mneme.setting('initial_stability_days');
-    key text := CASE WHEN _initial_stability.label LIKE 'project\_%' THEN 'project'
-                     WHEN s ? _initial_stability.label THEN _initial_stability.label
-                     ELSE 'general' END;
+    key text := mneme._label_key(_initial_stability.label, s);
     v   float8;
 BEGIN
     IF jsonb_typeof(s) IS DISTINCT FROM 'object' OR jsonb_typeof(s -> key) IS DISTINCT FROM 'number'
@@ -36,12 +34,12 @@ BEGIN
                   HINT = 'a JSON object of days by label, e.g. {"trivial": 3, "temporary": 14, "general": 900, "project": 900, "user_profile": 3650, "important": 3650}';
     END IF;
     v := (s ->> key)::float8;
-    -- The seed's surprise rule: up to 1.5 times for an entirely new memory.
+    -- A surprising memory starts stronger: up to 1.5 times for an entirely new one.
     RETURN v * (1 + 0.5 * least(greatest(coalesce(_initial_stability.surprise, 0), 0), 1));
 END
 $$;
 COMMENT ON FUNCTION mneme._initial_stability(text, float8) IS
-    'Internal: initial_stability_days for the label (project_* use "project", other unknown labels "general") '
+    'Internal: initial_stability_days for the label (its own key, else "project" for project_*, else "general") '
     'times 1 + 0.5 * surprise (clamped to [0, 1]).';
 
 CREATE OR REPLACE FUNCTION mneme.initial_state(label text, surprise float8 DEFAULT 0)

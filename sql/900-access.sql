@@ -53,7 +53,13 @@ BEGIN
     REVOKE ALL ON mneme.bm25_postings, mneme.bm25_docs, mneme.bm25_terms, mneme.bm25_stats
         FROM mneme_worker, mneme_admin;
 
-    FOR f IN SELECT p.oid::regprocedure AS sig, p.proname AS name, p.prorettype = 'pg_catalog.trigger'::regtype AS trg
+    FOR f IN SELECT p.oid::regprocedure AS sig, p.proname AS name, p.prorettype = 'pg_catalog.trigger'::regtype AS trg,
+                    -- Plain SQL without SET (mneme._retrievability, the BM25
+                    -- weighting, mneme._label_key): the planner inlines them
+                    -- into the query that calls them, which it cannot do for
+                    -- a SECURITY DEFINER function.
+                    p.prolang = (SELECT l.oid FROM pg_catalog.pg_language l WHERE l.lanname = 'sql')
+                        AND p.proconfig IS NULL AND p.provolatile = 'i' AS inlined
              FROM pg_catalog.pg_proc p WHERE p.pronamespace = 'mneme'::regnamespace AND p.prokind = 'f' LOOP
         EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f.sig);
         IF f.name IN ('_tenant', '_is_worker') THEN
@@ -80,9 +86,7 @@ BEGIN
             CONTINUE;
         END IF;
         EXECUTE format('ALTER FUNCTION %s OWNER TO mneme_owner', f.sig);
-        -- mneme._retrievability stays SECURITY INVOKER (and without SET) so
-        -- the planner inlines it into the ranking.
-        IF f.name <> '_retrievability' THEN
+        IF NOT f.inlined THEN
             EXECUTE format('ALTER FUNCTION %s SECURITY DEFINER', f.sig);
         END IF;
         IF f.name = ANY (app) THEN

@@ -10,7 +10,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// reviewSystemPrompt is the seed's reviewer prompt, written out.
+// reviewSystemPrompt tells the LLM reviewer what a review is and how to rate (again, hard, good, easy).
 const reviewSystemPrompt = `You are a memory relevance reviewer for a long-term memory system.
 Earlier in this conversation a search retrieved the memories listed below, for the queries
 shown with each. The conversation has since moved on. For each memory, judge whether it was
