@@ -280,3 +280,19 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestDaemonRefusesUnhandledKinds: a kind in mneme.job_kinds (the kinds
+// enqueue_job accepts) without a handler in this sidecar stops it at start,
+// naming the kind, instead of leaving those jobs waiting for ever.
+func TestDaemonRefusesUnhandledKinds(t *testing.T) {
+	db := dbtest.New(t, dbtest.WithVector("array"))
+	cfg := config.Config{DatabaseURL: db.URL, Events: "notify", Concurrency: 1, PollEvery: time.Hour,
+		MetricsAddr: freeAddr(t), SlotName: "unused"}
+	_, err := daemon.New(context.Background(), cfg, db.Pool, slog.New(slog.DiscardHandler))
+	require.NoError(t, err, "every kind of the schema has a handler")
+	_, err = db.Pool.Exec(context.Background(), `INSERT INTO mneme.job_kinds VALUES ('export', false, '$.type() == "object"', '{}', 'a newer release''s kind')`)
+	require.NoError(t, err)
+	_, err = daemon.New(context.Background(), cfg, db.Pool, slog.New(slog.DiscardHandler))
+	require.ErrorContains(t, err, "[export]")
+	require.ErrorContains(t, err, "no handler")
+}

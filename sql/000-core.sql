@@ -97,6 +97,48 @@ COMMENT ON FUNCTION mneme._check_time(text, timestamptz) IS
 -- -----------------------------------------------------------------------------
 -- Jobs: the transactional outbox
 -- -----------------------------------------------------------------------------
+-- The kinds the sidecar handles and the payload each handler reads (the
+-- table is goose 00056's; its rows are written here, so a release that adds
+-- a kind or changes a rule changes them on migrate).
+INSERT INTO mneme.job_kinds AS k (kind, needs_conversation, payload_rule, payload_hint, description) VALUES
+    ('segment', true, '$.check.type() == "boolean" && ($.check == true || $.through_message_id.type() == "number")',
+     '{"check": bool, "through_message_id": id (for a forced cut, check false)}',
+     'cut the conversation''s queued messages into episodes and store them as memories'),
+    ('review', true, '$.reviews.type() == "array" && $.reviewed_at.type() == "string"',
+     '{"reviews": [...], "reviewed_at": time}',
+     'rate the memories a retrieval returned by their use in the conversation since, and move their FSRS state'),
+    ('revise', true, '$.memory_id.type() == "string" && $.memory_id like_regex "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"',
+     '{"memory_id": uuid}',
+     'compare a new fact with what the conversation believes: add, merge, supersede or invalidate'),
+    ('cleanup', false, '$.type() == "object"', '{}',
+     'the lifecycle policy: expire, archive and delete what the settings say'),
+    ('noop', false, '$.type() == "object"', 'any object', 'nothing: benchmarks and smoke tests')
+ON CONFLICT (kind) DO UPDATE SET needs_conversation = EXCLUDED.needs_conversation, payload_rule = EXCLUDED.payload_rule,
+    payload_hint = EXCLUDED.payload_hint, description = EXCLUDED.description
+WHERE (k.needs_conversation, k.payload_rule::text, k.payload_hint, k.description)
+      IS DISTINCT FROM (EXCLUDED.needs_conversation, EXCLUDED.payload_rule::text, EXCLUDED.payload_hint, EXCLUDED.description);
+DELETE FROM mneme.job_kinds WHERE kind NOT IN ('segment', 'review', 'revise', 'cleanup', 'noop');
+
+-- A pending job that does the same work as a job of this kind,
+-- conversation and dedupe key: the same dedupe key, or a segment job of the
+-- same conversation (the two unique indexes on pending jobs,
+-- jobs_pending_dedupe and jobs_one_pending_segment). enqueue_job reports
+-- it instead of a second job; a requeued job gives way to it.
+CREATE OR REPLACE FUNCTION mneme._equivalent_pending_job(kind text, conversation_id uuid, dedupe_key text, except_id bigint)
+RETURNS bigint
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT j.id FROM mneme.jobs j
+WHERE j.state = 'pending' AND j.id IS DISTINCT FROM _equivalent_pending_job.except_id
+  AND ((_equivalent_pending_job.dedupe_key IS NOT NULL AND j.dedupe_key = _equivalent_pending_job.dedupe_key)
+       OR (_equivalent_pending_job.kind = 'segment' AND j.kind = 'segment'
+           AND j.conversation_id = _equivalent_pending_job.conversation_id))
+LIMIT 1
+$$;
+COMMENT ON FUNCTION mneme._equivalent_pending_job(text, uuid, text, bigint) IS
+    'Internal to enqueue_job and requeueing: the pending job (other than except_id) that does the same work, if any.';
+
 CREATE OR REPLACE FUNCTION mneme.enqueue_job(
     kind text,
     conversation_id uuid,
@@ -111,22 +153,25 @@ AS $$
 DECLARE
     v_id        bigint;
     v_max_bytes bigint;
+    v_kind      mneme.job_kinds;
 BEGIN
     IF enqueue_job.kind IS NULL OR enqueue_job.kind !~ '^[a-z][a-z0-9_]{0,63}$' THEN
         RAISE EXCEPTION 'job kind must be a lower-case identifier of at most 64 characters, got %', mneme._quote_prefix(enqueue_job.kind)
             USING ERRCODE = '22023';
     END IF;
-    -- Only kinds the sidecar handles: any other would wait for a handler
-    -- that never comes. A deployment with handlers of its own (and the
-    -- test harness, whose job-queue tests use kinds of their own) lists
-    -- them in the setting mneme.job_kinds ('*' for any).
-    IF enqueue_job.kind NOT IN ('segment', 'review', 'revise', 'cleanup', 'noop')
+    -- Only kinds the sidecar handles (mneme.job_kinds): any other would
+    -- wait for a handler that never comes. A deployment with handlers of
+    -- its own (and the test harness, whose job-queue tests use kinds of
+    -- their own) lists them in the setting mneme.job_kinds ('*' for any).
+    SELECT * INTO v_kind FROM mneme.job_kinds k WHERE k.kind = enqueue_job.kind;
+    IF NOT FOUND
        AND coalesce(current_setting('mneme.job_kinds', true), '') <> '*'
        AND NOT enqueue_job.kind = ANY (string_to_array(replace(coalesce(current_setting('mneme.job_kinds', true), ''), ' ', ''), ',')) THEN
         RAISE EXCEPTION 'job kind % has no handler in the sidecar', mneme._quote_prefix(enqueue_job.kind)
             USING ERRCODE = '22023',
-                  HINT = 'kinds: segment, review, revise, cleanup, noop; a deployment''s own kinds go in the setting mneme.job_kinds '
-                         '(ALTER DATABASE ... SET mneme.job_kinds = ''mykind'')';
+                  HINT = format('kinds: %s; a deployment''s own kinds go in the setting mneme.job_kinds '
+                                '(ALTER DATABASE ... SET mneme.job_kinds = ''mykind'')',
+                                (SELECT string_agg(k.kind, ', ' ORDER BY k.kind) FROM mneme.job_kinds k));
     END IF;
     PERFORM mneme._check_time('run_at', enqueue_job.run_at);
     IF enqueue_job.payload IS NOT NULL AND jsonb_typeof(enqueue_job.payload) <> 'object' THEN
@@ -146,20 +191,14 @@ BEGIN
                 v_max_bytes, enqueue_job.kind
             USING ERRCODE = '22001', HINT = 'keep large data in tables and put its ids in the payload';
     END IF;
-    -- The payloads the sidecar's handlers read: what they could only fail on
-    -- is refused here.
-    IF enqueue_job.kind = 'segment' AND (enqueue_job.conversation_id IS NULL
-           OR jsonb_typeof(enqueue_job.payload -> 'check') IS DISTINCT FROM 'boolean'
-           OR (enqueue_job.payload ->> 'check' = 'false' AND jsonb_typeof(enqueue_job.payload -> 'through_message_id') IS DISTINCT FROM 'number'))
-       OR enqueue_job.kind = 'review' AND (enqueue_job.conversation_id IS NULL
-           OR jsonb_typeof(enqueue_job.payload -> 'reviews') IS DISTINCT FROM 'array')
-       OR enqueue_job.kind = 'revise' AND (enqueue_job.conversation_id IS NULL
-           OR coalesce(enqueue_job.payload ->> 'memory_id', '') !~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$') THEN
+    -- The payload the kind's handler reads (mneme.job_kinds): what it could
+    -- only fail on is refused here.
+    IF v_kind.kind IS NOT NULL AND ((v_kind.needs_conversation AND enqueue_job.conversation_id IS NULL)
+           OR NOT jsonb_path_match(coalesce(enqueue_job.payload, '{}'), v_kind.payload_rule)) THEN
         RAISE EXCEPTION '% job payload %: not what its handler reads', enqueue_job.kind, left(enqueue_job.payload::text, 80)
             USING ERRCODE = '22023',
-                  HINT = 'segment: a conversation and {"check": bool, "through_message_id": id (for a forced cut)}; '
-                         'review: a conversation and {"reviews": [...], "reviewed_at": time}; '
-                         'revise: a conversation and {"memory_id": uuid}';
+                  HINT = format('a %s job: %s%s', v_kind.kind, CASE WHEN v_kind.needs_conversation THEN 'a conversation and ' ELSE '' END,
+                                v_kind.payload_hint);
     END IF;
     INSERT INTO mneme.jobs (kind, conversation_id, payload, dedupe_key, run_at)
     VALUES (enqueue_job.kind, enqueue_job.conversation_id, coalesce(enqueue_job.payload, '{}'), enqueue_job.dedupe_key, coalesce(enqueue_job.run_at, now()))
@@ -167,11 +206,7 @@ BEGIN
     RETURNING id INTO v_id;
     IF v_id IS NULL THEN
         -- An equivalent job is already pending: keep it, report its id.
-        SELECT j.id INTO v_id FROM mneme.jobs j
-        WHERE j.state = 'pending'
-          AND ((enqueue_job.dedupe_key IS NOT NULL AND j.dedupe_key = enqueue_job.dedupe_key)
-               OR (enqueue_job.kind = 'segment' AND j.kind = 'segment' AND j.conversation_id = enqueue_job.conversation_id))
-        LIMIT 1;
+        v_id := mneme._equivalent_pending_job(enqueue_job.kind, enqueue_job.conversation_id, enqueue_job.dedupe_key, NULL);
         RETURN v_id;
     END IF;
     -- A wake-up hint only: sidecars also sweep the table and may follow the

@@ -164,8 +164,7 @@ COMMENT ON FUNCTION mneme.complete_job(bigint, text, int) IS
     'caller must roll back. The runner calls it in the handler''s transaction, so effect and completion commit together.';
 
 -- Puts a running job back to pending at run_at. If an equivalent job is
--- pending already (same dedupe key, or a segment job of the same
--- conversation), that one will do the work: this one ends done, with the
+-- pending already (mneme._equivalent_pending_job), that one will do the work: this one ends done, with the
 -- note in last_error. Returns the new state.
 CREATE OR REPLACE FUNCTION mneme._requeue_job(id bigint, run_at timestamptz, error text, attempts int)
 RETURNS text
@@ -183,11 +182,8 @@ BEGIN
          WHERE id = _requeue_job.id;
         RETURN 'pending';
     EXCEPTION WHEN unique_violation THEN
-        SELECT p.id INTO v_other FROM mneme.jobs j, mneme.jobs p
-         WHERE j.id = _requeue_job.id AND p.state = 'pending' AND p.id <> j.id
-           AND ((j.dedupe_key IS NOT NULL AND p.dedupe_key = j.dedupe_key)
-                OR (j.kind = 'segment' AND p.kind = 'segment' AND p.conversation_id = j.conversation_id))
-         LIMIT 1;
+        SELECT mneme._equivalent_pending_job(j.kind, j.conversation_id, j.dedupe_key, j.id) INTO v_other
+        FROM mneme.jobs j WHERE j.id = _requeue_job.id;
         UPDATE mneme.jobs
            SET state = 'done', finished_at = now(), updated_at = now(), locked_by = NULL, locked_until = NULL,
                last_error = format('not retried: equivalent pending job %s does this work; last error: %s',

@@ -10,8 +10,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mneme-memory/mneme/sidecar/config"
@@ -47,8 +49,36 @@ func New(ctx context.Context, cfg config.Config, pool *pgxpool.Pool, log *slog.L
 		return nil, fmt.Errorf("register pipelines: %w", err)
 	}
 	lifecycle.Register(d.Runner, log)
+	if err := checkKinds(ctx, pool, d.Runner.Kinds()); err != nil {
+		return nil, err
+	}
 	log.Info("handlers registered", "kinds", d.Runner.Kinds())
 	return d, nil
+}
+
+// checkKinds compares the registered handlers with mneme.job_kinds, the
+// kinds mneme.enqueue_job accepts and the payload each must carry: a kind
+// there without a handler here would wait for ever (a sidecar older than
+// the schema), so it is an error.
+func checkKinds(ctx context.Context, pool *pgxpool.Pool, registered []string) error {
+	rows, err := pool.Query(ctx, `SELECT kind FROM mneme.job_kinds ORDER BY kind`)
+	if err != nil {
+		return fmt.Errorf("read mneme.job_kinds (is the database migrated? mneme migrate): %w", err)
+	}
+	kinds, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("read mneme.job_kinds: %w", err)
+	}
+	var missing []string
+	for _, k := range kinds {
+		if !slices.Contains(registered, k) {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("job kinds %v of mneme.job_kinds have no handler in this sidecar (handlers: %v): run the sidecar of the schema's release", missing, registered)
+	}
+	return nil
 }
 
 // noop does nothing and completes: benchmarks and smoke tests use it.
