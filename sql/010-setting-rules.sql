@@ -1,10 +1,116 @@
 -- =============================================================================
--- mneme setting rules: the type and range of every key of mneme.settings,
--- checked by mneme.set_setting before it writes. One rule per key, in one
--- place; a key without a rule cannot be set (TestSettingRules checks that
--- every key has one). Errors name the key (22023) and give the valid form.
+-- mneme settings: the registry (every key's default and meaning) and the
+-- type and range of every key, checked by mneme.set_setting before it
+-- writes. One rule per key, in one place; a key without a rule cannot be
+-- set (TestSettingRules checks that every key has one). Errors name the key
+-- (22023) and give the valid form.
 -- Idempotent: re-applied on every `mneme migrate`.
 -- =============================================================================
+
+-- -----------------------------------------------------------------------------
+-- The registry: every setting's key, default and meaning (its rule is
+-- mneme._check_setting below). Re-applied on every migrate: a new key is
+-- added with its default; a changed default replaces the value only where
+-- the value is still the previous default (settings.default_value), so a
+-- value a user set is never touched. vector_variant and embedding_dim are
+-- facts of the installation, written by migrate, not defaults.
+-- -----------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION mneme._setting_defaults()
+RETURNS TABLE (key text, value jsonb, description text)
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+VALUES
+    ('bm25_b', '0.75'::jsonb,
+     'BM25 length normalisation b'),
+    ('bm25_k1', '1.2',
+     'BM25 term frequency saturation k1'),
+    ('cleanup_interval', '"1 day"',
+     'how often the sidecar runs the cleanup job (a PostgreSQL interval); null = the sidecar never schedules it'),
+    ('confidence_by_source', '{"import": 0.8, "explicit": 0.9, "extracted": 0.7, "conversation": 0.6}',
+     'initial confidence_score of a memory by its source_type; a reconfirmation (NOOP) raises it by revision_reconfirm_boost, up to 1'),
+    ('confidence_weight', '0',
+     'retrieval multiplies a memory''s score by confidence_score ^ confidence_weight (0 = confidence does not rank; docs/revision.md)'),
+    ('context_candidates', '50',
+     'mneme.context ranks this many memories with mneme.search (1..100) and fills the budget from them in rank order'),
+    ('context_order', '"newest"',
+     'the order of mneme.context''s items once chosen by rank: newest (the latest said first, so a current value is read before the one it replaced) or rank'),
+    ('context_window', '2',
+     'mneme.context adds this many neighbouring turns on each side of every turn that matches the query (overlapping windows merge)'),
+    ('embedder', '"hash"',
+     'query embedder: "hash" (built in, SQL computes query embeddings) or "external" (the sidecar embeds; retrieve without an embedding skips the vector leg)'),
+    ('extract_facts', 'true',
+     'segmentation also stores the facts an episode states as semantic memories (source_type extracted), each revised like an explicit write'),
+    ('extract_facts_max', '20',
+     'segmentation stores at most this many extracted facts per episode (the first ones in message order; the episode keeps the whole text)'),
+    ('inactive_below_r', '0.5',
+     'cleanup: an active memory whose retrievability is below this becomes inactive (kept, out of retrieval); pinned and important memories never do'),
+    ('initial_stability_days', '{"general": 900, "project": 900, "trivial": 3, "important": 3650, "temporary": 14, "user_profile": 3650}',
+     'FSRS stability (days) a new memory starts with, by label (project_* use "project", unknown labels "general"), times 1 + 0.5 * surprise; the memory starts as a graduated card (state review), so an "again" review is a lapse'),
+    ('jobs_retention', '"7 days"',
+     'cleanup: done jobs finished longer ago than this are deleted (failed jobs are kept); null = keep all'),
+    ('label_weights', '{"general": 1, "project": 1, "trivial": 1, "important": 1, "temporary": 1, "user_profile": 1}',
+     'multiplier of a memory''s score by label (project_* use "project"); flat by default: labels act through initial_stability_days (docs/forgetting.md)'),
+    ('message_max_chars', '100000',
+     'add_message rejects content longer than this many characters'),
+    ('message_max_future', '"1 hour"',
+     'add_message rejects a message time later than now() plus this (a PostgreSQL interval): one far-future time would make every later message "earlier than the previous one"'),
+    ('pending_reviews_max', '500',
+     'a conversation keeps at most this many pending review entries: past it, the oldest half go to a review job at once (judged by the messages queued so far), so retrieve never rewrites an unbounded array and no entry is lost'),
+    ('purge_after_days', 'null',
+     'cleanup: a memory inactive for longer than this many days is purged (deleted, tombstone kept); null = never purge'),
+    ('retrievability_weight', '1',
+     'exponent on FSRS retrievability in the ranking: score = rrf * R^w * label weight; 1 = the design''s rrf * R, 0 = forgetting ignored'),
+    ('retrieve_candidates', '100',
+     'candidates taken from each retrieval leg (BM25, vector) before fusion'),
+    ('review_default_rating', '"hard"',
+     'rating applied when the reviewer gives none, or an unknown one, for a memory (logged; review_log.defaulted)'),
+    ('review_heuristic_thresholds', '{"easy": 0.25, "good": 0.09, "hard": 0.04}',
+     'offline reviewer: overlap score (content words the later conversation shares with the memory, query words excluded, Ochiai coefficient) below hard = again, below good = hard, below easy = good, else easy'),
+    ('revision_candidates', '10',
+     'a revise job compares a new memory with this many active facts of its scope closest to it (mneme.search over its text), plus those of the same slot'),
+    ('revision_duplicate_similarity', '0.8',
+     'the offline reviser calls a new fact a duplicate (NOOP) of a candidate when their normalised word sets overlap this much (Jaccard)'),
+    ('revision_reconfirm_boost', '0.1',
+     'a reconfirmation (the same fact stated again, NOOP) raises the memory''s confidence_score by this, up to 1'),
+    ('revision_scope', '"conversation"',
+     'where a revise job looks for the facts a new one may confirm, replace or retract: conversation, or tenant (every conversation of its tenant)'),
+    ('revision_slot_candidates', '20',
+     'besides the top revision_candidates by search, a new fact is compared with at most this many of the newest active facts of its slot'),
+    ('rrf_hash_vector_weight', '0.1',
+     'weight of the vector leg in the fusion when the embedder is the built-in hash embedder, whose vectors are lexical and mostly redundant with BM25 (an external embedder''s leg always weighs 1)'),
+    ('rrf_k', '60',
+     'reciprocal rank fusion constant: rrf = sum(1 / (rrf_k + rank))'),
+    ('segment_episode_max', '8',
+     'offline segmenter: an episode this long is cut at its weakest boundary, shift or not'),
+    ('segment_episode_min', '4',
+     'offline segmenter: an episode it cuts has at least this many messages'),
+    ('segment_gap_seconds', '900',
+     'a gap longer than this since the previous message forces a segment (the late message starts the next episode)'),
+    ('segment_max_messages', '30',
+     'this many queued messages or more: force a segment'),
+    ('segment_min_chars', '5',
+     'a latest message shorter than this (characters, trimmed): do not ask the segmenter'),
+    ('segment_min_messages', '5',
+     'fewer queued messages than this: never segment'),
+    ('segment_shift_similarity', '0.10',
+     'offline segmenter: cosine similarity of the embedded windows below which a topic shift is declared'),
+    ('segment_summary_sentences', '2',
+     'offline segmenter: sentences in the extractive summary (the most central ones, in order)'),
+    ('segment_window', '2',
+     'offline segmenter: messages compared on each side of a candidate topic boundary'),
+    ('vector_exact_max', '2000',
+     'pgvector: conversations with at most this many active memories are searched exactly (btree on conversation_id); larger ones through the HNSW index with iterative scans')
+$$;
+COMMENT ON FUNCTION mneme._setting_defaults() IS
+    'Internal: the registry of settings (key, default, meaning), applied by migrate without touching values users set.';
+
+INSERT INTO mneme.settings AS s (key, value, description, default_value)
+SELECT r.key, r.value, r.description, r.value FROM mneme._setting_defaults() r
+ON CONFLICT (key) DO UPDATE
+SET value = CASE WHEN s.value IS NOT DISTINCT FROM s.default_value THEN EXCLUDED.value ELSE s.value END,
+    default_value = EXCLUDED.default_value, description = EXCLUDED.description
+WHERE (s.default_value, s.description) IS DISTINCT FROM (EXCLUDED.default_value, EXCLUDED.description);
 
 -- A number (integer when asked) in [lo, hi]; lo exclusive when asked.
 CREATE OR REPLACE FUNCTION mneme._setting_number(key text, value jsonb, lo float8, hi float8,
@@ -126,6 +232,8 @@ BEGIN
     CASE k
     WHEN 'bm25_b' THEN PERFORM mneme._setting_number(k, v, 0, 1);
     WHEN 'revision_candidates' THEN PERFORM mneme._setting_number(k, v, 1, 99, true);
+    WHEN 'revision_reconfirm_boost' THEN PERFORM mneme._setting_number(k, v, 0, 1);
+    WHEN 'revision_slot_candidates' THEN PERFORM mneme._setting_number(k, v, 0, 1000, true);
     WHEN 'revision_duplicate_similarity' THEN PERFORM mneme._setting_number(k, v, 0.5, 1);
     WHEN 'confidence_weight' THEN PERFORM mneme._setting_number(k, v, 0, 10);
     WHEN 'extract_facts' THEN

@@ -181,7 +181,7 @@ BEGIN
           AND m.conversation_id = ANY (v_convs) AND m.status = 'active' AND m.id <> v_new.id
           AND NOT EXISTS (SELECT 1 FROM s WHERE s.memory_id = m.id)
         ORDER BY m.created_at DESC
-        LIMIT 20
+        LIMIT mneme.setting('revision_slot_candidates')::int
     )
     SELECT m.id, m.content, m.created_at, m.label, m.slot, c.score
     FROM (SELECT * FROM s UNION ALL SELECT * FROM sl) c JOIN mneme.memories m ON m.id = c.memory_id
@@ -191,7 +191,7 @@ $$;
 COMMENT ON FUNCTION mneme.revision_candidates(uuid, int, text) IS
     'Worker: the facts a new memory is revised against: the top k (setting revision_candidates) active semantic '
     'memories of its scope (setting revision_scope) by mneme.search over its text, itself excluded, best first; then '
-    'the active facts of the same slot (when given) that the ranking missed. Never the whole store.';
+    'the newest active facts of the same slot (when given, at most revision_slot_candidates) that the ranking missed. Never the whole store.';
 
 -- -----------------------------------------------------------------------------
 -- Applying a decision
@@ -274,7 +274,7 @@ BEGIN
     IF v_action = 'NOOP' THEN
         UPDATE mneme.memories m
         SET last_confirmed_at = greatest(coalesce(m.last_confirmed_at, v_new_at), v_new_at),
-            confidence_score = least(1, m.confidence_score + 0.1),
+            confidence_score = least(1, m.confidence_score + mneme.setting('revision_reconfirm_boost')::float8),
             -- Provenance the duplicate carried is kept on the confirmed row too.
             source_message_ids = CASE WHEN v_new.source_message_ids IS NULL THEN m.source_message_ids
                                       ELSE ARRAY(SELECT DISTINCT x FROM unnest(coalesce(m.source_message_ids, '{}') || v_new.source_message_ids) x ORDER BY x) END,
@@ -357,7 +357,7 @@ COMMENT ON FUNCTION mneme.apply_revision(uuid, text, uuid, text, text, text, boo
     'Worker: applies a revise decision in one transaction. Locks the new memory and its target (id order) and '
     're-checks both: a new memory no longer active returns SKIPPED; a target no longer active returns STALE with '
     'nothing written (the job decides again), or with force stores an ADD. ADD: nothing else changes. NOOP: the new '
-    'row becomes merged (confirms_id), the target is reconfirmed (last_confirmed_at, confidence + 0.1). SUPERSEDE: '
+    'row becomes merged (confirms_id), the target is reconfirmed (last_confirmed_at, confidence + revision_reconfirm_boost). SUPERSEDE: '
     'the target becomes superseded (valid_until = the new one''s time) and the new one points to it and starts from '
     'its FSRS state; a new memory older than the target is stored as superseded by it instead. INVALIDATE: the '
     'target becomes invalidated (invalidates_id links them). Records slot when given, and a revised event.';

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
+	"github.com/mneme-memory/mneme/sidecar/migrate"
 )
 
 // TestSettingRules: every key of mneme.settings has a rule (its default is
@@ -51,7 +52,7 @@ func TestSettingRules(t *testing.T) {
 		"segment_episode_max": {`0`}, "segment_episode_min": {`2.5`}, "segment_max_messages": {`0`}, "segment_min_messages": {`0`},
 		"segment_min_chars": {`-2`}, "segment_summary_sentences": {`0`}, "segment_window": {`0`}, "vector_exact_max": {`-5`},
 		"context_candidates": {`0`, `101`}, "context_window": {`-1`, `1.5`},
-		"revision_candidates": {`0`, `100`, `2.5`}, "revision_duplicate_similarity": {`0.4`, `1.1`},
+		"revision_candidates": {`0`, `100`, `2.5`}, "revision_reconfirm_boost": {`-0.1`, `1.5`}, "revision_slot_candidates": {`-1`, `1001`, `2.5`}, "revision_duplicate_similarity": {`0.4`, `1.1`},
 		"revision_scope": {`"everything"`}, "context_order": {`"oldest"`}, "confidence_weight": {`11`}, "extract_facts": {`"yes"`, `1`},
 		"extract_facts_max":    {`0`, `1001`, `2.5`},
 		"confidence_by_source": {`{"explicit": 2}`, `{"explicit": 0.9}`, `{"explicit": 0.9, "import": 0.8, "extracted": 0.7, "conversation": 0.6, "rumour": 0.1}`},
@@ -87,4 +88,53 @@ func TestSettingRules(t *testing.T) {
 	var n int
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme.search($1, 'lighthouse stairs', 5)`, conv).Scan(&n))
 	require.Equal(t, 1, n)
+}
+
+// TestSettingDefaultsRegistry: every setting has its default recorded (but
+// the two facts of the installation), and a migrate that brings a changed
+// default replaces the value only where it is still the previous default:
+// a value the user set stays, a new key arrives with its default.
+func TestSettingDefaultsRegistry(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	ctx := context.Background()
+	var missing []string
+	rows, err := db.Pool.Query(ctx, `SELECT key FROM mneme.settings
+		WHERE default_value IS NULL AND key NOT IN ('vector_variant', 'embedding_dim') ORDER BY key`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var k string
+		require.NoError(t, rows.Scan(&k))
+		missing = append(missing, k)
+	}
+	require.NoError(t, rows.Err())
+	require.Empty(t, missing, "every setting has its default in the registry")
+	var differ int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme.settings
+		WHERE value IS DISTINCT FROM default_value AND default_value IS NOT NULL`).Scan(&differ))
+	require.Zero(t, differ, "a fresh database holds the defaults")
+
+	// As if the previous release's defaults were bm25_b 0.8 (untouched) and
+	// bm25_k1 1.0 (set to 1.5 by the user), and rrf_k did not exist yet.
+	_, err = db.Pool.Exec(ctx, `UPDATE mneme.settings SET value = '0.8', default_value = '0.8' WHERE key = 'bm25_b'`)
+	require.NoError(t, err)
+	_, err = db.Pool.Exec(ctx, `SELECT mneme.set_setting('bm25_k1', '1.5')`)
+	require.NoError(t, err)
+	_, err = db.Pool.Exec(ctx, `UPDATE mneme.settings SET default_value = '1.0' WHERE key = 'bm25_k1'`)
+	require.NoError(t, err)
+	_, err = db.Pool.Exec(ctx, `DELETE FROM mneme.settings WHERE key = 'rrf_k'`)
+	require.NoError(t, err)
+	_, err = migrate.Run(ctx, db.URL, migrate.Options{Vector: db.Variant})
+	require.NoError(t, err)
+	get := func(k string) (string, string) {
+		var v, d string
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT value::text, default_value::text FROM mneme.settings WHERE key = $1`, k).Scan(&v, &d))
+		return v, d
+	}
+	v, d := get("bm25_b")
+	require.Equal(t, []string{"0.75", "0.75"}, []string{v, d}, "an untouched value follows the new default")
+	v, d = get("bm25_k1")
+	require.Equal(t, []string{"1.5", "1.2"}, []string{v, d}, "a value the user set stays")
+	v, d = get("rrf_k")
+	require.Equal(t, v, d, "a new key arrives with its default")
 }

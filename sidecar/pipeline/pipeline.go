@@ -105,7 +105,7 @@ func New(d Deps) (*Pipelines, error) {
 	if d.LLM != nil {
 		p.segmenter = llmSegmenter{llm: d.LLM, log: p.log}
 		p.reviewer = llmReviewer{llm: d.LLM, log: p.log}
-		p.reviser = revision.Reviser{Classifier: revision.LLM{Model: d.LLM, Log: p.log, MinConfidence: 0.5}, Log: p.log}
+		p.reviser = revision.Reviser{Classifier: revision.LLM{Model: d.LLM, Log: p.log, MinConfidence: revision.DefaultMinConfidence}, Log: p.log}
 		p.llmFacts = true
 	} else {
 		p.segmenter = heuristicSegmenter{embed: d.Embedder}

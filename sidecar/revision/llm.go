@@ -50,6 +50,14 @@ func (d *llmDecision) Validate() error {
 	return nil
 }
 
+// DefaultMinConfidence is the confidence under which the model's MERGE,
+// SUPERSEDE or INVALIDATE is stored as an ADD: replacing a belief loses
+// nothing (the old one stays in history), but an unsure replacement hides
+// the right answer from every later search, while an unneeded ADD only
+// leaves a duplicate beside it. At 0.5 the model must at least lean
+// towards its answer.
+const DefaultMinConfidence = 0.5
+
 // LLM is the classifier of a configured model: one structured-output call
 // per new fact. Candidate ids are shown as small integers, so the model
 // cannot name a memory that was not offered. A malformed answer, a target
