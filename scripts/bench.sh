@@ -20,7 +20,7 @@ $MNEME bench retrieve --memories 2000 --vector array --queries 20
 $MNEME bench events
 # --- end sidecar ---------------------------------------------------------------
 
-# Concurrent writers (issue 12): 50 connections x 40 messages, one
+# Concurrent writers: 50 connections x 40 messages, one
 # conversation and fifty; every add_message must succeed.
 $MNEME bench writers
 

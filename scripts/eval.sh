@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 MNEME=${MNEME:-bin/mneme}
 
-# --- eval: LoCoMo evidence recall (issue 6) ----------------------------------
+# --- eval: LoCoMo evidence recall -----------------------------------
 # The data is CC BY-NC 4.0 and never copied into this repository: it is read
 # from ../shared/data/locomo/ (or $LOCOMO_DATA).
 LOCOMO_DATA=${LOCOMO_DATA:-}
@@ -26,7 +26,7 @@ $MNEME eval locomo --data "$LOCOMO_DATA" --budget 1000 --plot docs/eval-locomo.s
   --folds 5 --choose 'context_window=1|2|3' --choose 'context_order="rank"|"newest"'
 # --- end eval: LoCoMo ---------------------------------------------------------
 
-# --- eval: BEAM evidence recall, knowledge updates, contradictions (issue 13) -
+# --- eval: BEAM evidence recall, knowledge updates, contradictions --
 # BEAM states no license: read from ../shared/data/beam/ (or $BEAM_DATA),
 # never copied here.
 BEAM_DATA=${BEAM_DATA:-}
@@ -43,19 +43,19 @@ $MNEME eval beam --data "$BEAM_DATA" --budget 1000 --plot docs/eval-beam.svg \
   --folds 5 --choose 'context_window=1|2|3'
 # --- end eval: BEAM -----------------------------------------------------------
 
-# --- eval: feedback simulation (added by its owner) ---------------------------
+# --- eval: feedback simulation -----------------------------------------------
 # Review-based vs auto-GOOD vs no reinforcement, precision@5 of mneme.search
 # over 30 simulated sessions (docs/pipelines.md). Deterministic; its own
 # scratch database.
 $MNEME eval feedback --plot docs/feedback.svg
 # --- end eval: feedback -------------------------------------------------------
 
-# --- eval: lifecycle simulation (issue 11) ------------------------------------
+# --- eval: lifecycle simulation -------------------------------------
 # A deterministic year of use: per label, the share of memories active,
 # inactive and purged, purge off and on (docs/forgetting.md).
 $MNEME eval lifecycle --plot docs/lifecycle.svg
 
-# --- eval: belief revision suite (issue 14) -----------------------------------
+# --- eval: belief revision suite ------------------------------------
 # Scripted conversations in which facts change (sidecar/eval/revision, written
 # for mneme, no benchmark data): per action precision and recall of the
 # offline classifier, then of the LLM classifier against a scripted model that
