@@ -96,7 +96,7 @@ VALUES
     ('segment_shift_similarity', '0.10',
      'offline segmenter: cosine similarity of the embedded windows below which a topic shift is declared'),
     ('segment_summary_sentences', '2',
-     'offline segmenter: sentences in the extractive summary (the most central ones, in order)'),
+     'offline segmenter: sentences in the extractive summary (the most informative by the search''s term weights, in order; mneme.extractive_summary)'),
     ('segment_window', '2',
      'offline segmenter: messages compared on each side of a candidate topic boundary'),
     ('vector_exact_max', '2000',

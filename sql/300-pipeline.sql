@@ -130,6 +130,73 @@ SELECT _fsrs_ok.stability IS NULL
              OR (_fsrs_ok.difficulty <> 'NaN'::float8 AND _fsrs_ok.difficulty BETWEEN 1 AND 10)))
 $$;
 
+-- An episode's offline summary: its most informative sentences by the
+-- search's own term weights. A word weighs its BM25 idf among the
+-- conversation's memories (a word the conversation rarely uses, a name or
+-- a number, weighs most; a stop word nothing) times the number of the
+-- episode's messages it occurs in (tf-idf: the episode's own topic, not a
+-- one-off); a sentence scores the sum of its words' weights over the square
+-- root of its length plus 2, so a long sentence does not win by length
+-- alone. The k best in the order they were said, each with its speaker, cut
+-- at a word boundary after 200 characters (a name or number is never cut
+-- in half). NULL when no sentence holds a word the search indexes.
+CREATE OR REPLACE FUNCTION mneme.extractive_summary(conversation_id uuid, roles text[], contents text[], k int DEFAULT NULL)
+RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_k   int := coalesce(extractive_summary.k, mneme.setting('segment_summary_sentences')::int);
+    v_k1  float8 := mneme.setting('bm25_k1')::float8;
+    v_n   float8;
+    v_out text;
+BEGIN
+    IF extractive_summary.conversation_id IS NULL OR extractive_summary.roles IS NULL OR extractive_summary.contents IS NULL THEN
+        RAISE EXCEPTION 'conversation_id, roles and contents must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF cardinality(extractive_summary.roles) <> cardinality(extractive_summary.contents) THEN
+        RAISE EXCEPTION 'roles (%) and contents (%) must be as many', cardinality(extractive_summary.roles),
+            cardinality(extractive_summary.contents) USING ERRCODE = '22023';
+    END IF;
+    IF v_k IS NULL OR v_k < 1 OR v_k > 100 THEN
+        RAISE EXCEPTION 'k must be from 1 to 100, got %', v_k USING ERRCODE = '22023';
+    END IF;
+    SELECT coalesce(sum(st.n), 0) INTO v_n FROM mneme.bm25_stats st WHERE st.conversation_id = extractive_summary.conversation_id;
+    WITH sen AS (
+        SELECT m.ord, x.pos, coalesce(m.role, '?') AS role, btrim(x.sentence) AS sentence
+        FROM unnest(extractive_summary.roles, extractive_summary.contents) WITH ORDINALITY AS m(role, content, ord),
+             regexp_split_to_table(coalesce(m.content, ''), '(?<=[.!?])\s+|\n+') WITH ORDINALITY AS x(sentence, pos)
+        WHERE NOT mneme._is_blank(x.sentence)
+    ), tf AS (  -- in how many of the episode's messages each term occurs
+        SELECT l.term, count(DISTINCT sen.ord)::float8 AS n
+        FROM sen, unnest(tsvector_to_array(mneme.bm25_tsvector(sen.sentence))) AS l(term)
+        GROUP BY l.term
+    ), w AS (  -- tf-idf: the episode's own words that the conversation rarely uses
+        SELECT tf.term, tf.n * mneme._bm25_weight(v_n + 1, coalesce(t.df, 0), v_k1) AS wt
+        FROM tf LEFT JOIN LATERAL (SELECT t.df FROM mneme.bm25_terms t
+                                   WHERE t.conversation_id = extractive_summary.conversation_id AND t.term = tf.term) t ON true
+    ), scored AS (
+        SELECT sen.*,
+               (SELECT coalesce(sum(w.wt), 0) / sqrt(count(*) + 2)
+                FROM unnest(tsvector_to_array(mneme.bm25_tsvector(sen.sentence))) AS l(term)
+                JOIN w ON w.term = l.term) AS score
+        FROM sen
+    ), best AS (
+        SELECT * FROM scored WHERE scored.score > 0 ORDER BY scored.score DESC, scored.ord, scored.pos LIMIT v_k
+    )
+    SELECT string_agg(b.role || ': ' || CASE WHEN length(b.sentence) <= 200 THEN b.sentence
+                                             ELSE regexp_replace(left(b.sentence, 201), '\s*\S*$', '') || ' …' END,
+                      ' … ' ORDER BY b.ord, b.pos)
+    INTO v_out FROM best b;
+    RETURN v_out;
+END
+$$;
+COMMENT ON FUNCTION mneme.extractive_summary(uuid, text[], text[], int) IS
+    'Worker: an episode''s offline summary, the k (default segment_summary_sentences) sentences of its messages with '
+    'the highest tf-idf per word (idf of BM25 among the conversation''s memories), in order, each with its speaker; '
+    'NULL when none holds an indexed word.';
+
 CREATE OR REPLACE FUNCTION mneme.create_episode(
     conversation_id uuid,
     message_ids bigint[],

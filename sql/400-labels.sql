@@ -25,11 +25,29 @@
 -- -----------------------------------------------------------------------------
 -- Labels: the one definition of the vocabulary
 -- -----------------------------------------------------------------------------
+-- Each label with what it means: the LLM segmenter's instructions are
+-- written from this (so a label added here reaches the model), and
+-- mneme.labels() lists the names.
+CREATE OR REPLACE FUNCTION mneme.label_vocabulary()
+RETURNS TABLE (label text, meaning text)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+VALUES ('important'::text, 'decisions, commitments, facts the user stressed'::text),
+       ('user_profile', 'stable facts about the user: identity, preferences, relationships'),
+       ('general', 'anything worth keeping that no other label fits'),
+       ('temporary', 'useful only for a short time, e.g. today''s plans'),
+       ('trivial', 'small talk'),
+       ('project_<name>', 'work on a named project, e.g. project_website; <name> lower-case letters, digits and _')
+$$;
+COMMENT ON FUNCTION mneme.label_vocabulary() IS
+    'The labels with their meanings, in the order mneme.labels() lists them; the LLM segmenter is told these.';
+
 CREATE OR REPLACE FUNCTION mneme.labels()
 RETURNS text[]
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
-AS $$ SELECT ARRAY['important', 'user_profile', 'general', 'temporary', 'trivial', 'project_<name>']::text[] $$;
+AS $$ SELECT array_agg(v.label ORDER BY v.ord) FROM mneme.label_vocabulary() WITH ORDINALITY AS v(label, meaning, ord) $$;
 COMMENT ON FUNCTION mneme.labels() IS
     'The label vocabulary, the one definition every writer uses (remember, create_episode, the LLM segmenter''s '
     'schema): important, user_profile, general, temporary, trivial, and project_<name> with <name> lower-case '
@@ -46,6 +64,27 @@ SELECT label IS NOT NULL
 $$;
 COMMENT ON FUNCTION mneme.is_label(text) IS
     'Whether a text is a label of the vocabulary (mneme.labels()); NULL is not.';
+
+-- The column takes only labels of the vocabulary: its CHECK calls
+-- mneme.is_label (the table's first CHECK was a looser pattern). Replaced
+-- once; rows written before are validated when they all pass, and kept with
+-- a warning naming the query that lists them when some do not.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_constraint c
+                   WHERE c.conrelid = 'mneme.memories'::regclass AND c.conname = 'memories_label_check'
+                     AND pg_catalog.pg_get_constraintdef(c.oid) LIKE '%is_label%') THEN
+        ALTER TABLE mneme.memories DROP CONSTRAINT IF EXISTS memories_label_check;
+        ALTER TABLE mneme.memories ADD CONSTRAINT memories_label_check CHECK (mneme.is_label(label)) NOT VALID;
+        BEGIN
+            ALTER TABLE mneme.memories VALIDATE CONSTRAINT memories_label_check;
+        EXCEPTION WHEN check_violation THEN
+            RAISE WARNING 'memories with a label outside the vocabulary exist: new rows are checked, these are not: '
+                          'SELECT id, label FROM mneme.memories WHERE NOT mneme.is_label(label)';
+        END;
+    END IF;
+END
+$$;
 
 CREATE OR REPLACE FUNCTION mneme.check_label(label text)
 RETURNS text

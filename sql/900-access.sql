@@ -19,12 +19,12 @@ DECLARE
     app constant text[] := ARRAY[
         'add_message', 'set_speakers', 'segment_now', 'remember', 'pin', 'unpin', 'forget', 'inspect', 'history',
         'retrieve', 'retrieve_markdown', 'search', 'context', 'context_items', 'bm25_search', 'vector_search', 'setting', 'set_tenant',
-        'labels', 'is_label', 'check_label', 'auto_label', 'episode_label', 'initial_state', 'retrievability',
+        'labels', 'label_vocabulary', 'is_label', 'check_label', 'auto_label', 'episode_label', 'initial_state', 'retrievability',
         'record_retrieval', 'hash_embed', 'hash_fold', 'memory_text', 'check_embedding', 'bm25_tsvector', 'l2_normalize', 'cosine_distance',
         'redact'];
     worker constant text[] := ARRAY[
         'take_pending_reviews', 'add_pending_review', 'claim_jobs', 'extend_job_lease', 'complete_job', 'fail_job',
-        'release_job', 'retry_job', 'queued_messages', 'lock_queued', 'create_episode', 'review_targets', 'apply_review',
+        'release_job', 'retry_job', 'queued_messages', 'lock_queued', 'create_episode', 'extractive_summary', 'review_targets', 'apply_review',
         'recent_memories', 'context_messages', 'enqueue_job', 'enqueue_segment', 'unhandled_jobs', 'memories_to_embed',
         'set_embedding', 'cleanup', 'schedule_cleanup', '_segment_followup', '_interval_setting', 'revision_candidates',
         'apply_revision', 'add_fact', 'set_message_embedding'];

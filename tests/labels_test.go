@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
+	"github.com/mneme-memory/mneme/sidecar/migrate"
 )
 
 // The offline labeller, both ways: each example gets its label, and each
@@ -183,4 +185,42 @@ func TestLabelVocabulary(t *testing.T) {
 			require.Equal(t, "project_chat", label)
 		})
 	}
+}
+
+// TestLabelColumnTakesTheVocabulary: the memories.label CHECK is
+// mneme.is_label, so even a direct write (as the owner) cannot store a
+// label outside the vocabulary; a database holding such rows from before
+// migrates with the CHECK on new rows only, the old rows left as they are.
+func TestLabelColumnTakesTheVocabulary(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	ctx := context.Background()
+	conv := uuid.New()
+	for _, l := range []string{"project_", "Project_x", "projectx", "general2", "project_" + strings.Repeat("x", 57)} {
+		_, err := db.Pool.Exec(ctx, `INSERT INTO mneme.memories (conversation_id, content, label) VALUES ($1, 'x', $2)`, conv, l)
+		require.Equal(t, "23514", sqlState(t, err), l)
+	}
+	_, err := db.Pool.Exec(ctx, `INSERT INTO mneme.memories (conversation_id, content, label) VALUES ($1, 'x', 'project_x1')`, conv)
+	require.NoError(t, err)
+
+	// A row from before the CHECK: migrate keeps it and checks new rows.
+	_, err = db.Pool.Exec(ctx, `ALTER TABLE mneme.memories DROP CONSTRAINT memories_label_check`)
+	require.NoError(t, err)
+	_, err = db.Pool.Exec(ctx, `INSERT INTO mneme.memories (conversation_id, content, label) VALUES ($1, 'old', 'legacy_label')`, conv)
+	require.NoError(t, err)
+	_, err = db.Pool.Exec(ctx, `ALTER TABLE mneme.memories ADD CONSTRAINT memories_label_check CHECK (label ~ '^[a-z][a-z0-9_]*$')`)
+	require.NoError(t, err)
+	_, err = migrate.Run(ctx, db.URL, migrate.Options{Vector: db.Variant})
+	require.NoError(t, err)
+	var def string
+	var valid bool
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT pg_get_constraintdef(oid), convalidated FROM pg_constraint
+		WHERE conrelid = 'mneme.memories'::regclass AND conname = 'memories_label_check'`).Scan(&def, &valid))
+	require.Contains(t, def, "is_label")
+	require.False(t, valid, "the old row is not validated")
+	_, err = db.Pool.Exec(ctx, `INSERT INTO mneme.memories (conversation_id, content, label) VALUES ($1, 'x', 'legacy_label')`, conv)
+	require.Equal(t, "23514", sqlState(t, err), "new rows are checked")
+	var n int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme.memories WHERE label = 'legacy_label'`).Scan(&n))
+	require.Equal(t, 1, n, "nothing lost")
 }

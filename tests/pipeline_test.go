@@ -650,4 +650,17 @@ func TestLLMLabelOutsideVocabulary(t *testing.T) {
 	require.NotEmpty(t, mems)
 	require.Equal(t, "user_profile", mems[0].Label, "chosen by mneme.auto_label")
 	require.Contains(t, mems[0].Content, "Lisbon")
+
+	// The model was told the vocabulary SQL defines, every label with its
+	// meaning (mneme.label_vocabulary), not a list written by hand.
+	rows, err := e.db.Pool.Query(context.Background(), `SELECT label, meaning FROM mneme.label_vocabulary()`)
+	require.NoError(t, err)
+	vocab, err := pgx.CollectRows(rows, pgx.RowToMap)
+	require.NoError(t, err)
+	require.Len(t, vocab, 6)
+	system := e.srv.Requests()[0].Messages[0].Content
+	require.Contains(t, system, "You are a conversation segmenter")
+	for _, v := range vocab {
+		require.Contains(t, system, fmt.Sprintf("  - %s: %s\n", v["label"], v["meaning"]))
+	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/mneme-memory/mneme/sidecar/clip"
 	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/embed"
 	"github.com/mneme-memory/mneme/sidecar/eval/locomo"
@@ -623,7 +624,7 @@ func (r *ScaleResult) WriteTable(w io.Writer) {
 			if i == 8 {
 				break
 			}
-			fmt.Fprintf(w, "  %8.2f ms  %s\n              %s\n", st.MS, st.Query, clipText(st.Plan, 150))
+			fmt.Fprintf(w, "  %8.2f ms  %s\n              %s\n", st.MS, st.Query, clip.String(st.Plan, 150))
 		}
 	}
 	fmt.Fprintln(w, "\ngoals")
@@ -716,15 +717,8 @@ func explainContext(ctx context.Context, dsn string) ([]SlowStep, error) {
 		fmt.Sscanf(m[1], "%g", &ms)
 		query := strings.Join(strings.Fields(m[2]), " ")
 		plan := strings.SplitN(m[3], "\n", 4)
-		steps = append(steps, SlowStep{MS: ms, Query: clipText(query, 90), Plan: strings.Join(plan[:min(3, len(plan))], " | ")})
+		steps = append(steps, SlowStep{MS: ms, Query: clip.String(query, 90), Plan: strings.Join(plan[:min(3, len(plan))], " | ")})
 	}
 	sort.SliceStable(steps, func(i, j int) bool { return steps[i].MS > steps[j].MS })
 	return steps, nil
-}
-
-func clipText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

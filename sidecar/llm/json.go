@@ -11,6 +11,8 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 	"github.com/sashabaranov/go-openai/jsonschema"
+
+	"github.com/mneme-memory/mneme/sidecar/clip"
 )
 
 // ErrInvalidOutput is wrapped by every error about what the model returned:
@@ -96,16 +98,16 @@ func (c *Client) JSON(ctx context.Context, system, user, name string, out any) e
 func decode(schema jsonschema.Definition, content []byte, v any) error {
 	var data any
 	if err := json.Unmarshal(content, &data); err != nil {
-		return fmt.Errorf("%w: not JSON: %v (content %q)", ErrInvalidOutput, err, clip(content))
+		return fmt.Errorf("%w: not JSON: %v (content %q)", ErrInvalidOutput, err, clip.String(string(content), 200))
 	}
 	if !jsonschema.Validate(schema, data) {
-		return fmt.Errorf("%w: does not match the JSON schema (content %q)", ErrInvalidOutput, clip(content))
+		return fmt.Errorf("%w: does not match the JSON schema (content %q)", ErrInvalidOutput, clip.String(string(content), 200))
 	}
 	// The schema check ignores additionalProperties; strict decoding does not.
 	dec := json.NewDecoder(bytes.NewReader(content))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("%w: %v (content %q)", ErrInvalidOutput, err, clip(content))
+		return fmt.Errorf("%w: %v (content %q)", ErrInvalidOutput, err, clip.String(string(content), 200))
 	}
 	if val, ok := v.(Validator); ok {
 		if err := val.Validate(); err != nil {
@@ -113,12 +115,4 @@ func decode(schema jsonschema.Definition, content []byte, v any) error {
 		}
 	}
 	return nil
-}
-
-func clip(b []byte) string {
-	const n = 200
-	if len(b) > n {
-		return string(b[:n]) + "..."
-	}
-	return string(b)
 }

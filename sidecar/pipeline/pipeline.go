@@ -58,6 +58,7 @@ type segmentInput struct {
 	Forced       bool
 	Prior        []priorMemory
 	Settings     settings
+	Labels       []labelMeaning // the vocabulary, for the LLM segmenter's instructions
 }
 
 // Reviewer rates each retrieved memory by how the conversation that

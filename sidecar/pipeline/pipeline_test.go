@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -74,20 +73,6 @@ func TestCutEpisodesMaxLength(t *testing.T) {
 	require.Equal(t, [][2]int{{0, 14}}, cutEpisodes(topics(rep(0, 14)...), false, testSettings))
 	// Fewer: wait.
 	require.Empty(t, cutEpisodes(topics(rep(0, 13)...), false, testSettings))
-}
-
-func TestExtractiveSummary(t *testing.T) {
-	at := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
-	msgs := []message{
-		{1, "user", "Hi there!", at},
-		{2, "user", "I want to learn Rust this year. The borrow checker scares me.", at},
-		{3, "assistant", "The Rust book explains the borrow checker and lifetimes well.", at},
-		{4, "user", "Thanks, I will read the Rust book chapter on lifetimes.", at},
-	}
-	s := extractiveSummary(msgs, 2)
-	require.Contains(t, s, "assistant: The Rust book explains the borrow checker and lifetimes well.")
-	require.NotContains(t, s, "Hi there")
-	require.Equal(t, s, extractiveSummary(msgs, 2), "deterministic")
 }
 
 func TestReviewHeuristic(t *testing.T) {

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+
+	"github.com/mneme-memory/mneme/sidecar/clip"
 )
 
 // reviewSystemPrompt tells the LLM reviewer what a review is and how to rate (again, hard, good, easy).
@@ -51,7 +53,7 @@ func reviewMessage(ctx []message, targets []target) string {
 	for _, t := range targets {
 		s := t.Summary
 		if s == "" {
-			s = clip(t.Content, 400)
+			s = clip.String(t.Content, 400)
 		}
 		fmt.Fprintf(&b, "\n### Memory %s\n**Summary:** %s\n**Matched queries:** %s\n", t.ID, s, matchedQueries(t.Queries))
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/mneme-memory/mneme/sidecar/clip"
 	"github.com/mneme-memory/mneme/sidecar/embed"
 	"github.com/mneme-memory/mneme/sidecar/jobs"
 	"github.com/mneme-memory/mneme/sidecar/revision"
@@ -103,7 +104,15 @@ func (p *Pipelines) Segment(ctx context.Context, db jobs.Store, job jobs.Job) er
 		}
 		// Decide: the segmenter, then the embedder (model calls).
 		in := segmentInput{Conversation: conv, Messages: msgs, Forced: forced, Prior: prior, Settings: set}
+		if _, ok := p.segmenter.(llmSegmenter); ok {
+			if in.Labels, err = labelVocabulary(ctx, db); err != nil {
+				return err
+			}
+		}
 		if eps, err = p.segmenter.Segment(ctx, in); err != nil {
+			return fmt.Errorf("segment job %d: %w", job.ID, err)
+		}
+		if err := extractiveSummaries(ctx, db, conv, eps); err != nil {
 			return fmt.Errorf("segment job %d: %w", job.ID, err)
 		}
 		if embs, msgEmbs, err = p.embedEpisodes(ctx, eps, set); err != nil {
@@ -159,6 +168,40 @@ func (p *Pipelines) Segment(ctx context.Context, db jobs.Store, job jobs.Job) er
 		}
 		return nil
 	})
+}
+
+// labelVocabulary reads the labels and their meanings from SQL, the one
+// definition of the vocabulary.
+func labelVocabulary(ctx context.Context, db jobs.Querier) ([]labelMeaning, error) {
+	rows, err := db.Query(ctx, `SELECT label, meaning FROM mneme.label_vocabulary()`)
+	if err != nil {
+		return nil, fmt.Errorf("label vocabulary: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[labelMeaning])
+}
+
+// extractiveSummaries gives every episode without a summary (the offline
+// segmenter's, an LLM's empty one) the extractive one SQL computes by the
+// search's term weights (mneme.extractive_summary). NULL from SQL (no
+// sentence with an indexed word) stays empty.
+func extractiveSummaries(ctx context.Context, db jobs.Querier, conv uuid.UUID, eps []episode) error {
+	for i, e := range eps {
+		if strings.TrimSpace(e.Summary) != "" {
+			continue
+		}
+		roles, contents := make([]string, len(e.Messages)), make([]string, len(e.Messages))
+		for j, m := range e.Messages {
+			roles[j], contents[j] = m.Role, m.Content
+		}
+		var s *string
+		if err := db.QueryRow(ctx, `SELECT mneme.extractive_summary($1, $2, $3)`, conv, roles, contents).Scan(&s); err != nil {
+			return fmt.Errorf("extractive summary: %w", err)
+		}
+		if s != nil {
+			eps[i].Summary = *s
+		}
+	}
+	return nil
 }
 
 // embedEpisodes embeds the new memories with an external embedder, and in
@@ -297,7 +340,7 @@ func (p *Pipelines) addFacts(ctx context.Context, tx pgx.Tx, conv, episode uuid.
 	for _, f := range facts {
 		var id uuid.UUID
 		if err := tx.QueryRow(ctx, `SELECT mneme.add_fact($1, $2, $3, $4)`, conv, f.Text, f.MessageIDs, episode).Scan(&id); err != nil {
-			return fmt.Errorf("add fact %q: %w", clip(f.Text, 80), err)
+			return fmt.Errorf("add fact %q: %w", clip.String(f.Text, 80), err)
 		}
 	}
 	if len(facts) > 0 {

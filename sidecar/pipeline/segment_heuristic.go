@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"sort"
 	"strings"
 )
 
@@ -18,9 +17,9 @@ import (
 //     queued (it may continue) and needs a full window after a boundary; a
 //     forced cut stores everything, a too-short tail joining the episode
 //     before it.
-//   - summary: the segment_summary_sentences most central sentences (those
-//     whose words recur in most of the episode's messages), in order, with
-//     their speakers.
+//   - summary: none here; the segment job asks SQL for the extractive one
+//     (mneme.extractive_summary: the most informative sentences by the
+//     search's own term weights).
 //   - surprise: 1 - the highest cosine similarity to the conversation's 50
 //     most recent memories (1 for the first memory).
 //   - label: none here; SQL's offline labeller (mneme.auto_label) assigns
@@ -74,7 +73,6 @@ func (h heuristicSegmenter) Segment(ctx context.Context, in segmentInput) ([]epi
 		}
 		eps[i] = episode{
 			Messages: msgs[sp[0]:sp[1]],
-			Summary:  extractiveSummary(msgs[sp[0]:sp[1]], s.SummarySents),
 			Surprise: math.Round(math.Min(1, math.Max(0, 1-best))*1000) / 1000,
 		}
 	}
@@ -140,45 +138,4 @@ func cutEpisodes(embs [][]float32, forced bool, s settings) [][2]int {
 		}
 	}
 	return out
-}
-
-// extractiveSummary picks the k most central sentences of the episode.
-func extractiveSummary(msgs []message, k int) string {
-	df := map[string]int{} // in how many messages a word occurs
-	for _, m := range msgs {
-		for w := range termSet(m.Content) {
-			df[w]++
-		}
-	}
-	type cand struct {
-		order int
-		text  string
-		score float64
-	}
-	var cands []cand
-	for _, m := range msgs {
-		for _, sen := range sentences(m.Content) {
-			ws := termSet(sen)
-			if len(ws) == 0 {
-				continue
-			}
-			score := 0.0
-			for w := range ws {
-				score += float64(df[w])
-			}
-			score /= math.Sqrt(float64(len(ws)) + 2) // favour dense, not long
-			cands = append(cands, cand{len(cands), m.Role + ": " + clip(sen, 200), score})
-		}
-	}
-	if len(cands) == 0 {
-		return msgs[0].Role + ": " + clip(msgs[0].Content, 200)
-	}
-	sort.SliceStable(cands, func(i, j int) bool { return cands[i].score > cands[j].score })
-	cands = cands[:min(k, len(cands))]
-	sort.Slice(cands, func(i, j int) bool { return cands[i].order < cands[j].order })
-	parts := make([]string, len(cands))
-	for i, c := range cands {
-		parts[i] = c.text
-	}
-	return strings.Join(parts, " … ")
 }

@@ -6,10 +6,12 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/mneme-memory/mneme/sidecar/clip"
 	"github.com/mneme-memory/mneme/sidecar/revision"
 )
 
-// segmentSystemPrompt instructs the LLM segmenter.
+// segmentSystemPrompt instructs the LLM segmenter; %s is the label
+// vocabulary, one line per label (segmentPrompt).
 const segmentSystemPrompt = `You are a conversation segmenter for a long-term memory system.
 You read the messages of a conversation that have not been stored yet and decide whether
 they form a complete episode worth storing now as one memory ("create"), or whether the
@@ -22,11 +24,8 @@ For a created memory return:
   or did what, names, places, numbers and dates as given. Empty when skipping.
 - surprise: 0 to 1, how new this episode is compared with the earlier memories listed
   (0 = it repeats them, 1 = entirely new information).
-- label: one of important (decisions, commitments, facts the user stressed), user_profile
-  (stable facts about the user: identity, preferences, relationships), project_<name> (work on
-  a named project, e.g. project_website, lower-case letters, digits and _), general, temporary
-  (useful only for a short time, e.g. today's plans), trivial (small talk).
-- pinned: true only for core identity facts about the user that must never fade (name,
+- label: one of these:
+%s- pinned: true only for core identity facts about the user that must never fade (name,
   family, lasting commitments); otherwise false.
 - facts: the facts the messages state about the speakers or people they name, each one
   self-contained sentence in the third person with names instead of pronouns and absolute dates
@@ -39,7 +38,7 @@ type segmentDecision struct {
 	Action   string    `json:"action" enum:"create,skip" description:"create or skip"`
 	Summary  string    `json:"summary" description:"one to three sentences; empty when skipping"`
 	Surprise float64   `json:"surprise" description:"0 to 1: novelty against the earlier memories"`
-	Label    string    `json:"label" description:"important, user_profile, project_<name>, general, temporary or trivial"`
+	Label    string    `json:"label" description:"one label of the vocabulary listed in the instructions"`
 	Pinned   bool      `json:"pinned" description:"true only for core identity facts"`
 	Facts    []llmFact `json:"facts" description:"the facts the messages state; may be empty"`
 }
@@ -91,7 +90,7 @@ func (l llmSegmenter) Segment(ctx context.Context, in segmentInput) ([]episode, 
 	for _, m := range prior {
 		s := m.Summary
 		if s == "" {
-			s = clip(m.Content, 300)
+			s = clip.String(m.Content, 300)
 		}
 		fmt.Fprintf(&b, "- %q\n", s)
 	}
@@ -105,7 +104,7 @@ func (l llmSegmenter) Segment(ctx context.Context, in segmentInput) ([]episode, 
 		b.WriteString("\n## Task\nDecide: create a memory of these messages now, or skip and wait for more.\n")
 	}
 	var d segmentDecision
-	if err := l.llm.JSON(ctx, segmentSystemPrompt, b.String(), "segment_decision", &d); err != nil {
+	if err := l.llm.JSON(ctx, segmentPrompt(in.Labels), b.String(), "segment_decision", &d); err != nil {
 		return nil, fmt.Errorf("llm segmenter: %w", err)
 	}
 	if err := d.Validate(); err != nil { // in case the client did not
@@ -120,9 +119,6 @@ func (l llmSegmenter) Segment(ctx context.Context, in segmentInput) ([]episode, 
 		l.log.Warn("llm segmenter answered skip on a forced cut: storing the episode as trivial", "conversation", in.Conversation)
 		if strings.TrimSpace(d.Label) == "" {
 			d.Label = "trivial"
-		}
-		if strings.TrimSpace(d.Summary) == "" {
-			d.Summary = extractiveSummary(msgs, 2)
 		}
 	}
 	return []episode{{Messages: msgs, Summary: strings.TrimSpace(d.Summary), Surprise: d.Surprise, Label: d.Label, Pinned: d.Pinned,
@@ -147,7 +143,7 @@ func (l llmSegmenter) facts(in segmentInput, fs []llmFact) []revision.Extracted 
 		}
 		if !ok {
 			l.log.Warn("llm segmenter: fact dropped (blank, too long, or messages not shown)", "conversation", in.Conversation,
-				"fact", clip(text, 80), "messages", f.Messages)
+				"fact", clip.String(text, 80), "messages", f.Messages)
 			continue
 		}
 		out = append(out, revision.Extracted{Text: text, MessageIDs: ids})
@@ -155,15 +151,17 @@ func (l llmSegmenter) facts(in segmentInput, fs []llmFact) []revision.Extracted 
 	return out
 }
 
-// clip shortens s to at most n runes, at a word boundary when it can.
-func clip(s string, n int) string {
-	r := []rune(strings.TrimSpace(s))
-	if len(r) <= n {
-		return string(r)
+// labelMeaning is one label of the vocabulary (mneme.label_vocabulary).
+type labelMeaning struct {
+	Label, Meaning string
+}
+
+// segmentPrompt writes the segmenter's instructions with the vocabulary SQL
+// defines, so a label added there reaches the model.
+func segmentPrompt(labels []labelMeaning) string {
+	var b strings.Builder
+	for _, l := range labels {
+		fmt.Fprintf(&b, "  - %s: %s\n", l.Label, l.Meaning)
 	}
-	cut := string(r[:n])
-	if i := strings.LastIndexByte(cut, ' '); i > n/2 {
-		cut = cut[:i]
-	}
-	return cut + "…"
+	return fmt.Sprintf(segmentSystemPrompt, b.String())
 }

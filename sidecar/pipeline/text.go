@@ -98,19 +98,6 @@ func termSet(texts ...string) map[string]bool {
 	return m
 }
 
-var sentenceRE = regexp.MustCompile(`[^.!?\n]+[.!?]*`)
-
-// sentences splits text into trimmed sentences.
-func sentences(s string) []string {
-	var out []string
-	for _, x := range sentenceRE.FindAllString(s, -1) {
-		if x = strings.TrimSpace(x); x != "" {
-			out = append(out, x)
-		}
-	}
-	return out
-}
-
 func cosine(a, b []float32) float64 {
 	if len(a) != len(b) || len(a) == 0 {
 		return 0

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/mneme-memory/mneme/sidecar/clip"
 	"github.com/mneme-memory/mneme/sidecar/llm"
 )
 
@@ -88,7 +89,7 @@ func (l LLM) Classify(ctx context.Context, f Fact, cands []Candidate, s Settings
 	err := l.Model.JSON(ctx, reviseSystemPrompt, b.String(), "revision_decision", &out)
 	if errors.Is(err, llm.ErrInvalidOutput) {
 		l.log().Warn("revise: unusable model answer, stored as ADD", "memory", f.ID, "error", err)
-		d.Reason = "model answer unusable: " + clip(err.Error(), 160)
+		d.Reason = "model answer unusable: " + clip.String(err.Error(), 160)
 		return d, nil
 	}
 	if err != nil {
@@ -113,11 +114,4 @@ func (l LLM) log() *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}
 	return l.Log
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/mneme-memory/mneme/sidecar/clip"
 )
 
 // Candidate is one setting combination the cross-validation may choose:
@@ -246,7 +248,7 @@ func WriteCrossValidation(w io.Writer, cv *CrossValidation, budgets []int) {
 	}
 	fmt.Fprintln(w)
 	for _, c := range cv.Candidates {
-		fmt.Fprintf(w, "  %-44s", clipName(c, 44))
+		fmt.Fprintf(w, "  %-44s", clip.String(c, 44))
 		for _, b := range budgets {
 			fmt.Fprintf(w, " %7.3f", cv.PerCand[c][b])
 		}
@@ -256,11 +258,4 @@ func WriteCrossValidation(w io.Writer, cv *CrossValidation, budgets []int) {
 		fmt.Fprintf(w, "  fold %d (%s): chose %s (%.3f on the other folds)\n", fc.Fold, strings.Join(fc.Conversations, ", "),
 			fc.Candidate, fc.TrainRecall)
 	}
-}
-
-func clipName(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-1] + "…"
 }

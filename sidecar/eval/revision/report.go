@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/mneme-memory/mneme/sidecar/clip"
 	"github.com/mneme-memory/mneme/sidecar/revision"
 )
 
@@ -245,7 +246,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 			if o.AppliedOn != "" {
 				got += " " + o.AppliedOn
 			}
-			fmt.Fprintf(w, "  %-30s %-12s %-22s got %-22s %q\n", clip(o.Conversation, 30), o.Key, want, got, o.Text)
+			fmt.Fprintf(w, "  %-30s %-12s %-22s got %-22s %q\n", clip.String(o.Conversation, 30), o.Key, want, got, o.Text)
 		}
 	}
 	if len(r.Missed) > 0 {
@@ -281,12 +282,4 @@ func (s *LLMStats) write(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  %-22s %6d  %s%s\n", b.Kind, b.Count, strings.Join(parts, ", "), extra)
 	}
-}
-
-func clip(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
 }
