@@ -47,6 +47,22 @@ $$;
 COMMENT ON FUNCTION mneme._is_blank(text) IS
     'Internal: whether a text holds nothing but whitespace, separators, zero-width and control characters.';
 
+-- Word separators: Unicode White_Space (U+0009-000D, U+0020, U+0085,
+-- U+00A0, U+1680, U+2000-200A, U+2028, U+2029, U+202F, U+205F, U+3000), the
+-- separators of Go's strings.Fields (unicode.IsSpace), which the
+-- evaluations count with, as one regular-expression bracket expression.
+-- Zero-width and control characters that are not White_Space (U+200B,
+-- U+FEFF, U+180E) join words, as in Go. Plain SQL without SET and without
+-- arguments: the planner folds it into a constant. The generated column
+-- mneme.messages.words (goose 00048) spells the same class out;
+-- TestContextTermsMatchTokeniser keeps them equal.
+CREATE OR REPLACE FUNCTION mneme._word_separator()
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT '[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]'::text $$;
+COMMENT ON FUNCTION mneme._word_separator() IS
+    'Internal: the bracket expression of the characters that separate words (Unicode White_Space).';
+
 -- What an error message may quote of an argument: its first 80 characters,
 -- quoted (an error never echoes a 10 MB input back).
 CREATE OR REPLACE FUNCTION mneme._quote_prefix(input text)
@@ -161,7 +177,7 @@ BEGIN
         -- The late message starts the next episode: consume up to the one before.
         v_payload := jsonb_build_object('reason', 'gap', 'check', false,
                                         'through_message_id', v_prev_id, 'trigger_message_id', v_id);
-    ELSIF length(regexp_replace(add_message.content, '^[[:space:]]+|[[:space:]]+$', '', 'g')) < v_min_chars THEN
+    ELSIF length(regexp_replace(add_message.content, format('^%1$s+|%1$s+$', mneme._word_separator()), '', 'g')) < v_min_chars THEN
         RETURN v_id;
     ELSE
         v_payload := jsonb_build_object('reason', 'check', 'check', true,

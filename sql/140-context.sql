@@ -8,21 +8,16 @@
 -- Idempotent: re-applied on every migrate.
 -- =============================================================================
 
--- Words as the budget counts them: runs of characters other than Unicode
--- White_Space (U+0009-000D, U+0020, U+0085, U+00A0, U+1680, U+2000-200A,
--- U+2028, U+2029, U+202F, U+205F, U+3000), the separators of Go's
--- strings.Fields (unicode.IsSpace), which the evaluations count with. The
--- same rule as the generated column mneme.messages.words (goose 00048);
--- TestContextTermsMatchTokeniser keeps the three equal. Zero-width and
--- control characters that are not White_Space (U+200B, U+FEFF, U+180E)
--- join words, as in Go.
+-- Words as the budget counts them: runs of characters other than the word
+-- separators (mneme._word_separator, Unicode White_Space as Go's
+-- strings.Fields); the same rule as the generated column
+-- mneme.messages.words (goose 00048).
 CREATE OR REPLACE FUNCTION mneme._words(input text)
 RETURNS int
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-SELECT cardinality(array_remove(regexp_split_to_array(_words.input,
-           '[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+'), ''))
+SELECT cardinality(array_remove(regexp_split_to_array(_words.input, mneme._word_separator() || '+'), ''))
 $$;
 COMMENT ON FUNCTION mneme._words(text) IS
     'Internal: the number of words of a text (separated by Unicode White_Space, as Go''s strings.Fields), '
@@ -112,7 +107,7 @@ BEGIN
                     SELECT t.df FROM mneme.bm25_terms t WHERE t.conversation_id = c.id AND t.term = q.term) t) d
             WHERE d.df > 0
         ), turns AS (
-            SELECT r.ord, msg.id, msg.words + CASE WHEN msg.role ~ $re$[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]$re$
+            SELECT r.ord, msg.id, msg.words + CASE WHEN msg.role ~ mneme._word_separator()
                                            THEN mneme._words(msg.role) ELSE 1 END AS cost,  -- a one-word role costs 1: no regexp split
                    msg.words, msg.terms,
                    (row_number() OVER (PARTITION BY r.ord ORDER BY msg.id))::int AS pos

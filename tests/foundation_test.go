@@ -213,6 +213,9 @@ func TestSegmentationRuleShortLatestMessage(t *testing.T) {
 	}
 	c.add(time.Minute, " ok ")
 	require.Equal(t, 0, c.segmentJobs().Count, "a latest message under 5 characters does not ask the segmenter")
+	// Trimmed of every word separator (Unicode White_Space), not only ASCII.
+	c.add(time.Minute, "\u3000\u00a0ok!\u2003\u2003\u2003")
+	require.Equal(t, 0, c.segmentJobs().Count, "ideographic and no-break spaces do not count as characters")
 }
 
 func TestSegmentationRuleMaxMessagesForces(t *testing.T) {
