@@ -84,9 +84,8 @@ DECLARE
     v_n     int;
     v_max   int;
 BEGIN
-    IF add_fact.conversation_id IS NULL OR add_fact.message_ids IS NULL OR cardinality(add_fact.message_ids) = 0 THEN
-        RAISE EXCEPTION 'conversation_id and message_ids must be given' USING ERRCODE = '22004',
-            HINT = 'a fact names the messages it was extracted from';
+    IF add_fact.conversation_id IS NULL THEN
+        RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
     END IF;
     IF add_fact.content IS NULL OR mneme._is_blank(add_fact.content) THEN
         RAISE EXCEPTION 'fact content must not be NULL or empty' USING ERRCODE = '22023';
@@ -95,14 +94,8 @@ BEGIN
     IF add_fact.label IS NOT NULL AND NOT mneme.is_label(add_fact.label) THEN
         add_fact.label := NULL;  -- a model's label outside the vocabulary: the offline labeller chooses
     END IF;
-    SELECT array_agg(m.id ORDER BY m.id), min(m.created_at), max(m.created_at)
-    INTO v_ids, v_first, v_last
-    FROM mneme.messages m
-    WHERE m.conversation_id = add_fact.conversation_id AND m.id = ANY (add_fact.message_ids);
-    IF v_ids IS NULL OR cardinality(v_ids) <> cardinality(ARRAY(SELECT DISTINCT unnest(add_fact.message_ids))) THEN
-        RAISE EXCEPTION 'message_ids %: not all messages of conversation %', left(add_fact.message_ids::text, 80), add_fact.conversation_id
-            USING ERRCODE = '22023', HINT = 'a fact names the messages of its own conversation it was extracted from';
-    END IF;
+    SELECT x.ids, x.first_at, x.last_at INTO v_ids, v_first, v_last
+    FROM mneme._source_messages(add_fact.conversation_id, add_fact.message_ids, false) x;
     -- One message can state thousands of facts, each a memory and a revise
     -- job: at most extract_facts_max per episode (the facts drawn from its
     -- messages; without an episode, from the fact's own messages). The

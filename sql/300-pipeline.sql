@@ -130,6 +130,44 @@ SELECT _fsrs_ok.stability IS NULL
              OR (_fsrs_ok.difficulty <> 'NaN'::float8 AND _fsrs_ok.difficulty BETWEEN 1 AND 10)))
 $$;
 
+-- The messages a memory is made of, checked one way for every writer
+-- (create_episode, add_fact): at least one id, no NULL, each a message of
+-- the conversation (and, for an episode, still queued: 55000 when another
+-- segmentation consumed it); their ids in order and their time span.
+CREATE OR REPLACE FUNCTION mneme._source_messages(conversation_id uuid, message_ids bigint[], queued_only boolean,
+                                                  OUT ids bigint[], OUT first_at timestamptz, OUT last_at timestamptz)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF _source_messages.message_ids IS NULL THEN
+        RAISE EXCEPTION 'message_ids must not be NULL' USING ERRCODE = '22004',
+            HINT = 'a memory names the messages it was made from';
+    END IF;
+    IF cardinality(_source_messages.message_ids) = 0 OR array_position(_source_messages.message_ids, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'message_ids needs at least one message id, and no NULLs' USING ERRCODE = '22023';
+    END IF;
+    SELECT array_agg(m.id ORDER BY m.id), min(m.created_at), max(m.created_at)
+    INTO ids, first_at, last_at
+    FROM mneme.messages m
+    WHERE m.id = ANY (_source_messages.message_ids) AND m.conversation_id = _source_messages.conversation_id
+      AND (NOT _source_messages.queued_only OR m.consumed_at IS NULL);
+    IF ids IS NULL OR cardinality(ids) <> cardinality(ARRAY(SELECT DISTINCT unnest(_source_messages.message_ids))) THEN
+        IF _source_messages.queued_only THEN
+            RAISE EXCEPTION 'some of the % messages are not queued in conversation %', cardinality(_source_messages.message_ids),
+                _source_messages.conversation_id
+                USING ERRCODE = '55000', HINT = 'another segmentation consumed them: call mneme.lock_queued first';
+        END IF;
+        RAISE EXCEPTION 'message_ids %: not all messages of conversation %', left(_source_messages.message_ids::text, 80),
+            _source_messages.conversation_id
+            USING ERRCODE = '22023', HINT = 'a memory names the messages of its own conversation it was made from';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION mneme._source_messages(uuid, bigint[], boolean) IS
+    'Internal to create_episode and add_fact: the messages a memory is made of, checked (22004, 22023, 55000 when '
+    'queued_only and one is consumed), their ids in order, first and last time.';
+
 -- An episode's offline summary: its most informative sentences by the
 -- search's own term weights. A word weighs its BM25 idf among the
 -- conversation's memories (a word the conversation rarely uses, a name or
@@ -216,16 +254,12 @@ AS $$
 #variable_conflict use_column
 DECLARE
     v_id     uuid;
-    v_n      int;
     v_first  timestamptz;
     v_last   timestamptz;
     v_ids    bigint[];
 BEGIN
     IF create_episode.conversation_id IS NULL THEN
         RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
-    END IF;
-    IF create_episode.message_ids IS NULL OR cardinality(create_episode.message_ids) = 0 OR array_position(create_episode.message_ids, NULL) IS NOT NULL THEN
-        RAISE EXCEPTION 'an episode needs at least one message id, and no NULLs' USING ERRCODE = '22023';
     END IF;
     IF create_episode.content IS NULL OR mneme._is_blank(create_episode.content) THEN
         RAISE EXCEPTION 'episode content must not be empty' USING ERRCODE = '22023';
@@ -242,14 +276,8 @@ BEGIN
             USING ERRCODE = '22023';
     END IF;
 
-    SELECT array_agg(m.id ORDER BY m.id), min(m.created_at), max(m.created_at), count(*)
-    INTO v_ids, v_first, v_last, v_n
-    FROM mneme.messages m
-    WHERE m.id = ANY (create_episode.message_ids) AND m.conversation_id = create_episode.conversation_id AND m.consumed_at IS NULL;
-    IF v_n <> cardinality(ARRAY(SELECT DISTINCT unnest(create_episode.message_ids))) THEN
-        RAISE EXCEPTION 'some of the % messages are not queued in conversation %', cardinality(create_episode.message_ids), create_episode.conversation_id
-            USING ERRCODE = '55000', HINT = 'another segmentation consumed them: call mneme.lock_queued first';
-    END IF;
+    SELECT x.ids, x.first_at, x.last_at INTO v_ids, v_first, v_last
+    FROM mneme._source_messages(create_episode.conversation_id, create_episode.message_ids, true) x;
 
     IF create_episode.label IS NULL THEN  -- the offline segmenter: label by the rules
         create_episode.label := mneme.episode_label(ARRAY(SELECT m.content FROM mneme.messages m

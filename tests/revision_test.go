@@ -551,7 +551,7 @@ func TestRevisionBadInput(t *testing.T) {
 		{"apply: long slot", `SELECT mneme.apply_revision($1, 'ADD', NULL, 'r', 'heuristic', $2)`, "22001", []any{mem, strings.Repeat("s", 201)}},
 		{"fact: NULL conversation", `SELECT mneme.add_fact(NULL, 'I live in Paris.', ARRAY[$1]::bigint[])`, "22004", []any{msg}},
 		{"fact: NULL messages", `SELECT mneme.add_fact($1, 'I live in Paris.', NULL)`, "22004", []any{conv}},
-		{"fact: no messages", `SELECT mneme.add_fact($1, 'I live in Paris.', '{}')`, "22004", []any{conv}},
+		{"fact: no messages", `SELECT mneme.add_fact($1, 'I live in Paris.', '{}')`, "22023", []any{conv}},
 		{"fact: NULL content", `SELECT mneme.add_fact($1, NULL, ARRAY[$2]::bigint[])`, "22023", []any{conv, msg}},
 		{"fact: blank content", `SELECT mneme.add_fact($1, E' \u200b\t', ARRAY[$2]::bigint[])`, "22023", []any{conv, msg}},
 		{"fact: another conversation's message", `SELECT mneme.add_fact($1, 'I live in Paris.', ARRAY[$2]::bigint[])`, "22023", []any{conv, otherMsg}},
