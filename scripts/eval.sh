@@ -61,6 +61,7 @@ $MNEME eval lifecycle --plot docs/lifecycle.svg
 # offline classifier, then of the LLM classifier against a scripted model that
 # also sends bad answers (docs/revision.md). Deterministic; its own scratch
 # database each.
-$MNEME eval revision --quiet
+$MNEME eval revision --quiet --folds 5 \
+  --choose 'revision_duplicate_similarity=0.7|0.8|0.9' --choose 'revision_candidates=5|10|20'
 $MNEME eval revision --llm scripted --quiet
 # --- end eval: revision -------------------------------------------------------

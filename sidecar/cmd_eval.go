@@ -116,10 +116,24 @@ func cmdEvalRevision(ctx context.Context, log *slog.Logger, args []string) error
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	keep := fs.Bool("keep-db", false, "keep the scratch database afterwards (its name is logged)")
 	quiet := fs.Bool("quiet", false, "no progress, and only errors from the pipelines")
+	folds := fs.Int("folds", 0, "cross-validate the revision settings over N folds of the conversations (with --choose; 0: off)")
+	var choose locomo.Choices
+	fs.Var(&choose, "choose", `with --folds: values of a setting to choose among, key=JSON|JSON|... (repeatable; every combination is a candidate), e.g. --choose revision_duplicate_similarity=0.7|0.8|0.9`)
 	if err := cli.Parse(fs, args, false); err != nil {
 		return err
 	}
-	o := revisioneval.Options{Mode: revisioneval.ModeOffline, Keep: *keep, Log: log}
+	switch {
+	case *folds == 1 || *folds < 0:
+		return fmt.Errorf("%w: --folds must be 0 (off) or at least 2", cli.ErrUsage)
+	case *folds > 1 && len(choose) == 0:
+		return fmt.Errorf("%w: --folds needs the settings to choose among: --choose key=v1|v2", cli.ErrUsage)
+	case *folds == 0 && len(choose) > 0:
+		return fmt.Errorf("%w: --choose needs --folds N (N >= 2)", cli.ErrUsage)
+	}
+	o := revisioneval.Options{Mode: revisioneval.ModeOffline, Keep: *keep, Log: log, Folds: *folds}
+	if len(choose) > 0 {
+		o.Candidates = locomo.Grid(choose)
+	}
 	switch *model {
 	case "":
 	case revisioneval.ModeScripted:

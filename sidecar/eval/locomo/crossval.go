@@ -82,11 +82,12 @@ type FoldChoice struct {
 	TrainRecall   float64  `json:"train_recall"`
 }
 
-// cvScores: candidate -> conversation -> budget -> summed recall, and the
-// question count per conversation.
-type cvScores struct {
-	sum map[int]map[int]map[int]float64
-	n   map[int]int
+// Scores: candidate -> conversation -> budget -> summed score (recall, or
+// 1 per right answer), and the count of questions per conversation; what
+// FoldScores folds.
+type Scores struct {
+	Sum map[int]map[int]map[int]float64
+	N   map[int]int
 }
 
 // crossValidate measures every candidate's context recall on every
@@ -125,7 +126,7 @@ func crossValidate(ctx context.Context, pool *pgxpool.Pool, convs []Conversation
 	}
 	defer func() { _ = set(saved) }()
 
-	sc := cvScores{sum: map[int]map[int]map[int]float64{}, n: map[int]int{}}
+	sc := Scores{Sum: map[int]map[int]map[int]float64{}, N: map[int]int{}}
 	total := 0
 	for i := range convs {
 		total += len(convs[i].Questions)
@@ -138,12 +139,12 @@ func crossValidate(ctx context.Context, pool *pgxpool.Pool, convs []Conversation
 		if err := set(cand); err != nil {
 			return nil, err
 		}
-		sc.sum[ci] = map[int]map[int]float64{}
+		sc.Sum[ci] = map[int]map[int]float64{}
 		for i := range convs {
 			c := &convs[i]
 			bar.label = "cross-validation " + cand.String()
 			src := &contextSource{pool: pool, conv: ingested[i].ConvID, at: asOf(opt.AsOf, ingested[i]), in: ingested[i], embed: opt.Embed}
-			sc.sum[ci][i] = map[int]float64{}
+			sc.Sum[ci][i] = map[int]float64{}
 			for _, q := range c.Questions {
 				for _, b := range budgets {
 					found, _, _, err := src.context(ctx, q.Text, b)
@@ -151,11 +152,11 @@ func crossValidate(ctx context.Context, pool *pgxpool.Pool, convs []Conversation
 						return nil, fmt.Errorf("conversation %s question %d: %w", c.ID, q.Index+1, err)
 					}
 					r, _ := Recall(q.Evidence, setOf(found))
-					sc.sum[ci][i][b] += r
+					sc.Sum[ci][i][b] += r
 				}
 				bar.add(1)
 			}
-			sc.n[i] = len(c.Questions)
+			sc.N[i] = len(c.Questions)
 		}
 	}
 	bar.done()
@@ -168,20 +169,21 @@ func crossValidate(ctx context.Context, pool *pgxpool.Pool, convs []Conversation
 	for i := range convs {
 		ids[i] = convs[i].ID
 	}
-	return foldScores(names, ids, sc, folds, budgets, headline), nil
+	return FoldScores(names, ids, sc, folds, budgets, headline), nil
 }
 
-// foldScores chooses, for each fold, the candidate best on the other folds
-// at the headline budget (ties: the first listed) and scores the fold's
-// questions with it.
-func foldScores(names, convIDs []string, sc cvScores, folds int, budgets []int, headline int) *CrossValidation {
+// FoldScores chooses, for each fold (conversation i is in fold i mod
+// folds), the candidate best on the other folds at the headline budget
+// (ties: the first listed) and scores the fold's questions with it. The
+// one cross-validation of every evaluation (LoCoMo, BEAM, revision).
+func FoldScores(names, convIDs []string, sc Scores, folds int, budgets []int, headline int) *CrossValidation {
 	cv := &CrossValidation{Folds: folds, Candidates: names, Recall: map[int]Cell{}, Best: map[int]Cell{}, PerCand: map[string]map[int]float64{}}
 	recallOn := func(ci int, in func(i int) bool, b int) float64 {
 		s, n := 0.0, 0
 		for i := range convIDs {
 			if in(i) {
-				s += sc.sum[ci][i][b]
-				n += sc.n[i]
+				s += sc.Sum[ci][i][b]
+				n += sc.N[i]
 			}
 		}
 		if n == 0 {
@@ -216,9 +218,9 @@ func foldScores(names, convIDs []string, sc cvScores, folds int, budgets []int, 
 				continue
 			}
 			fc.Conversations = append(fc.Conversations, id)
-			n += sc.n[i]
+			n += sc.N[i]
 			for _, b := range budgets {
-				sums[b] += sc.sum[best][i][b]
+				sums[b] += sc.Sum[best][i][b]
 			}
 		}
 		cv.Chosen = append(cv.Chosen, fc)

@@ -19,11 +19,11 @@ func TestGrid(t *testing.T) {
 func TestFoldScoresNeverSeeTheHeldOutFold(t *testing.T) {
 	// Two candidates, three conversations of 10 questions each. A is better
 	// on conversations 0 and 1, B much better on 2 only.
-	sc := cvScores{n: map[int]int{0: 10, 1: 10, 2: 10}, sum: map[int]map[int]map[int]float64{
+	sc := Scores{N: map[int]int{0: 10, 1: 10, 2: 10}, Sum: map[int]map[int]map[int]float64{
 		0: {0: {1000: 8}, 1: {1000: 8}, 2: {1000: 2}},  // A
 		1: {0: {1000: 7}, 1: {1000: 7}, 2: {1000: 10}}, // B
 	}}
-	cv := foldScores([]string{"A", "B"}, []string{"c0", "c1", "c2"}, sc, 3, []int{1000}, 1000)
+	cv := FoldScores([]string{"A", "B"}, []string{"c0", "c1", "c2"}, sc, 3, []int{1000}, 1000)
 	require.Equal(t, "B", cv.Chosen[0].Candidate, "fold 1 (c0) trained on c1, c2: B 17 > A 10")
 	require.Equal(t, "B", cv.Chosen[1].Candidate)
 	require.Equal(t, "A", cv.Chosen[2].Candidate, "fold 3 (c2) trained on c0, c1: A")

@@ -22,22 +22,22 @@ type Flags struct {
 	quiet   *bool
 	asOf    *string
 	sets    cli.Settings
-	choose  choices
+	choose  Choices
 }
 
-// choices collects --choose key=v1|v2|...: the values of one setting the
+// Choices collects --choose key=v1|v2|...: the values of one setting the
 // cross-validation may choose among (JSON each, as --set takes them).
-type choices map[string][]string
+type Choices map[string][]string
 
-func (c *choices) String() string { return fmt.Sprint(map[string][]string(*c)) }
+func (c *Choices) String() string { return fmt.Sprint(map[string][]string(*c)) }
 
-func (c *choices) Set(s string) error {
+func (c *Choices) Set(s string) error {
 	k, vs, ok := strings.Cut(s, "=")
 	if !ok || k == "" || vs == "" {
 		return fmt.Errorf("want key=value1|value2|..., e.g. context_window=1|2|3")
 	}
 	if *c == nil {
-		*c = choices{}
+		*c = Choices{}
 	}
 	if _, dup := (*c)[k]; dup {
 		return fmt.Errorf("--choose %s given twice", k)

@@ -30,6 +30,11 @@ type Options struct {
 	Log      *slog.Logger  // the run's (the scratch database)
 	PipeLog  *slog.Logger  // the pipelines' (warnings: unusable model answers, retries); nil: none
 	Progress io.Writer     // nil: quiet
+	// Folds > 1 cross-validates the settings in Candidates: the suite runs
+	// once per candidate (a scratch database each), and each fold of the
+	// conversations is scored with the candidate most accurate on the others.
+	Folds      int
+	Candidates []locomo.Candidate
 }
 
 // Eval runs the suite in a fresh scratch database.
@@ -44,7 +49,55 @@ func Eval(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	defer db.Close()
-	return RunMode(ctx, db.Pool, o.Mode, o.Config, o.PipeLog, o.Progress)
+	rep, err := RunMode(ctx, db.Pool, o.Mode, o.Config, o.PipeLog, o.Progress)
+	if err != nil || o.Folds < 2 {
+		return rep, err
+	}
+	rep.CrossValidation, err = crossValidate(ctx, o, log)
+	return rep, err
+}
+
+// crossValidate runs the suite with each candidate's settings in a scratch
+// database of its own and folds the per-conversation accuracy (one point
+// per write revised as labelled) with locomo.FoldScores.
+func crossValidate(ctx context.Context, o Options, log *slog.Logger) (*locomo.CrossValidation, error) {
+	suite := Suite()
+	if o.Folds > len(suite) {
+		return nil, fmt.Errorf("revision: %d folds of %d conversations", o.Folds, len(suite))
+	}
+	names := make([]string, len(o.Candidates))
+	ids := make([]string, len(suite))
+	for i, c := range suite {
+		ids[i] = c.Name
+	}
+	sc := locomo.Scores{Sum: map[int]map[int]map[int]float64{}, N: map[int]int{}}
+	for ci, cand := range o.Candidates {
+		names[ci] = cand.String()
+		rep, err := func() (*Report, error) {
+			db, err := scratch.Open(ctx, scratch.Options{Server: o.Config.DatabaseURL, Prefix: "mneme_eval_", Log: log,
+				Migrate: migrate.Options{Vector: o.Config.Vector, EmbedDim: o.Config.MigrateEmbedDim()}})
+			if err != nil {
+				return nil, err
+			}
+			defer db.Close()
+			for k, v := range cand {
+				if _, err := db.Pool.Exec(ctx, `SELECT mneme.set_setting($1, $2::jsonb)`, k, v); err != nil {
+					return nil, fmt.Errorf("revision: candidate %s: %w", cand, err)
+				}
+			}
+			return RunMode(ctx, db.Pool, o.Mode, o.Config, o.PipeLog, o.Progress)
+		}()
+		if err != nil {
+			return nil, err
+		}
+		sc.Sum[ci] = map[int]map[int]float64{}
+		for i, name := range ids {
+			pc := rep.perConv[name]
+			sc.Sum[ci][i] = map[int]float64{0: float64(pc[0])}
+			sc.N[i] = pc[1]
+		}
+	}
+	return locomo.FoldScores(names, ids, sc, o.Folds, []int{0}, 0), nil
 }
 
 // RunMode runs the suite on pool (a migrated, empty mneme database) in

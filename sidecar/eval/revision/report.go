@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/mneme-memory/mneme/sidecar/clip"
+	"github.com/mneme-memory/mneme/sidecar/eval/locomo"
 	"github.com/mneme-memory/mneme/sidecar/revision"
 )
 
@@ -78,8 +79,11 @@ type Report struct {
 	WrongWrites   []WriteOutcome            `json:"wrong_writes"`
 	Missed        []QuestionOutcome         `json:"missed_questions"`
 
+	CrossValidation *locomo.CrossValidation `json:"cross_validation,omitempty"` // with --folds
+
 	correct, first, stale, topK int
 	outcomes                    map[string]outcome // "conversation/key"
+	perConv                     map[string][2]int  // conversation -> right writes, writes
 }
 
 // outcome is what one write became (the action applied, the status it
@@ -91,7 +95,7 @@ type outcome struct {
 }
 
 func newReport() *Report {
-	r := &Report{K: K, Confusion: map[string]map[string]int{}, outcomes: map[string]outcome{}}
+	r := &Report{K: K, Confusion: map[string]map[string]int{}, outcomes: map[string]outcome{}, perConv: map[string][2]int{}}
 	for _, a := range Actions {
 		r.Scores = append(r.Scores, Score{Action: a})
 		r.Confusion[a] = map[string]int{}
@@ -128,6 +132,12 @@ func (r *Report) add(c *Conversation, res convResult) {
 			r.score(w.Expect).WrongTarget++
 		}
 		r.outcomes[c.Name+"/"+w.Key] = outcome{applied: a.action, status: a.status, right: ok}
+		pc := r.perConv[c.Name]
+		pc[1]++
+		if ok {
+			pc[0]++
+		}
+		r.perConv[c.Name] = pc
 		if ok {
 			r.correct++
 			r.score(w.Expect).Correct++
@@ -232,6 +242,16 @@ func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "final states: %d of %d as labelled; current beliefs wrongly retired %d of %d; stale beliefs left active %d of %d\n",
 		f.Right, f.Writes, f.WronglyRetired, f.WantActive, f.StaleActive, f.WantRetired)
 	fmt.Fprintf(w, "revise jobs failed %d, left pending %d\n", r.FailedJobs, r.PendingJobs)
+	if cv := r.CrossValidation; cv != nil {
+		fmt.Fprintf(w, "\ncross-validated accuracy (%d folds of the conversations, settings chosen on the other folds): %.3f "+
+			"(best candidate in hindsight %.3f; the table above is the shipped settings)\n", cv.Folds, cv.Recall[0].Recall, cv.Best[0].Recall)
+		for _, c := range cv.Candidates {
+			fmt.Fprintf(w, "  %-44s %.3f\n", c, cv.PerCand[c][0])
+		}
+		for _, f := range cv.Chosen {
+			fmt.Fprintf(w, "  fold %d (%d conversations): chose %s (%.3f on the other folds)\n", f.Fold, len(f.Conversations), f.Candidate, f.TrainRecall)
+		}
+	}
 	if r.LLM != nil {
 		r.LLM.write(w)
 	}

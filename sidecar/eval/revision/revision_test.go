@@ -9,6 +9,7 @@ import (
 
 	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
+	"github.com/mneme-memory/mneme/sidecar/eval/locomo"
 	"github.com/mneme-memory/mneme/sidecar/revision"
 )
 
@@ -195,4 +196,29 @@ func column(m map[string]map[string]int, col string) int {
 		n += row[col]
 	}
 	return n
+}
+
+// TestCrossValidation: --folds runs the suite once per candidate, each in a
+// scratch database of its own with the candidate's settings, and scores
+// every write of every fold with the candidate chosen on the other folds.
+func TestCrossValidation(t *testing.T) {
+	db := dbtest.New(t)
+	o := Options{Mode: ModeOffline, Config: config.Config{DatabaseURL: db.URL, Vector: db.Variant}, Folds: 2,
+		Candidates: []locomo.Candidate{{"revision_duplicate_similarity": "0.8"}, {"revision_duplicate_similarity": "1"}}}
+	cv, err := crossValidate(context.Background(), o, nil)
+	require.NoError(t, err)
+	writes := 0
+	for _, c := range Suite() {
+		writes += len(c.Writes)
+	}
+	require.Len(t, cv.Chosen, 2)
+	require.Equal(t, writes, cv.Recall[0].Questions, "every write scored once")
+	for _, f := range cv.Chosen {
+		require.Contains(t, cv.Candidates, f.Candidate)
+		require.NotEmpty(t, f.Conversations)
+	}
+	for _, c := range cv.Candidates {
+		require.Greater(t, cv.PerCand[c][0], 0.8, "%s: the suite ran with it", c)
+	}
+	require.Greater(t, cv.Recall[0].Recall, 0.8)
 }
