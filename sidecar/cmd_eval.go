@@ -76,7 +76,7 @@ func cmdEvalFeedback(ctx context.Context, log *slog.Logger, args []string) error
 	if err != nil {
 		return err
 	}
-	res, err := feedback.Eval(ctx, cfg.DatabaseURL, o, settings, log)
+	res, err := feedback.Eval(ctx, cfg, o, settings, log)
 	if err != nil {
 		return err
 	}
@@ -101,7 +101,7 @@ func cmdEvalLifecycle(ctx context.Context, log *slog.Logger, args []string) erro
 	if err != nil {
 		return err
 	}
-	res, err := lifecycle.Eval(ctx, cfg.DatabaseURL, o, log)
+	res, err := lifecycle.Eval(ctx, cfg, o, log)
 	if err != nil {
 		return err
 	}

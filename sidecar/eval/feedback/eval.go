@@ -8,20 +8,23 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/embed"
+	"github.com/mneme-memory/mneme/sidecar/migrate"
 	"github.com/mneme-memory/mneme/sidecar/pipeline"
 	"github.com/mneme-memory/mneme/sidecar/scratch"
 )
 
 // Eval runs the simulation on a scratch database (on the server of
-// DATABASE_URL, server, else a private cluster) freshly migrated with the
-// defaults: the same numbers every time, and nothing lands in a real
+// cfg.DatabaseURL, else a private cluster) freshly migrated with the
+// defaults and cfg's vector layout (MNEME_VECTOR, MNEME_EMBED_DIM): the same numbers every time, and nothing lands in a real
 // database. The reviewer is the offline one, as `mneme run` uses it with no
 // LLM configured.
 //
 // settings (key to JSON) override mneme settings for the run.
-func Eval(ctx context.Context, server string, opts Options, settings map[string]json.RawMessage, log *slog.Logger) (Result, error) {
-	db, err := scratch.Open(ctx, scratch.Options{Server: server, Prefix: "mneme_eval_", Log: log})
+func Eval(ctx context.Context, cfg config.Config, opts Options, settings map[string]json.RawMessage, log *slog.Logger) (Result, error) {
+	db, err := scratch.Open(ctx, scratch.Options{Server: cfg.DatabaseURL, Prefix: "mneme_eval_", Log: log,
+		Migrate: migrate.Options{Vector: cfg.Vector, EmbedDim: cfg.MigrateEmbedDim()}})
 	if err != nil {
 		return Result{}, err
 	}

@@ -7,17 +7,20 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/mneme-memory/mneme/sidecar/config"
+	"github.com/mneme-memory/mneme/sidecar/migrate"
 	"github.com/mneme-memory/mneme/sidecar/scratch"
 )
 
 // Eval runs the simulation on a scratch database (on the server of
-// DATABASE_URL, server, else a private cluster) freshly migrated with the
-// defaults; the cleanup schedule is the setting cleanup_interval's.
-func Eval(ctx context.Context, server string, opts Options, log *slog.Logger) (Result, error) {
+// cfg.DatabaseURL, else a private cluster) freshly migrated with the
+// defaults and cfg's vector layout (MNEME_VECTOR, MNEME_EMBED_DIM); the cleanup schedule is the setting cleanup_interval's.
+func Eval(ctx context.Context, cfg config.Config, opts Options, log *slog.Logger) (Result, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	db, err := scratch.Open(ctx, scratch.Options{Server: server, Prefix: "mneme_eval_", Log: log})
+	db, err := scratch.Open(ctx, scratch.Options{Server: cfg.DatabaseURL, Prefix: "mneme_eval_", Log: log,
+		Migrate: migrate.Options{Vector: cfg.Vector, EmbedDim: cfg.MigrateEmbedDim()}})
 	if err != nil {
 		return Result{}, err
 	}
