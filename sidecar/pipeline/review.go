@@ -21,8 +21,8 @@ type reviewPayload struct {
 	// ContextIDs are the conversation's messages the review judges by; their
 	// text stays in mneme.messages (read when the job runs).
 	ContextIDs []int64 `json:"context_message_ids,omitempty"`
-	// Context carries messages inline instead: synthetic reviews (the
-	// feedback evaluation) and jobs enqueued before context_message_ids.
+	// Context carries messages inline: only review jobs enqueued by a
+	// release before context_message_ids, still queued after an upgrade.
 	Context    []message `json:"context,omitempty"`
 	ReviewedAt time.Time `json:"reviewed_at"`
 }

@@ -273,14 +273,27 @@ func reviewUse(ctx context.Context, tx pgx.Tx, review reviewer, conv uuid.UUID, 
 	for i, id := range ids {
 		idStrs[i] = id.String()
 	}
+	// The conversation that followed, stored as messages of the
+	// conversation (already consumed: nothing to segment) and named by id
+	// in the payload, as mneme's own review jobs name them.
+	if _, err := tx.Exec(ctx, `INSERT INTO mneme.message_queue (id) VALUES ($1) ON CONFLICT DO NOTHING`, conv); err != nil {
+		return err
+	}
+	rows, err := tx.Query(ctx, `INSERT INTO mneme.messages (conversation_id, role, content, created_at, consumed_at)
+		VALUES ($1, 'user', $2, $4, $4), ($1, 'assistant', $3, $4, $4) RETURNING id`,
+		conv, "What about the "+query+"?", answer, at)
+	if err != nil {
+		return err
+	}
+	msgIDs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return err
+	}
 	reviews, _ := json.Marshal([]map[string]any{{"query": query, "memory_ids": idStrs}})
 	payload, _ := json.Marshal(map[string]any{
-		"reviews": json.RawMessage(reviews),
-		"context": []map[string]any{
-			{"id": 0, "role": "user", "content": "What about the " + query + "?", "at": at},
-			{"id": 0, "role": "assistant", "content": answer, "at": at},
-		},
-		"reviewed_at": at,
+		"reviews":             json.RawMessage(reviews),
+		"context_message_ids": msgIDs,
+		"reviewed_at":         at,
 	})
 	// The handler reads through the simulation's transaction and commits its
 	// writes in a savepoint of it.
