@@ -656,3 +656,35 @@ func TestBM25ConcurrentWriters(t *testing.T) {
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT n FROM mneme.bm25_stats WHERE conversation_id = $1`, conv).Scan(&n))
 	require.Equal(t, workers*rounds*2-workers*rounds*2/3, n)
 }
+
+// TestSearchFamilySignatures: the search family takes one argument list,
+// in one order, with one type each (docs/retrieval.md, "Why ten
+// parameters"): conversation, query, k or budget, then the same optional
+// arguments; search, retrieve and retrieve_markdown identical; context adds
+// record at the end. Exactly one signature each (no overloads to make a
+// call ambiguous).
+func TestSearchFamilySignatures(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	rows, err := db.Pool.Query(context.Background(), `
+		SELECT proname, pg_get_function_identity_arguments(oid) FROM pg_proc
+		WHERE pronamespace = 'mneme'::regnamespace
+		  AND proname IN ('search', 'retrieve', 'retrieve_markdown', 'context_items', 'context')`)
+	require.NoError(t, err)
+	got := map[string][]string{}
+	for rows.Next() {
+		var name, args string
+		require.NoError(t, rows.Scan(&name, &args))
+		got[name] = append(got[name], args)
+	}
+	require.NoError(t, rows.Err())
+	common := "query_embedding real[], since timestamp with time zone, until timestamp with time zone, " +
+		"at timestamp with time zone, scope text"
+	search := "conversation_id uuid, query text, k integer, " + common +
+		", as_of timestamp with time zone, include_history boolean"
+	ctxArgs := "conversation_id uuid, query text, budget integer, " + common
+	require.Equal(t, map[string][]string{
+		"search": {search}, "retrieve": {search}, "retrieve_markdown": {search},
+		"context_items": {ctxArgs}, "context": {ctxArgs + ", record boolean"},
+	}, got)
+}
