@@ -189,6 +189,131 @@ COMMENT ON FUNCTION mneme.revision_candidates(uuid, int, text) IS
 -- -----------------------------------------------------------------------------
 -- Applying a decision
 -- -----------------------------------------------------------------------------
+-- The four actions of apply_revision, one function each. They run under
+-- apply_revision's row locks with its checks done, the new fact v_new and
+-- its target v_old as read there, and v_note the reason recorded.
+
+-- NOOP: the new fact restates v_old; it becomes a merged duplicate and v_old
+-- is reconfirmed (time, confidence, the duplicate's provenance).
+CREATE OR REPLACE FUNCTION mneme._revise_noop(v_new mneme.memories, v_old mneme.memories, v_note text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_new_at timestamptz := v_new.created_at;
+BEGIN
+    UPDATE mneme.memories m
+    SET last_confirmed_at = greatest(coalesce(m.last_confirmed_at, v_new_at), v_new_at),
+        confidence_score = least(1, m.confidence_score + mneme.setting('revision_reconfirm_boost')::float8),
+        -- Provenance the duplicate carried is kept on the confirmed row too.
+        source_message_ids = CASE WHEN v_new.source_message_ids IS NULL THEN m.source_message_ids
+                                  ELSE ARRAY(SELECT DISTINCT x FROM unnest(coalesce(m.source_message_ids, '{}') || v_new.source_message_ids) x ORDER BY x) END,
+        updated_at = now()
+    WHERE m.id = v_old.id;
+    UPDATE mneme.memories m SET status = 'merged', confirms_id = v_old.id, status_reason = v_note, updated_at = now()
+    WHERE m.id = v_new.id;
+END
+$$;
+
+-- SUPERSEDE: the new fact replaces v_old (and every older active fact of
+-- its slot); an older write is stored as what v_old superseded. Returns the
+-- note, which says so then.
+CREATE OR REPLACE FUNCTION mneme._revise_supersede(v_new mneme.memories, v_old mneme.memories, v_note text, v_slot text)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_new_at timestamptz := v_new.created_at;
+    v_old_at timestamptz := v_old.created_at;
+BEGIN
+    IF v_new_at < v_old_at THEN
+        -- An older write never replaces a newer belief: it is stored as
+        -- what that belief superseded.
+        v_note := format('%s (older than %s, which stays current)', v_note, v_old.id);
+        UPDATE mneme.memories m SET status = 'superseded', status_reason = v_note, valid_until = v_old_at, updated_at = now()
+        WHERE m.id = v_new.id;
+        UPDATE mneme.memories m SET supersedes_id = v_new.id, updated_at = now()
+        WHERE m.id = v_old.id AND m.supersedes_id IS NULL;
+        RETURN v_note;
+    END IF;
+    UPDATE mneme.memories m SET status = 'superseded', status_reason = format('%s (by %s)', v_note, v_new.id),
+                                valid_until = least(coalesce(m.valid_until, 'infinity'), v_new_at),
+                                updated_at = now()
+    WHERE m.id = v_old.id;
+    -- The lineage stays one chain in time order: when an older write was
+    -- already linked behind the new belief (it arrived late), the fact
+    -- replaced now goes in the chain by its time.
+    IF v_new.supersedes_id IS NOT NULL AND v_new.supersedes_id <> v_old.id THEN
+        IF v_old.supersedes_id IS NULL AND v_old.created_at >= (SELECT y.created_at FROM mneme.memories y WHERE y.id = v_new.supersedes_id) THEN
+            UPDATE mneme.memories m SET supersedes_id = v_new.supersedes_id WHERE m.id = v_old.id;
+            v_new.supersedes_id := v_old.id;
+        ELSE
+            UPDATE mneme.memories m SET supersedes_id = v_old.id
+            WHERE m.id = v_new.supersedes_id AND m.supersedes_id IS NULL AND m.id <> v_old.id;
+        END IF;
+    ELSE
+        v_new.supersedes_id := v_old.id;
+    END IF;
+    -- The new belief starts from the old one's FSRS state, not from zero.
+    UPDATE mneme.memories m SET supersedes_id = v_new.supersedes_id, stability = v_old.stability,
+                                difficulty = v_old.difficulty, fsrs_state = v_old.fsrs_state,
+                                review_count = v_old.review_count,
+                                last_reviewed_at = greatest(v_old.last_reviewed_at, m.last_reviewed_at),
+                                pinned = m.pinned OR v_old.pinned, updated_at = now()
+    WHERE m.id = v_new.id;
+    -- One current value per slot: other active facts of the same slot,
+    -- older than the new one, are superseded by it too (two revise jobs
+    -- of one slot may each have seen only the other's target).
+    IF v_slot IS NOT NULL THEN
+        UPDATE mneme.memories m SET status = 'superseded',
+                                    status_reason = format('SUPERSEDE of the same slot %s (by %s)', v_slot, v_new.id),
+                                    valid_until = least(coalesce(m.valid_until, 'infinity'), v_new_at),
+                                    updated_at = now()
+        WHERE m.id IN (SELECT x.id FROM mneme.memories x
+                       WHERE x.slot = v_slot
+                         AND x.status = 'active' AND x.kind = 'semantic' AND x.id <> v_new.id
+                         AND x.created_at <= v_new_at
+                         AND x.conversation_id = ANY (mneme._scope_conversations(v_new.conversation_id,
+                                                                                 mneme.setting('revision_scope') #>> '{}'))
+                       ORDER BY x.id FOR UPDATE);
+    END IF;
+    RETURN v_note;
+END
+$$;
+
+-- INVALIDATE: the new fact retracts v_old; a retraction older than the fact
+-- it names is kept, retired. Returns the note.
+CREATE OR REPLACE FUNCTION mneme._revise_invalidate(v_new mneme.memories, v_old mneme.memories, v_note text)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_new_at timestamptz := v_new.created_at;
+    v_old_at timestamptz := v_old.created_at;
+BEGIN
+    IF v_new_at < v_old_at THEN
+        -- A retraction older than the fact it names was overtaken by it: the
+        -- fact was said again afterwards. The retraction is kept, retired.
+        v_note := format('%s (older than %s, which stays current)', v_note, v_old.id);
+        UPDATE mneme.memories m SET status = 'superseded', status_reason = v_note, valid_until = v_old_at,
+                                    invalidates_id = v_old.id, updated_at = now()
+        WHERE m.id = v_new.id;
+        RETURN v_note;
+    END IF;
+    UPDATE mneme.memories m SET status = 'invalidated', status_reason = format('%s (by %s)', v_note, v_new.id),
+                                valid_until = least(coalesce(m.valid_until, 'infinity'), v_new_at), updated_at = now()
+    WHERE m.id = v_old.id;
+    UPDATE mneme.memories m SET invalidates_id = v_old.id, updated_at = now() WHERE m.id = v_new.id;
+    RETURN v_note;
+END
+$$;
+
 CREATE OR REPLACE FUNCTION mneme.apply_revision(
     memory_id uuid,
     action text,
@@ -207,8 +332,6 @@ DECLARE
     v_old    mneme.memories;
     v_action text := upper(btrim(apply_revision.action));
     v_note   text;
-    v_new_at timestamptz;
-    v_old_at timestamptz;
     v_slot   text;  -- the new fact's slot: the classifier's, else the one it has
 BEGIN
     IF apply_revision.memory_id IS NULL OR apply_revision.action IS NULL OR apply_revision.classifier IS NULL THEN
@@ -256,8 +379,6 @@ BEGIN
     END IF;
     PERFORM set_config('mneme.actor', 'revise:' || apply_revision.classifier, true);
     PERFORM set_config('mneme.event_reason', left(v_note, 500), true);
-    v_new_at := v_new.created_at;
-    v_old_at := v_old.created_at;
     v_slot := CASE WHEN apply_revision.slot IS NULL OR mneme._is_blank(apply_revision.slot) THEN v_new.slot
                    ELSE lower(btrim(apply_revision.slot)) END;
     IF v_slot IS DISTINCT FROM v_new.slot THEN
@@ -265,78 +386,11 @@ BEGIN
     END IF;
 
     IF v_action = 'NOOP' THEN
-        UPDATE mneme.memories m
-        SET last_confirmed_at = greatest(coalesce(m.last_confirmed_at, v_new_at), v_new_at),
-            confidence_score = least(1, m.confidence_score + mneme.setting('revision_reconfirm_boost')::float8),
-            -- Provenance the duplicate carried is kept on the confirmed row too.
-            source_message_ids = CASE WHEN v_new.source_message_ids IS NULL THEN m.source_message_ids
-                                      ELSE ARRAY(SELECT DISTINCT x FROM unnest(coalesce(m.source_message_ids, '{}') || v_new.source_message_ids) x ORDER BY x) END,
-            updated_at = now()
-        WHERE m.id = v_old.id;
-        UPDATE mneme.memories m SET status = 'merged', confirms_id = v_old.id, status_reason = v_note, updated_at = now()
-        WHERE m.id = v_new.id;
-    ELSIF v_action = 'SUPERSEDE' AND v_new_at < v_old_at THEN
-        -- An older write never replaces a newer belief: it is stored as
-        -- what that belief superseded.
-        v_note := format('%s (older than %s, which stays current)', v_note, v_old.id);
-        UPDATE mneme.memories m SET status = 'superseded', status_reason = v_note, valid_until = v_old_at, updated_at = now()
-        WHERE m.id = v_new.id;
-        UPDATE mneme.memories m SET supersedes_id = v_new.id, updated_at = now()
-        WHERE m.id = v_old.id AND m.supersedes_id IS NULL;
+        PERFORM mneme._revise_noop(v_new, v_old, v_note);
     ELSIF v_action = 'SUPERSEDE' THEN
-        UPDATE mneme.memories m SET status = 'superseded', status_reason = format('%s (by %s)', v_note, v_new.id),
-                                    valid_until = least(coalesce(m.valid_until, 'infinity'), v_new_at),
-                                    updated_at = now()
-        WHERE m.id = v_old.id;
-        -- The lineage stays one chain in time order: when an older write was
-        -- already linked behind the new belief (it arrived late), the fact
-        -- replaced now goes in the chain by its time.
-        IF v_new.supersedes_id IS NOT NULL AND v_new.supersedes_id <> v_old.id THEN
-            IF v_old.supersedes_id IS NULL AND v_old.created_at >= (SELECT y.created_at FROM mneme.memories y WHERE y.id = v_new.supersedes_id) THEN
-                UPDATE mneme.memories m SET supersedes_id = v_new.supersedes_id WHERE m.id = v_old.id;
-                v_new.supersedes_id := v_old.id;
-            ELSE
-                UPDATE mneme.memories m SET supersedes_id = v_old.id
-                WHERE m.id = v_new.supersedes_id AND m.supersedes_id IS NULL AND m.id <> v_old.id;
-            END IF;
-        ELSE
-            v_new.supersedes_id := v_old.id;
-        END IF;
-        -- The new belief starts from the old one's FSRS state, not from zero.
-        UPDATE mneme.memories m SET supersedes_id = v_new.supersedes_id, stability = v_old.stability,
-                                    difficulty = v_old.difficulty, fsrs_state = v_old.fsrs_state,
-                                    review_count = v_old.review_count,
-                                    last_reviewed_at = greatest(v_old.last_reviewed_at, m.last_reviewed_at),
-                                    pinned = m.pinned OR v_old.pinned, updated_at = now()
-        WHERE m.id = v_new.id;
-        -- One current value per slot: other active facts of the same slot,
-        -- older than the new one, are superseded by it too (two revise jobs
-        -- of one slot may each have seen only the other's target).
-        IF v_slot IS NOT NULL THEN
-            UPDATE mneme.memories m SET status = 'superseded',
-                                        status_reason = format('SUPERSEDE of the same slot %s (by %s)', v_slot, v_new.id),
-                                        valid_until = least(coalesce(m.valid_until, 'infinity'), v_new_at),
-                                        updated_at = now()
-            WHERE m.id IN (SELECT x.id FROM mneme.memories x
-                           WHERE x.slot = v_slot
-                             AND x.status = 'active' AND x.kind = 'semantic' AND x.id <> v_new.id
-                             AND x.created_at <= v_new_at
-                             AND x.conversation_id = ANY (mneme._scope_conversations(v_new.conversation_id,
-                                                                                     mneme.setting('revision_scope') #>> '{}'))
-                           ORDER BY x.id FOR UPDATE);
-        END IF;
-    ELSIF v_action = 'INVALIDATE' AND v_new_at < v_old_at THEN
-        -- A retraction older than the fact it names was overtaken by it: the
-        -- fact was said again afterwards. The retraction is kept, retired.
-        v_note := format('%s (older than %s, which stays current)', v_note, v_old.id);
-        UPDATE mneme.memories m SET status = 'superseded', status_reason = v_note, valid_until = v_old_at,
-                                    invalidates_id = v_old.id, updated_at = now()
-        WHERE m.id = v_new.id;
+        v_note := mneme._revise_supersede(v_new, v_old, v_note, v_slot);
     ELSIF v_action = 'INVALIDATE' THEN
-        UPDATE mneme.memories m SET status = 'invalidated', status_reason = format('%s (by %s)', v_note, v_new.id),
-                                    valid_until = least(coalesce(m.valid_until, 'infinity'), v_new_at), updated_at = now()
-        WHERE m.id = v_old.id;
-        UPDATE mneme.memories m SET invalidates_id = v_old.id, updated_at = now() WHERE m.id = v_new.id;
+        v_note := mneme._revise_invalidate(v_new, v_old, v_note);
     END IF;
     INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor)
     VALUES (v_new.id, v_new.conversation_id, 'revised',
