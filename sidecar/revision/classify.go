@@ -77,95 +77,109 @@ func (Heuristic) Name() string { return "heuristic" }
 
 func (Heuristic) Classify(_ context.Context, f Fact, cands []Candidate, s Settings) (Decision, error) {
 	st := Parse(f.Content)
-	d := Decision{Action: ActionAdd, Slot: st.Slot()}
-	type parsed struct {
-		Candidate
-		st Statement
-	}
-	ps := make([]parsed, 0, len(cands))
+	ps := make([]parsedCandidate, 0, len(cands))
 	for _, c := range cands {
-		cs := Parse(c.Content)
-		ps = append(ps, parsed{c, cs})
+		ps = append(ps, parsedCandidate{c, Parse(c.Content)})
 	}
 	// Newest first among equals: a slot's current value is its latest.
 	sort.SliceStable(ps, func(i, j int) bool { return ps[i].At.After(ps[j].At) })
-
-	if st.Negated {
-		if st.Slot() != "" {
-			for _, c := range ps {
-				if c.st.Negated || c.st.Slot() != st.Slot() {
-					continue
-				}
-				if st.Value == "" || sameValue(st.Value, c.st.Value) || strings.Contains(c.st.Value, st.Value) {
-					d.Action, d.Target = ActionInvalidate, c.ID
-					d.Reason = fmt.Sprintf("retracts %s = %q", st.Slot(), c.st.Value)
-					return d, nil
-				}
-			}
+	d := Decision{Slot: st.Slot()}
+	switch {
+	case st.Negated:
+		d.Action, d.Target, d.Reason = retraction(f, st, ps)
+	default:
+		var ok bool
+		if d.Action, d.Target, d.Reason, ok = slotChange(st, ps); !ok {
+			d.Action, d.Target, d.Reason = nearDuplicate(f, ps, s)
 		}
-		// No slot: the candidate saying most of what is retracted (at
-		// least 60% of its words are in the retraction), or else the one
-		// holding every word the retraction names ("I quit smoking" and
-		// "I smoke every day"), the newest first.
-		words := contentWords(f.Content)
-		best, bestScore, whole := uuid.Nil, 0.0, uuid.Nil
-		for _, c := range ps {
-			if c.st.Negated {
-				continue
-			}
-			cw := contentWords(c.Content)
-			if st.Retracted != "" && !cw[st.Retracted] {
-				continue // it says nothing of what is retracted
-			}
-			if sc := containment(words, cw); sc > bestScore {
-				best, bestScore = c.ID, sc
-			}
-			if whole == uuid.Nil && len(words) > 0 && containment(cw, words) == 1 {
-				whole = c.ID
-			}
-		}
-		if bestScore >= retractionOverlap {
-			d.Action, d.Target = ActionInvalidate, best
-			d.Reason = fmt.Sprintf("retraction sharing %.0f%% of its words with the fact", 100*bestScore)
-			return d, nil
-		}
-		if whole != uuid.Nil {
-			d.Action, d.Target = ActionInvalidate, whole
-			d.Reason = "retraction of a fact holding every word it names"
-			return d, nil
-		}
-		d.Reason = "a retraction of nothing believed"
-		return d, nil
 	}
+	return d, nil
+}
 
+// parsedCandidate is a candidate with its statement parsed.
+type parsedCandidate struct {
+	Candidate
+	st Statement
+}
+
+// retraction is step 1: the candidate a retraction retracts (INVALIDATE),
+// else ADD.
+func retraction(f Fact, st Statement, ps []parsedCandidate) (string, uuid.UUID, string) {
 	if st.Slot() != "" {
 		for _, c := range ps {
-			slot := c.st.Slot()
-			if slot == "" {
-				slot = c.Slot
-			}
-			if slot != st.Slot() {
+			if c.st.Negated || c.st.Slot() != st.Slot() {
 				continue
 			}
-			switch {
-			case c.st.Negated:
-				d.Action, d.Target = ActionSupersede, c.ID
-				d.Reason = fmt.Sprintf("%s = %q again, after a retraction", st.Slot(), st.Value)
-			case sameValue(st.Value, c.st.Value):
-				d.Action, d.Target = ActionNoop, c.ID
-				d.Reason = fmt.Sprintf("restates %s = %q", st.Slot(), st.Value)
-			default:
-				d.Action, d.Target = ActionSupersede, c.ID
-				d.Reason = fmt.Sprintf("%s changes from %q to %q", st.Slot(), c.st.Value, st.Value)
+			if st.Value == "" || sameValue(st.Value, c.st.Value) || strings.Contains(c.st.Value, st.Value) {
+				return ActionInvalidate, c.ID, fmt.Sprintf("retracts %s = %q", st.Slot(), c.st.Value)
 			}
-			return d, nil
 		}
 	}
+	// No slot: the candidate saying most of what is retracted (at least
+	// retractionOverlap of its words are in the retraction), or else the
+	// one holding every word the retraction names ("I quit smoking" and "I
+	// smoke every day"), the newest first.
+	words := contentWords(f.Content)
+	best, bestScore, whole := uuid.Nil, 0.0, uuid.Nil
+	for _, c := range ps {
+		if c.st.Negated {
+			continue
+		}
+		cw := contentWords(c.Content)
+		if st.Retracted != "" && !cw[st.Retracted] {
+			continue // it says nothing of what is retracted
+		}
+		if sc := containment(words, cw); sc > bestScore {
+			best, bestScore = c.ID, sc
+		}
+		if whole == uuid.Nil && len(words) > 0 && containment(cw, words) == 1 {
+			whole = c.ID
+		}
+	}
+	if bestScore >= retractionOverlap {
+		return ActionInvalidate, best, fmt.Sprintf("retraction sharing %.0f%% of its words with the fact", 100*bestScore)
+	}
+	if whole != uuid.Nil {
+		return ActionInvalidate, whole, "retraction of a fact holding every word it names"
+	}
+	return ActionAdd, uuid.Nil, "a retraction of nothing believed"
+}
 
+// slotChange is step 2: a fact that fills a slot against the newest
+// candidate of the same slot (NOOP of the same value, SUPERSEDE of another
+// or of a retraction); ok is false when no candidate has its slot.
+func slotChange(st Statement, ps []parsedCandidate) (action string, target uuid.UUID, reason string, ok bool) {
+	if st.Slot() == "" {
+		return "", uuid.Nil, "", false
+	}
+	for _, c := range ps {
+		slot := c.st.Slot()
+		if slot == "" {
+			slot = c.Slot
+		}
+		if slot != st.Slot() {
+			continue
+		}
+		switch {
+		case c.st.Negated:
+			return ActionSupersede, c.ID, fmt.Sprintf("%s = %q again, after a retraction", st.Slot(), st.Value), true
+		case sameValue(st.Value, c.st.Value):
+			return ActionNoop, c.ID, fmt.Sprintf("restates %s = %q", st.Slot(), st.Value), true
+		default:
+			return ActionSupersede, c.ID, fmt.Sprintf("%s changes from %q to %q", st.Slot(), c.st.Value, st.Value), true
+		}
+	}
+	return "", uuid.Nil, "", false
+}
+
+// nearDuplicate is steps 3 and 4: a NOOP of the closest candidate that is
+// not a retraction when their word sets overlap at least
+// DuplicateSimilarity, else ADD.
+func nearDuplicate(f Fact, ps []parsedCandidate, s Settings) (string, uuid.UUID, string) {
 	words := wordSet(f.Content)
 	best, bestScore := uuid.Nil, 0.0
 	for _, c := range ps {
-		if c.st.Negated != st.Negated {
+		if c.st.Negated {
 			continue
 		}
 		if sc := jaccard(words, wordSet(c.Content)); sc > bestScore {
@@ -173,12 +187,9 @@ func (Heuristic) Classify(_ context.Context, f Fact, cands []Candidate, s Settin
 		}
 	}
 	if bestScore >= s.DuplicateSimilarity && bestScore > 0 {
-		d.Action, d.Target = ActionNoop, best
-		d.Reason = fmt.Sprintf("near-duplicate (word overlap %.2f)", bestScore)
-		return d, nil
+		return ActionNoop, best, fmt.Sprintf("near-duplicate (word overlap %.2f)", bestScore)
 	}
-	d.Reason = "new information"
-	return d, nil
+	return ActionAdd, uuid.Nil, "new information"
 }
 
 var (
