@@ -40,6 +40,14 @@ type Options struct {
 	Log     *slog.Logger
 }
 
+// ForEval are the options of an evaluation's scratch database: on the
+// server of cfg.DatabaseURL (else a private cluster), named mneme_eval_*,
+// migrated with cfg's vector layout (MNEME_VECTOR, MNEME_EMBED_DIM).
+func ForEval(cfg config.Config, keep bool, log *slog.Logger) Options {
+	return Options{Server: cfg.DatabaseURL, Prefix: "mneme_eval_", Keep: keep, Log: log,
+		Migrate: migrate.Options{Vector: cfg.Vector, EmbedDim: cfg.MigrateEmbedDim()}}
+}
+
 // DB is a scratch database.
 type DB struct {
 	Name string

@@ -10,7 +10,6 @@ import (
 
 	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/embed"
-	"github.com/mneme-memory/mneme/sidecar/migrate"
 	"github.com/mneme-memory/mneme/sidecar/pipeline"
 	"github.com/mneme-memory/mneme/sidecar/scratch"
 )
@@ -23,8 +22,7 @@ import (
 //
 // settings (key to JSON) override mneme settings for the run.
 func Eval(ctx context.Context, cfg config.Config, opts Options, settings map[string]json.RawMessage, log *slog.Logger) (Result, error) {
-	db, err := scratch.Open(ctx, scratch.Options{Server: cfg.DatabaseURL, Prefix: "mneme_eval_", Log: log,
-		Migrate: migrate.Options{Vector: cfg.Vector, EmbedDim: cfg.MigrateEmbedDim()}})
+	db, err := scratch.Open(ctx, scratch.ForEval(cfg, false, log))
 	if err != nil {
 		return Result{}, err
 	}

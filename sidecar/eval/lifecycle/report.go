@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/mneme-memory/mneme/sidecar/config"
-	"github.com/mneme-memory/mneme/sidecar/migrate"
 	"github.com/mneme-memory/mneme/sidecar/scratch"
 )
 
@@ -19,8 +18,7 @@ func Eval(ctx context.Context, cfg config.Config, opts Options, log *slog.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	db, err := scratch.Open(ctx, scratch.Options{Server: cfg.DatabaseURL, Prefix: "mneme_eval_", Log: log,
-		Migrate: migrate.Options{Vector: cfg.Vector, EmbedDim: cfg.MigrateEmbedDim()}})
+	db, err := scratch.Open(ctx, scratch.ForEval(cfg, false, log))
 	if err != nil {
 		return Result{}, err
 	}

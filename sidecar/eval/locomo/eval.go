@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/mneme-memory/mneme/sidecar/config"
-	"github.com/mneme-memory/mneme/sidecar/migrate"
 	"github.com/mneme-memory/mneme/sidecar/pipeline"
 	"github.com/mneme-memory/mneme/sidecar/scratch"
 )
@@ -50,8 +49,7 @@ func EvalLoaded(ctx context.Context, o EvalOptions, convs []Conversation) (*Repo
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	db, err := scratch.Open(ctx, scratch.Options{Server: o.Config.DatabaseURL, Prefix: "mneme_eval_", Keep: o.Keep, Log: log,
-		Migrate: scratchLayout(o.Config)})
+	db, err := scratch.Open(ctx, scratch.ForEval(o.Config, o.Keep, log))
 	if err != nil {
 		return nil, err
 	}
@@ -88,10 +86,4 @@ func EvalLoaded(ctx context.Context, o EvalOptions, convs []Conversation) (*Repo
 		return nil, err
 	}
 	return Run(ctx, pool, convs, run)
-}
-
-// scratchLayout is the environment's embedding layout for a scratch
-// database.
-func scratchLayout(cfg config.Config) migrate.Options {
-	return migrate.Options{Vector: cfg.Vector, EmbedDim: cfg.MigrateEmbedDim()}
 }

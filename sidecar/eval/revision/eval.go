@@ -11,7 +11,6 @@ import (
 
 	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/eval/locomo"
-	"github.com/mneme-memory/mneme/sidecar/migrate"
 	"github.com/mneme-memory/mneme/sidecar/pipeline"
 	"github.com/mneme-memory/mneme/sidecar/scratch"
 )
@@ -43,8 +42,7 @@ func Eval(ctx context.Context, o Options) (*Report, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	db, err := scratch.Open(ctx, scratch.Options{Server: o.Config.DatabaseURL, Prefix: "mneme_eval_", Keep: o.Keep, Log: log,
-		Migrate: migrate.Options{Vector: o.Config.Vector, EmbedDim: o.Config.MigrateEmbedDim()}})
+	db, err := scratch.Open(ctx, scratch.ForEval(o.Config, o.Keep, log))
 	if err != nil {
 		return nil, err
 	}
@@ -74,8 +72,7 @@ func crossValidate(ctx context.Context, o Options, log *slog.Logger) (*locomo.Cr
 	for ci, cand := range o.Candidates {
 		names[ci] = cand.String()
 		rep, err := func() (*Report, error) {
-			db, err := scratch.Open(ctx, scratch.Options{Server: o.Config.DatabaseURL, Prefix: "mneme_eval_", Log: log,
-				Migrate: migrate.Options{Vector: o.Config.Vector, EmbedDim: o.Config.MigrateEmbedDim()}})
+			db, err := scratch.Open(ctx, scratch.ForEval(o.Config, false, log))
 			if err != nil {
 				return nil, err
 			}
