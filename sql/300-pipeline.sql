@@ -202,13 +202,14 @@ BEGIN
     END IF;
     SELECT coalesce(sum(st.n), 0) INTO v_n FROM mneme.bm25_stats st WHERE st.conversation_id = extractive_summary.conversation_id;
     WITH sen AS (
-        SELECT m.ord, x.pos, coalesce(m.role, '?') AS role, btrim(x.sentence) AS sentence
+        SELECT m.ord, x.pos, coalesce(m.role, '?') AS role, btrim(x.sentence) AS sentence,
+               tsvector_to_array(mneme.bm25_tsvector(x.sentence)) AS terms  -- tokenised once
         FROM unnest(extractive_summary.roles, extractive_summary.contents) WITH ORDINALITY AS m(role, content, ord),
              regexp_split_to_table(coalesce(m.content, ''), '(?<=[.!?])\s+|\n+') WITH ORDINALITY AS x(sentence, pos)
         WHERE NOT mneme._is_blank(x.sentence)
     ), tf AS (  -- in how many of the episode's messages each term occurs
         SELECT l.term, count(DISTINCT sen.ord)::float8 AS n
-        FROM sen, unnest(tsvector_to_array(mneme.bm25_tsvector(sen.sentence))) AS l(term)
+        FROM sen, unnest(sen.terms) AS l(term)
         GROUP BY l.term
     ), w AS (  -- tf-idf: the episode's own words that the conversation rarely uses
         SELECT tf.term, tf.n * mneme._bm25_weight(v_n + 1, coalesce(t.df, 0), v_k1) AS wt
@@ -217,7 +218,7 @@ BEGIN
     ), scored AS (
         SELECT sen.*,
                (SELECT coalesce(sum(w.wt), 0) / sqrt(count(*) + 2)
-                FROM unnest(tsvector_to_array(mneme.bm25_tsvector(sen.sentence))) AS l(term)
+                FROM unnest(sen.terms) AS l(term)
                 JOIN w ON w.term = l.term) AS score
         FROM sen
     ), best AS (
