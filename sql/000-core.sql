@@ -100,7 +100,7 @@ COMMENT ON FUNCTION mneme._check_time(text, timestamptz) IS
 -- The kinds the sidecar handles and the payload each handler reads (the
 -- table is goose 00056's; its rows are written here, so a release that adds
 -- a kind or changes a rule changes them on migrate).
-INSERT INTO mneme.job_kinds AS k (kind, needs_conversation, payload_rule, payload_hint, description) VALUES
+WITH kinds (kind, needs_conversation, payload_rule, payload_hint, description) AS (VALUES
     ('segment', true, '$.check.type() == "boolean" && ($.check == true || $.through_message_id.type() == "number")',
      '{"check": bool, "through_message_id": id (for a forced cut, check false)}',
      'cut the conversation''s queued messages into episodes and store them as memories'),
@@ -113,11 +113,15 @@ INSERT INTO mneme.job_kinds AS k (kind, needs_conversation, payload_rule, payloa
     ('cleanup', false, '$.type() == "object"', '{}',
      'the lifecycle policy: expire, archive and delete what the settings say'),
     ('noop', false, '$.type() == "object"', 'any object', 'nothing: benchmarks and smoke tests')
+), gone AS (  -- a kind no longer handled
+    DELETE FROM mneme.job_kinds j WHERE j.kind NOT IN (SELECT kinds.kind FROM kinds)
+)
+INSERT INTO mneme.job_kinds AS k (kind, needs_conversation, payload_rule, payload_hint, description)
+SELECT kinds.kind, kinds.needs_conversation, kinds.payload_rule::jsonpath, kinds.payload_hint, kinds.description FROM kinds
 ON CONFLICT (kind) DO UPDATE SET needs_conversation = EXCLUDED.needs_conversation, payload_rule = EXCLUDED.payload_rule,
     payload_hint = EXCLUDED.payload_hint, description = EXCLUDED.description
 WHERE (k.needs_conversation, k.payload_rule::text, k.payload_hint, k.description)
       IS DISTINCT FROM (EXCLUDED.needs_conversation, EXCLUDED.payload_rule::text, EXCLUDED.payload_hint, EXCLUDED.description);
-DELETE FROM mneme.job_kinds WHERE kind NOT IN ('segment', 'review', 'revise', 'cleanup', 'noop');
 
 -- A pending job that does the same work as a job of this kind,
 -- conversation and dedupe key: the same dedupe key, or a segment job of the
