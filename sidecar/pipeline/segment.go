@@ -219,8 +219,8 @@ func (p *Pipelines) embedEpisodes(ctx context.Context, eps []episode, set settin
 	var ids []int64
 	for _, e := range eps {
 		for _, m := range e.Messages {
-			if strings.TrimSpace(m.Content) == "" {
-				continue // nothing to find it by
+			if embed.IsBlank(m.Content) {
+				continue // nothing to find it by (add_message refuses such messages)
 			}
 			ids = append(ids, m.ID)
 			texts = append(texts, m.Content)
