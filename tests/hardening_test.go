@@ -487,3 +487,25 @@ func TestJobPayloadRules(t *testing.T) {
 		require.NoError(t, err, "%s %s", c.kind, c.payload)
 	}
 }
+
+// TestInlinedHelpersStayInlinable: the helpers the ranking calls per row
+// are plain immutable SQL without SET and stay SECURITY INVOKER (the
+// access script keeps such functions so), which is what lets the planner
+// inline them; made SECURITY DEFINER or given a SET they would be called
+// once per row.
+func TestInlinedHelpersStayInlinable(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	rows, err := db.Pool.Query(context.Background(), `
+		SELECT p.proname || ': ' || CASE WHEN l.lanname = 'sql' AND NOT p.prosecdef AND p.proconfig IS NULL
+		                                      AND p.provolatile = 'i' THEN 'inlinable' ELSE 'not inlinable' END
+		FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+		WHERE p.pronamespace = 'mneme'::regnamespace
+		  AND p.proname IN ('_retrievability', '_bm25_weight', '_bm25_tf', '_label_key', '_word_separator')
+		ORDER BY 1`)
+	require.NoError(t, err)
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"_bm25_tf: inlinable", "_bm25_weight: inlinable", "_label_key: inlinable",
+		"_retrievability: inlinable", "_word_separator: inlinable"}, got)
+}

@@ -671,6 +671,7 @@ func TestSearchFamilySignatures(t *testing.T) {
 		WHERE pronamespace = 'mneme'::regnamespace
 		  AND proname IN ('search', 'retrieve', 'retrieve_markdown', 'context_items', 'context')`)
 	require.NoError(t, err)
+	defer rows.Close()
 	got := map[string][]string{}
 	for rows.Next() {
 		var name, args string

@@ -102,6 +102,7 @@ func TestSettingDefaultsRegistry(t *testing.T) {
 	rows, err := db.Pool.Query(ctx, `SELECT key FROM mneme.settings
 		WHERE default_value IS NULL AND key NOT IN ('vector_variant', 'embedding_dim') ORDER BY key`)
 	require.NoError(t, err)
+	defer rows.Close()
 	for rows.Next() {
 		var k string
 		require.NoError(t, rows.Scan(&k))
