@@ -122,17 +122,10 @@ func cmdEvalRevision(ctx context.Context, log *slog.Logger, args []string) error
 	if err := cli.Parse(fs, args, false); err != nil {
 		return err
 	}
-	switch {
-	case *folds == 1 || *folds < 0:
-		return fmt.Errorf("%w: --folds must be 0 (off) or at least 2", cli.ErrUsage)
-	case *folds > 1 && len(choose) == 0:
-		return fmt.Errorf("%w: --folds needs the settings to choose among: --choose key=v1|v2", cli.ErrUsage)
-	case *folds == 0 && len(choose) > 0:
-		return fmt.Errorf("%w: --choose needs --folds N (N >= 2)", cli.ErrUsage)
-	}
 	o := revisioneval.Options{Mode: revisioneval.ModeOffline, Keep: *keep, Log: log, Folds: *folds}
-	if len(choose) > 0 {
-		o.Candidates = locomo.Grid(choose)
+	var err error
+	if o.Candidates, err = choose.Candidates(*folds); err != nil {
+		return err
 	}
 	switch *model {
 	case "":
@@ -150,7 +143,6 @@ func cmdEvalRevision(ctx context.Context, log *slog.Logger, args []string) error
 		o.Progress = os.Stderr
 	}
 	o.PipeLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	var err error
 	if o.Config, err = config.Load(false); err != nil {
 		return err
 	}

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/mneme-memory/mneme/sidecar/cli"
 )
 
 func TestGrid(t *testing.T) {
@@ -33,4 +35,24 @@ func TestFoldScoresNeverSeeTheHeldOutFold(t *testing.T) {
 	// lower than the best in hindsight.
 	require.InDelta(t, 0.8, cv.Best[1000].Recall, 0.001)
 	require.Equal(t, 30, cv.Recall[1000].Questions)
+}
+
+// TestChoicesCandidates: --folds and --choose go together (folds 0 or at
+// least 2), and the candidates are every combination of the values.
+func TestChoicesCandidates(t *testing.T) {
+	c := Choices{}
+	require.NoError(t, c.Set("context_window=1|2"))
+	require.NoError(t, c.Set(`context_order="rank"|"newest"`))
+	got, err := c.Candidates(5)
+	require.NoError(t, err)
+	require.Len(t, got, 4)
+	for _, folds := range []int{-1, 1, 0} {
+		_, err := c.Candidates(folds)
+		require.ErrorIs(t, err, cli.ErrUsage, "folds %d with --choose", folds)
+	}
+	_, err = Choices{}.Candidates(3)
+	require.ErrorIs(t, err, cli.ErrUsage, "folds without --choose")
+	none, err := Choices{}.Candidates(0)
+	require.NoError(t, err)
+	require.Nil(t, none)
 }

@@ -31,6 +31,23 @@ type Choices map[string][]string
 
 func (c *Choices) String() string { return fmt.Sprint(map[string][]string(*c)) }
 
+// Candidates checks --folds against --choose (both or neither, folds 0 or
+// at least 2) and gives every combination of the values to choose among
+// (nil without --choose).
+func (c Choices) Candidates(folds int) ([]Candidate, error) {
+	switch {
+	case folds < 0 || folds == 1:
+		return nil, fmt.Errorf("%w: --folds must be 0 (off) or at least 2", cli.ErrUsage)
+	case folds > 1 && len(c) == 0:
+		return nil, fmt.Errorf("%w: --folds needs the settings to choose among: --choose key=v1|v2", cli.ErrUsage)
+	case folds == 0 && len(c) > 0:
+		return nil, fmt.Errorf("%w: --choose needs --folds N (N >= 2)", cli.ErrUsage)
+	case len(c) == 0:
+		return nil, nil
+	}
+	return Grid(c), nil
+}
+
 func (c *Choices) Set(s string) error {
 	k, vs, ok := strings.Cut(s, "=")
 	if !ok || k == "" || vs == "" {
@@ -93,16 +110,8 @@ func (f *Flags) Check(log *slog.Logger) error {
 	if f.Options.Run.Count != CountContent && f.Options.Run.Count != CountMemoryText {
 		return fmt.Errorf("%w: --count must be %s or %s", cli.ErrUsage, CountContent, CountMemoryText)
 	}
-	switch {
-	case f.Options.Run.Folds < 0 || f.Options.Run.Folds == 1:
-		return fmt.Errorf("%w: --folds must be 0 (off) or at least 2", cli.ErrUsage)
-	case f.Options.Run.Folds > 1 && len(f.choose) == 0:
-		return fmt.Errorf("%w: --folds needs the settings to choose among: --choose key=v1|v2", cli.ErrUsage)
-	case f.Options.Run.Folds == 0 && len(f.choose) > 0:
-		return fmt.Errorf("%w: --choose needs --folds N (N >= 2)", cli.ErrUsage)
-	}
-	if len(f.choose) > 0 {
-		f.Options.Run.Candidates = Grid(f.choose)
+	if f.Options.Run.Candidates, err = f.choose.Candidates(f.Options.Run.Folds); err != nil {
+		return err
 	}
 	if !*f.quiet {
 		f.Options.Run.Progress = os.Stderr
