@@ -127,8 +127,130 @@ COMMENT ON FUNCTION mneme._belief_candidates(uuid[], text, real[], int, timestam
     'include_history every non-merged memory, scored as a collection of their own.';
 
 -- -----------------------------------------------------------------------------
--- The ranking
+-- The ranking, in three steps: the arguments checked
+-- (_check_search_arguments), the candidates of each leg fused by rank
+-- (_search_candidates), and their scores (mneme.search).
 -- -----------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION mneme._check_search_arguments(
+    conversation_id uuid, query text, k int, since timestamptz, until timestamptz, at timestamptz, as_of timestamptz)
+RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF _check_search_arguments.conversation_id IS NULL THEN
+        RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF _check_search_arguments.query IS NULL OR mneme._is_blank(_check_search_arguments.query) THEN
+        RAISE EXCEPTION 'query must not be NULL or empty' USING ERRCODE = '22023',
+            HINT = 'pass the text to search for, e.g. the user''s latest message';
+    END IF;
+    PERFORM mneme._check_length('query', _check_search_arguments.query, 10000);
+    IF _check_search_arguments.k IS NULL OR _check_search_arguments.k < 1 OR _check_search_arguments.k > 100 THEN
+        RAISE EXCEPTION 'k must be between 1 and 100, got %', coalesce(_check_search_arguments.k::text, 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
+    IF _check_search_arguments.at IS NULL THEN
+        RAISE EXCEPTION 'at must not be NULL' USING ERRCODE = '22004',
+            HINT = 'at is the time retrievability is evaluated at; omit it for now()';
+    END IF;
+    IF _check_search_arguments.since > _check_search_arguments.until THEN
+        RAISE EXCEPTION 'since (%) is after until (%)', _check_search_arguments.since, _check_search_arguments.until
+            USING ERRCODE = '22023', HINT = 'the range is since <= created_at < until';
+    END IF;
+    PERFORM mneme._check_time('at', _check_search_arguments.at);
+    PERFORM mneme._check_time('as_of', _check_search_arguments.as_of);
+END
+$$;
+COMMENT ON FUNCTION mneme._check_search_arguments(uuid, text, int, timestamptz, timestamptz, timestamptz, timestamptz) IS
+    'Internal: the argument checks of mneme.search (and so of retrieve, retrieve_markdown, context_items and context), '
+    'each a clear error before anything is read.';
+
+-- The query's embedding for the vector leg: the caller's (checked), or the
+-- built-in hash embedder's; NULL (with a NOTICE) under an external
+-- embedder when the caller passed none.
+CREATE OR REPLACE FUNCTION mneme._search_query_embedding(query text, query_embedding real[])
+RETURNS real[]
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF _search_query_embedding.query_embedding IS NOT NULL THEN
+        PERFORM mneme.check_embedding(_search_query_embedding.query_embedding);
+        RETURN _search_query_embedding.query_embedding;
+    END IF;
+    IF mneme.setting('embedder') #>> '{}' = 'hash' THEN
+        RETURN mneme.hash_embed(_search_query_embedding.query);
+    END IF;
+    RAISE NOTICE 'mneme: no query_embedding and setting embedder is %: vector leg skipped, BM25 only',
+        mneme.setting('embedder')
+        USING HINT = 'pass query_embedding from the external embedder for hybrid retrieval';
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION mneme._search_query_embedding(text, real[]) IS
+    'Internal: the query embedding of a search: the given one (checked), the hash embedder''s, or NULL with a NOTICE '
+    'under an external embedder.';
+
+-- The candidates of a search: the top `candidates` of the BM25 leg and of
+-- the vector leg over the scope's conversations (or, with as_of or
+-- include_history, over past beliefs), joined by memory, each with its rank
+-- in each leg (NULL where a leg did not return it).
+CREATE OR REPLACE FUNCTION mneme._search_candidates(
+    conversation_ids uuid[],
+    query text,
+    embedding real[],
+    candidates int,
+    since timestamptz,
+    until timestamptz,
+    as_of timestamptz,
+    include_history boolean)
+RETURNS TABLE (memory_id uuid, bm25_rank int, vector_rank int, bm25_score float8, vector_distance float8)
+LANGUAGE plpgsql STABLE
+ROWS 100
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_convs uuid[] := _search_candidates.conversation_ids;
+    v_query text := _search_candidates.query;
+    v_emb   real[] := _search_candidates.embedding;
+    v_cand  int := _search_candidates.candidates;
+    v_since timestamptz := _search_candidates.since;
+    v_until timestamptz := _search_candidates.until;
+    v_hist  boolean := _search_candidates.as_of IS NOT NULL OR _search_candidates.include_history;
+BEGIN
+    RETURN QUERY
+    WITH h AS MATERIALIZED (
+        -- Past beliefs (as_of, include_history): their own candidates.
+        SELECT * FROM mneme._belief_candidates(v_convs, v_query, v_emb, v_cand, v_since, v_until,
+                                               _search_candidates.as_of, _search_candidates.include_history)
+        WHERE v_hist
+    ), b AS (
+        SELECT * FROM mneme._bm25_search(v_convs, v_query, v_cand, v_since, v_until) WHERE NOT v_hist
+        UNION ALL
+        SELECT h.memory_id, h.bm25_score, h.bm25_rank FROM h WHERE h.bm25_rank IS NOT NULL
+    ), v AS (
+        SELECT * FROM mneme._vector_search(v_convs[1], v_emb, v_cand, v_since, v_until)
+        WHERE cardinality(v_convs) = 1 AND NOT v_hist
+        UNION ALL
+        SELECT h.memory_id, h.vector_distance, h.vector_rank FROM h WHERE h.vector_rank IS NOT NULL
+        UNION ALL
+        -- Distances are comparable across conversations: one ranking.
+        SELECT x.memory_id, x.distance, (rank() OVER (ORDER BY x.distance))::int
+        FROM (SELECT y.* FROM unnest(v_convs) AS c(id), LATERAL mneme._vector_search(c.id, v_emb, v_cand, v_since, v_until) AS y
+              WHERE cardinality(v_convs) > 1 AND NOT v_hist
+              ORDER BY y.distance, y.memory_id LIMIT v_cand) x
+    )
+    SELECT coalesce(b.memory_id, v.memory_id), b.rank, v.rank, b.score, v.distance
+    FROM b FULL JOIN v ON v.memory_id = b.memory_id;
+END
+$$;
+COMMENT ON FUNCTION mneme._search_candidates(uuid[], text, real[], int, timestamptz, timestamptz, timestamptz, boolean) IS
+    'Internal to mneme.search: the top candidates of the BM25 and the vector leg (or of past beliefs with as_of or '
+    'include_history), one row per memory with its rank and score in each leg.';
+
 -- The forms of before `at` and `scope` were added: replaced, not
 -- overloaded (an overload would make every call that omits them ambiguous).
 CREATE OR REPLACE FUNCTION mneme.search(
@@ -149,14 +271,7 @@ SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
 DECLARE
-    v_conv    uuid := search.conversation_id;
-    v_query   text := search.query;
-    v_k       int := search.k;
-    v_emb     real[] := search.query_embedding;
-    v_since   timestamptz := search.since;
-    v_until   timestamptz := search.until;
     v_at      timestamptz := search.at;
-    v_cand    int := mneme.setting('retrieve_candidates')::int;
     v_rrf_k   float8 := mneme.setting('rrf_k')::float8;
     -- The built-in hash embedder's vectors are lexical (hashed words and
     -- trigrams): mostly redundant with BM25 and noisier, so its leg weighs
@@ -165,94 +280,47 @@ DECLARE
                              THEN mneme.setting('rrf_hash_vector_weight')::float8 ELSE 1 END;
     v_weights jsonb := mneme.setting('label_weights');
     v_convs   uuid[];
+    v_emb     real[];
     v_rw      float8 := mneme.setting('retrievability_weight')::float8;
     v_cw      float8 := mneme.setting('confidence_weight')::float8;
-    v_hist    boolean := search.as_of IS NOT NULL OR coalesce(search.include_history, false);
 BEGIN
-    IF v_conv IS NULL THEN
-        RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
-    END IF;
-    IF v_query IS NULL OR mneme._is_blank(v_query) THEN
-        RAISE EXCEPTION 'query must not be NULL or empty' USING ERRCODE = '22023',
-            HINT = 'pass the text to search for, e.g. the user''s latest message';
-    END IF;
-    PERFORM mneme._check_length('query', v_query, 10000);
+    PERFORM mneme._check_search_arguments(search.conversation_id, search.query, search.k, search.since, search.until,
+                                          v_at, search.as_of);
     IF v_rw IS NULL OR v_rw < 0 OR v_rw = 'Infinity' THEN
         RAISE EXCEPTION 'setting retrievability_weight must be a finite number >= 0, got %', v_rw
             USING ERRCODE = '22023', HINT = 'SELECT mneme.set_setting(''retrievability_weight'', ''1'') restores the default';
     END IF;
-    IF v_k IS NULL OR v_k < 1 OR v_k > 100 THEN
-        RAISE EXCEPTION 'k must be between 1 and 100, got %', coalesce(v_k::text, 'NULL') USING ERRCODE = '22023';
-    END IF;
-    IF v_at IS NULL THEN
-        RAISE EXCEPTION 'at must not be NULL' USING ERRCODE = '22004',
-            HINT = 'at is the time retrievability is evaluated at; omit it for now()';
-    END IF;
-    IF v_since > v_until THEN
-        RAISE EXCEPTION 'since (%) is after until (%)', v_since, v_until USING ERRCODE = '22023',
-            HINT = 'the range is since <= created_at < until';
-    END IF;
-    PERFORM mneme._check_time('at', v_at);
-    PERFORM mneme._check_time('as_of', search.as_of);
-    v_convs := mneme._scope_conversations(v_conv, search.scope);
-    IF NOT mneme._readable_conversation(v_conv) THEN
+    v_convs := mneme._scope_conversations(search.conversation_id, search.scope);
+    IF NOT mneme._readable_conversation(search.conversation_id) THEN
         RETURN;  -- another tenant's: not even its statistics are read (no timing side channel)
     END IF;
-    IF v_emb IS NOT NULL THEN
-        PERFORM mneme.check_embedding(v_emb);
-    ELSE
-        IF mneme.setting('embedder') #>> '{}' = 'hash' THEN
-            v_emb := mneme.hash_embed(v_query);
-        ELSE
-            RAISE NOTICE 'mneme: no query_embedding and setting embedder is %: vector leg skipped, BM25 only',
-                mneme.setting('embedder')
-                USING HINT = 'pass query_embedding from the external embedder for hybrid retrieval';
-        END IF;
-    END IF;
+    v_emb := mneme._search_query_embedding(search.query, search.query_embedding);
 
     RETURN QUERY
-    WITH h AS MATERIALIZED (
-        -- Past beliefs (as_of, include_history): their own candidates.
-        SELECT * FROM mneme._belief_candidates(v_convs, v_query, v_emb, v_cand, v_since, v_until,
-                                               search.as_of, coalesce(search.include_history, false))
-        WHERE v_hist
-    ), b AS (
-        SELECT * FROM mneme._bm25_search(v_convs, v_query, v_cand, v_since, v_until) WHERE NOT v_hist
-        UNION ALL
-        SELECT h.memory_id, h.bm25_score, h.bm25_rank FROM h WHERE h.bm25_rank IS NOT NULL
-    ), v AS (
-        SELECT * FROM mneme._vector_search(v_conv, v_emb, v_cand, v_since, v_until) WHERE cardinality(v_convs) = 1 AND NOT v_hist
-        UNION ALL
-        SELECT h.memory_id, h.vector_distance, h.vector_rank FROM h WHERE h.vector_rank IS NOT NULL
-        UNION ALL
-        -- Distances are comparable across conversations: one ranking.
-        SELECT x.memory_id, x.distance, (rank() OVER (ORDER BY x.distance))::int
-        FROM (SELECT y.* FROM unnest(v_convs) AS c(id), LATERAL mneme._vector_search(c.id, v_emb, v_cand, v_since, v_until) AS y
-              WHERE cardinality(v_convs) > 1 AND NOT v_hist
-              ORDER BY y.distance, y.memory_id LIMIT v_cand) x
-    ), f AS (
-        SELECT coalesce(b.memory_id, v.memory_id) AS id, b.rank AS br, v.rank AS vr,
-               b.score AS bs, v.distance AS vd
-        FROM b FULL JOIN v ON v.memory_id = b.memory_id
+    WITH f AS MATERIALIZED (
+        SELECT * FROM mneme._search_candidates(v_convs, search.query, v_emb, mneme.setting('retrieve_candidates')::int,
+                                               search.since, search.until, search.as_of,
+                                               coalesce(search.include_history, false))
     ), r AS (
-        SELECT m.id, m.kind, m.summary, m.content, m.created_at, f.br, f.vr, f.bs, f.vd,
+        SELECT m.id, m.kind, m.summary, m.content, m.created_at, f.bm25_rank AS br, f.vector_rank AS vr,
+               f.bm25_score AS bs, f.vector_distance AS vd,
                m.title, m.label, m.pinned, m.status, m.confidence_score,
                power(greatest(m.confidence_score, 0)::float8, v_cw) AS cf,
-               coalesce(1 / (v_rrf_k + f.br), 0) + v_vec_w * coalesce(1 / (v_rrf_k + f.vr), 0) AS rrf,
+               coalesce(1 / (v_rrf_k + f.bm25_rank), 0) + v_vec_w * coalesce(1 / (v_rrf_k + f.vector_rank), 0) AS rrf,
                CASE WHEN m.pinned THEN 1::float8
                     ELSE mneme._retrievability(m.stability, m.last_reviewed_at, v_at) END AS ret,
                coalesce((v_weights ->> mneme._label_key(m.label, v_weights))::float8, 1::float8) AS w
-        -- The candidates by primary key (= ANY of their ids): joined on f.id
-        -- alone, the planner scanned every memory of every conversation
+        -- The candidates by primary key (= ANY of their ids): joined on f's
+        -- ids alone, the planner scanned every memory of every conversation
         -- (95 ms at 100,000 memories, bench retrieve).
-        FROM f JOIN mneme.memories m ON m.id = f.id
-        WHERE m.id = ANY (ARRAY(SELECT f2.id FROM f f2))
+        FROM f JOIN mneme.memories m ON m.id = f.memory_id
+        WHERE m.id = ANY (ARRAY(SELECT f2.memory_id FROM f f2))
     )
     SELECT r.id, r.kind, r.summary, r.content, r.created_at, r.rrf * power(r.ret, v_rw) * r.w * r.cf, r.rrf, r.br, r.vr, r.ret,
            r.title, r.label, r.pinned, r.bs, r.vd, r.status, r.confidence_score
     FROM r
     ORDER BY r.rrf * power(r.ret, v_rw) * r.w * r.cf DESC, r.id
-    LIMIT v_k;
+    LIMIT search.k;
 END
 $$;
 COMMENT ON FUNCTION mneme.search(uuid, text, int, real[], timestamptz, timestamptz, timestamptz, text, timestamptz, boolean) IS
