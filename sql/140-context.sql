@@ -31,6 +31,115 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT 100000 $$;
 
+-- The anchored turns of a context, in the order the budget takes them: of
+-- the top `candidates` memories of mneme.search, every episode turn that
+-- matches the query is an anchor (by BM25 of the turn, idf of the scope's
+-- memories, and by cosine when turns are found by meaning), placed by its
+-- episode's rank and its own ranks fused; each anchor brings its
+-- neighbours within `window` turns. An episode none of whose turns match
+-- anchors on its first turn; a fact is its own anchor (msg_id NULL).
+CREATE OR REPLACE FUNCTION mneme._context_anchors(
+    conversation_id uuid,
+    query text,
+    query_embedding real[],
+    since timestamptz,
+    until timestamptz,
+    at timestamptz,
+    scope text,
+    conversation_ids uuid[])
+RETURNS TABLE (anchor int, rank int, memory_id uuid, kind text, label text, score float8, first_at timestamptz,
+               msg_id bigint, distance int, cost int)
+LANGUAGE plpgsql STABLE
+ROWS 200
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_convs  uuid[] := _context_anchors.conversation_ids;
+    v_cand   int := mneme.setting('context_candidates')::int;
+    v_win    int := mneme.setting('context_window')::int;
+    v_k1     float8 := mneme.setting('bm25_k1')::float8;
+    v_b      float8 := mneme.setting('bm25_b')::float8;
+    v_rrf    float8 := mneme.setting('rrf_k')::float8;
+    v_terms  text[] := tsvector_to_array(mneme.bm25_tsvector(_context_anchors.query));
+    v_n      float8;
+    -- Turns by meaning: with an external embedder and the query's embedding,
+    -- the turns that have embeddings are ranked by cosine too.
+    v_meaning boolean := _context_anchors.query_embedding IS NOT NULL AND mneme.setting('embedder') #>> '{}' <> 'hash';
+BEGIN
+    SELECT sum(s.n) INTO v_n FROM mneme.bm25_stats s WHERE s.conversation_id = ANY (v_convs);
+    RETURN QUERY
+    WITH ranked AS (
+        SELECT s.memory_id AS id, s.ordinality::int AS ord, s.score, s.label, s.kind, s.content,
+               coalesce(m.source_first_at, m.created_at) AS first_at, m.source_message_ids AS msgs
+        FROM mneme.search(_context_anchors.conversation_id, _context_anchors.query, v_cand,
+                          _context_anchors.query_embedding, _context_anchors.since, _context_anchors.until,
+                          _context_anchors.at, _context_anchors.scope)
+             WITH ORDINALITY AS s
+        JOIN mneme.memories m ON m.id = s.memory_id
+    ), idf AS (  -- the query's terms weighed by their rarity among the scope's memories
+        -- (by the whole key, one conversation and term at a time: a plan
+        -- that filters a conversation's terms cannot be chosen)
+        SELECT q.term, mneme._bm25_weight(v_n, d.df, v_k1) AS wt
+        FROM unnest(v_terms) AS q(term), LATERAL (
+            SELECT sum(t.df) AS df FROM unnest(v_convs) AS c(id), LATERAL (
+                SELECT t.df FROM mneme.bm25_terms t WHERE t.conversation_id = c.id AND t.term = q.term) t) d
+        WHERE d.df > 0
+    ), turns AS (
+        SELECT r.ord, msg.id, msg.words + CASE WHEN msg.role ~ mneme._word_separator()
+                                       THEN mneme._words(msg.role) ELSE 1 END AS cost,  -- a one-word role costs 1: no regexp split
+               msg.words, msg.terms,
+               (row_number() OVER (PARTITION BY r.ord ORDER BY msg.id))::int AS pos
+        FROM ranked r JOIN mneme.messages msg ON msg.id = ANY (r.msgs)
+        WHERE r.kind = 'episodic' AND r.msgs IS NOT NULL
+    ), meaning AS (  -- the turns' cosine rank to the query (its top context_candidates)
+        SELECT d.message_id AS id, d.vrank
+        FROM (SELECT x.message_id, (rank() OVER (ORDER BY x.distance, x.message_id))::int AS vrank
+              FROM mneme._turn_distances(CASE WHEN v_meaning THEN ARRAY(SELECT t.id FROM turns t) END,
+                                         _context_anchors.query_embedding) x
+              WHERE x.distance IS NOT NULL) d
+        WHERE d.vrank <= v_cand
+    ), avglen AS (
+        SELECT greatest(avg(t.words), 1)::float8 AS len FROM turns t
+    ), scored AS (  -- BM25 of each turn: its term frequencies, the scope's idf
+        SELECT t.ord, t.id, t.pos, t.cost, (SELECT v.vrank FROM meaning v WHERE v.id = t.id) AS vrank,
+               coalesce((SELECT sum(w.wt * mneme._bm25_tf(x.tf, t.words, v_k1, v_b, a.len))
+                         FROM (SELECT u.lexeme, cardinality(u.positions)::float8 AS tf
+                               FROM unnest(t.terms) AS u WHERE u.lexeme = ANY (v_terms)) x
+                         JOIN idf w ON w.term = x.lexeme), 0) AS score
+        FROM turns t, avglen a
+    ), ranked_turns AS (
+        SELECT s.*, (rank() OVER (ORDER BY s.score DESC))::int AS trank,
+               bool_or(s.score > 0 OR s.vrank IS NOT NULL) OVER (PARTITION BY s.ord) AS matched
+        FROM scored s
+    ), anchors AS (
+        -- Each matching turn by the reciprocal ranks of its episode, its
+        -- BM25 rank among all the turns and its cosine rank; an episode
+        -- with no matching turn on its first turn; a fact on itself.
+        SELECT t.ord, t.pos AS apos, 1.0 / (v_rrf + t.ord) + CASE WHEN t.score > 0 THEN 1.0 / (v_rrf + t.trank) ELSE 0 END
+                                     + coalesce(1.0 / (v_rrf + t.vrank), 0) AS fused
+        FROM ranked_turns t WHERE t.score > 0 OR t.vrank IS NOT NULL
+        UNION ALL
+        SELECT t.ord, 1, 1.0 / (v_rrf + t.ord) FROM ranked_turns t WHERE NOT t.matched AND t.pos = 1
+        UNION ALL
+        SELECT r.ord, 0, 1.0 / (v_rrf + r.ord) + 1.0 / (v_rrf + r.ord)
+        FROM ranked r WHERE r.kind <> 'episodic' OR r.msgs IS NULL
+    ), anchor_order AS (
+        SELECT a.*, (row_number() OVER (ORDER BY a.fused DESC, a.ord, a.apos))::int AS an FROM anchors a
+    )
+    SELECT a.an, a.ord, r.id, r.kind, r.label, r.score, r.first_at,
+           s.id, abs(s.pos - a.apos)::int,
+           coalesce(s.cost, 1 + mneme._words(r.content))::int
+    FROM anchor_order a JOIN ranked r ON r.ord = a.ord
+    LEFT JOIN scored s ON s.ord = a.ord AND a.apos > 0 AND abs(s.pos - a.apos) <= v_win
+    ORDER BY a.an, abs(s.pos - a.apos), s.pos;
+END
+$$;
+COMMENT ON FUNCTION mneme._context_anchors(uuid, text, real[], timestamptz, timestamptz, timestamptz, text, uuid[]) IS
+    'Internal to mneme.context_items: the anchored turns (and facts) of the top context_candidates memories of '
+    'mneme.search with their context_window neighbours, in the order the budget takes them.';
+
 CREATE OR REPLACE FUNCTION mneme.context_items(
     conversation_id uuid,
     query text,
@@ -49,148 +158,65 @@ SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
-    v_budget int := context_items.budget;
-    v_cand   int := mneme.setting('context_candidates')::int;
-    v_win    int := mneme.setting('context_window')::int;
-    v_k1     float8 := mneme.setting('bm25_k1')::float8;
-    v_b      float8 := mneme.setting('bm25_b')::float8;
-    v_convs  uuid[];
-    v_terms  text[];
-    v_n      float8;
-    v_left   int;
-    v_used   bigint[] := '{}';
-    v_rrf    float8 := mneme.setting('rrf_k')::float8;
-    c        record;
-    v_an     int;             -- the anchor being filled, and whether it is in
+    v_left   int := context_items.budget;
+    v_slots  mneme.context_slot[] := '{}';  -- per candidate memory, by rank
+    v_slot   mneme.context_slot;
+    v_order  int[] := '{}';     -- the ranks in the order their memories got room
+    v_used   bigint[] := '{}';  -- every turn taken: no turn twice
+    v_an     int;               -- the anchor being filled, and whether it is in
     v_anchor boolean;
     v_cost   int;
-    v_order  int[] := '{}';   -- memories (by rank) in the order they got room
-    v_turn_ord int[] := '{}'; -- the memory of each turn in v_used
-    -- per memory, by rank: what it is and its words so far
-    v_mems   uuid[] := '{}';
-    v_kinds  text[] := '{}';
-    v_labels text[] := '{}';
-    v_scores float8[] := '{}';
-    v_firsts timestamptz[] := '{}';
-    v_ew     int[] := '{}';
-    -- Turns by meaning: with an external embedder and the query's embedding,
-    -- the turns that have embeddings are ranked by cosine too.
-    v_meaning boolean := context_items.query_embedding IS NOT NULL AND mneme.setting('embedder') #>> '{}' <> 'hash';
+    c        record;
 BEGIN
-    IF v_budget IS NULL THEN
+    IF context_items.budget IS NULL THEN
         RAISE EXCEPTION 'budget must not be NULL' USING ERRCODE = '22004';
     END IF;
-    IF v_budget < 1 OR v_budget > mneme._context_budget_max() THEN
-        RAISE EXCEPTION 'budget must be 1 to % words, got %', mneme._context_budget_max(), v_budget USING ERRCODE = '22023',
+    IF context_items.budget < 1 OR context_items.budget > mneme._context_budget_max() THEN
+        RAISE EXCEPTION 'budget must be 1 to % words, got %', mneme._context_budget_max(), context_items.budget
+            USING ERRCODE = '22023',
             HINT = 'the budget is the most words the context holds (whitespace-separated, headings and speakers included)';
     END IF;
-    v_left := v_budget;
-    -- search checks every other argument (and the scope) before anything is read.
-    v_convs := mneme._scope_conversations(context_items.conversation_id, context_items.scope);
-    v_terms := tsvector_to_array(mneme.bm25_tsvector(context_items.query));
-    SELECT sum(s.n) INTO v_n FROM mneme.bm25_stats s WHERE s.conversation_id = ANY (v_convs);
-
+    -- search (inside _context_anchors) checks every other argument before
+    -- anything is read; the scope first, for the statistics.
     FOR c IN
-        WITH ranked AS (
-            SELECT s.memory_id AS id, s.ordinality::int AS ord, s.score, s.label, s.kind, s.content,
-                   coalesce(m.source_first_at, m.created_at) AS first_at, m.source_message_ids AS msgs
-            FROM mneme.search(context_items.conversation_id, context_items.query, v_cand, context_items.query_embedding,
-                              context_items.since, context_items.until, context_items.at, context_items.scope)
-                 WITH ORDINALITY AS s
-            JOIN mneme.memories m ON m.id = s.memory_id
-        ), idf AS (  -- the query's terms weighed by their rarity among the scope's memories
-            -- (by the whole key, one conversation and term at a time: a plan
-            -- that filters a conversation's terms cannot be chosen)
-            SELECT q.term, mneme._bm25_weight(v_n, d.df, v_k1) AS wt
-            FROM unnest(v_terms) AS q(term), LATERAL (
-                SELECT sum(t.df) AS df FROM unnest(v_convs) AS c(id), LATERAL (
-                    SELECT t.df FROM mneme.bm25_terms t WHERE t.conversation_id = c.id AND t.term = q.term) t) d
-            WHERE d.df > 0
-        ), turns AS (
-            SELECT r.ord, msg.id, msg.words + CASE WHEN msg.role ~ mneme._word_separator()
-                                           THEN mneme._words(msg.role) ELSE 1 END AS cost,  -- a one-word role costs 1: no regexp split
-                   msg.words, msg.terms,
-                   (row_number() OVER (PARTITION BY r.ord ORDER BY msg.id))::int AS pos
-            FROM ranked r JOIN mneme.messages msg ON msg.id = ANY (r.msgs)
-            WHERE r.kind = 'episodic' AND r.msgs IS NOT NULL
-        ), meaning AS (  -- the turns' cosine rank to the query (its top context_candidates)
-            SELECT d.message_id AS id, d.vrank
-            FROM (SELECT x.message_id, (rank() OVER (ORDER BY x.distance, x.message_id))::int AS vrank
-                  FROM mneme._turn_distances(CASE WHEN v_meaning THEN ARRAY(SELECT t.id FROM turns t) END,
-                                             context_items.query_embedding) x
-                  WHERE x.distance IS NOT NULL) d
-            WHERE d.vrank <= v_cand
-        ), avglen AS (
-            SELECT greatest(avg(t.words), 1)::float8 AS len FROM turns t
-        ), scored AS (  -- BM25 of each turn: its term frequencies, the scope's idf
-            SELECT t.ord, t.id, t.pos, t.cost, (SELECT v.vrank FROM meaning v WHERE v.id = t.id) AS vrank,
-                   coalesce((SELECT sum(w.wt * mneme._bm25_tf(x.tf, t.words, v_k1, v_b, a.len))
-                             FROM (SELECT u.lexeme, cardinality(u.positions)::float8 AS tf
-                                   FROM unnest(t.terms) AS u WHERE u.lexeme = ANY (v_terms)) x
-                             JOIN idf w ON w.term = x.lexeme), 0) AS score
-            FROM turns t, avglen a
-        ), ranked_turns AS (
-            SELECT s.*, (rank() OVER (ORDER BY s.score DESC))::int AS trank,
-                   bool_or(s.score > 0 OR s.vrank IS NOT NULL) OVER (PARTITION BY s.ord) AS matched
-            FROM scored s
-        ), anchors AS (
-            -- Anchors: every turn that matches the query, placed by its
-            -- episode's rank and its own BM25 rank among all the turns
-            -- (reciprocal rank fusion), and by its cosine rank when turns
-            -- are found by meaning too; an episode none of whose turns
-            -- match (a vector-leg hit) anchors on its first turn; a fact
-            -- is its own anchor.
-            SELECT t.ord, t.pos AS apos, 1.0 / (v_rrf + t.ord) + CASE WHEN t.score > 0 THEN 1.0 / (v_rrf + t.trank) ELSE 0 END
-                                         + coalesce(1.0 / (v_rrf + t.vrank), 0) AS fused
-            FROM ranked_turns t WHERE t.score > 0 OR t.vrank IS NOT NULL
-            UNION ALL
-            SELECT t.ord, 1, 1.0 / (v_rrf + t.ord) FROM ranked_turns t WHERE NOT t.matched AND t.pos = 1
-            UNION ALL
-            SELECT r.ord, 0, 1.0 / (v_rrf + r.ord) + 1.0 / (v_rrf + r.ord)
-            FROM ranked r WHERE r.kind <> 'episodic' OR r.msgs IS NULL
-        ), anchor_order AS (
-            SELECT a.*, (row_number() OVER (ORDER BY a.fused DESC, a.ord, a.apos))::int AS an FROM anchors a
-        )
-        SELECT a.an, a.ord, r.id AS memory_id, r.kind, r.label, r.score, r.first_at,
-               s.id AS msg_id, abs(s.pos - a.apos) AS dist,
-               coalesce(s.cost, 1 + mneme._words(r.content)) AS cost
-        FROM anchor_order a JOIN ranked r ON r.ord = a.ord
-        LEFT JOIN scored s ON s.ord = a.ord AND a.apos > 0 AND abs(s.pos - a.apos) <= v_win
-        ORDER BY a.an, abs(s.pos - a.apos), s.pos
+        SELECT * FROM mneme._context_anchors(context_items.conversation_id, context_items.query,
+                                             context_items.query_embedding, context_items.since, context_items.until,
+                                             context_items.at, context_items.scope,
+                                             mneme._scope_conversations(context_items.conversation_id, context_items.scope))
     LOOP
-        IF v_mems[c.ord] IS NULL THEN
-            v_mems[c.ord] := c.memory_id; v_kinds[c.ord] := c.kind; v_labels[c.ord] := c.label;
-            v_scores[c.ord] := c.score; v_firsts[c.ord] := c.first_at; v_ew[c.ord] := 0;
-        END IF;
+        v_slot := coalesce(v_slots[c.rank], ROW(c.memory_id, c.kind, c.label, c.score, c.first_at, 0, '{}')::mneme.context_slot);
         IF c.msg_id IS NULL THEN  -- a fact: whole or not at all ("- " and its words)
-            IF v_ew[c.ord] = 0 AND c.cost <= v_left THEN
-                v_ew[c.ord] := c.cost;
+            IF v_slot.words = 0 AND c.cost <= v_left THEN
+                v_slot.words := c.cost;
                 v_left := v_left - c.cost;
-                v_order := v_order || c.ord;
+                v_order := v_order || c.rank;
             END IF;
+            v_slots[c.rank] := v_slot;
             CONTINUE;
         END IF;
-        IF v_an IS DISTINCT FROM c.an THEN
-            v_an := c.an;
+        IF v_an IS DISTINCT FROM c.anchor THEN
+            v_an := c.anchor;
             v_anchor := false;  -- a window's neighbours come only with its matched turn
         END IF;
         IF c.msg_id = ANY (v_used) THEN
-            v_anchor := v_anchor OR c.dist = 0;  -- already in: no turn twice
+            v_anchor := v_anchor OR c.distance = 0;  -- already in: no turn twice
+            v_slots[c.rank] := v_slot;
             CONTINUE;
         END IF;
         -- A turn that does not fit is left out; a shorter one after it may
         -- fit. An episode's first turn brings its "### date" heading (2 words).
-        v_cost := c.cost + CASE WHEN v_ew[c.ord] = 0 THEN 2 ELSE 0 END;
-        IF (c.dist = 0 OR v_anchor) AND v_cost <= v_left THEN
-            IF v_ew[c.ord] = 0 THEN
-                v_order := v_order || c.ord;
+        v_cost := c.cost + CASE WHEN v_slot.words = 0 THEN 2 ELSE 0 END;
+        IF (c.distance = 0 OR v_anchor) AND v_cost <= v_left THEN
+            IF v_slot.words = 0 THEN
+                v_order := v_order || c.rank;
             END IF;
-            v_ew[c.ord] := v_ew[c.ord] + v_cost;
+            v_slot.words := v_slot.words + v_cost;
+            v_slot.message_ids := v_slot.message_ids || c.msg_id;
             v_left := v_left - v_cost;
             v_used := v_used || c.msg_id;
-            v_turn_ord := v_turn_ord || c.ord;
-            v_anchor := v_anchor OR c.dist = 0;
+            v_anchor := v_anchor OR c.distance = 0;
         END IF;
+        v_slots[c.rank] := v_slot;
     END LOOP;
     -- The items: each memory once. Chosen by rank; shown (setting
     -- context_order) newest first, by the latest turn shown (a fact: its
@@ -199,10 +225,9 @@ BEGIN
     IF mneme.setting('context_order') #>> '{}' = 'newest' THEN
         v_order := ARRAY(SELECT u.o FROM unnest(v_order) WITH ORDINALITY AS u(o, n)
                          ORDER BY coalesce((SELECT max(msg.created_at) FROM mneme.messages msg
-                                            WHERE msg.id IN (SELECT x.id FROM unnest(v_used, v_turn_ord) AS x(id, o)
-                                                             WHERE x.o = u.o)),
+                                            WHERE msg.id = ANY ((v_slots[u.o]).message_ids)),
                                            (SELECT coalesce(m.source_last_at, m.created_at) FROM mneme.memories m
-                                            WHERE m.id = v_mems[u.o])) DESC, u.n);
+                                            WHERE m.id = (v_slots[u.o]).memory_id)) DESC, u.n);
     END IF;
     -- One statement for all the items, not one per item: _context_item (a
     -- SQL function) is then planned once per call of context_items rather
@@ -210,9 +235,9 @@ BEGIN
     RETURN QUERY
     SELECT ci.*
     FROM unnest(v_order) WITH ORDINALITY AS o(ord, i),
-         LATERAL mneme._context_item(o.i::int, v_mems[o.ord], v_kinds[o.ord], v_labels[o.ord], v_scores[o.ord],
-             v_firsts[o.ord], ARRAY(SELECT u.id FROM unnest(v_used, v_turn_ord) AS u(id, t) WHERE u.t = o.ord),
-             v_ew[o.ord]) AS ci
+         LATERAL mneme._context_item(o.i::int, (v_slots[o.ord]).memory_id, (v_slots[o.ord]).kind,
+             (v_slots[o.ord]).label, (v_slots[o.ord]).score, (v_slots[o.ord]).first_at,
+             (v_slots[o.ord]).message_ids, (v_slots[o.ord]).words) AS ci
     ORDER BY o.i;
 END
 $$;
