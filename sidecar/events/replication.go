@@ -85,64 +85,21 @@ func (r *replication) Run(ctx context.Context) error {
 	return nil
 }
 
+// session streams from the slot until the connection fails or ctx ends.
 func (r *replication) session(ctx context.Context) error {
-	log := r.opts.Logger.With("transport", Replication, "slot", r.opts.Slot)
-	created, err := ensureSlot(ctx, r.opts.Pool, r.opts.Slot)
+	conn, err := r.start(ctx)
 	if err != nil {
 		return err
 	}
-	if created {
-		log.Info("created replication slot; it keeps WAL until confirmed, drop it with `mneme slot drop` when retiring mneme")
-	}
-	cfg, err := pgconn.ParseConfig(r.opts.DSN)
-	if err != nil {
-		return fmt.Errorf("parse DATABASE_URL: %w", err)
-	}
-	cfg.RuntimeParams["replication"] = "database"
-	conn, err := pgconn.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("replication connect: %w", err)
-	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	err = pglogrepl.StartReplication(ctx, conn, r.opts.Slot, 0, pglogrepl.StartReplicationOptions{
-		PluginArgs: []string{"proto_version '2'", "publication_names '" + Publication + "'"},
-	})
-	if err != nil {
-		if isCode(err, "55006") {
-			return fmt.Errorf("%w: %v", ErrSlotActive, err)
-		}
-		return fmt.Errorf("start replication: %w", err)
-	}
-	log.Info("streaming")
 	r.w.Wake() // catch up on what was enqueued while not streaming
 
-	var (
-		pending   []txn
-		cur       txn
-		inTxn     bool
-		commitAt  time.Time
-		seen      pglogrepl.LSN // everything up to here was received
-		confirmed pglogrepl.LSN
-		idCol     = map[uint32]int{} // relation id -> index of column "id"
-		next      = time.Now()
-	)
+	st := stream{r: r, idCol: map[uint32]int{}}
+	next := time.Now()
 	for {
 		if !time.Now().Before(next) {
-			pos, rest, err := r.handled(ctx, pending, seen, confirmed)
-			if err != nil {
-				// The database answers no queries (it may be shutting down,
-				// and a walsender waiting for our confirmation would hold the
-				// shutdown up): leave, and resume from the slot later.
-				return fmt.Errorf("check which streamed jobs are handled: %w", err)
-			}
-			pending = rest
-			if pos > confirmed {
-				confirmed = pos
-			}
-			if err := pglogrepl.SendStandbyStatusUpdate(ctx, conn, pglogrepl.StandbyStatusUpdate{
-				WALWritePosition: confirmed, WALFlushPosition: confirmed, WALApplyPosition: confirmed,
-			}); err != nil {
-				return fmt.Errorf("standby status update: %w", err)
+			if err := st.confirm(ctx, conn); err != nil {
+				return err
 			}
 			next = time.Now().Add(r.opts.StatusEvery)
 		}
@@ -159,70 +116,156 @@ func (r *replication) session(ctx context.Context) error {
 		case *pgproto3.ErrorResponse:
 			return fmt.Errorf("server: %s (SQLSTATE %s)", m.Message, m.Code)
 		case *pgproto3.CopyData:
-			if len(m.Data) == 0 {
-				continue
+			replyNow, err := st.copyData(m.Data)
+			if err != nil {
+				return err
 			}
-			switch m.Data[0] {
-			case pglogrepl.PrimaryKeepaliveMessageByteID:
-				ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(m.Data[1:])
-				if err != nil {
-					return fmt.Errorf("parse keepalive: %w", err)
-				}
-				if !inTxn && ka.ServerWALEnd > seen {
-					seen = ka.ServerWALEnd
-				}
-				if ka.ReplyRequested {
-					next = time.Time{}
-				}
-			case pglogrepl.XLogDataByteID:
-				x, err := pglogrepl.ParseXLogData(m.Data[1:])
-				if err != nil {
-					return fmt.Errorf("parse xlogdata: %w", err)
-				}
-				msg, err := pglogrepl.ParseV2(x.WALData, false)
-				if err != nil {
-					return fmt.Errorf("parse pgoutput message: %w", err)
-				}
-				switch msg := msg.(type) {
-				case *pglogrepl.RelationMessageV2:
-					for i, c := range msg.Columns {
-						if c.Name == "id" {
-							idCol[msg.RelationID] = i
-						}
-					}
-				case *pglogrepl.BeginMessage:
-					inTxn, cur, commitAt = true, txn{}, msg.CommitTime
-				case *pglogrepl.InsertMessageV2:
-					i, ok := idCol[msg.RelationID]
-					if !ok || msg.Tuple == nil || i >= len(msg.Tuple.Columns) {
-						continue
-					}
-					id, err := strconv.ParseInt(string(msg.Tuple.Columns[i].Data), 10, 64)
-					if err == nil {
-						cur.ids = append(cur.ids, id)
-					}
-				case *pglogrepl.CommitMessage:
-					inTxn = false
-					cur.end = msg.TransactionEndLSN
-					if len(cur.ids) > 0 {
-						pending = append(pending, cur)
-						r.w.Wake()
-						// The commit record reaches the WAL (and us) a moment
-						// before the transaction is visible to other
-						// snapshots; a second wake covers a claim that ran
-						// inside that window.
-						time.AfterFunc(20*time.Millisecond, r.w.Wake)
-						if r.opts.OnEvent != nil {
-							for _, id := range cur.ids {
-								r.opts.OnEvent(id, commitAt)
-							}
-						}
-					}
-					if cur.end > seen {
-						seen = cur.end
-					}
+			if replyNow {
+				next = time.Time{}
+			}
+		}
+	}
+}
+
+// start makes sure the slot exists, opens a replication connection and
+// starts streaming the publication from the slot's confirmed position.
+func (r *replication) start(ctx context.Context) (*pgconn.PgConn, error) {
+	log := r.opts.Logger.With("transport", Replication, "slot", r.opts.Slot)
+	created, err := ensureSlot(ctx, r.opts.Pool, r.opts.Slot)
+	if err != nil {
+		return nil, err
+	}
+	if created {
+		log.Info("created replication slot; it keeps WAL until confirmed, drop it with `mneme slot drop` when retiring mneme")
+	}
+	cfg, err := pgconn.ParseConfig(r.opts.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
+	}
+	cfg.RuntimeParams["replication"] = "database"
+	conn, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("replication connect: %w", err)
+	}
+	err = pglogrepl.StartReplication(ctx, conn, r.opts.Slot, 0, pglogrepl.StartReplicationOptions{
+		PluginArgs: []string{"proto_version '2'", "publication_names '" + Publication + "'"},
+	})
+	if err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		if isCode(err, "55006") {
+			return nil, fmt.Errorf("%w: %v", ErrSlotActive, err)
+		}
+		return nil, fmt.Errorf("start replication: %w", err)
+	}
+	log.Info("streaming")
+	return conn, nil
+}
+
+// stream is what a session knows of the stream: the transactions received
+// whose jobs may not all be handled yet, the one being received, how far
+// the stream was read and how far it was confirmed.
+type stream struct {
+	r         *replication
+	pending   []txn
+	cur       txn
+	inTxn     bool
+	commitAt  time.Time
+	seen      pglogrepl.LSN // everything up to here was received
+	confirmed pglogrepl.LSN
+	idCol     map[uint32]int // relation id -> index of column "id"
+}
+
+// confirm tells the server the position up to which every streamed job is
+// handled, so the slot may release the WAL before it.
+func (st *stream) confirm(ctx context.Context, conn *pgconn.PgConn) error {
+	pos, rest, err := st.r.handled(ctx, st.pending, st.seen, st.confirmed)
+	if err != nil {
+		// The database answers no queries (it may be shutting down, and a
+		// walsender waiting for our confirmation would hold the shutdown
+		// up): leave, and resume from the slot later.
+		return fmt.Errorf("check which streamed jobs are handled: %w", err)
+	}
+	st.pending = rest
+	if pos > st.confirmed {
+		st.confirmed = pos
+	}
+	if err := pglogrepl.SendStandbyStatusUpdate(ctx, conn, pglogrepl.StandbyStatusUpdate{
+		WALWritePosition: st.confirmed, WALFlushPosition: st.confirmed, WALApplyPosition: st.confirmed,
+	}); err != nil {
+		return fmt.Errorf("standby status update: %w", err)
+	}
+	return nil
+}
+
+// copyData reads one message of the stream: a keepalive (replyNow when the
+// server asks for a status update) or WAL data.
+func (st *stream) copyData(data []byte) (replyNow bool, err error) {
+	if len(data) == 0 {
+		return false, nil
+	}
+	switch data[0] {
+	case pglogrepl.PrimaryKeepaliveMessageByteID:
+		ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(data[1:])
+		if err != nil {
+			return false, fmt.Errorf("parse keepalive: %w", err)
+		}
+		if !st.inTxn && ka.ServerWALEnd > st.seen {
+			st.seen = ka.ServerWALEnd
+		}
+		return ka.ReplyRequested, nil
+	case pglogrepl.XLogDataByteID:
+		x, err := pglogrepl.ParseXLogData(data[1:])
+		if err != nil {
+			return false, fmt.Errorf("parse xlogdata: %w", err)
+		}
+		msg, err := pglogrepl.ParseV2(x.WALData, false)
+		if err != nil {
+			return false, fmt.Errorf("parse pgoutput message: %w", err)
+		}
+		st.decoded(msg)
+	}
+	return false, nil
+}
+
+// decoded follows one pgoutput message: the jobs a transaction inserts,
+// announced (woken, OnEvent) once it commits.
+func (st *stream) decoded(msg pglogrepl.Message) {
+	switch msg := msg.(type) {
+	case *pglogrepl.RelationMessageV2:
+		for i, c := range msg.Columns {
+			if c.Name == "id" {
+				st.idCol[msg.RelationID] = i
+			}
+		}
+	case *pglogrepl.BeginMessage:
+		st.inTxn, st.cur, st.commitAt = true, txn{}, msg.CommitTime
+	case *pglogrepl.InsertMessageV2:
+		i, ok := st.idCol[msg.RelationID]
+		if !ok || msg.Tuple == nil || i >= len(msg.Tuple.Columns) {
+			return
+		}
+		if id, err := strconv.ParseInt(string(msg.Tuple.Columns[i].Data), 10, 64); err == nil {
+			st.cur.ids = append(st.cur.ids, id)
+		}
+	case *pglogrepl.CommitMessage:
+		st.inTxn = false
+		st.cur.end = msg.TransactionEndLSN
+		if len(st.cur.ids) > 0 {
+			st.pending = append(st.pending, st.cur)
+			w := st.r.w
+			w.Wake()
+			// The commit record reaches the WAL (and us) a moment before the
+			// transaction is visible to other snapshots; a second wake covers
+			// a claim that ran inside that window.
+			time.AfterFunc(20*time.Millisecond, w.Wake)
+			if st.r.opts.OnEvent != nil {
+				for _, id := range st.cur.ids {
+					st.r.opts.OnEvent(id, st.commitAt)
 				}
 			}
+		}
+		if st.cur.end > st.seen {
+			st.seen = st.cur.end
 		}
 	}
 }
