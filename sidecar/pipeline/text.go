@@ -5,11 +5,13 @@ import (
 	"regexp"
 	"strings"
 	"unicode"
+
+	"github.com/mneme-memory/mneme/sidecar/stem"
 )
 
 // The offline segmenter and reviewer work on content words: lower-cased
 // letters and digits, stop words and words under three characters
-// dropped, a plural or -ing/-ed ending trimmed so "lifetimes" meets
+// dropped, endings trimmed by stem.Word so "lifetimes" meets
 // "lifetime". Deterministic and language-naive on purpose.
 
 var stopWords = func() map[string]bool {
@@ -44,7 +46,7 @@ func terms(s string) []string {
 		if len([]rune(w)) < 3 || stopWords[w] || isNumber(w) {
 			continue
 		}
-		w = stem(w)
+		w = stem.Word(w)
 		if len([]rune(w)) < 3 || stopWords[w] {
 			continue
 		}
@@ -60,31 +62,6 @@ func isNumber(w string) bool {
 		}
 	}
 	return true
-}
-
-func stem(w string) string {
-	s := trimSuffix(w)
-	// "programming" -> "programm" -> "program", "dropped" -> "drop"
-	if n := len(s); n != len(w) && n >= 4 && s[n-1] == s[n-2] && !strings.ContainsRune("lsz", rune(s[n-1])) {
-		s = s[:n-1]
-	}
-	return s
-}
-
-func trimSuffix(w string) string {
-	switch {
-	case strings.HasSuffix(w, "ies") && len(w) > 5:
-		return w[:len(w)-3] + "y"
-	case strings.HasSuffix(w, "ing") && len(w) > 6:
-		return w[:len(w)-3]
-	case strings.HasSuffix(w, "ed") && len(w) > 5:
-		return w[:len(w)-2]
-	case strings.HasSuffix(w, "es") && len(w) > 5 && strings.ContainsAny(w[len(w)-3:len(w)-2], "sxz"):
-		return w[:len(w)-2]
-	case strings.HasSuffix(w, "s") && !strings.HasSuffix(w, "ss") && len(w) > 4:
-		return w[:len(w)-1]
-	}
-	return w
 }
 
 // termSet is the distinct content words of the texts.

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/mneme-memory/mneme/sidecar/stem"
 )
 
 // The actions of a revision (mneme.apply_revision).
@@ -223,26 +225,17 @@ var retractionWords = map[string]bool{"no": true, "longer": true, "not": true, "
 	"i": true, "i'm": true, "my": true, "am": true, "is": true, "are": true, "the": true, "a": true, "an": true, "to": true,
 	"of": true, "in": true, "at": true, "out": true, "moved": true, "for": true, "and": true, "we": true, "it": true}
 
-// contentWords: wordSet less the words every retraction has, with plural,
-// -ing and -ed endings trimmed ("smoking" meets "smoke").
+// contentWords: wordSet less the words every retraction has, their endings
+// trimmed by stem.Word ("smoking" meets "smoke").
 func contentWords(s string) map[string]bool {
 	out := map[string]bool{}
 	for w := range wordSet(s) {
 		if retractionWords[w] {
 			continue
 		}
-		out[trimEnding(w)] = true
+		out[stem.Word(w)] = true
 	}
 	return out
-}
-
-func trimEnding(w string) string {
-	for _, suf := range []string{"ing", "ed", "es", "s", "e"} {
-		if len(w) > len(suf)+2 && strings.HasSuffix(w, suf) {
-			return w[:len(w)-len(suf)]
-		}
-	}
-	return w
 }
 
 func jaccard(a, b map[string]bool) float64 {

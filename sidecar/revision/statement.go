@@ -3,6 +3,8 @@ package revision
 import (
 	"regexp"
 	"strings"
+
+	"github.com/mneme-memory/mneme/sidecar/stem"
 )
 
 // Statement is what the offline classifier reads in a fact: who it is about
@@ -266,7 +268,7 @@ func firstContentWord(pred string) string {
 	for _, w := range strings.Fields(strings.ToLower(pred)) {
 		w = strings.Trim(w, ".,;:!?\"'()")
 		if w != "" && !retractionWords[w] {
-			return trimEnding(w)
+			return stem.Word(w)
 		}
 	}
 	return ""
