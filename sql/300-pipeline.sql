@@ -211,11 +211,11 @@ BEGIN
         SELECT l.term, count(DISTINCT sen.ord)::float8 AS n
         FROM sen, unnest(sen.terms) AS l(term)
         GROUP BY l.term
-    ), w AS (  -- tf-idf: the episode's own words that the conversation rarely uses
+    ), w AS MATERIALIZED (  -- tf-idf: the episode's own words that the conversation rarely uses
         SELECT tf.term, tf.n * mneme._bm25_weight(v_n + 1, coalesce(t.df, 0), v_k1) AS wt
         FROM tf LEFT JOIN LATERAL (SELECT t.df FROM mneme.bm25_terms t
                                    WHERE t.conversation_id = extractive_summary.conversation_id AND t.term = tf.term) t ON true
-    ), scored AS (
+    ), scored AS MATERIALIZED (  -- each sentence scored once
         SELECT sen.*,
                (SELECT coalesce(sum(w.wt), 0) / sqrt(count(*) + 2)
                 FROM unnest(sen.terms) AS l(term)

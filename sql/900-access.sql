@@ -59,7 +59,8 @@ BEGIN
                     -- into the query that calls them, which it cannot do for
                     -- a SECURITY DEFINER function.
                     p.prolang = (SELECT l.oid FROM pg_catalog.pg_language l WHERE l.lanname = 'sql')
-                        AND p.proconfig IS NULL AND p.provolatile = 'i' AS inlined
+                        AND p.proconfig IS NULL AND p.provolatile = 'i' AS inlined,
+                    p.prolang = (SELECT l.oid FROM pg_catalog.pg_language l WHERE l.lanname = 'plpgsql') AS plpgsql
              FROM pg_catalog.pg_proc p WHERE p.pronamespace = 'mneme'::regnamespace AND p.prokind = 'f' LOOP
         EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f.sig);
         IF f.name IN ('_tenant', '_is_worker') THEN
@@ -88,6 +89,14 @@ BEGIN
         EXECUTE format('ALTER FUNCTION %s OWNER TO mneme_owner', f.sig);
         IF NOT f.inlined THEN
             EXECUTE format('ALTER FUNCTION %s SECURITY DEFINER', f.sig);
+        END IF;
+        IF f.plpgsql AND f.name = ANY (app || worker || admin) THEN
+            -- No JIT inside a call: mneme's statements run for milliseconds,
+            -- but the planner's guesses for unnest and regexp splits can pass
+            -- jit_above_cost, and compiling then takes far longer than the
+            -- call (300 ms in a 10 ms extractive_summary). Set on the entry
+            -- points, it holds for every statement and trigger they run.
+            EXECUTE format('ALTER FUNCTION %s SET jit = off', f.sig);
         END IF;
         IF f.name = ANY (app) THEN
             EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO mneme_app, mneme_worker, mneme_admin', f.sig);

@@ -509,3 +509,33 @@ func TestInlinedHelpersStayInlinable(t *testing.T) {
 	require.Equal(t, []string{"_bm25_tf: inlinable", "_bm25_weight: inlinable", "_label_key: inlinable",
 		"_retrievability: inlinable", "_word_separator: inlinable"}, got)
 }
+
+// TestEntryPointsRunWithoutJIT: every PL/pgSQL function a role may call
+// runs with jit = off (the access script sets it), so a planner estimate
+// that passes jit_above_cost inside a call never compiles (JIT took 300 ms
+// of a 10 ms extractive_summary). The function named here is the one that
+// showed it; the query lists any entry point without the setting.
+func TestEntryPointsRunWithoutJIT(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	ctx := context.Background()
+	rows, err := db.Pool.Query(ctx, `
+		SELECT p.oid::regprocedure::text
+		FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+		WHERE p.pronamespace = 'mneme'::regnamespace AND l.lanname = 'plpgsql'
+		  AND (has_function_privilege('mneme_app', p.oid, 'EXECUTE')
+		       OR has_function_privilege('mneme_worker', p.oid, 'EXECUTE')
+		       OR has_function_privilege('mneme_admin', p.oid, 'EXECUTE'))
+		  AND NOT coalesce('jit=off' = ANY (p.proconfig), false)
+		  AND p.proname NOT IN ('_tenant', '_is_worker', 'change_embedding_dim', 'erase_vacuum_targets')
+		ORDER BY 1`)
+	require.NoError(t, err)
+	missing, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Empty(t, missing, "entry points that may JIT-compile their statements")
+
+	var cfg []string
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT proconfig FROM pg_proc
+		WHERE oid = 'mneme.extractive_summary(uuid, text[], text[], int)'::regprocedure`).Scan(&cfg))
+	require.Contains(t, cfg, "jit=off")
+}
