@@ -94,18 +94,18 @@ func TestOffline(t *testing.T) {
 	require.Equal(t, rep.Writes, sum(rep.Confusion), "every write is in the confusion matrix")
 	require.Zero(t, column(rep.Confusion, None), "every write was revised")
 
-	// Measured (docs/revision.md, bin/mneme eval revision): accuracy 0.955;
-	// ADD P 0.934 R 0.986; NOOP P 0.909 R 0.833; SUPERSEDE P 1.000 R 0.941;
-	// INVALIDATE P 1.000 R 0.933; current first 0.797, stale first 0.000,
+	// Measured (docs/revision.md, bin/mneme eval revision): accuracy 0.962;
+	// ADD P 0.947 R 0.986; NOOP P 0.909 R 0.833; SUPERSEDE P 1.000 R 0.941;
+	// INVALIDATE P 1.000 R 1.000; current first 0.797, stale first 0.000,
 	// current in top 5 0.983; 1 current belief retired. The floors sit at
 	// what is measured (a hundredth below, for ties in the ranking), so a
 	// rule that regresses fails here.
-	require.GreaterOrEqual(t, rep.Accuracy, 0.95)
+	require.GreaterOrEqual(t, rep.Accuracy, 0.96)
 	floors := map[string][2]float64{ // precision, recall
-		revision.ActionAdd:        {0.92, 0.98},
+		revision.ActionAdd:        {0.94, 0.98},
 		revision.ActionNoop:       {0.90, 0.83},
 		revision.ActionSupersede:  {0.99, 0.94},
-		revision.ActionInvalidate: {0.99, 0.93},
+		revision.ActionInvalidate: {0.99, 0.99},
 	}
 	for a, f := range floors {
 		s := rep.Score(a)
