@@ -236,6 +236,108 @@ COMMENT ON FUNCTION mneme.extractive_summary(uuid, text[], text[], int) IS
     'the highest tf-idf per word (idf of BM25 among the conversation''s memories), in order, each with its speaker; '
     'NULL when none holds an indexed word.';
 
+-- A segment job's episodes in one statement: the checks per episode, then
+-- one INSERT of them all (the BM25 statistics' statement trigger runs once
+-- per job, not once per episode) and one UPDATE that consumes their
+-- messages.
+CREATE OR REPLACE FUNCTION mneme.create_episodes(conversation_id uuid, episodes jsonb)
+RETURNS TABLE (episode int, memory_id uuid, label text, stability float8)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    e        record;
+    v_src    record;
+    v_label  text;
+    v_rows   jsonb := '[]';  -- per episode what SQL resolved: its messages, their span, the label
+BEGIN
+    IF create_episodes.conversation_id IS NULL THEN
+        RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF create_episodes.episodes IS NULL OR jsonb_typeof(create_episodes.episodes) <> 'array'
+       OR jsonb_array_length(create_episodes.episodes) = 0 THEN
+        RAISE EXCEPTION 'episodes must be a non-empty JSON array' USING ERRCODE = '22023',
+            HINT = 'one object per episode: message_ids, content, summary, embedding, surprise, label, pinned';
+    END IF;
+    FOR e IN SELECT x.ep, x.n::int AS n FROM jsonb_array_elements(create_episodes.episodes) WITH ORDINALITY AS x(ep, n) LOOP
+        IF jsonb_typeof(e.ep) <> 'object' OR jsonb_typeof(e.ep -> 'message_ids') NOT IN ('array', 'null') THEN
+            RAISE EXCEPTION 'episode %: an object with an array message_ids', e.n USING ERRCODE = '22023';
+        END IF;
+        IF e.ep ->> 'content' IS NULL OR mneme._is_blank(e.ep ->> 'content') THEN
+            RAISE EXCEPTION 'episode %: content must not be empty', e.n USING ERRCODE = '22023';
+        END IF;
+        IF (e.ep ->> 'surprise') IS NULL OR (e.ep ->> 'surprise')::real < 0 OR (e.ep ->> 'surprise')::real > 1 THEN
+            RAISE EXCEPTION 'episode %: surprise must be between 0 and 1, got %', e.n, e.ep ->> 'surprise' USING ERRCODE = '22023';
+        END IF;
+        IF e.ep ->> 'label' IS NOT NULL THEN
+            PERFORM mneme.check_label(e.ep ->> 'label');  -- the one vocabulary (sql/400-labels.sql)
+        END IF;
+        -- NULL FSRS state: the initial state of the label (trigger memories_initial_state).
+        IF NOT mneme._fsrs_ok((e.ep ->> 'stability')::float8, (e.ep ->> 'difficulty')::float8) THEN
+            RAISE EXCEPTION 'episode %: FSRS state out of range: stability % (> 0), difficulty % (1..10)', e.n,
+                e.ep ->> 'stability', e.ep ->> 'difficulty' USING ERRCODE = '22023';
+        END IF;
+        SELECT x.ids, x.first_at, x.last_at INTO v_src
+        FROM mneme._source_messages(create_episodes.conversation_id,
+                                    CASE WHEN jsonb_typeof(e.ep -> 'message_ids') = 'array'
+                                         THEN ARRAY(SELECT jsonb_array_elements_text(e.ep -> 'message_ids')::bigint) END,
+                                    true) x;
+        IF EXISTS (SELECT 1 FROM jsonb_array_elements(v_rows) r, jsonb_array_elements_text(r -> 'ids') i
+                   WHERE i::bigint = ANY (v_src.ids)) THEN
+            RAISE EXCEPTION 'episode %: a message is in two episodes', e.n USING ERRCODE = '22023',
+                HINT = 'each queued message goes into one episode';
+        END IF;
+        v_label := e.ep ->> 'label';
+        IF v_label IS NULL THEN  -- the offline segmenter: label by the rules
+            v_label := mneme.episode_label(ARRAY(SELECT m.content FROM mneme.messages m
+                                                 WHERE m.id = ANY (v_src.ids) ORDER BY m.id), v_src.last_at);
+        END IF;
+        v_rows := v_rows || jsonb_build_array(jsonb_build_object('n', e.n, 'ids', to_jsonb(v_src.ids),
+                                                                 'first_at', v_src.first_at, 'last_at', v_src.last_at,
+                                                                 'label', v_label));
+    END LOOP;
+
+    -- The episode happened at its last message: creation time, and the
+    -- first "review" (retrievability 1 at that moment). An episode is
+    -- told from the others by its first message (each message in one).
+    RETURN QUERY
+    WITH src AS (
+        SELECT x.n::int AS n, x.ep, r.value AS r,
+               ARRAY(SELECT i::bigint FROM jsonb_array_elements_text(r.value -> 'ids') i ORDER BY 1) AS ids
+        FROM jsonb_array_elements(create_episodes.episodes) WITH ORDINALITY AS x(ep, n)
+        JOIN jsonb_array_elements(v_rows) r ON (r.value ->> 'n')::int = x.n
+    ), ins AS (
+        INSERT INTO mneme.memories AS m (conversation_id, kind, content, summary, embedding,
+            source_message_ids, source_first_at, source_last_at, surprise, label, pinned,
+            stability, difficulty, fsrs_state, last_reviewed_at, source_type, created_at, confidence_score)
+        SELECT create_episodes.conversation_id, 'episodic', s.ep ->> 'content', nullif(btrim(s.ep ->> 'summary'), ''),
+               CASE WHEN jsonb_typeof(s.ep -> 'embedding') = 'array'
+                    THEN ARRAY(SELECT v::real FROM jsonb_array_elements_text(s.ep -> 'embedding') v) END,
+               s.ids, (s.r ->> 'first_at')::timestamptz, (s.r ->> 'last_at')::timestamptz,
+               (s.ep ->> 'surprise')::real, s.r ->> 'label', coalesce((s.ep ->> 'pinned')::boolean, false),
+               (s.ep ->> 'stability')::float8, (s.ep ->> 'difficulty')::float8, s.ep ->> 'fsrs_state',
+               (s.r ->> 'last_at')::timestamptz, 'conversation', (s.r ->> 'last_at')::timestamptz,
+               mneme._source_confidence('conversation')
+        FROM src s ORDER BY s.n
+        RETURNING m.id, m.source_message_ids, m.label, m.stability
+    ), consumed AS (
+        UPDATE mneme.messages msg SET consumed_at = now(), memory_id = ins.id
+        FROM ins WHERE msg.id = ANY (ins.source_message_ids)
+    )
+    SELECT s.n, ins.id, ins.label, ins.stability
+    FROM src s JOIN ins ON ins.source_message_ids[1] = s.ids[1]
+    ORDER BY s.n;
+END
+$$;
+COMMENT ON FUNCTION mneme.create_episodes(uuid, jsonb) IS
+    'Inserts episodic memories, one per object of episodes ({message_ids, content, summary, embedding, surprise, '
+    'label, pinned, stability, difficulty, fsrs_state}), in one statement, each made of its queued messages (source '
+    'span, created_at and last_reviewed_at taken from them), and marks exactly those messages consumed. Raises '
+    '55000 if any is no longer queued, 22023 naming the episode for bad input. A missing embedding is filled by SQL '
+    'with the built-in embedder; a missing label is chosen by mneme.episode_label of the messages; missing FSRS '
+    'state is the label''s mneme.initial_state. Returns each episode''s position, id, label and stability.';
+
 CREATE OR REPLACE FUNCTION mneme.create_episode(
     conversation_id uuid,
     message_ids bigint[],
@@ -249,57 +351,16 @@ CREATE OR REPLACE FUNCTION mneme.create_episode(
     difficulty float8,
     fsrs_state text DEFAULT NULL)
 RETURNS uuid
-LANGUAGE plpgsql
+LANGUAGE sql
 SET search_path = pg_catalog, pg_temp
 AS $$
-#variable_conflict use_column
-DECLARE
-    v_id     uuid;
-    v_first  timestamptz;
-    v_last   timestamptz;
-    v_ids    bigint[];
-BEGIN
-    IF create_episode.conversation_id IS NULL THEN
-        RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
-    END IF;
-    IF create_episode.content IS NULL OR mneme._is_blank(create_episode.content) THEN
-        RAISE EXCEPTION 'episode content must not be empty' USING ERRCODE = '22023';
-    END IF;
-    IF create_episode.surprise IS NULL OR create_episode.surprise < 0 OR create_episode.surprise > 1 THEN
-        RAISE EXCEPTION 'surprise must be between 0 and 1, got %', create_episode.surprise USING ERRCODE = '22023';
-    END IF;
-    IF create_episode.label IS NOT NULL THEN
-        PERFORM mneme.check_label(create_episode.label);  -- the one vocabulary (sql/400-labels.sql)
-    END IF;
-    -- NULL FSRS state: the initial state of the label (trigger memories_initial_state).
-    IF NOT mneme._fsrs_ok(create_episode.stability, create_episode.difficulty) THEN
-        RAISE EXCEPTION 'FSRS state out of range: stability % (> 0), difficulty % (1..10)', create_episode.stability, create_episode.difficulty
-            USING ERRCODE = '22023';
-    END IF;
-
-    SELECT x.ids, x.first_at, x.last_at INTO v_ids, v_first, v_last
-    FROM mneme._source_messages(create_episode.conversation_id, create_episode.message_ids, true) x;
-
-    IF create_episode.label IS NULL THEN  -- the offline segmenter: label by the rules
-        create_episode.label := mneme.episode_label(ARRAY(SELECT m.content FROM mneme.messages m
-                                     WHERE m.id = ANY (v_ids) ORDER BY m.id), v_last);
-    END IF;
-
-    -- The episode happened at its last message: creation time, and the
-    -- first "review" (retrievability 1 at that moment).
-    INSERT INTO mneme.memories (conversation_id, kind, content, summary, embedding,
-        source_message_ids, source_first_at, source_last_at, surprise, label, pinned,
-        stability, difficulty, fsrs_state, last_reviewed_at, source_type, created_at, confidence_score)
-    VALUES (create_episode.conversation_id, 'episodic', create_episode.content, nullif(btrim(create_episode.summary), ''), create_episode.embedding,
-        v_ids, v_first, v_last, create_episode.surprise, create_episode.label, coalesce(create_episode.pinned, false),
-        create_episode.stability, create_episode.difficulty, create_episode.fsrs_state, v_last, 'conversation', v_last,
-        mneme._source_confidence('conversation'))
-    RETURNING id INTO v_id;
-
-    UPDATE mneme.messages m SET consumed_at = now(), memory_id = v_id
-    WHERE m.id = ANY (v_ids);
-    RETURN v_id;
-END
+SELECT e.memory_id
+FROM mneme.create_episodes(create_episode.conversation_id, jsonb_build_array(jsonb_strip_nulls(jsonb_build_object(
+    'message_ids', to_jsonb(create_episode.message_ids), 'content', create_episode.content,
+    'summary', create_episode.summary, 'embedding', to_jsonb(create_episode.embedding),
+    'surprise', create_episode.surprise, 'label', create_episode.label, 'pinned', create_episode.pinned,
+    'stability', create_episode.stability, 'difficulty', create_episode.difficulty,
+    'fsrs_state', create_episode.fsrs_state)))) e
 $$;
 COMMENT ON FUNCTION mneme.create_episode(uuid, bigint[], text, text, real[], real, text, boolean, float8, float8, text) IS
     'Inserts an episodic memory made of the given queued messages (source span, created_at and last_reviewed_at '

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 )
@@ -70,4 +71,65 @@ func TestPipelineSQLBadInput(t *testing.T) {
 		_, err := e.db.Pool.Exec(ctx, `SELECT * FROM mneme.queued_messages(NULL)`)
 		return err
 	}()))
+}
+
+// mneme.create_episodes: a job's episodes in one statement, in order, each
+// labelled and given its initial state; bad input names the episode and
+// writes nothing, and a message goes into one episode only.
+func TestCreateEpisodes(t *testing.T) {
+	t.Parallel()
+	e := newPipelineEnv(t, false)
+	ctx := context.Background()
+	e.session(day1, rustSession)
+	var ids []int64
+	require.NoError(t, e.db.Pool.QueryRow(ctx, `SELECT array_agg(id ORDER BY id) FROM mneme.queued_messages($1)`, e.conv).Scan(&ids))
+	require.Len(t, ids, 6)
+	create := func(episodes string, args ...any) error {
+		_, err := e.db.Pool.Exec(ctx, `SELECT * FROM mneme.create_episodes($1, `+episodes+`)`, append([]any{e.conv}, args...)...)
+		return err
+	}
+	code := func(err error) string {
+		var pe *pgconn.PgError
+		require.True(t, errors.As(err, &pe), "want a PostgreSQL error, got %v", err)
+		return pe.Code
+	}
+	require.Equal(t, "22023", code(create(`'[]'`)))
+	require.Equal(t, "22023", code(create(`'{}'`)))
+	require.Equal(t, "22023", code(create(`'[1]'`)))
+	require.Equal(t, "22004", code(create(`'[{"content": "x", "surprise": 0.5}]'`)), "no message_ids")
+	require.Equal(t, "22023", code(create(`jsonb_build_array(jsonb_build_object('message_ids', $2::bigint[], 'content', ' ', 'surprise', 0.5))`, ids[:2])))
+	require.Equal(t, "22023", code(create(`jsonb_build_array(jsonb_build_object('message_ids', $2::bigint[], 'content', 'c', 'surprise', 2))`, ids[:2])))
+	require.Equal(t, "22023", code(create(`jsonb_build_array(jsonb_build_object('message_ids', $2::bigint[], 'content', 'c', 'surprise', 0.5, 'label', 'Project X'))`, ids[:2])))
+	err := create(`jsonb_build_array(jsonb_build_object('message_ids', $2::bigint[], 'content', 'a', 'surprise', 0.5),
+		jsonb_build_object('message_ids', $3::bigint[], 'content', 'b', 'surprise', 0.5))`, ids[:3], ids[2:])
+	require.Equal(t, "22023", code(err), "message 3 in two episodes")
+	require.ErrorContains(t, err, "episode 2")
+	require.Zero(t, e.count(`SELECT count(*) FROM mneme.memories`), "a failed call writes nothing")
+
+	rows, err := e.db.Pool.Query(ctx, `SELECT episode, memory_id, label, stability FROM mneme.create_episodes($1,
+		jsonb_build_array(jsonb_build_object('message_ids', $2::bigint[], 'content', 'first', 'summary', 'one', 'surprise', 0.2),
+		                  jsonb_build_object('message_ids', $3::bigint[], 'content', 'second', 'surprise', 0.9,
+		                                     'label', 'project_rust', 'pinned', true)))`, e.conv, ids[:4], ids[4:])
+	require.NoError(t, err)
+	type created struct {
+		Episode   int
+		ID        uuid.UUID
+		Label     string
+		Stability float64
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[created])
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	require.Equal(t, []int{1, 2}, []int{got[0].Episode, got[1].Episode})
+	require.NotEmpty(t, got[0].Label, "labelled by the rules")
+	require.Equal(t, "project_rust", got[1].Label)
+	for _, c := range got {
+		require.Positive(t, c.Stability, "the label's initial state")
+	}
+	require.Equal(t, 4, e.count(`SELECT count(*) FROM mneme.messages WHERE memory_id = $1`, got[0].ID))
+	require.Equal(t, 2, e.count(`SELECT count(*) FROM mneme.messages WHERE memory_id = $1 AND consumed_at IS NOT NULL`, got[1].ID))
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM mneme.memories WHERE id = $1 AND pinned AND summary IS NULL
+		AND source_message_ids = $2`, got[1].ID, ids[4:]))
+	require.Equal(t, 2, e.count(`SELECT count(*) FROM mneme.bm25_docs`), "both in the BM25 statistics")
+	require.Equal(t, "55000", code(create(`jsonb_build_array(jsonb_build_object('message_ids', $2::bigint[], 'content', 'c', 'surprise', 0.5))`, ids[:1])))
 }

@@ -138,24 +138,21 @@ func (p *Pipelines) Segment(ctx context.Context, db jobs.Store, job jobs.Job) er
 		if err := p.handOverReviews(ctx, tx, conv, msgs, log); err != nil {
 			return fmt.Errorf("segment job %d: %w", job.ID, err)
 		}
-		for i, e := range eps {
-			var emb []float32
-			if embs != nil {
-				emb = embs[i]
-			}
-			id, err := p.createEpisode(ctx, tx, conv, e, emb, log)
+		if len(eps) == 0 {
+			log.Debug("segment: skip", "queued", len(msgs))
+		} else {
+			ids, err := p.createEpisodes(ctx, tx, conv, eps, embs, log)
 			if err != nil {
 				return fmt.Errorf("segment job %d: %w", job.ID, err)
 			}
-			if err := setMessageEmbeddings(ctx, tx, e.Messages, msgEmbs); err != nil {
+			if err := setMessageEmbeddings(ctx, tx, msgs, msgEmbs); err != nil {
 				return fmt.Errorf("segment job %d: %w", job.ID, err)
 			}
-			if err := p.addFacts(ctx, tx, conv, id, e.Facts, log); err != nil {
-				return fmt.Errorf("segment job %d: %w", job.ID, err)
+			for i, e := range eps {
+				if err := p.addFacts(ctx, tx, conv, ids[i], e.Facts, log); err != nil {
+					return fmt.Errorf("segment job %d: %w", job.ID, err)
+				}
 			}
-		}
-		if len(eps) == 0 {
-			log.Debug("segment: skip", "queued", len(msgs))
 		}
 		if forced {
 			var next *int64
@@ -267,35 +264,69 @@ func setMessageEmbeddings(ctx context.Context, tx pgx.Tx, msgs []message, embs m
 	return nil
 }
 
-// createEpisode inserts one episodic memory and drains its messages
-// (mneme.create_episode). SQL chooses what the segmenter left open: the
-// label when it gave none or one outside the vocabulary (mneme.auto_label)
-// and the label's initial FSRS state (mneme.initial_state).
-func (p *Pipelines) createEpisode(ctx context.Context, tx pgx.Tx, conv uuid.UUID, e episode, emb []float32, log *slog.Logger) (uuid.UUID, error) {
-	mids := make([]int64, len(e.Messages))
-	for j, m := range e.Messages {
-		mids[j] = m.ID
+// episodeInput is one episode as mneme.create_episodes reads it.
+type episodeInput struct {
+	MessageIDs []int64   `json:"message_ids"`
+	Content    string    `json:"content"`
+	Summary    string    `json:"summary"`
+	Embedding  []float32 `json:"embedding,omitempty"`
+	Surprise   float32   `json:"surprise"`
+	Label      string    `json:"label,omitempty"`
+	Pinned     bool      `json:"pinned"`
+}
+
+// createEpisodes inserts a job's episodic memories and drains their
+// messages in one statement (mneme.create_episodes) and returns their ids
+// in order. SQL chooses what the segmenter left open: the label when it
+// gave none or one outside the vocabulary (mneme.auto_label) and the
+// label's initial FSRS state (mneme.initial_state).
+func (p *Pipelines) createEpisodes(ctx context.Context, tx pgx.Tx, conv uuid.UUID, eps []episode, embs [][]float32, log *slog.Logger) ([]uuid.UUID, error) {
+	in := make([]episodeInput, len(eps))
+	for i, e := range eps {
+		mids := make([]int64, len(e.Messages))
+		for j, m := range e.Messages {
+			mids[j] = m.ID
+		}
+		in[i] = episodeInput{MessageIDs: mids, Content: episodeContent(e.Messages), Summary: e.Summary,
+			Surprise: float32(e.Surprise), Label: e.Label, Pinned: e.Pinned}
+		if embs != nil {
+			in[i].Embedding = embs[i]
+		}
 	}
-	var id uuid.UUID
-	var label string
-	var stability float64
-	var known bool
-	err := tx.QueryRow(ctx, `SELECT mneme.create_episode($1, $2, $3, $4, $5, $6, CASE WHEN mneme.is_label($7) THEN $7 END, $8,
-		NULL, NULL, NULL), mneme.is_label($7)`,
-		conv, mids, episodeContent(e.Messages), e.Summary, emb, float32(e.Surprise), e.Label, e.Pinned).Scan(&id, &known)
-	if err == nil {
-		// A second statement: the first one's snapshot does not see the row it inserted.
-		err = tx.QueryRow(ctx, `SELECT label, stability FROM mneme.memories WHERE id = $1`, id).Scan(&label, &stability)
-	}
+	payload, err := json.Marshal(in)
 	if err != nil {
-		return id, fmt.Errorf("create episode of messages %d..%d: %w", mids[0], mids[len(mids)-1], err)
+		return nil, fmt.Errorf("create episodes: %w", err)
 	}
-	if !known && e.Label != "" {
-		log.Warn("segment: label outside the vocabulary, chosen by mneme.auto_label instead", "memory", id, "got", e.Label, "label", label)
+	// A label outside the vocabulary is left to SQL (auto_label), not an error.
+	rows, err := tx.Query(ctx, `SELECT memory_id, label, stability FROM mneme.create_episodes($1,
+		(SELECT jsonb_agg(CASE WHEN mneme.is_label(x.ep ->> 'label') THEN x.ep ELSE x.ep - 'label' END ORDER BY x.n)
+		 FROM jsonb_array_elements($2::jsonb) WITH ORDINALITY AS x(ep, n)))`, conv, payload)
+	if err != nil {
+		return nil, fmt.Errorf("create %d episodes: %w", len(eps), err)
 	}
-	log.Info("segment: episode created", "memory", id, "messages", len(mids), "first", mids[0], "last", mids[len(mids)-1],
-		"surprise", e.Surprise, "label", label, "stability", stability)
-	return id, nil
+	type created struct {
+		ID        uuid.UUID
+		Label     string
+		Stability float64
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[created])
+	if err != nil {
+		return nil, fmt.Errorf("create %d episodes: %w", len(eps), err)
+	}
+	if len(out) != len(eps) {
+		return nil, fmt.Errorf("create episodes: %d created for %d episodes", len(out), len(eps))
+	}
+	ids := make([]uuid.UUID, len(out))
+	for i, c := range out {
+		ids[i] = c.ID
+		e, mids := eps[i], in[i].MessageIDs
+		if e.Label != "" && c.Label != e.Label {
+			log.Warn("segment: label outside the vocabulary, chosen by mneme.auto_label instead", "memory", c.ID, "got", e.Label, "label", c.Label)
+		}
+		log.Info("segment: episode created", "memory", c.ID, "messages", len(mids), "first", mids[0], "last", mids[len(mids)-1],
+			"surprise", e.Surprise, "label", c.Label, "stability", c.Stability)
+	}
+	return ids, nil
 }
 
 // findFacts gives each episode its facts when setting extract_facts is on:
