@@ -212,14 +212,18 @@ BEGIN
         -- One pending segment job per conversation. A check segments what is
         -- queued when it runs, so a new check changes nothing; a forced cut
         -- replaces a pending check; a pending forced cut keeps its boundary
-        -- and remembers the later one (next_through_message_id), which the
-        -- job's follow-up enqueues (mneme._segment_followup).
+        -- and remembers a later gap cut (next_through_message_id), which the
+        -- job's follow-up enqueues (mneme._segment_followup). A later
+        -- max_messages cut is not written down: the follow-up counts the
+        -- messages still queued itself, and a backlogged conversation would
+        -- otherwise rewrite its pending job at every message.
         IF (enqueue_segment.payload->>'check')::boolean THEN
             RETURN v_job.id;
         END IF;
         IF NOT (v_job.payload->>'check')::boolean THEN
-            IF (enqueue_segment.payload->>'through_message_id')::bigint
-               <= coalesce((v_job.payload->>'next_through_message_id')::bigint, (v_job.payload->>'through_message_id')::bigint) THEN
+            IF enqueue_segment.payload->>'reason' = 'max_messages'
+               OR (enqueue_segment.payload->>'through_message_id')::bigint
+                  <= coalesce((v_job.payload->>'next_through_message_id')::bigint, (v_job.payload->>'through_message_id')::bigint) THEN
                 RETURN v_job.id;
             END IF;
             UPDATE mneme.jobs SET payload = payload || jsonb_build_object('next_through_message_id',
@@ -240,8 +244,9 @@ END
 $$;
 COMMENT ON FUNCTION mneme.enqueue_segment(uuid, jsonb) IS
     'Enqueues the conversation''s segment job, or updates the pending one (a forced cut replaces a check; '
-    'a pending forced cut keeps its boundary and records a later one as next_through_message_id for its '
-    'follow-up; a check segments what is queued when it runs). Locks the pending job only to change it.';
+    'a pending forced cut keeps its boundary and records a later gap cut as next_through_message_id for its '
+    'follow-up, which also counts what is still queued against segment_max_messages; a check segments what is '
+    'queued when it runs). Locks the pending job only to change it.';
 
 -- The conversation is over (or paused for good): cut what is queued into
 -- episodes now instead of waiting for the next message to show the gap.

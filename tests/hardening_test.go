@@ -152,10 +152,16 @@ func TestMessagesAfterAForcedCutSegment(t *testing.T) {
 	ctx := context.Background()
 	_, err := e.db.Pool.Exec(ctx, `SELECT mneme.set_setting('segment_max_messages', '10')`)
 	require.NoError(t, err)
+	var cutVersion string
 	for i := 0; i < 25; i++ { // a forced cut at 10; 15 more arrive while it is pending
 		e.say(day1.Add(time.Duration(i)*time.Minute).Format(time.RFC3339), "user", fmt.Sprintf("the garden plan, step %d: water the tomatoes", i))
+		if i == 9 {
+			require.NoError(t, e.db.Pool.QueryRow(ctx, `SELECT xmin::text FROM mneme.jobs WHERE kind = 'segment' AND state = 'pending'`).Scan(&cutVersion))
+		}
 	}
 	require.Equal(t, 1, e.count(`SELECT count(*) FROM mneme.jobs WHERE kind = 'segment' AND state = 'pending'`))
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM mneme.jobs WHERE kind = 'segment' AND state = 'pending' AND xmin::text = $1`, cutVersion),
+		"the pending cut is not rewritten at each later message (its follow-up counts them)")
 	e.drain()
 	queued := e.count(`SELECT count(*) FROM mneme.messages WHERE conversation_id = $1 AND consumed_at IS NULL`, e.conv)
 	require.Less(t, queued, 10, "fewer than segment_max_messages stay queued (the next message checks them)")
