@@ -190,3 +190,30 @@ func requireSQLState(t *testing.T, err error, code string) {
 	require.True(t, errors.As(err, &pgErr), "not a PostgreSQL error: %v", err)
 	require.Equal(t, code, pgErr.Code, fmt.Sprintf("message: %s", pgErr.Message))
 }
+
+// The segment job embeds its episodes with the hash embedder's Go twin
+// (outside the write transaction); what it stores is what the SQL trigger
+// would have stored: mneme.hash_embed of the memory's text.
+func TestSegmentedEpisodesCarryTheSQLHashEmbedding(t *testing.T) {
+	t.Parallel()
+	e := newPipelineEnv(t, false)
+	e.session(day1, rustSession)
+	e.drain()
+	ctx := context.Background()
+	rows, err := e.db.Pool.Query(ctx, `SELECT m.embedding::real[], mneme.hash_embed(mneme.memory_text(m.title, m.summary, m.content))
+		FROM mneme.memories m WHERE m.conversation_id = $1 AND m.kind = 'episodic'`, e.conv)
+	require.NoError(t, err)
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var stored, sqlHash []float32
+		require.NoError(t, rows.Scan(&stored, &sqlHash))
+		require.Len(t, stored, len(sqlHash))
+		for i := range stored {
+			require.InDelta(t, sqlHash[i], stored[i], 1e-6, "component %d", i)
+		}
+		n++
+	}
+	require.NoError(t, rows.Err())
+	require.Positive(t, n, "the session became episodes")
+}

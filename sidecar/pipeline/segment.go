@@ -203,15 +203,25 @@ func extractiveSummaries(ctx context.Context, db jobs.Querier, conv uuid.UUID, e
 
 // embedEpisodes embeds the new memories with an external embedder, and in
 // the same batch each of their messages (the context finds turns by
-// meaning with them); with the built-in hash embedder SQL fills a NULL
-// memory embedding itself and messages get none (nil, nil).
+// meaning with them). With the built-in hash embedder the memories are
+// embedded here by its Go twin (mneme.hash_embed's equal, to 1e-6; the
+// SQL trigger would otherwise do it inside the job's write transaction,
+// a third of its time under bench ingest) and messages get none.
 func (p *Pipelines) embedEpisodes(ctx context.Context, eps []episode, set settings) ([][]float32, map[int64][]float32, error) {
-	if len(eps) == 0 || set.Embedder == "hash" {
+	if len(eps) == 0 {
 		return nil, nil, nil
 	}
 	texts := make([]string, 0, len(eps))
 	for _, e := range eps {
-		texts = append(texts, embed.MemoryText("", e.Summary, episodeContent(e.Messages)))
+		// The summary as create_episodes stores it (btrim: spaces only).
+		texts = append(texts, embed.MemoryText("", strings.Trim(e.Summary, " "), episodeContent(e.Messages)))
+	}
+	if set.Embedder == "hash" {
+		embs, err := embed.NewHash(set.EmbeddingDim).Embed(ctx, texts)
+		if err != nil {
+			return nil, nil, fmt.Errorf("hash-embed %d episodes: %w", len(eps), err)
+		}
+		return embs, nil, nil
 	}
 	var ids []int64
 	for _, e := range eps {
