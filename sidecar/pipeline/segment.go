@@ -179,24 +179,52 @@ func labelVocabulary(ctx context.Context, db jobs.Querier) ([]labelMeaning, erro
 
 // extractiveSummaries gives every episode without a summary (the offline
 // segmenter's, an LLM's empty one) the extractive one SQL computes by the
-// search's term weights (mneme.extractive_summary). NULL from SQL (no
-// sentence with an indexed word) stays empty.
+// search's term weights (mneme.extractive_summary), all in one round trip.
+// NULL from SQL (no sentence with an indexed word) stays empty.
 func extractiveSummaries(ctx context.Context, db jobs.Querier, conv uuid.UUID, eps []episode) error {
+	type texts struct {
+		Episode  int      `json:"episode"`
+		Roles    []string `json:"roles"`
+		Contents []string `json:"contents"`
+	}
+	var in []texts
 	for i, e := range eps {
 		if strings.TrimSpace(e.Summary) != "" {
 			continue
 		}
-		roles, contents := make([]string, len(e.Messages)), make([]string, len(e.Messages))
+		t := texts{Episode: i, Roles: make([]string, len(e.Messages)), Contents: make([]string, len(e.Messages))}
 		for j, m := range e.Messages {
-			roles[j], contents[j] = m.Role, m.Content
+			t.Roles[j], t.Contents[j] = m.Role, m.Content
 		}
+		in = append(in, t)
+	}
+	if len(in) == 0 {
+		return nil
+	}
+	payload, err := json.Marshal(in)
+	if err != nil {
+		return fmt.Errorf("extractive summary: %w", err)
+	}
+	rows, err := db.Query(ctx, `SELECT (x.e ->> 'episode')::int,
+		mneme.extractive_summary($1, ARRAY(SELECT jsonb_array_elements_text(x.e -> 'roles')),
+		                         ARRAY(SELECT jsonb_array_elements_text(x.e -> 'contents')))
+		FROM jsonb_array_elements($2::jsonb) AS x(e)`, conv, payload)
+	if err != nil {
+		return fmt.Errorf("extractive summary: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var i int
 		var s *string
-		if err := db.QueryRow(ctx, `SELECT mneme.extractive_summary($1, $2, $3)`, conv, roles, contents).Scan(&s); err != nil {
+		if err := rows.Scan(&i, &s); err != nil {
 			return fmt.Errorf("extractive summary: %w", err)
 		}
-		if s != nil {
+		if s != nil && i >= 0 && i < len(eps) {
 			eps[i].Summary = *s
 		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("extractive summary: %w", err)
 	}
 	return nil
 }
