@@ -90,3 +90,19 @@ func TestExtractiveSummary(t *testing.T) {
 		require.Equal(t, c.code, sqlState(t, err), c.q)
 	}
 }
+
+// The offline segment job gives each episode the extractive summary of its
+// messages (all of a job's episodes in one query).
+func TestSegmentedEpisodesGetExtractiveSummaries(t *testing.T) {
+	t.Parallel()
+	e := newPipelineEnv(t, false)
+	e.session(day1, rustSession)
+	e.drain()
+	n := e.count(`SELECT count(*) FROM mneme.memories WHERE conversation_id = $1 AND kind = 'episodic'`, e.conv)
+	require.Positive(t, n)
+	require.Equal(t, n, e.count(`SELECT count(*) FROM mneme.memories m WHERE m.conversation_id = $1 AND m.kind = 'episodic'
+		AND m.summary IS NOT DISTINCT FROM mneme.extractive_summary(m.conversation_id,
+			ARRAY(SELECT msg.role FROM mneme.messages msg WHERE msg.id = ANY (m.source_message_ids) ORDER BY msg.id),
+			ARRAY(SELECT msg.content FROM mneme.messages msg WHERE msg.id = ANY (m.source_message_ids) ORDER BY msg.id))
+		AND m.summary IS NOT NULL`, e.conv), "every episode carries its extractive summary")
+}
