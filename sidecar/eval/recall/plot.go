@@ -1,4 +1,4 @@
-package locomo
+package recall
 
 import (
 	"fmt"
@@ -9,11 +9,12 @@ import (
 
 // WritePlot draws evidence recall against budget, one line per method, as
 // an SVG (budgets on a log scale; the raw-text baselines dashed).
-func (r *Report) WritePlot(w io.Writer, title string) error {
+func (r *Report) WritePlot(w io.Writer) error {
 	if len(r.Budgets) == 0 {
 		return fmt.Errorf("plot: no budgets")
 	}
-	c := plot.Chart{Title: title, XLabel: "context budget (words, log scale)", YLabel: "evidence recall", XLog: true,
+	c := plot.Chart{Title: r.Benchmark + " evidence recall, " + r.Data + ", " + r.Mode,
+		XLabel: "context budget (words, log scale)", YLabel: "evidence recall", XLog: true,
 		XFormat: func(v float64) string { return fmt.Sprintf("%.0f", v) }, YFormat: func(v float64) string { return fmt.Sprintf("%.1f", v) }}
 	for i, m := range r.Methods {
 		sr := plot.Series{Label: m.Label, Dashed: i >= 4}
