@@ -99,7 +99,7 @@ func TestRunFixture(t *testing.T) {
 	var table, plot strings.Builder
 	require.NoError(t, rep.WriteTable(&table))
 	require.Contains(t, table.String(), "mneme context")
-	require.Contains(t, table.String(), "knowledge update stale first")
+	require.Contains(t, table.String(), "stale first")
 	require.NoError(t, rep.WritePlot(&plot))
 	require.Contains(t, plot.String(), "<svg")
 }

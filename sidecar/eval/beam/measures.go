@@ -13,10 +13,10 @@ const (
 
 // Measures describe them, in report order.
 var Measures = []recall.Measure{
-	{Name: UpdatedFound, About: "share of knowledge_update questions with a message of the updated value (updated_info) inside"},
-	{Name: StaleFirst, About: "share of knowledge_update questions with a message of the old value (original_info) inside " +
+	{Name: UpdatedFound, Label: "updated found", About: "share of knowledge_update questions with a message of the updated value (updated_info) inside"},
+	{Name: StaleFirst, Label: "stale first", About: "share of knowledge_update questions with a message of the old value (original_info) inside " +
 		"and ahead of every updated one, or inside without them"},
-	{Name: BothFound, About: "share of contradiction_resolution questions with a message of each statement " +
+	{Name: BothFound, Label: "both found", About: "share of contradiction_resolution questions with a message of each statement " +
 		"(first_statement, second_statement) inside"},
 }
 

@@ -71,7 +71,8 @@ type Question struct {
 
 // Measure names and describes one extra measure of a reader.
 type Measure struct {
-	Name  string `json:"name"`
+	Name  string `json:"name"`  // the key of BudgetResult.Measures
+	Label string `json:"label"` // the table's column
 	About string `json:"about"`
 }
 

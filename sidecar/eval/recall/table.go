@@ -31,7 +31,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "retrievability as of: %s; agent retrievals: %s\n", r.AsOf, agent)
 	for _, m := range r.Measures {
-		fmt.Fprintf(&b, "%s: %s\n", m.Name, m.About)
+		fmt.Fprintf(&b, "%s: %s\n", m.Label, m.About)
 	}
 	fmt.Fprintln(&b)
 
@@ -77,7 +77,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 
 	fmt.Fprintf(tw, "\n%s\t", at)
 	for _, ms := range r.Measures {
-		fmt.Fprintf(tw, "%s\t", strings.ReplaceAll(ms.Name, "_", " "))
+		fmt.Fprintf(tw, "%s\t", ms.Label)
 	}
 	fmt.Fprint(tw, ">=1 found\tmean words\tsearch p50 ms\tp95 ms\t\n")
 	for _, m := range r.Methods {
