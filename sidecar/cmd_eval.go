@@ -14,40 +14,43 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/eval/feedback"
 	"github.com/mneme-memory/mneme/sidecar/eval/lifecycle"
 	"github.com/mneme-memory/mneme/sidecar/eval/locomo"
+	"github.com/mneme-memory/mneme/sidecar/eval/recall"
 	revisioneval "github.com/mneme-memory/mneme/sidecar/eval/revision"
 )
 
 func cmdEvalLocomo(ctx context.Context, log *slog.Logger, args []string) error {
-	fs := flags("eval locomo")
-	f := locomo.NewFlags(fs, "../shared/data/locomo/locomo-dev.json", "LoCoMo JSON file (locomo10.json or a subset)")
-	if err := cli.Parse(fs, args, false); err != nil {
-		return err
-	}
-	if err := f.Check(log); err != nil {
-		return err
-	}
-	rep, err := locomo.Eval(ctx, f.Options)
-	if err != nil {
-		return err
-	}
-	return report(rep, *f.JSON, *f.Plot, func(w io.Writer) error {
-		return rep.WritePlot(w, "LoCoMo evidence recall, "+rep.Data+", "+rep.Mode)
-	}, rep.WriteTable)
+	return evalRecall(ctx, log, args, "eval locomo", "../shared/data/locomo/locomo-dev.json",
+		"LoCoMo JSON file (locomo10.json or a subset)", locomo.Load)
 }
 
 func cmdEvalBeam(ctx context.Context, log *slog.Logger, args []string) error {
-	fs := flags("eval beam")
-	f := locomo.NewFlags(fs, "../shared/data/beam/100K", "a BEAM conversation folder (chat.json, probing_questions.json) or a folder of them (a tier, e.g. 100K)")
+	return evalRecall(ctx, log, args, "eval beam", "../shared/data/beam/100K",
+		"a BEAM conversation folder (chat.json, probing_questions.json) or a folder of them (a tier, e.g. 100K)",
+		func(dir string) (*recall.Data, error) {
+			if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+				return nil, fmt.Errorf("%w: --data %q: want a folder of BEAM conversations", cli.ErrUsage, dir)
+			}
+			return beam.Load(dir)
+		})
+}
+
+// evalRecall runs an evidence-recall evaluation: the harness's flags, the
+// benchmark's reader (load) for --data, one report.
+func evalRecall(ctx context.Context, log *slog.Logger, args []string, name, data, dataHelp string,
+	load func(string) (*recall.Data, error)) error {
+	fs := flags(name)
+	f := recall.NewFlags(fs, data, dataHelp)
 	if err := cli.Parse(fs, args, false); err != nil {
 		return err
 	}
 	if err := f.Check(log); err != nil {
 		return err
 	}
-	if st, err := os.Stat(f.Options.Data); err != nil || !st.IsDir() {
-		return fmt.Errorf("%w: --data %q: want a folder of BEAM conversations", cli.ErrUsage, f.Options.Data)
+	d, err := load(f.Data)
+	if err != nil {
+		return err
 	}
-	rep, err := beam.Eval(ctx, f.Options, f.Options.Data)
+	rep, err := recall.Eval(ctx, f.Options, d)
 	if err != nil {
 		return err
 	}
@@ -117,7 +120,7 @@ func cmdEvalRevision(ctx context.Context, log *slog.Logger, args []string) error
 	keep := fs.Bool("keep-db", false, "keep the scratch database afterwards (its name is logged)")
 	quiet := fs.Bool("quiet", false, "no progress, and only errors from the pipelines")
 	folds := fs.Int("folds", 0, "cross-validate the revision settings over N folds of the conversations (with --choose; 0: off)")
-	var choose locomo.Choices
+	var choose recall.Choices
 	fs.Var(&choose, "choose", `with --folds: values of a setting to choose among, key=JSON|JSON|... (repeatable; every combination is a candidate), e.g. --choose revision_duplicate_similarity=0.7|0.8|0.9`)
 	if err := cli.Parse(fs, args, false); err != nil {
 		return err

@@ -1,9 +1,10 @@
-// Package beam evaluates mneme on BEAM (Tavakoli et al., 2025, "Beyond a
-// Million Tokens"): whether the messages that hold each probing question's
-// evidence are inside the context a method returns within a word budget,
-// per memory ability, and for knowledge updates and contradictions whether
-// the new value, the old one and both statements come back. The data is
-// read from where it lies (../shared/data/beam/...) and never copied.
+// Package beam reads BEAM (Tavakoli et al., 2025, "Beyond a Million
+// Tokens") for the evidence-recall harness (package recall): each
+// conversation folder's chat.json batches become sessions, its messages
+// turns (named by their id), and every probing question with
+// source_chat_ids a question of its memory ability, with BEAM's measures
+// of knowledge updates and contradictions (measures.go). The data is read
+// from where it lies (../shared/data/beam/...) and never copied.
 package beam
 
 import (
@@ -17,41 +18,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mneme-memory/mneme/sidecar/eval/recall"
 )
-
-// Conversation is one BEAM conversation: its batches of messages and its
-// probing questions.
-type Conversation struct {
-	ID        string // the folder's name, e.g. 1
-	Batches   []Batch
-	Questions []Question
-	Skipped   map[string]int // questions not evaluated, by reason
-}
-
-// Batch is one of BEAM's sessions: messages of one date.
-type Batch struct {
-	At       time.Time // the batch's time_anchor (UTC midnight)
-	Messages []Message
-}
-
-// Message is one chat message; ID is its number in the conversation.
-type Message struct {
-	ID      int
-	Role    string
-	Content string
-}
-
-// Question is one probing question with evidence.
-type Question struct {
-	Ability string // abstention, knowledge_update, ...
-	Index   int    // position in its ability's list
-	Text    string
-	// Evidence is every source_chat_id, distinct, in file order.
-	Evidence []int
-	// Old and New are knowledge_update's original_info and updated_info,
-	// or contradiction_resolution's first_statement and second_statement.
-	Old, New []int
-}
 
 // Abilities are BEAM's memory abilities, in report order.
 var Abilities = []string{"information_extraction", "multi_session_reasoning", "knowledge_update", "temporal_reasoning",
@@ -66,16 +35,23 @@ const (
 // AnchorLayout is BEAM's time_anchor format, e.g. March-15-2024.
 const AnchorLayout = "January-02-2006"
 
+// Spacing is the time between two messages of a batch: BEAM dates batches,
+// not messages.
+const Spacing = time.Minute
+
 // Load reads a conversation folder (chat.json and probing_questions.json,
 // or probing_questions/probing_questions.json) or a folder of such folders
-// (a tier such as 100K), in numeric order of their names.
-func Load(dir string) ([]Conversation, error) {
+// (a tier such as 100K), in numeric order of their names. Conversation
+// ids are beam-<folder>.
+func Load(dir string) (*recall.Data, error) {
+	d := &recall.Data{Benchmark: "BEAM", Name: filepath.Base(filepath.Clean(dir)), Categories: Abilities, Measures: Measures}
 	if _, err := os.Stat(filepath.Join(dir, "chat.json")); err == nil {
 		c, err := loadConversation(dir)
 		if err != nil {
 			return nil, err
 		}
-		return []Conversation{c}, nil
+		d.Conversations = []recall.Conversation{c}
+		return d, nil
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -100,15 +76,14 @@ func Load(dir string) ([]Conversation, error) {
 		}
 		return names[i] < names[j]
 	})
-	var out []Conversation
 	for _, n := range names {
 		c, err := loadConversation(filepath.Join(dir, n))
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, c)
+		d.Conversations = append(d.Conversations, c)
 	}
-	return out, nil
+	return d, nil
 }
 
 type rawMessage struct {
@@ -123,20 +98,21 @@ type rawBatch struct {
 	Turns      [][]rawMessage `json:"turns"`
 }
 
-func loadConversation(dir string) (Conversation, error) {
-	c := Conversation{ID: filepath.Base(dir), Skipped: map[string]int{}}
+func loadConversation(dir string) (recall.Conversation, error) {
+	name := filepath.Base(dir)
+	c := recall.Conversation{ID: "beam-" + name, Spacing: Spacing, Skipped: map[string]int{}}
 	b, err := os.ReadFile(filepath.Join(dir, "chat.json"))
 	if err != nil {
 		return c, fmt.Errorf("beam: %w", err)
 	}
 	var raw []rawBatch
 	if err := json.Unmarshal(b, &raw); err != nil {
-		return c, fmt.Errorf("beam: %s/chat.json: %w", c.ID, err)
+		return c, fmt.Errorf("beam: %s/chat.json: %w", name, err)
 	}
 	ids := map[int]bool{}
 	var prev time.Time
 	for bi, rb := range raw {
-		batch := Batch{}
+		s := recall.Session{}
 		anchor := ""
 		if rb.TimeAnchor != nil {
 			anchor = *rb.TimeAnchor
@@ -147,25 +123,25 @@ func loadConversation(dir string) (Conversation, error) {
 					anchor = m.TimeAnchor
 				}
 				if m.ID == nil || m.Role == "" || strings.TrimSpace(m.Content) == "" {
-					return c, fmt.Errorf("beam: %s/chat.json batch %d: a message without id, role or content", c.ID, bi+1)
+					return c, fmt.Errorf("beam: %s/chat.json batch %d: a message without id, role or content", name, bi+1)
 				}
 				if ids[*m.ID] {
-					return c, fmt.Errorf("beam: %s/chat.json: message id %d twice", c.ID, *m.ID)
+					return c, fmt.Errorf("beam: %s/chat.json: message id %d twice", name, *m.ID)
 				}
 				ids[*m.ID] = true
-				batch.Messages = append(batch.Messages, Message{ID: *m.ID, Role: m.Role, Content: m.Content})
+				s.Turns = append(s.Turns, recall.Turn{ID: strconv.Itoa(*m.ID), Speaker: m.Role, Text: m.Content})
 			}
 		}
 		switch t, err := time.Parse(AnchorLayout, anchor); {
 		case anchor == "" && !prev.IsZero():
-			batch.At = prev.Add(24 * time.Hour) // undated: the day after the previous batch
+			s.At = prev.Add(24 * time.Hour) // undated: the day after the previous batch
 		case err != nil:
-			return c, fmt.Errorf("beam: %s/chat.json batch %d: time_anchor %q: want e.g. March-15-2024", c.ID, bi+1, anchor)
+			return c, fmt.Errorf("beam: %s/chat.json batch %d: time_anchor %q: want e.g. March-15-2024", name, bi+1, anchor)
 		default:
-			batch.At = t.UTC()
+			s.At = t.UTC()
 		}
-		prev = batch.At
-		c.Batches = append(c.Batches, batch)
+		prev = s.At
+		c.Sessions = append(c.Sessions, s)
 	}
 	qpath := filepath.Join(dir, "probing_questions.json")
 	if _, err := os.Stat(qpath); errors.Is(err, os.ErrNotExist) {
@@ -184,23 +160,24 @@ func loadConversation(dir string) (Conversation, error) {
 	}
 	for _, ability := range abilitiesIn(qs) {
 		for i, rq := range qs[ability] {
-			q := Question{Ability: ability, Index: i, Text: rq.Question}
-			if err := q.parseSources(rq.Source); err != nil {
-				return c, fmt.Errorf("beam: %s %s question %d: %w", c.ID, ability, i+1, err)
+			src, err := parseSources(rq.Source)
+			if err != nil {
+				return c, fmt.Errorf("beam: %s %s question %d: %w", name, ability, i+1, err)
 			}
-			if len(q.Evidence) == 0 || strings.TrimSpace(q.Text) == "" {
+			if len(src.evidence) == 0 || strings.TrimSpace(rq.Question) == "" {
 				c.Skipped[SkipNoEvidence]++
 				continue
 			}
 			known := true
-			for _, id := range q.Evidence {
+			for _, id := range src.evidence {
 				known = known && ids[id]
 			}
 			if !known {
 				c.Skipped[SkipBadIDs]++
 				continue
 			}
-			c.Questions = append(c.Questions, q)
+			c.Questions = append(c.Questions, recall.Question{Index: i, Text: rq.Question, Category: ability,
+				Evidence: turnIDs(src.evidence), Measure: measure(ability, turnIDs(src.old), turnIDs(src.new))})
 		}
 	}
 	return c, nil
@@ -225,23 +202,31 @@ func abilitiesIn[V any](qs map[string]V) []string {
 	return append(out, other...)
 }
 
+// sources are a question's source_chat_ids: every id, distinct, in file
+// order; and knowledge_update's original_info and updated_info, or
+// contradiction_resolution's first_statement and second_statement.
+type sources struct {
+	evidence, old, new []int
+}
+
 // parseSources reads source_chat_ids: absent or null, a list of ids
 // (possibly nested: [1, 2, [3, 4]]), or an object of such lists
 // (original_info/updated_info, first_statement/second_statement, or any
 // other keys, all evidence).
-func (q *Question) parseSources(raw json.RawMessage) error {
+func parseSources(raw json.RawMessage) (sources, error) {
+	var src sources
 	if len(raw) == 0 || string(raw) == "null" {
-		return nil
+		return src, nil
 	}
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
-		return fmt.Errorf("source_chat_ids: %v", err)
+		return src, fmt.Errorf("source_chat_ids: %v", err)
 	}
 	obj, isObj := v.(map[string]any)
 	if !isObj {
 		ids, err := flatten(v)
-		q.Evidence = distinct(ids)
-		return err
+		src.evidence = distinct(ids)
+		return src, err
 	}
 	keys := make([]string, 0, len(obj))
 	for k := range obj {
@@ -253,19 +238,19 @@ func (q *Question) parseSources(raw json.RawMessage) error {
 	for _, k := range keys {
 		ids, err := flatten(obj[k])
 		if err != nil {
-			return fmt.Errorf("%s: %w", k, err)
+			return src, fmt.Errorf("%s: %w", k, err)
 		}
 		lists[k] = distinct(ids)
 		all = append(all, ids...)
 	}
-	q.Evidence = distinct(all)
+	src.evidence = distinct(all)
 	switch {
 	case lists["original_info"] != nil || lists["updated_info"] != nil:
-		q.Old, q.New = lists["original_info"], lists["updated_info"]
+		src.old, src.new = lists["original_info"], lists["updated_info"]
 	case lists["first_statement"] != nil || lists["second_statement"] != nil:
-		q.Old, q.New = lists["first_statement"], lists["second_statement"]
+		src.old, src.new = lists["first_statement"], lists["second_statement"]
 	}
-	return nil
+	return src, nil
 }
 
 // flatten reads a message id or a (nested) list of them.
@@ -300,6 +285,15 @@ func distinct(xs []int) []int {
 			seen[x] = true
 			out = append(out, x)
 		}
+	}
+	return out
+}
+
+// turnIDs are message ids as turn ids.
+func turnIDs(ids []int) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = strconv.Itoa(id)
 	}
 	return out
 }

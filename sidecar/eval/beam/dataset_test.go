@@ -9,45 +9,55 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
-	"github.com/mneme-memory/mneme/sidecar/embed"
-	"github.com/mneme-memory/mneme/sidecar/eval/locomo"
-	"github.com/mneme-memory/mneme/sidecar/pipeline"
+	"github.com/mneme-memory/mneme/sidecar/eval/recall"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
 
 func TestLoadTier(t *testing.T) {
-	convs, err := Load("testdata/tier")
+	d, err := Load("testdata/tier")
 	require.NoError(t, err)
-	require.Len(t, convs, 2)
-	c := convs[0]
-	require.Equal(t, "1", c.ID)
-	require.Len(t, c.Batches, 3)
-	require.Equal(t, time.Date(2024, 3, 15, 0, 0, 0, 0, time.UTC), c.Batches[0].At, "the first message's time_anchor")
-	require.Equal(t, time.Date(2024, 4, 5, 0, 0, 0, 0, time.UTC), c.Batches[1].At)
-	require.Equal(t, time.Date(2024, 4, 6, 0, 0, 0, 0, time.UTC), c.Batches[2].At, "undated: the day after the previous batch")
-	require.Equal(t, Message{ID: 3, Role: "assistant", Content: "Caching the summary query would bring that down."}, c.Batches[0].Messages[3])
+	require.Equal(t, "BEAM", d.Benchmark)
+	require.Equal(t, "tier", d.Name)
+	require.Equal(t, Abilities, d.Categories)
+	require.Equal(t, Measures, d.Measures)
+	require.Len(t, d.Conversations, 2)
+	c := d.Conversations[0]
+	require.Equal(t, "beam-1", c.ID)
+	require.Equal(t, Spacing, c.Spacing)
+	require.Len(t, c.Sessions, 3)
+	require.Equal(t, time.Date(2024, 3, 15, 0, 0, 0, 0, time.UTC), c.Sessions[0].At, "the first message's time_anchor")
+	require.Equal(t, time.Date(2024, 4, 5, 0, 0, 0, 0, time.UTC), c.Sessions[1].At)
+	require.Equal(t, time.Date(2024, 4, 6, 0, 0, 0, 0, time.UTC), c.Sessions[2].At, "undated: the day after the previous batch")
+	require.Equal(t, recall.Turn{ID: "3", Speaker: "assistant", Text: "Caching the summary query would bring that down."}, c.Sessions[0].Turns[3])
 	require.Equal(t, map[string]int{SkipNoEvidence: 1, SkipBadIDs: 1}, c.Skipped)
 
-	byAbility := map[string]Question{}
+	byAbility := map[string]recall.Question{}
 	for _, q := range c.Questions {
-		byAbility[q.Ability] = q
+		byAbility[q.Category] = q
 	}
 	require.Len(t, c.Questions, 4)
-	require.Equal(t, []int{0}, byAbility["information_extraction"].Evidence)
-	ku := byAbility["knowledge_update"]
-	require.Equal(t, []int{2}, ku.Old)
-	require.Equal(t, []int{6}, ku.New)
-	require.ElementsMatch(t, []int{2, 6}, ku.Evidence)
-	cr := byAbility["contradiction_resolution"]
-	require.Equal(t, []int{4}, cr.Old)
-	require.Equal(t, []int{8}, cr.New)
-	require.Equal(t, []int{0, 2, 4, 8}, byAbility["event_ordering"].Evidence, "nested lists flatten")
+	require.Equal(t, []string{"0"}, byAbility["information_extraction"].Evidence)
+	require.Nil(t, byAbility["information_extraction"].Measure)
+	require.Equal(t, []string{"2", "6"}, byAbility["knowledge_update"].Evidence)
+	require.Equal(t, []string{"4", "8"}, byAbility["contradiction_resolution"].Evidence)
+	require.Equal(t, []string{"0", "2", "4", "8"}, byAbility["event_ordering"].Evidence, "nested lists flatten")
+
+	// original_info [2] and updated_info [6]; first_statement [4] and
+	// second_statement [8].
+	ku := byAbility["knowledge_update"].Measure
+	require.Equal(t, map[string]float64{UpdatedFound: 1, StaleFirst: 0}, ku([]string{"6", "2"}))
+	require.Equal(t, map[string]float64{UpdatedFound: 1, StaleFirst: 1}, ku([]string{"2", "6"}), "the old value first")
+	require.Equal(t, map[string]float64{UpdatedFound: 0, StaleFirst: 1}, ku([]string{"0", "2"}), "the old value without the new")
+	require.Equal(t, map[string]float64{UpdatedFound: 0, StaleFirst: 0}, ku(nil))
+	cr := byAbility["contradiction_resolution"].Measure
+	require.Equal(t, map[string]float64{BothFound: 1}, cr([]string{"8", "0", "4"}))
+	require.Equal(t, map[string]float64{BothFound: 0}, cr([]string{"4"}))
 
 	one, err := Load("testdata/tier/2")
 	require.NoError(t, err, "a single conversation folder, questions under probing_questions/")
-	require.Len(t, one, 1)
-	require.Len(t, one[0].Questions, 1)
+	require.Len(t, one.Conversations, 1)
+	require.Len(t, one.Conversations[0].Questions, 1)
 }
 
 func TestLoadErrors(t *testing.T) {
@@ -57,21 +67,10 @@ func TestLoadErrors(t *testing.T) {
 	require.Error(t, err)
 	_, err = Load(t.TempDir())
 	require.ErrorContains(t, err, "holds no chat.json")
-	q := Question{}
-	require.ErrorContains(t, q.parseSources([]byte(`["x"]`)), "want message ids")
-	require.ErrorContains(t, q.parseSources([]byte(`[1.5]`)), "not a message id")
-}
-
-func TestConvert(t *testing.T) {
-	convs, err := Load("testdata/tier")
-	require.NoError(t, err)
-	lc, byIndex := Convert(convs)
-	require.Len(t, lc, 2)
-	require.Equal(t, "beam-1", lc[0].ID)
-	require.Equal(t, Spacing, lc[0].Spacing)
-	require.Equal(t, locomo.Turn{DiaID: "6", Speaker: "user", Text: "After the caching tweaks the dashboard API answers in about 250ms."}, lc[0].Sessions[1].Turns[0])
-	require.Len(t, byIndex, 5)
-	require.Equal(t, "Who visits in June?", byIndex[lc[1].Questions[0].Index].Text, "indexes are unique across conversations")
+	_, err = parseSources([]byte(`["x"]`))
+	require.ErrorContains(t, err, "want message ids")
+	_, err = parseSources([]byte(`[1.5]`))
+	require.ErrorContains(t, err, "not a message id")
 }
 
 // TestRunFixture evaluates the fixture end to end on a real database:
@@ -80,35 +79,27 @@ func TestConvert(t *testing.T) {
 // message, the updated value and both contradicting statements.
 func TestRunFixture(t *testing.T) {
 	db := dbtest.New(t)
-	convs, err := Load("testdata/tier")
+	d, err := Load("testdata/tier")
 	require.NoError(t, err)
-	jobs, err := locomo.PipelineJobs(db.Pool, pipeline.Deps{Embedder: embed.NewHash(256)})
+	rep, err := recall.Run(context.Background(), db.Pool, recall.Options{Budgets: []int{20, 2000}, Headline: 2000}, d)
 	require.NoError(t, err)
-	rep, err := Run(context.Background(), db.Pool, convs, locomo.Options{Budgets: []int{20, 2000}, Headline: 2000, Jobs: jobs, Data: "testdata/tier"})
-	require.NoError(t, err)
-	require.Equal(t, 2, rep.Conversations)
-	require.Equal(t, 14, rep.Messages)
-	require.Equal(t, map[string]int{"information_extraction": 2, "knowledge_update": 1, "contradiction_resolution": 1, "event_ordering": 1}, rep.Questions)
-	require.Len(t, rep.Methods, len(locomo.Methods))
-	var ctx Method
+	require.Equal(t, []string{"beam-1", "beam-2"}, rep.Conversations)
+	require.Equal(t, 14, rep.Turns)
+	require.Equal(t, 5, rep.Questions)
+	require.Equal(t, []string{"information_extraction", "knowledge_update", "event_ordering", "contradiction_resolution"}, rep.Categories)
+	require.Len(t, rep.Methods, len(recall.Methods))
 	for _, m := range rep.Methods {
 		require.Len(t, m.Results, 2, m.Name)
-		if m.Name == locomo.MethodContext {
-			ctx = m
-		}
 	}
-	full := ctx.Results[1]
-	require.Equal(t, 2000, full.Budget)
-	require.Equal(t, 1.0, full.Recall)
-	require.Equal(t, 1.0, full.UpdatedFound)
-	require.Equal(t, 1.0, full.BothFound)
-	require.LessOrEqual(t, ctx.Results[0].Recall, 1.0)
-	var table, js, plot strings.Builder
+	full := rep.Result(recall.MethodContext, 2000)
+	require.Equal(t, 1.0, full.Overall.Recall)
+	require.Equal(t, 2, full.ByCategory["information_extraction"].Questions)
+	require.Equal(t, map[string]float64{UpdatedFound: 1, StaleFirst: 0, BothFound: 1}, full.Measures)
+	require.LessOrEqual(t, rep.Result(recall.MethodContext, 20).Overall.Recall, 1.0)
+	var table, plot strings.Builder
 	require.NoError(t, rep.WriteTable(&table))
 	require.Contains(t, table.String(), "mneme context")
-	require.Contains(t, table.String(), "updated found")
-	require.NoError(t, rep.WriteJSON(&js))
-	require.Contains(t, js.String(), `"knowledge_update_stale_first"`)
+	require.Contains(t, table.String(), "stale first")
 	require.NoError(t, rep.WritePlot(&plot))
 	require.Contains(t, plot.String(), "<svg")
 }

@@ -1,9 +1,8 @@
-// Package locomo evaluates mneme on the LoCoMo benchmark (Maharana et al.,
-// ACL 2024): it reads conversations in LoCoMo's JSON format, feeds every
-// turn through mneme's real write path (mneme.add_message and the
-// segmentation pipeline), asks every question of categories 1 to 4 through
-// mneme.search, and measures evidence recall at a context budget in words,
-// beside baselines ranked on the same data.
+// Package locomo reads the LoCoMo benchmark (Maharana et al., ACL 2024)
+// for the evidence-recall harness (package recall): conversations in
+// LoCoMo's JSON format become the harness's conversations, sessions and
+// turns, and every question of categories 1 to 4 a question whose evidence
+// is the dia_ids it names.
 //
 // The data is CC BY-NC 4.0 and is read at run time from the file given;
 // nothing of it is part of this package.
@@ -14,11 +13,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mneme-memory/mneme/sidecar/eval/recall"
 )
 
 // Categories are LoCoMo's question categories; 5 (adversarial, no answer in
@@ -30,44 +32,9 @@ var Categories = map[int]string{
 	4: "single-hop",
 }
 
-// Conversation is one LoCoMo sample.
-type Conversation struct {
-	ID        string // sample_id, e.g. conv-26
-	SpeakerA  string
-	SpeakerB  string
-	Sessions  []Session
-	Questions []Question // categories 1 to 4 only, in file order
-	// Spacing is the time between the turns of a session (0: TurnSpacing).
-	Spacing time.Duration
-	// Skipped counts the questions not evaluated, by reason.
-	Skipped map[string]int
-}
-
-// Session is one dated session of a conversation.
-type Session struct {
-	N     int
-	At    time.Time // session_N_date_time, in UTC
-	Turns []Turn
-}
-
-// Turn is one dialogue turn.
-type Turn struct {
-	DiaID   string // e.g. D3:12
-	Speaker string
-	Text    string // the turn's text with the image caption appended, if any
-}
-
-// Question is one evaluated question.
-type Question struct {
-	Index    int // position in the sample's qa list
-	Text     string
-	Category int
-	// Evidence holds the distinct evidence dia_ids after splitting on ';'
-	// and trimming, in file order; Invalid those of them that name no turn
-	// of the conversation (they count as missed).
-	Evidence []string
-	Invalid  []string
-}
+// TurnSpacing is the time between the turns of a session: LoCoMo dates
+// sessions, not turns.
+const TurnSpacing = 5 * time.Second
 
 // Skip reasons.
 const (
@@ -75,17 +42,8 @@ const (
 	SkipNoEvidence = "no evidence"
 )
 
-// TurnCount is the number of turns of the conversation.
-func (c *Conversation) TurnCount() int {
-	n := 0
-	for _, s := range c.Sessions {
-		n += len(s.Turns)
-	}
-	return n
-}
-
 // Load reads a LoCoMo JSON file: a list of samples, as locomo10.json.
-func Load(path string) ([]Conversation, error) {
+func Load(path string) (*recall.Data, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read LoCoMo data: %w", err)
@@ -94,7 +52,8 @@ func Load(path string) ([]Conversation, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return convs, nil
+	return &recall.Data{Benchmark: "LoCoMo", Name: filepath.Base(path), Conversations: convs,
+		Categories: []string{Categories[1], Categories[2], Categories[3], Categories[4]}}, nil
 }
 
 // ErrFormat wraps every complaint about the input's shape.
@@ -123,7 +82,7 @@ var sessionKey = regexp.MustCompile(`^session_([0-9]+)$`)
 
 // Parse decodes LoCoMo JSON. Samples without a sample_id are named by
 // their position (sample-1, ...).
-func Parse(b []byte) ([]Conversation, error) {
+func Parse(b []byte) ([]recall.Conversation, error) {
 	var raw []rawSample
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return nil, fmt.Errorf("%w: want a JSON list of samples: %v", ErrFormat, err)
@@ -131,7 +90,7 @@ func Parse(b []byte) ([]Conversation, error) {
 	if len(raw) == 0 {
 		return nil, fmt.Errorf("%w: no samples", ErrFormat)
 	}
-	out := make([]Conversation, 0, len(raw))
+	out := make([]recall.Conversation, 0, len(raw))
 	seen := map[string]bool{}
 	for i, r := range raw {
 		c, err := parseSample(i, r)
@@ -147,8 +106,8 @@ func Parse(b []byte) ([]Conversation, error) {
 	return out, nil
 }
 
-func parseSample(i int, r rawSample) (Conversation, error) {
-	c := Conversation{ID: fmt.Sprintf("sample-%d", i+1), Skipped: map[string]int{}}
+func parseSample(i int, r rawSample) (recall.Conversation, error) {
+	c := recall.Conversation{ID: fmt.Sprintf("sample-%d", i+1), Spacing: TurnSpacing, Skipped: map[string]int{}}
 	if len(r.SampleID) > 0 && string(r.SampleID) != "null" {
 		var s string
 		if err := json.Unmarshal(r.SampleID, &s); err != nil {
@@ -162,13 +121,6 @@ func parseSample(i int, r rawSample) (Conversation, error) {
 	}
 	if r.Conversation == nil {
 		return c, fail(`no "conversation" object`)
-	}
-	for key, dst := range map[string]*string{"speaker_a": &c.SpeakerA, "speaker_b": &c.SpeakerB} {
-		if v, ok := r.Conversation[key]; ok {
-			if err := json.Unmarshal(v, dst); err != nil {
-				return c, fail("%s: %v", key, err)
-			}
-		}
 	}
 
 	// Sessions in numeric order; date keys of sessions that have no turns
@@ -199,7 +151,7 @@ func parseSample(i int, r rawSample) (Conversation, error) {
 		if err != nil {
 			return c, fail("%s: %v", dkey, err)
 		}
-		s := Session{N: n, At: at}
+		s := recall.Session{At: at}
 		for j, t := range turns {
 			t.DiaID = strings.TrimSpace(t.DiaID)
 			if t.DiaID == "" {
@@ -212,7 +164,7 @@ func parseSample(i int, r rawSample) (Conversation, error) {
 			if strings.TrimSpace(t.Speaker) == "" {
 				return c, fail("turn %s has no speaker", t.DiaID)
 			}
-			s.Turns = append(s.Turns, Turn{DiaID: t.DiaID, Speaker: strings.TrimSpace(t.Speaker), Text: TurnText(t.Text, t.BlipCaption)})
+			s.Turns = append(s.Turns, recall.Turn{ID: t.DiaID, Speaker: strings.TrimSpace(t.Speaker), Text: TurnText(t.Text, t.BlipCaption)})
 		}
 		c.Sessions = append(c.Sessions, s)
 	}
@@ -237,14 +189,11 @@ func parseSample(i int, r rawSample) (Conversation, error) {
 			c.Skipped[SkipNoEvidence]++
 			continue
 		}
-		question := Question{Index: qi, Text: strings.TrimSpace(q.Question), Category: cat, Evidence: ev}
+		// Evidence that names no turn is kept: the harness counts it as
+		// missed and lists it.
+		question := recall.Question{Index: qi, Text: strings.TrimSpace(q.Question), Category: Categories[cat], Evidence: ev}
 		if question.Text == "" {
 			return c, fail("qa %d has an empty question", qi+1)
-		}
-		for _, e := range ev {
-			if !dia[e] {
-				question.Invalid = append(question.Invalid, e)
-			}
 		}
 		c.Questions = append(c.Questions, question)
 	}

@@ -11,17 +11,20 @@ import (
 const synthetic = "testdata/synthetic.json"
 
 func TestLoadSynthetic(t *testing.T) {
-	convs, err := Load(synthetic)
+	d, err := Load(synthetic)
 	require.NoError(t, err)
+	require.Equal(t, "LoCoMo", d.Benchmark)
+	require.Equal(t, "synthetic.json", d.Name)
+	require.Equal(t, []string{"multi-hop", "temporal", "open-domain", "single-hop"}, d.Categories)
+	convs := d.Conversations
 	require.Len(t, convs, 2)
 	c := convs[0]
 	require.Equal(t, "syn-1", c.ID)
-	require.Equal(t, "Ana", c.SpeakerA)
-	require.Equal(t, "Ben", c.SpeakerB)
+	require.Equal(t, TurnSpacing, c.Spacing)
 
 	// Sessions in numeric order (10 after 2); a date without turns is no session.
 	require.Len(t, c.Sessions, 3)
-	require.Equal(t, []int{1, 2, 10}, []int{c.Sessions[0].N, c.Sessions[1].N, c.Sessions[2].N})
+	require.Equal(t, []string{"D1:1", "D2:1", "D10:1"}, []string{c.Sessions[0].Turns[0].ID, c.Sessions[1].Turns[0].ID, c.Sessions[2].Turns[0].ID})
 	require.Equal(t, time.Date(2024, 3, 10, 16, 40, 0, 0, time.UTC), c.Sessions[1].At)
 	require.Equal(t, time.Date(2024, 4, 2, 0, 5, 0, 0, time.UTC), c.Sessions[2].At)
 	require.Equal(t, 17, c.TurnCount())
@@ -29,21 +32,21 @@ func TestLoadSynthetic(t *testing.T) {
 	// Captions are appended; a turn that is only an image is its caption.
 	require.Equal(t, "Pixel sleeps on my keyboard all day. [shares a photo of a grey cat lying on a laptop]", c.Sessions[1].Turns[1].Text)
 	require.Equal(t, "[shares a photo of a cello in a case]", c.Sessions[1].Turns[4].Text)
-	require.Equal(t, "D10:3", c.Sessions[2].Turns[2].DiaID)
+	require.Equal(t, "D10:3", c.Sessions[2].Turns[2].ID)
+	require.Equal(t, "Ana", c.Sessions[2].Turns[2].Speaker)
 
 	// Category 5 and questions without evidence are skipped and counted.
 	require.Equal(t, map[string]int{SkipCategory5: 1, SkipNoEvidence: 1}, c.Skipped)
 	require.Len(t, c.Questions, 4)
 	require.Equal(t, 2, c.Questions[2].Index)
-	require.Equal(t, 1, c.Questions[2].Category)
+	require.Equal(t, "multi-hop", c.Questions[2].Category)
 	require.Equal(t, []string{"D10:3", "D2:4"}, c.Questions[2].Evidence, "split on ';' and trimmed")
-	require.Empty(t, c.Questions[2].Invalid)
-	require.Equal(t, []string{"D2:2", "D9:99"}, c.Questions[3].Evidence)
-	require.Equal(t, []string{"D9:99"}, c.Questions[3].Invalid, "an id that names no turn is kept and marked")
+	require.Equal(t, []string{"D2:2", "D9:99"}, c.Questions[3].Evidence, "an id that names no turn is kept (the harness counts it missed)")
+	require.Nil(t, c.Questions[3].Measure, "LoCoMo has no extra measures")
 
 	// A category given as a string and a numeric answer are accepted.
 	require.Len(t, convs[1].Questions, 2)
-	require.Equal(t, 4, convs[1].Questions[1].Category)
+	require.Equal(t, "single-hop", convs[1].Questions[1].Category)
 }
 
 func TestSplitEvidence(t *testing.T) {

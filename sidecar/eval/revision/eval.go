@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mneme-memory/mneme/sidecar/config"
-	"github.com/mneme-memory/mneme/sidecar/eval/locomo"
+	"github.com/mneme-memory/mneme/sidecar/eval/recall"
 	"github.com/mneme-memory/mneme/sidecar/pipeline"
 	"github.com/mneme-memory/mneme/sidecar/scratch"
 )
@@ -33,7 +33,7 @@ type Options struct {
 	// once per candidate (a scratch database each), and each fold of the
 	// conversations is scored with the candidate most accurate on the others.
 	Folds      int
-	Candidates []locomo.Candidate
+	Candidates []recall.Candidate
 }
 
 // Eval runs the suite in a fresh scratch database.
@@ -57,8 +57,8 @@ func Eval(ctx context.Context, o Options) (*Report, error) {
 
 // crossValidate runs the suite with each candidate's settings in a scratch
 // database of its own and folds the per-conversation accuracy (one point
-// per write revised as labelled) with locomo.FoldScores.
-func crossValidate(ctx context.Context, o Options, log *slog.Logger) (*locomo.CrossValidation, error) {
+// per write revised as labelled) with recall.FoldScores.
+func crossValidate(ctx context.Context, o Options, log *slog.Logger) (*recall.CrossValidation, error) {
 	suite := Suite()
 	if o.Folds > len(suite) {
 		return nil, fmt.Errorf("revision: %d folds of %d conversations", o.Folds, len(suite))
@@ -68,7 +68,7 @@ func crossValidate(ctx context.Context, o Options, log *slog.Logger) (*locomo.Cr
 	for i, c := range suite {
 		ids[i] = c.Name
 	}
-	sc := locomo.Scores{Sum: map[int]map[int]map[int]float64{}, N: map[int]int{}}
+	sc := recall.Scores{Sum: map[int]map[int]map[int]float64{}, N: map[int]int{}}
 	for ci, cand := range o.Candidates {
 		names[ci] = cand.String()
 		rep, err := func() (*Report, error) {
@@ -94,7 +94,7 @@ func crossValidate(ctx context.Context, o Options, log *slog.Logger) (*locomo.Cr
 			sc.N[i] = pc[1]
 		}
 	}
-	return locomo.FoldScores(names, ids, sc, o.Folds, []int{0}, 0), nil
+	return recall.FoldScores(names, ids, sc, o.Folds, []int{0}, 0), nil
 }
 
 // RunMode runs the suite on pool (a migrated, empty mneme database) in
@@ -123,7 +123,7 @@ func RunMode(ctx context.Context, pool *pgxpool.Pool, mode string, cfg config.Co
 	if err != nil {
 		return nil, err
 	}
-	jobs, err := locomo.PipelineJobs(pool, deps)
+	jobs, err := recall.PipelineJobs(pool, deps)
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/mneme-memory/mneme/sidecar/clip"
-	"github.com/mneme-memory/mneme/sidecar/eval/locomo"
+	"github.com/mneme-memory/mneme/sidecar/eval/recall"
 	"github.com/mneme-memory/mneme/sidecar/revision"
 )
 
@@ -79,7 +79,7 @@ type Report struct {
 	WrongWrites   []WriteOutcome            `json:"wrong_writes"`
 	Missed        []QuestionOutcome         `json:"missed_questions"`
 
-	CrossValidation *locomo.CrossValidation `json:"cross_validation,omitempty"` // with --folds
+	CrossValidation *recall.CrossValidation `json:"cross_validation,omitempty"` // with --folds
 
 	correct, first, stale, topK int
 	outcomes                    map[string]outcome // "conversation/key"

@@ -9,7 +9,7 @@ import (
 
 	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
-	"github.com/mneme-memory/mneme/sidecar/eval/locomo"
+	"github.com/mneme-memory/mneme/sidecar/eval/recall"
 	"github.com/mneme-memory/mneme/sidecar/revision"
 )
 
@@ -204,7 +204,7 @@ func column(m map[string]map[string]int, col string) int {
 func TestCrossValidation(t *testing.T) {
 	db := dbtest.New(t)
 	o := Options{Mode: ModeOffline, Config: config.Config{DatabaseURL: db.URL, Vector: db.Variant}, Folds: 2,
-		Candidates: []locomo.Candidate{{"revision_duplicate_similarity": "0.8"}, {"revision_duplicate_similarity": "1"}}}
+		Candidates: []recall.Candidate{{"revision_duplicate_similarity": "0.8"}, {"revision_duplicate_similarity": "1"}}}
 	cv, err := crossValidate(context.Background(), o, nil)
 	require.NoError(t, err)
 	writes := 0

@@ -23,7 +23,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/mneme-memory/mneme/sidecar/eval/locomo"
+	"github.com/mneme-memory/mneme/sidecar/eval/recall"
 	"github.com/mneme-memory/mneme/sidecar/revision"
 )
 
@@ -60,7 +60,7 @@ type observer interface {
 // Run writes the suite into pool (a migrated mneme database), draining
 // jobs (the pipelines' runner) after each write, and scores what was
 // applied. obs may be nil.
-func Run(ctx context.Context, pool *pgxpool.Pool, jobs locomo.Jobs, suite []Conversation, obs observer, progress io.Writer) (*Report, error) {
+func Run(ctx context.Context, pool *pgxpool.Pool, jobs recall.Jobs, suite []Conversation, obs observer, progress io.Writer) (*Report, error) {
 	if err := Check(suite); err != nil {
 		return nil, err
 	}
@@ -93,7 +93,7 @@ type convResult struct {
 	answered [][]string
 }
 
-func runConversation(ctx context.Context, pool *pgxpool.Pool, jobs locomo.Jobs, c *Conversation, obs observer) (convResult, error) {
+func runConversation(ctx context.Context, pool *pgxpool.Pool, jobs recall.Jobs, c *Conversation, obs observer) (convResult, error) {
 	conv := uuid.NewSHA1(namespace, []byte(c.Name))
 	res := convResult{keyOf: map[uuid.UUID]string{}}
 	ids := make([]uuid.UUID, len(c.Writes))

@@ -1,4 +1,4 @@
-package locomo
+package recall
 
 import (
 	"fmt"
@@ -8,15 +8,16 @@ import (
 )
 
 // WritePlot draws evidence recall against budget, one line per method, as
-// an SVG (budgets on a log scale; the raw-text baselines dashed).
-func (r *Report) WritePlot(w io.Writer, title string) error {
+// an SVG (budgets on a log scale; the raw-turn baselines dashed).
+func (r *Report) WritePlot(w io.Writer) error {
 	if len(r.Budgets) == 0 {
 		return fmt.Errorf("plot: no budgets")
 	}
-	c := plot.Chart{Title: title, XLabel: "context budget (words, log scale)", YLabel: "evidence recall", XLog: true,
+	c := plot.Chart{Title: r.Benchmark + " evidence recall, " + r.Data + ", " + r.Mode,
+		XLabel: "context budget (words, log scale)", YLabel: "evidence recall", XLog: true,
 		XFormat: func(v float64) string { return fmt.Sprintf("%.0f", v) }, YFormat: func(v float64) string { return fmt.Sprintf("%.1f", v) }}
-	for i, m := range r.Methods {
-		sr := plot.Series{Label: m.Label, Dashed: i >= 4}
+	for _, m := range r.Methods {
+		sr := plot.Series{Label: m.Label, Dashed: m.Name == MethodBM25Turns || m.Name == MethodBM25Windows || m.Name == MethodPGHybrid}
 		for _, res := range m.Results {
 			sr.X, sr.Y = append(sr.X, float64(res.Budget)), append(sr.Y, res.Overall.Recall)
 		}

@@ -1,4 +1,4 @@
-package locomo
+package recall
 
 import (
 	"strings"
@@ -17,8 +17,8 @@ type Doc struct {
 // whose text could not be located has End = Words (it counts only when the
 // whole doc fits).
 type DocTurn struct {
-	DiaID string
-	End   int
+	ID  string
+	End int
 }
 
 // Words counts words the way the budget does: whitespace-separated fields.
@@ -29,62 +29,42 @@ func Words(s string) int { return len(strings.Fields(s)) }
 // that fits is taken whole; the first one that does not fit is cut, and of
 // it only the turns that end inside the cut count; nothing after it is
 // taken. The same rule holds for every method, so a method gains nothing
-// from large items except what fits. It returns the dia_ids inside the
-// context and the words used (at most budget).
-func Take(docs []Doc, budget int) (found map[string]bool, words int) {
-	found = map[string]bool{}
-	for _, d := range docs {
-		if words >= budget {
-			break
-		}
-		room := budget - words
-		for _, t := range d.Turns {
-			if t.End <= room {
-				found[t.DiaID] = true
-			}
-		}
-		if d.Words > room {
-			return found, budget
-		}
-		words += d.Words
-	}
-	return found, words
-}
-
-// TakeOrdered is Take's selection as the ids of the turns inside the
-// context, in the order the context holds them (for measures of order,
-// such as an updated fact coming before the value it replaced).
-func TakeOrdered(docs []Doc, budget int) []string {
-	var out []string
+// from large items except what fits. It returns the ids of the turns
+// inside the context, in the order the context holds them, and the words
+// used (at most budget).
+func Take(docs []Doc, budget int) (inside []string, words int) {
 	seen := map[string]bool{}
-	words := 0
 	for _, d := range docs {
 		if words >= budget {
 			break
 		}
 		room := budget - words
 		for _, t := range d.Turns {
-			if t.End <= room && !seen[t.DiaID] {
-				seen[t.DiaID] = true
-				out = append(out, t.DiaID)
+			if t.End <= room && !seen[t.ID] {
+				seen[t.ID] = true
+				inside = append(inside, t.ID)
 			}
 		}
 		if d.Words > room {
-			break
+			return inside, budget
 		}
 		words += d.Words
 	}
-	return out
+	return inside, words
 }
 
-// Recall is the share of evidence ids in found; ids that name no turn are
-// never found, so they count as missed.
-func Recall(evidence []string, found map[string]bool) (recall float64, hits int) {
+// evidenceRecall is the share of evidence ids inside a context; ids that
+// name no turn are never inside, so they count as missed.
+func evidenceRecall(evidence, inside []string) (recall float64, hits int) {
 	if len(evidence) == 0 {
 		return 0, 0
 	}
+	in := make(map[string]bool, len(inside))
+	for _, id := range inside {
+		in[id] = true
+	}
 	for _, e := range evidence {
-		if found[e] {
+		if in[e] {
 			hits++
 		}
 	}
@@ -105,7 +85,7 @@ func PlaceTurns(text string, ids []string, texts []string) Doc {
 			end = Words(text[:stop])
 			pos = stop
 		}
-		d.Turns = append(d.Turns, DocTurn{DiaID: id, End: end})
+		d.Turns = append(d.Turns, DocTurn{ID: id, End: end})
 	}
 	return d
 }

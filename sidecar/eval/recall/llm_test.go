@@ -1,4 +1,4 @@
-package locomo
+package recall_test
 
 import (
 	"context"
@@ -11,10 +11,8 @@ import (
 
 	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
-	"github.com/mneme-memory/mneme/sidecar/embed"
-	"github.com/mneme-memory/mneme/sidecar/llm"
+	"github.com/mneme-memory/mneme/sidecar/eval/recall"
 	"github.com/mneme-memory/mneme/sidecar/llm/llmtest"
-	"github.com/mneme-memory/mneme/sidecar/pipeline"
 )
 
 // With an LLM configured, segmentation goes through it (the real go-openai
@@ -26,18 +24,13 @@ func TestRunWithLLMSegmenter(t *testing.T) {
 		return llmtest.Reply{Content: string(b)}
 	})
 	db := dbtest.New(t)
-	convs, err := Load(synthetic)
-	require.NoError(t, err)
-	jobs, err := PipelineJobs(db.Pool, pipeline.Deps{
-		LLM:      llm.New(config.Endpoint{BaseURL: srv.URL(), Model: "fake"}, 10*time.Second),
-		Embedder: embed.NewHash(256),
-	})
-	require.NoError(t, err)
-	rep, err := Run(context.Background(), db.Pool, convs, Options{Budgets: []int{2000}, Jobs: jobs, Mode: "llm", Count: CountMemoryText})
+	cfg := config.Config{LLM: config.Endpoint{BaseURL: srv.URL(), Model: "fake"}, LLMTimeout: 10 * time.Second}
+	rep, err := recall.Run(context.Background(), db.Pool, recall.Options{Budgets: []int{2000}, Count: recall.CountMemoryText, Config: cfg}, load(t))
 	require.NoError(t, err)
 	require.NotEmpty(t, srv.Requests(), "the LLM segmented")
+	require.Equal(t, "offline, LLM fake", rep.Mode)
 	require.Positive(t, rep.Memories.Count)
-	require.InDelta(t, (1+1+1+0.5+1+1)/6.0, rep.Result(MethodMneme, 2000).Overall.Recall, 1e-4)
+	require.InDelta(t, (1+1+1+0.5+1+1)/6.0, rep.Result(recall.MethodMneme, 2000).Overall.Recall, 1e-4)
 
 	var withSummary int
 	require.NoError(t, db.Pool.QueryRow(context.Background(),

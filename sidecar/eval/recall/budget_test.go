@@ -1,4 +1,4 @@
-package locomo
+package recall
 
 import (
 	"testing"
@@ -27,14 +27,8 @@ func TestTakeCutsAtTheBudget(t *testing.T) {
 		{35, []string{"A", "B", "C", "D", "E", "F"}, 35},
 		{1000, []string{"A", "B", "C", "D", "E", "F"}, 35}, // fewer words than the budget
 	} {
-		found, words := Take(docs, tc.budget)
-		var got []string
-		for _, id := range []string{"A", "B", "C", "D", "E", "F"} {
-			if found[id] {
-				got = append(got, id)
-			}
-		}
-		require.Equal(t, tc.found, got, "budget %d", tc.budget)
+		inside, words := Take(docs, tc.budget)
+		require.Equal(t, tc.found, inside, "budget %d", tc.budget)
 		require.Equal(t, tc.words, words, "budget %d", tc.budget)
 	}
 }
@@ -43,20 +37,28 @@ func TestTakeStopsAtTheCutDoc(t *testing.T) {
 	// A small doc after a cut one is not taken: the context is a prefix of
 	// the ranking, so skipping ahead would reorder it.
 	docs := []Doc{{Words: 50, Turns: []DocTurn{{"A", 50}}}, {Words: 2, Turns: []DocTurn{{"B", 2}}}}
-	found, words := Take(docs, 10)
-	require.Empty(t, found)
+	inside, words := Take(docs, 10)
+	require.Empty(t, inside)
 	require.Equal(t, 10, words)
 }
 
+// The context holds each turn once, in the order of the docs that hold it.
+func TestTakeKeepsContextOrder(t *testing.T) {
+	docs := []Doc{{Words: 4, Turns: []DocTurn{{"B", 2}, {"A", 4}}}, {Words: 4, Turns: []DocTurn{{"A", 2}, {"C", 4}}}}
+	inside, words := Take(docs, 8)
+	require.Equal(t, []string{"B", "A", "C"}, inside)
+	require.Equal(t, 8, words)
+}
+
 func TestRecallCountsInvalidIDsAsMissed(t *testing.T) {
-	found := map[string]bool{"D1:1": true, "D2:2": true}
-	r, hits := Recall([]string{"D1:1", "D9:99"}, found)
+	inside := []string{"D1:1", "D2:2"}
+	r, hits := evidenceRecall([]string{"D1:1", "D9:99"}, inside)
 	require.Equal(t, 0.5, r)
 	require.Equal(t, 1, hits)
-	r, hits = Recall([]string{"D3:3"}, found)
+	r, hits = evidenceRecall([]string{"D3:3"}, inside)
 	require.Zero(t, r)
 	require.Zero(t, hits)
-	r, _ = Recall([]string{"D1:1", "D2:2"}, found)
+	r, _ = evidenceRecall([]string{"D1:1", "D2:2"}, inside)
 	require.Equal(t, 1.0, r)
 }
 

@@ -1,4 +1,4 @@
-package locomo
+package recall
 
 import (
 	"flag"
@@ -16,7 +16,8 @@ import (
 // (mneme eval locomo, mneme eval beam): they share the run, the methods
 // and the budgets.
 type Flags struct {
-	Options EvalOptions
+	Data    string // --data: the reader's file or folder
+	Options Options
 	JSON    *bool
 	Plot    *string
 	quiet   *bool
@@ -70,19 +71,19 @@ func (c *Choices) Set(s string) error {
 
 // NewFlags binds the flags to fs; data is --data's default.
 func NewFlags(fs *flag.FlagSet, data, dataHelp string) *Flags {
-	f := &Flags{Options: EvalOptions{PipeLevel: slog.LevelWarn}}
-	fs.StringVar(&f.Options.Data, "data", data, dataHelp)
-	fs.IntVar(&f.Options.Run.Headline, "budget", 1000, "context budget in words of the per-category table (200, 500, 1000 and 2000 are always reported)")
+	f := &Flags{}
+	fs.StringVar(&f.Data, "data", data, dataHelp)
+	fs.IntVar(&f.Options.Headline, "budget", 1000, "context budget in words of the per-category table (200, 500, 1000 and 2000 are always reported)")
 	f.JSON = fs.Bool("json", false, "print one JSON object instead of the tables")
 	f.Plot = fs.String("plot", "", "write an SVG plot of recall against budget to this file")
 	fs.IntVar(&f.Options.Limit, "limit", 0, "evaluate only the first N conversations (0: all)")
 	fs.BoolVar(&f.Options.Keep, "keep-db", false, "keep the scratch database afterwards (its name is logged)")
 	f.quiet = fs.Bool("quiet", false, "no progress bars")
-	fs.StringVar(&f.Options.Run.Count, "count", CountContent, "what of a memory fills the budget: content (its transcript) or memory_text (title, summary and content, as indexed)")
-	fs.IntVar(&f.Options.Run.AgentK, "agent-k", 0, "simulate a live agent: mneme.retrieve with k memories for every turn during ingest, reviewed by the pipeline (0: no retrievals, no reviews)")
+	fs.StringVar(&f.Options.Count, "count", CountContent, "what of a memory fills the budget: content (its transcript) or memory_text (title, summary and content, as indexed)")
+	fs.IntVar(&f.Options.AgentK, "agent-k", 0, "simulate a live agent: mneme.retrieve with k memories for every turn during ingest, reviewed by the pipeline (0: no retrievals, no reviews)")
 	f.asOf = fs.String("as-of", "last", `the time mneme.search evaluates retrievability at: "last" (each conversation's last turn, when a live agent would be asked) or an RFC 3339 time`)
 	fs.Var(&f.sets, "set", "mneme setting for the run, key=JSON (repeatable), e.g. --set segment_max_messages=20")
-	fs.IntVar(&f.Options.Run.Folds, "folds", 0, "cross-validate the context's settings over N folds of the conversations (with --choose; 0: off)")
+	fs.IntVar(&f.Options.Folds, "folds", 0, "cross-validate the context's settings over N folds of the conversations (with --choose; 0: off)")
 	fs.Var(&f.choose, "choose", `with --folds: values of a query-time setting to choose among, key=JSON|JSON|... (repeatable; every combination is a candidate), e.g. --choose context_window=1|2|3 --choose 'context_order="rank"|"newest"'`)
 	return f
 }
@@ -90,7 +91,7 @@ func NewFlags(fs *flag.FlagSet, data, dataHelp string) *Flags {
 // Check validates the parsed flags and loads the configuration.
 func (f *Flags) Check(log *slog.Logger) error {
 	f.Options.Log = log
-	if f.Options.Run.Headline <= 0 {
+	if f.Options.Headline <= 0 {
 		return fmt.Errorf("%w: --budget must be a positive number of words", cli.ErrUsage)
 	}
 	var err error
@@ -104,18 +105,20 @@ func (f *Flags) Check(log *slog.Logger) error {
 		}
 		f.Options.AsOf = t
 	}
-	if f.Options.Run.AgentK < 0 || f.Options.Run.AgentK > 100 {
+	if f.Options.AgentK < 0 || f.Options.AgentK > 100 {
 		return fmt.Errorf("%w: --agent-k must be 0 (off) to 100", cli.ErrUsage)
 	}
-	if f.Options.Run.Count != CountContent && f.Options.Run.Count != CountMemoryText {
+	if f.Options.Count != CountContent && f.Options.Count != CountMemoryText {
 		return fmt.Errorf("%w: --count must be %s or %s", cli.ErrUsage, CountContent, CountMemoryText)
 	}
-	if f.Options.Run.Candidates, err = f.choose.Candidates(f.Options.Run.Folds); err != nil {
+	if f.Options.Candidates, err = f.choose.Candidates(f.Options.Folds); err != nil {
 		return err
 	}
 	if !*f.quiet {
-		f.Options.Run.Progress = os.Stderr
+		f.Options.Progress = os.Stderr
 	}
+	// The pipelines log every episode at info.
+	f.Options.PipeLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	f.Options.Config, err = config.Load(false)
 	return err
 }

@@ -1,4 +1,4 @@
-package locomo
+package recall
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-package locomo
+package recall
 
 import (
 	"context"
@@ -18,26 +18,22 @@ type Jobs interface {
 	Drain(ctx context.Context) error
 }
 
-// TurnSpacing is the time between the turns of a session: LoCoMo dates
-// sessions, not turns.
-const TurnSpacing = 5 * time.Second
-
-// namespace makes conversation ids deterministic: the same sample gets the
-// same uuid in every run.
+// namespace makes conversation ids deterministic: the same conversation
+// gets the same uuid in every run.
 var namespace = uuid.MustParse("6d6e656d-652d-4c6f-436f-4d6f2d657661")
 
-// ConversationUUID is the mneme conversation id of a LoCoMo sample.
-func ConversationUUID(sampleID, variant string) uuid.UUID {
-	return uuid.NewSHA1(namespace, []byte(variant+"/"+sampleID))
+// ConversationUUID is the mneme conversation id of a benchmark's
+// conversation (Conversation.ID).
+func ConversationUUID(id, variant string) uuid.UUID {
+	return uuid.NewSHA1(namespace, []byte(variant+"/"+id))
 }
 
 // Ingested is what ingest learned about one conversation.
 type Ingested struct {
-	ConvID   uuid.UUID
-	DiaByMsg map[int64]string // message id -> dia_id
-	Text     map[string]string
-	Speaker  map[string]string
-	Duration time.Duration // add_message for every turn plus segmentation
+	ConvID    uuid.UUID
+	TurnByMsg map[int64]string  // message id -> turn id
+	Text      map[string]string // turn id -> text
+	Duration  time.Duration     // add_message for every turn plus segmentation
 	// Last is the time of the conversation's last turn: when a live agent
 	// would be asked the questions, and so the time mneme.search evaluates
 	// retrievability at (its `at`), which keeps the numbers independent of
@@ -53,10 +49,9 @@ type Ingested struct {
 // pending jobs after each, then flushes the last messages into a segment.
 func ingest(ctx context.Context, pool *pgxpool.Pool, jobs Jobs, c *Conversation, bar *progress, agentK int) (*Ingested, error) {
 	in := &Ingested{
-		ConvID:   ConversationUUID(c.ID, "mneme"),
-		DiaByMsg: map[int64]string{},
-		Text:     map[string]string{},
-		Speaker:  map[string]string{},
+		ConvID:    ConversationUUID(c.ID, "mneme"),
+		TurnByMsg: map[int64]string{},
+		Text:      map[string]string{},
 	}
 	start := time.Now()
 	if _, err := pool.Exec(ctx, `SELECT mneme.set_speakers($1, $2)`, in.ConvID, speakers(c)); err != nil {
@@ -64,9 +59,6 @@ func ingest(ctx context.Context, pool *pgxpool.Pool, jobs Jobs, c *Conversation,
 	}
 	var last time.Time
 	spacing := c.Spacing
-	if spacing <= 0 {
-		spacing = TurnSpacing
-	}
 	for _, s := range c.Sessions {
 		for i, t := range s.Turns {
 			at := s.At.Add(time.Duration(i) * spacing)
@@ -78,9 +70,9 @@ func ingest(ctx context.Context, pool *pgxpool.Pool, jobs Jobs, c *Conversation,
 			var id int64
 			if err := pool.QueryRow(ctx, `SELECT mneme.add_message($1, $2, $3, $4)`,
 				in.ConvID, t.Speaker, t.Text, at).Scan(&id); err != nil {
-				return nil, fmt.Errorf("conversation %s: add turn %s: %w", c.ID, t.DiaID, err)
+				return nil, fmt.Errorf("conversation %s: add turn %s: %w", c.ID, t.ID, err)
 			}
-			in.DiaByMsg[id] = t.DiaID
+			in.TurnByMsg[id] = t.ID
 			if agentK > 0 {
 				// A live agent retrieves with each message it receives;
 				// mneme.retrieve records the pending review that the
@@ -88,13 +80,12 @@ func ingest(ctx context.Context, pool *pgxpool.Pool, jobs Jobs, c *Conversation,
 				// conversation that followed).
 				if _, err := pool.Exec(ctx, `SELECT count(*) FROM mneme.retrieve($1, $2, $3, at => $4)`,
 					in.ConvID, t.Text, agentK, at); err != nil {
-					return nil, fmt.Errorf("conversation %s: retrieve for %s: %w", c.ID, t.DiaID, err)
+					return nil, fmt.Errorf("conversation %s: retrieve for %s: %w", c.ID, t.ID, err)
 				}
 			}
-			in.Text[t.DiaID] = t.Text
-			in.Speaker[t.DiaID] = t.Speaker
+			in.Text[t.ID] = t.Text
 			if err := jobs.Drain(ctx); err != nil {
-				return nil, fmt.Errorf("conversation %s: run jobs after %s: %w", c.ID, t.DiaID, err)
+				return nil, fmt.Errorf("conversation %s: run jobs after %s: %w", c.ID, t.ID, err)
 			}
 			bar.add(1)
 		}

@@ -1,4 +1,4 @@
-package locomo
+package recall
 
 import (
 	"context"
@@ -73,12 +73,12 @@ func loadMemories(ctx context.Context, pool *pgxpool.Pool, in *Ingested, count s
 		m := &Memory{ID: id, Text: text, Turns: len(msgs)}
 		var ids, texts []string
 		for _, mid := range msgs {
-			dia, ok := in.DiaByMsg[mid]
+			turn, ok := in.TurnByMsg[mid]
 			if !ok {
 				return nil, fmt.Errorf("memory %s: source message %d is not a turn of this conversation", id, mid)
 			}
-			ids = append(ids, dia)
-			texts = append(texts, in.Text[dia])
+			ids = append(ids, turn)
+			texts = append(texts, in.Text[turn])
 		}
 		if len(msgs) > 0 {
 			m.FirstMsg = msgs[0]

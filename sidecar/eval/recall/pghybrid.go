@@ -1,4 +1,4 @@
-package locomo
+package recall
 
 import (
 	"context"
@@ -37,7 +37,7 @@ func newPGHybridSource(ctx context.Context, pool *pgxpool.Pool, c *Conversation,
 	var turns []pghybrid.Turn
 	for _, s := range c.Sessions {
 		for _, t := range s.Turns {
-			turns = append(turns, pghybrid.Turn{DiaID: t.DiaID, Speaker: t.Speaker, Content: t.Text})
+			turns = append(turns, pghybrid.Turn{DiaID: t.ID, Speaker: t.Speaker, Content: t.Text})
 		}
 	}
 	if err := h.Add(ctx, c.ID, turns); err != nil {

@@ -1,4 +1,4 @@
-package locomo
+package recall
 
 import (
 	"context"
@@ -150,7 +150,7 @@ func newBM25Source(ctx context.Context, pool *pgxpool.Pool, name string, c *Conv
 			var lines, ids, parts []string
 			for _, t := range s.Turns[i:j] {
 				lines = append(lines, TurnLine(t.Speaker, t.Text))
-				ids = append(ids, t.DiaID)
+				ids = append(ids, t.ID)
 				parts = append(parts, t.Text)
 			}
 			text := strings.Join(lines, "\n")

@@ -1,4 +1,4 @@
-package locomo
+package recall
 
 import (
 	"context"
@@ -26,8 +26,6 @@ type contextSource struct {
 	embed QueryEmbedder
 }
 
-func (s *contextSource) method() string { return MethodContext }
-
 func (s *contextSource) context(ctx context.Context, q string, budget int) ([]string, int, time.Duration, error) {
 	var qarg any
 	start := time.Now()
@@ -45,7 +43,7 @@ func (s *contextSource) context(ctx context.Context, q string, budget int) ([]st
 		return nil, 0, 0, fmt.Errorf("mneme.context_items: %w", err)
 	}
 	defer rows.Close()
-	var found []string
+	var inside []string
 	words := 0
 	for rows.Next() {
 		var ids []int64
@@ -55,11 +53,11 @@ func (s *contextSource) context(ctx context.Context, q string, budget int) ([]st
 		}
 		words += w
 		for _, id := range ids {
-			dia, ok := s.in.DiaByMsg[id]
+			turn, ok := s.in.TurnByMsg[id]
 			if !ok {
 				return nil, 0, 0, fmt.Errorf("mneme.context_items: message %d is not a turn of this conversation", id)
 			}
-			found = append(found, dia)
+			inside = append(inside, turn)
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -69,5 +67,5 @@ func (s *contextSource) context(ctx context.Context, q string, budget int) ([]st
 	if words > budget {
 		return nil, 0, 0, fmt.Errorf("mneme.context_items: %d words over a budget of %d", words, budget)
 	}
-	return found, words, took, nil
+	return inside, words, took, nil
 }

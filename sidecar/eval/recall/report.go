@@ -1,4 +1,4 @@
-package locomo
+package recall
 
 import (
 	"context"
@@ -6,29 +6,32 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Report is the result of a run. Everything but Timing is a function of
-// the data and the configuration: two runs give identical values.
+// Report is the result of a run, in one shape for every benchmark.
+// Everything but Timing is a function of the data and the configuration:
+// two runs give identical values.
 type Report struct {
+	Benchmark     string         `json:"benchmark"`
 	Data          string         `json:"data"`
 	Mode          string         `json:"mode"`
 	Conversations []string       `json:"conversations"`
 	Turns         int            `json:"turns"`
 	Questions     int            `json:"questions"`
+	Categories    []string       `json:"categories"` // of the questions, in report order
 	Skipped       map[string]int `json:"skipped_questions"`
 	Evidence      EvidenceStats  `json:"evidence"`
 	ClampedTurns  int            `json:"clamped_turns"`
 	Budgets       []int          `json:"budgets"`
 	Headline      int            `json:"headline_budget"`
 	BudgetRule    string         `json:"budget_rule"`
+	Measures      []Measure      `json:"measures"` // the reader's extra measures (none for LoCoMo)
 	Count         string         `json:"memory_text_counted"`
 	AsOf          string         `json:"retrievability_as_of"`
 	AgentK        int            `json:"agent_k"`
@@ -40,7 +43,8 @@ type Report struct {
 	// settings (--folds, --choose).
 	CrossValidated *CrossValidation `json:"cross_validated,omitempty"`
 
-	acc      map[string]map[int]map[string]*cellAcc // method -> budget -> category ("" overall)
+	acc      map[string]map[int]map[string]*cellAcc    // method -> budget -> category ("" overall)
+	measured map[string]map[int]map[string]*measureAcc // method -> budget -> measure
 	lat      map[string][]time.Duration
 	memTurns int
 	memWords int
@@ -50,7 +54,7 @@ type Report struct {
 type EvidenceStats struct {
 	IDs                  int      `json:"ids"`
 	Invalid              int      `json:"invalid"`
-	InvalidIDs           []string `json:"invalid_ids"` // conversation/dia_id
+	InvalidIDs           []string `json:"invalid_ids"` // conversation/turn id
 	QuestionsWithInvalid int      `json:"questions_with_invalid"`
 }
 
@@ -72,6 +76,9 @@ type BudgetResult struct {
 	Budget     int             `json:"budget"`
 	Overall    Cell            `json:"overall"`
 	ByCategory map[string]Cell `json:"by_category"`
+	// Measures holds each extra measure's mean over the questions that
+	// count toward it (Question.Measure; 0 when none does).
+	Measures map[string]float64 `json:"measures"`
 }
 
 // Cell is the aggregate over a set of questions.
@@ -102,24 +109,53 @@ type cellAcc struct {
 	words  int
 }
 
+type measureAcc struct {
+	n   int
+	sum float64
+}
+
 // BudgetRule documents how a memory that fits partly counts.
 const BudgetRule = "memories are taken in rank order and their texts concatenated, cut at exactly the budget: " +
 	"the memory that crosses the budget is cut and only the turns that end before the cut count"
 
-func newReport(data string, budgets []int, headline int) *Report {
+func newReport(d *Data, convs []Conversation, budgets []int, headline int) *Report {
 	r := &Report{
-		Data: data, Budgets: budgets, Headline: headline, BudgetRule: BudgetRule,
-		Skipped: map[string]int{},
-		acc:     map[string]map[int]map[string]*cellAcc{},
-		lat:     map[string][]time.Duration{},
-		Timing:  Timing{IngestSeconds: map[string]float64{}, SearchMS: map[string]Latency{}},
+		Benchmark: d.Benchmark, Data: d.Name, Budgets: budgets, Headline: headline, BudgetRule: BudgetRule,
+		Measures: append([]Measure{}, d.Measures...), Skipped: map[string]int{},
+		Evidence: EvidenceStats{InvalidIDs: []string{}},
+		acc:      map[string]map[int]map[string]*cellAcc{},
+		measured: map[string]map[int]map[string]*measureAcc{},
+		lat:      map[string][]time.Duration{},
+		Timing:   Timing{IngestSeconds: map[string]float64{}, SearchMS: map[string]Latency{}},
 	}
+	// The categories that have questions: the reader's in its order, then
+	// any other in order of appearance.
+	asked := map[string]bool{}
+	var other []string
+	for _, c := range convs {
+		for _, q := range c.Questions {
+			if !asked[q.Category] && !slices.Contains(d.Categories, q.Category) {
+				other = append(other, q.Category)
+			}
+			asked[q.Category] = true
+		}
+	}
+	r.Categories = []string{}
+	for _, cat := range d.Categories {
+		if asked[cat] {
+			r.Categories = append(r.Categories, cat)
+		}
+	}
+	r.Categories = append(r.Categories, other...)
 	for _, m := range Methods {
-		r.acc[m.Name] = map[int]map[string]*cellAcc{}
+		r.acc[m.Name], r.measured[m.Name] = map[int]map[string]*cellAcc{}, map[int]map[string]*measureAcc{}
 		for _, b := range budgets {
-			r.acc[m.Name][b] = map[string]*cellAcc{"": {}}
-			for _, cat := range Categories {
+			r.acc[m.Name][b], r.measured[m.Name][b] = map[string]*cellAcc{"": {}}, map[string]*measureAcc{}
+			for _, cat := range r.Categories {
 				r.acc[m.Name][b][cat] = &cellAcc{}
+			}
+			for _, ms := range d.Measures {
+				r.measured[m.Name][b][ms.Name] = &measureAcc{}
 			}
 		}
 	}
@@ -143,12 +179,16 @@ func (r *Report) addConversation(c *Conversation, in *Ingested) {
 	}
 	for _, q := range c.Questions {
 		r.Evidence.IDs += len(q.Evidence)
-		r.Evidence.Invalid += len(q.Invalid)
-		if len(q.Invalid) > 0 {
-			r.Evidence.QuestionsWithInvalid++
+		invalid := 0
+		for _, id := range q.Evidence {
+			if _, ok := in.Text[id]; !ok {
+				invalid++
+				r.Evidence.InvalidIDs = append(r.Evidence.InvalidIDs, c.ID+"/"+id)
+			}
 		}
-		for _, id := range q.Invalid {
-			r.Evidence.InvalidIDs = append(r.Evidence.InvalidIDs, c.ID+"/"+id)
+		r.Evidence.Invalid += invalid
+		if invalid > 0 {
+			r.Evidence.QuestionsWithInvalid++
 		}
 	}
 	r.ClampedTurns += in.Clamped
@@ -167,15 +207,16 @@ func (r *Report) addMemories(mems map[uuid.UUID]*Memory) {
 func (r *Report) add(method string, q *Question, docs []Doc, took time.Duration) {
 	r.lat[method] = append(r.lat[method], took)
 	for _, b := range r.Budgets {
-		found, words := Take(docs, b)
-		r.addFound(method, q, b, found, words)
+		inside, words := Take(docs, b)
+		r.addContext(method, q, b, inside, words)
 	}
 }
 
-// addFound counts a context built for one budget (a budgetSource's).
-func (r *Report) addFound(method string, q *Question, budget int, found map[string]bool, words int) {
-	recall, hits := Recall(q.Evidence, found)
-	for _, key := range []string{"", Categories[q.Category]} {
+// addContext counts one context built for a question at one budget: the
+// ids of the turns inside, in context order, and its words.
+func (r *Report) addContext(method string, q *Question, budget int, inside []string, words int) {
+	recall, hits := evidenceRecall(q.Evidence, inside)
+	for _, key := range []string{"", q.Category} {
 		a := r.acc[method][budget][key]
 		a.n++
 		a.recall += recall
@@ -183,6 +224,18 @@ func (r *Report) addFound(method string, q *Question, budget int, found map[stri
 		if hits > 0 {
 			a.any++
 		}
+	}
+	if q.Measure == nil {
+		return
+	}
+	for name, v := range q.Measure(inside) {
+		a := r.measured[method][budget][name]
+		if a == nil {
+			a = &measureAcc{}
+			r.measured[method][budget][name] = a
+		}
+		a.n++
+		a.sum += v
 	}
 }
 
@@ -194,9 +247,15 @@ func (r *Report) finish() {
 	for _, m := range Methods {
 		mr := MethodResult{MethodInfo: m}
 		for _, b := range r.Budgets {
-			br := BudgetResult{Budget: b, Overall: r.acc[m.Name][b][""].cell(), ByCategory: map[string]Cell{}}
-			for _, cat := range Categories {
+			br := BudgetResult{Budget: b, Overall: r.acc[m.Name][b][""].cell(), ByCategory: map[string]Cell{}, Measures: map[string]float64{}}
+			for _, cat := range r.Categories {
 				br.ByCategory[cat] = r.acc[m.Name][b][cat].cell()
+			}
+			for name, a := range r.measured[m.Name][b] {
+				br.Measures[name] = 0
+				if a.n > 0 {
+					br.Measures[name] = round(a.sum/float64(a.n), 4)
+				}
 			}
 			mr.Results = append(mr.Results, br)
 		}
@@ -269,86 +328,4 @@ func (r *Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(r)
-}
-
-var categoryOrder = []int{1, 2, 3, 4}
-
-// WriteTable writes the human-readable tables.
-func (r *Report) WriteTable(w io.Writer) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "LoCoMo evidence recall: %s, %s\n", r.Data, r.Mode)
-	skipped := make([]string, 0, len(r.Skipped))
-	for k, v := range r.Skipped {
-		skipped = append(skipped, fmt.Sprintf("%d %s", v, k))
-	}
-	sort.Strings(skipped)
-	fmt.Fprintf(&b, "%d conversations, %d turns, %d questions of categories 1-4 (not evaluated: %s)\n",
-		len(r.Conversations), r.Turns, r.Questions, orNone(strings.Join(skipped, ", ")))
-	fmt.Fprintf(&b, "%d evidence ids, %d of them name no turn (%s) and count as missed\n",
-		r.Evidence.IDs, r.Evidence.Invalid, orNone(strings.Join(r.Evidence.InvalidIDs, ", ")))
-	fmt.Fprintf(&b, "mneme memories: %d, %.2f turns and %.1f words (%s) each on average\n",
-		r.Memories.Count, r.Memories.MeanTurns, r.Memories.MeanWords, r.Count)
-	agent := "none (search only, no reviews)"
-	if r.AgentK > 0 {
-		agent = fmt.Sprintf("mneme.retrieve k=%d for every turn during ingest, reviewed by the pipeline", r.AgentK)
-	}
-	fmt.Fprintf(&b, "retrievability as of: %s; agent retrievals: %s\n\n", r.AsOf, agent)
-
-	width := len("recall at budget (words)")
-	for _, m := range r.Methods {
-		width = max(width, len(m.Label))
-	}
-	pad := func(s string) string { return fmt.Sprintf("%-*s", width, s) }
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%s\t", pad("recall at budget (words)"))
-	for _, bud := range r.Budgets {
-		fmt.Fprintf(tw, "%d\t", bud)
-	}
-	fmt.Fprintln(tw)
-	for _, m := range r.Methods {
-		fmt.Fprintf(tw, "%s\t", pad(m.Label))
-		for _, res := range m.Results {
-			fmt.Fprintf(tw, "%.3f\t", res.Overall.Recall)
-		}
-		fmt.Fprintln(tw)
-	}
-	fmt.Fprintln(tw)
-	fmt.Fprintf(tw, "%s\toverall\t", pad(fmt.Sprintf("at %d words", r.Headline)))
-	for _, c := range categoryOrder {
-		fmt.Fprintf(tw, "%s\t", Categories[c])
-	}
-	fmt.Fprint(tw, ">=1 found\tmean words\tsearch p50 ms\tp95 ms\t\n")
-	for _, m := range r.Methods {
-		res := r.Result(m.Name, r.Headline)
-		fmt.Fprintf(tw, "%s\t%.3f\t", pad(m.Label), res.Overall.Recall)
-		for _, c := range categoryOrder {
-			fmt.Fprintf(tw, "%.3f\t", res.ByCategory[Categories[c]].Recall)
-		}
-		l := r.Timing.SearchMS[m.Name]
-		fmt.Fprintf(tw, "%.3f\t%.0f\t%.2f\t%.2f\t\n", res.Overall.AnyFound, res.Overall.MeanWords, l.P50, l.P95)
-	}
-	res := r.Result(MethodMneme, r.Headline)
-	fmt.Fprintf(tw, "%s\t%d\t", pad("questions"), res.Overall.Questions)
-	for _, c := range categoryOrder {
-		fmt.Fprintf(tw, "%d\t", res.ByCategory[Categories[c]].Questions)
-	}
-	fmt.Fprint(tw, "\t\t\t\t\n")
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintf(&b, "\ningest: %.1f s per conversation on average (add_message for every turn, segmentation in process)\n",
-		r.Timing.IngestSecondsMean)
-	fmt.Fprintf(&b, "mneme and mneme without R share one mneme.search call per question; the legs are mneme.bm25_search and mneme.vector_search\n")
-	if r.CrossValidated != nil {
-		WriteCrossValidation(&b, r.CrossValidated, r.Budgets)
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "none"
-	}
-	return s
 }

@@ -1,4 +1,4 @@
-package locomo
+package recall
 
 import (
 	"context"
@@ -94,13 +94,13 @@ type Scores struct {
 // ingested conversation, then folds. The database's settings are restored
 // afterwards.
 func crossValidate(ctx context.Context, pool *pgxpool.Pool, convs []Conversation, ingested []*Ingested, opt Options,
-	budgets []int, headline int) (*CrossValidation, error) {
+	embed QueryEmbedder, budgets []int, headline int) (*CrossValidation, error) {
 	folds := opt.Folds
 	if folds > len(convs) {
 		folds = len(convs)
 	}
 	if folds < 2 {
-		return nil, fmt.Errorf("locomo: cross-validation needs at least 2 conversations and 2 folds (have %d conversations)", len(convs))
+		return nil, fmt.Errorf("recall: cross-validation needs at least 2 conversations and 2 folds (have %d conversations)", len(convs))
 	}
 	keys := map[string]bool{}
 	for _, c := range opt.Candidates {
@@ -112,14 +112,14 @@ func crossValidate(ctx context.Context, pool *pgxpool.Pool, convs []Conversation
 	for k := range keys {
 		var v string
 		if err := pool.QueryRow(ctx, `SELECT value::text FROM mneme.settings WHERE key = $1`, k).Scan(&v); err != nil {
-			return nil, fmt.Errorf("locomo: setting %s: %w", k, err)
+			return nil, fmt.Errorf("recall: setting %s: %w", k, err)
 		}
 		saved[k] = v
 	}
 	set := func(c map[string]string) error {
 		for k, v := range c {
 			if _, err := pool.Exec(ctx, `SELECT mneme.set_setting($1, $2::jsonb)`, k, v); err != nil {
-				return fmt.Errorf("locomo: set %s=%s: %w", k, v, err)
+				return fmt.Errorf("recall: set %s=%s: %w", k, v, err)
 			}
 		}
 		return nil
@@ -143,15 +143,15 @@ func crossValidate(ctx context.Context, pool *pgxpool.Pool, convs []Conversation
 		for i := range convs {
 			c := &convs[i]
 			bar.label = "cross-validation " + cand.String()
-			src := &contextSource{pool: pool, conv: ingested[i].ConvID, at: asOf(opt.AsOf, ingested[i]), in: ingested[i], embed: opt.Embed}
+			src := &contextSource{pool: pool, conv: ingested[i].ConvID, at: asOf(opt.AsOf, ingested[i]), in: ingested[i], embed: embed}
 			sc.Sum[ci][i] = map[int]float64{}
 			for _, q := range c.Questions {
 				for _, b := range budgets {
-					found, _, _, err := src.context(ctx, q.Text, b)
+					inside, _, _, err := src.context(ctx, q.Text, b)
 					if err != nil {
 						return nil, fmt.Errorf("conversation %s question %d: %w", c.ID, q.Index+1, err)
 					}
-					r, _ := Recall(q.Evidence, setOf(found))
+					r, _ := evidenceRecall(q.Evidence, inside)
 					sc.Sum[ci][i][b] += r
 				}
 				bar.add(1)
@@ -175,7 +175,8 @@ func crossValidate(ctx context.Context, pool *pgxpool.Pool, convs []Conversation
 // FoldScores chooses, for each fold (conversation i is in fold i mod
 // folds), the candidate best on the other folds at the headline budget
 // (ties: the first listed) and scores the fold's questions with it. The
-// one cross-validation of every evaluation (LoCoMo, BEAM, revision).
+// one cross-validation of every evaluation (the recall evaluations and
+// the revision suite).
 func FoldScores(names, convIDs []string, sc Scores, folds int, budgets []int, headline int) *CrossValidation {
 	cv := &CrossValidation{Folds: folds, Candidates: names, Recall: map[int]Cell{}, Best: map[int]Cell{}, PerCand: map[string]map[int]float64{}}
 	recallOn := func(ci int, in func(i int) bool, b int) float64 {
