@@ -192,7 +192,7 @@ func TestRunShutdownTimeout(t *testing.T) {
 		"MNEME_EVENTS=notify", "MNEME_METRICS_ADDR=off", "MNEME_POLL_INTERVAL=200ms",
 		"MNEME_SHUTDOWN_TIMEOUT=1s", "MNEME_LLM_TIMEOUT=5m",
 		"MNEME_LLM_BASE_URL="+srv.URL(), "MNEME_LLM_MODEL=fake", "MNEME_LLM_API_KEY=k")
-	var stderr bytes.Buffer
+	var stderr syncBuffer
 	cmd.Stderr = &stderr
 	require.NoError(t, cmd.Start())
 	exited := make(chan error, 1)
@@ -206,11 +206,20 @@ func TestRunShutdownTimeout(t *testing.T) {
 			fmt.Sprintf("message number %d about the garden", i), time.Date(2026, 3, 1, 8, i, 0, 0, time.UTC))
 		require.NoError(t, err)
 	}
-	require.Eventually(t, func() bool {
-		var n int
-		_ = db.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme.jobs WHERE kind = 'segment' AND state = 'running'`).Scan(&n)
-		return n == 1 && len(srv.Requests()) == 1
-	}, 60*time.Second, 50*time.Millisecond, "the segment job waits on the LLM")
+	var running int
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		_ = db.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme.jobs WHERE kind = 'segment' AND state = 'running'`).Scan(&running)
+		if running == 1 && len(srv.Requests()) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			var jobs string
+			_ = db.Pool.QueryRow(ctx, `SELECT coalesce(string_agg(kind || ' ' || state || ' ' || attempts, ', ' ORDER BY id), 'none')
+				FROM mneme.jobs`).Scan(&jobs)
+			t.Fatalf("the segment job never waited on the LLM alone: %d running, %d LLM requests, jobs: %s\nmneme run:\n%s",
+				running, len(srv.Requests()), jobs, stderr.String())
+		}
+	}
 
 	stopAt := time.Now()
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
