@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/google/uuid"
 
@@ -70,9 +71,11 @@ type Settings struct {
 //  2. a fact that fills a slot NOOPs a candidate of the same slot and value
 //     and SUPERSEDEs the newest one of the same slot with another value (or
 //     a retraction of it);
-//  3. a near-duplicate (normalised word sets overlapping at least
+//  3. a fact that says what a candidate says with another number
+//     (valueChange: the same words, the numbers changed) SUPERSEDEs it;
+//  4. a near-duplicate (normalised word sets overlapping at least
 //     DuplicateSimilarity) is a NOOP of the closest;
-//  4. anything else is an ADD.
+//  5. anything else is an ADD.
 type Heuristic struct{}
 
 func (Heuristic) Name() string { return "heuristic" }
@@ -92,7 +95,9 @@ func (Heuristic) Classify(_ context.Context, f Fact, cands []Candidate, s Settin
 	default:
 		var ok bool
 		if d.Action, d.Target, d.Reason, ok = slotChange(st, ps); !ok {
-			d.Action, d.Target, d.Reason = nearDuplicate(f, ps, s)
+			if d.Action, d.Target, d.Reason, ok = valueChange(f, ps); !ok {
+				d.Action, d.Target, d.Reason = nearDuplicate(f, ps, s)
+			}
 		}
 	}
 	return d, nil
@@ -174,7 +179,104 @@ func slotChange(st Statement, ps []parsedCandidate) (action string, target uuid.
 	return "", uuid.Nil, "", false
 }
 
-// nearDuplicate is steps 3 and 4: a NOOP of the closest candidate that is
+// valueChange is step 3: an update found by comparing statements, not by
+// its phrasing. The newest candidate whose words other than numbers are
+// the fact's (at least valueChangeOverlap of them shared, and at least
+// valueChangeMinWords) while its numbers differ is the same statement with
+// another value: "I run 5 km every morning" then "I run 10 km every
+// morning", "My study sessions are 2 hours long" then "... 4 hours long".
+// Two statements that name different days or months are two events, not
+// an update, and are left alone.
+func valueChange(f Fact, ps []parsedCandidate) (string, uuid.UUID, string, bool) {
+	words, nums := splitNumbers(contentWords(f.Content))
+	if len(nums) == 0 || len(words) < valueChangeMinWords {
+		return "", uuid.Nil, "", false
+	}
+	for _, c := range ps {
+		if c.st.Negated {
+			continue
+		}
+		cwords, cnums := splitNumbers(contentWords(c.Content))
+		if len(cnums) == 0 || sameSet(nums, cnums) || jaccard(words, cwords) < valueChangeOverlap ||
+			differsInDates(words, cwords) {
+			continue
+		}
+		return ActionSupersede, c.ID, fmt.Sprintf("the same statement with other numbers (%s, was %s)",
+			joinSorted(nums), joinSorted(cnums)), true
+	}
+	return "", uuid.Nil, "", false
+}
+
+// valueChangeOverlap and valueChangeMinWords: how alike two statements'
+// words other than numbers must be for one to update the other's numbers.
+// At 0.75 the other words must be nearly all the same: "my commute takes
+// 40 minutes by bus" against "... 25 minutes by train" shares 4 of 6 and
+// is not an update; fewer than three words say too little to be the same
+// statement.
+const (
+	valueChangeOverlap  = 0.75
+	valueChangeMinWords = 3
+)
+
+// splitNumbers separates the words holding a digit from the others.
+func splitNumbers(ws map[string]bool) (words, nums map[string]bool) {
+	words, nums = map[string]bool{}, map[string]bool{}
+	for w := range ws {
+		if strings.IndexFunc(w, unicode.IsDigit) >= 0 {
+			nums[w] = true
+		} else {
+			words[w] = true
+		}
+	}
+	return words, nums
+}
+
+var dateWords = func() map[string]bool {
+	m := map[string]bool{}
+	for _, w := range strings.Fields(`monday tuesday wednesday thursday friday saturday sunday january february march
+april may june july august september october november december yesterday today tomorrow`) {
+		m[stem.Word(w)] = true
+	}
+	return m
+}()
+
+// differsInDates: one statement names a day or month the other does not.
+func differsInDates(a, b map[string]bool) bool {
+	for w := range a {
+		if dateWords[w] && !b[w] {
+			return true
+		}
+	}
+	for w := range b {
+		if dateWords[w] && !a[w] {
+			return true
+		}
+	}
+	return false
+}
+
+func sameSet(a, b map[string]bool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for w := range a {
+		if !b[w] {
+			return false
+		}
+	}
+	return true
+}
+
+func joinSorted(m map[string]bool) string {
+	out := make([]string, 0, len(m))
+	for w := range m {
+		out = append(out, w)
+	}
+	sort.Strings(out)
+	return strings.Join(out, " ")
+}
+
+// nearDuplicate is steps 4 and 5: a NOOP of the closest candidate that is
 // not a retraction when their word sets overlap at least
 // DuplicateSimilarity, else ADD.
 func nearDuplicate(f Fact, ps []parsedCandidate, s Settings) (string, uuid.UUID, string) {

@@ -163,3 +163,35 @@ func TestHeuristicLookalikesStayAdd(t *testing.T) {
 		require.Equal(t, c.target, d.Target, c.text)
 	}
 }
+
+// Updates found by comparing statements: the same words with other
+// numbers SUPERSEDE, whatever the phrasing; other days, other words or the
+// same numbers do not.
+func TestHeuristicValueChange(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	cand := func(text string, days int) Candidate {
+		return Candidate{ID: uuid.New(), Content: text, At: t0.AddDate(0, 0, days)}
+	}
+	set := Settings{DuplicateSimilarity: 0.8}
+	run, study, commute, race := cand("User: I run 5 km every morning.", 0), cand("User: My study sessions are 2 hours long.", 1),
+		cand("User: My commute takes 40 minutes by bus.", 2), cand("User: I ran 10 km on Monday.", 3)
+	cands := []Candidate{run, study, commute, race}
+	for _, c := range []struct {
+		text   string
+		action string
+		target uuid.UUID
+	}{
+		{"User: I run 8 km every morning.", ActionSupersede, run.ID},
+		{"User: My study sessions are 4 hours long now.", ActionSupersede, study.ID},
+		{"User: My commute takes 25 minutes by train.", ActionAdd, uuid.Nil},
+		{"User: I ran 12 km on Tuesday.", ActionAdd, uuid.Nil},
+		{"User: I run 5 km every morning.", ActionNoop, run.ID},
+		{"User: I swim 2 km every evening.", ActionAdd, uuid.Nil},
+	} {
+		d, err := Heuristic{}.Classify(ctx, Fact{ID: uuid.New(), Content: c.text, At: t0.AddDate(0, 0, 10)}, cands, set)
+		require.NoError(t, err)
+		require.Equal(t, c.action, d.Action, "%s: %s", c.text, d.Reason)
+		require.Equal(t, c.target, d.Target, c.text)
+	}
+}
