@@ -1,4 +1,4 @@
--- Forgetting that keeps what matters (issue 11): memories start as graduated
+-- Forgetting that keeps what matters: memories start as graduated
 -- FSRS cards with a stability per label, a lifecycle (inactive, purge, erase)
 -- and the append-only record of every lifecycle change.
 -- Numbered goose migration: applied once, never edited after release.
@@ -52,7 +52,7 @@ INSERT INTO mneme.settings (key, value, description) VALUES
 ON CONFLICT (key) DO NOTHING;
 
 -- Labels act through how fast a memory fades (initial_stability_days), not
--- through the ranking: the seed's label weights (0.5 to 1.5) cut LoCoMo
+-- through the ranking: the first label weights (0.5 to 1.5) cut LoCoMo
 -- recall at 1,000 words from 0.797 to 0.459 once the offline labeller
 -- labels every memory (docs/forgetting.md). The default becomes flat; an
 -- operator's own weights are kept.

@@ -1,4 +1,4 @@
--- One parameter naming style for the SQL API (issue 10): parameters carry
+-- One parameter naming style for the SQL API: parameters carry
 -- their bare names (conversation_id, memory_id, k, at), no p_ prefix, and
 -- internal functions start with an underscore (requeue_job_ became
 -- _requeue_job). PostgreSQL cannot rename a parameter with CREATE OR

@@ -1,4 +1,4 @@
--- No input add_message accepts stops a conversation (issue 12): messages of
+-- No input add_message accepts stops a conversation: messages of
 -- a segment job that failed for good are set aside (out of the queue, kept,
 -- retryable) so the next ones segment; message times are bounded in the
 -- future.

@@ -1,4 +1,4 @@
--- Tenants and roles (issue 12): every row of the conversation tables belongs
+-- Tenants and roles: every row of the conversation tables belongs
 -- to a tenant; row-level security, enabled and forced, keys every table on
 -- the transaction-local setting mneme.tenant (mneme.set_tenant); group roles
 -- mneme_app, mneme_worker, mneme_admin, and mneme_owner, which owns the

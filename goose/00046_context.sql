@@ -1,4 +1,4 @@
--- mneme.context (issue 13): each message keeps its BM25 terms and its length
+-- mneme.context: each message keeps its BM25 terms and its length
 -- in words, so a context can score the turns of an episode against the query
 -- and count its budget without tokenising at query time.
 -- Numbered goose migration: applied once, never edited after release.

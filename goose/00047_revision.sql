@@ -1,4 +1,4 @@
--- Belief revision (issue 14): every explicit write and every extracted fact
+-- Belief revision: every explicit write and every extracted fact
 -- is revised against the closest memories of its scope by a 'revise' job:
 -- ADD, NOOP (merged into the memory it confirms), SUPERSEDE or INVALIDATE.
 -- Nothing is deleted.

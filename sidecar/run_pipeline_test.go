@@ -51,7 +51,7 @@ func fakeModel(req openai.ChatCompletionRequest) llmtest.Reply {
 	return llmtest.Reply{Content: string(b)}
 }
 
-// TestServePipelines runs the seed's example against the daemon as `mneme
+// TestServePipelines runs the design's example (a Rust conversation) against the daemon as `mneme
 // run` starts it (notify transport, the pipelines registered), messages
 // arriving while it works: with the fake LLM and offline. The sidecar
 // connects as a member of mneme_worker and the application as a member of

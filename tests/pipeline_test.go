@@ -210,7 +210,7 @@ func segmentReply(summary, label string) llmtest.Reply {
 	return llmtest.Reply{Content: string(b)}
 }
 
-// The seed's example: a Rust conversation retrieves a relevant memory and
+// The design's example: a Rust conversation retrieves a relevant memory and
 // a weather chat; the conversation goes on about Rust; at the next
 // segmentation the review strengthens the Rust memory and weakens the
 // weather one.
