@@ -4,71 +4,36 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/mneme-memory/mneme/sidecar/eval/plot"
 )
 
-// colors per policy in the plot.
-var colors = map[Policy]string{AutoGood: "#d62728", Review: "#2ca02c", None: "#7f7f7f"}
-
-// WriteSVG plots precision@K per session for each policy: a plain SVG line
-// chart, no dependencies.
+// WriteSVG plots precision@K per session for each policy (the "none"
+// policy dashed), with the session where new answers arrive marked.
 func WriteSVG(w io.Writer, r Result) error {
-	const (
-		width, height          = 720, 420
-		left, right, top, bott = 60, 170, 40, 50
-	)
-	pw, ph := float64(width-left-right), float64(height-top-bott)
+	c := plot.Chart{
+		Title:  fmt.Sprintf("precision@%d of mneme.search over %d sessions, by feedback policy", r.K, r.Sessions),
+		XLabel: "session (one simulated day each)", YLabel: fmt.Sprintf("precision@%d", r.K),
+		YTicks:  []float64{0, 0.2, 0.4, 0.6, 0.8, 1},
+		YFormat: func(v float64) string { return fmt.Sprintf("%.1f", v) },
+	}
 	n := len(r.Points)
-	x := func(session int) float64 {
-		if n <= 1 {
-			return float64(left)
-		}
-		return float64(left) + pw*float64(session-1)/float64(n-1)
+	for s := 1; s <= n; s += max(1, n/10) {
+		c.XTicks = append(c.XTicks, float64(s))
 	}
-	y := func(p float64) float64 { return float64(top) + ph*(1-p) }
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", width, height, width, height)
-	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", width, height)
-	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="15">precision@%d of mneme.search over %d sessions, by feedback policy</text>`+"\n", left, r.K, r.Sessions)
-	for i := 0; i <= 5; i++ {
-		p := float64(i) / 5
-		fmt.Fprintf(&b, `<line x1="%d" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#ddd"/>`+"\n", left, float64(left)+pw, y(p), y(p))
-		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%.1f</text>`+"\n", left-6, y(p)+4, p)
-	}
-	step := max(1, n/10)
-	for s := 1; s <= n; s += step {
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">%d</text>`+"\n", x(s), float64(top)+ph+18, s)
-	}
-	fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">session (one simulated day each)</text>`+"\n", float64(left)+pw/2, height-10)
 	if a := r.NewAnswersAt; a > 0 && a <= n {
-		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%d" y2="%.1f" stroke="#999" stroke-dasharray="4 3"/>`+"\n", x(a), x(a), top, float64(top)+ph)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" fill="#666">new answers arrive</text>`+"\n", x(a)+4, top+12)
+		c.Markers = []plot.Marker{{X: float64(a), Label: "new answers arrive"}}
 	}
-	fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%d" y2="%.1f" stroke="black"/>`+"\n", left, left, top, float64(top)+ph)
-	fmt.Fprintf(&b, `<line x1="%d" x2="%.1f" y1="%.1f" y2="%.1f" stroke="black"/>`+"\n", left, float64(left)+pw, float64(top)+ph, float64(top)+ph)
 	// "none" first, wide and dashed: where a line coincides with it, both show.
 	for _, p := range []Policy{None, AutoGood, Review} {
-		var pts []string
+		sr := plot.Series{Label: string(p), Dashed: p == None, Wide: p == None}
 		for _, pt := range r.Points {
-			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(pt.Session), y(pt.Precision[p])))
+			sr.X = append(sr.X, float64(pt.Session))
+			sr.Y = append(sr.Y, pt.Precision[p])
 		}
-		style := `stroke-width="2"`
-		if p == None {
-			style = `stroke-width="4" stroke-dasharray="7 5"`
-		}
-		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" %s points="%s"/>`+"\n", colors[p], style, strings.Join(pts, " "))
+		c.Series = append(c.Series, sr)
 	}
-	for i, p := range Policies {
-		ly := top + 20 + 22*i
-		dash := ""
-		if p == None {
-			dash = ` stroke-dasharray="7 5"`
-		}
-		fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="3"%s/>`+"\n", width-right+15, width-right+40, ly, ly, colors[p], dash)
-		fmt.Fprintf(&b, `<text x="%d" y="%d">%s</text>`+"\n", width-right+46, ly+4, p)
-	}
-	b.WriteString("</svg>\n")
-	_, err := io.WriteString(w, b.String())
-	return err
+	return c.WriteSVG(w)
 }
 
 // WriteTable prints precision@K at a few sessions and the mean over the

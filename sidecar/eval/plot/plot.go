@@ -20,6 +20,9 @@ type Series struct {
 	Label  string
 	X, Y   []float64
 	Dashed bool
+	// Wide draws the line twice as wide: drawn before a line it may
+	// coincide with, it stays visible on both sides of it.
+	Wide bool
 }
 
 // Chart is a line chart.
@@ -33,6 +36,14 @@ type Chart struct {
 	// Format prints a tick value; nil: %g.
 	XFormat, YFormat func(float64) string
 	Series           []Series
+	// Markers are labelled vertical lines: an event at an x value.
+	Markers []Marker
+}
+
+// Marker is a dashed vertical line at X with a label beside its top.
+type Marker struct {
+	X     float64
+	Label string
 }
 
 // WriteSVG draws the chart.
@@ -112,6 +123,10 @@ func (c Chart) WriteSVG(w io.Writer) error {
 	fmt.Fprintf(&s, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", left+pw/2, top+ph+42, html.EscapeString(c.XLabel))
 	fmt.Fprintf(&s, `<text x="16" y="%.1f" text-anchor="middle" transform="rotate(-90 16 %.1f)">%s</text>`+"\n",
 		top+ph/2, top+ph/2, html.EscapeString(c.YLabel))
+	for _, m := range c.Markers {
+		fmt.Fprintf(&s, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#999" stroke-dasharray="4 3"/>`+"\n", x(m.X), top, x(m.X), top+ph)
+		fmt.Fprintf(&s, `<text x="%.1f" y="%.1f" fill="#666">%s</text>`+"\n", x(m.X)+4, top+14, html.EscapeString(m.Label))
+	}
 	for i, sr := range c.Series {
 		color := Colors[i%len(Colors)]
 		dash := ""
@@ -122,13 +137,17 @@ func (c Chart) WriteSVG(w io.Writer) error {
 		for j := range sr.X {
 			pts[j] = fmt.Sprintf("%.1f,%.1f", x(sr.X[j]), y(sr.Y[j]))
 		}
-		fmt.Fprintf(&s, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"%s/>`+"\n", strings.Join(pts, " "), color, dash)
+		width := 2
+		if sr.Wide {
+			width = 4
+		}
+		fmt.Fprintf(&s, `<polyline points="%s" fill="none" stroke="%s" stroke-width="%d"%s/>`+"\n", strings.Join(pts, " "), color, width, dash)
 		for j := range sr.X {
 			fmt.Fprintf(&s, `<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s"><title>%s: %s, %s</title></circle>`+"\n",
 				x(sr.X[j]), y(sr.Y[j]), color, html.EscapeString(sr.Label), html.EscapeString(xf(sr.X[j])), html.EscapeString(yf(sr.Y[j])))
 		}
 		ly, lx := top+10+float64(i)*22, left+pw+16
-		fmt.Fprintf(&s, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2"%s/>`+"\n", lx, ly, lx+26, ly, color, dash)
+		fmt.Fprintf(&s, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="%d"%s/>`+"\n", lx, ly, lx+26, ly, color, width, dash)
 		fmt.Fprintf(&s, `<text x="%.1f" y="%.1f">%s</text>`+"\n", lx+32, ly+4, html.EscapeString(sr.Label))
 	}
 	s.WriteString("</svg>\n")
