@@ -70,6 +70,7 @@ func TestMigrateFromEmptyThenRerunChangesNothing(t *testing.T) {
 			require.NotEmpty(t, res.Applied)
 			require.Equal(t, variant, res.Variant)
 			require.Equal(t, 256, res.Dim)
+			require.Empty(t, res.Citus, "no citus extension here")
 			before := schemaFingerprint(t, url)
 
 			res2, err := migrate.Run(ctx, url, migrate.Options{Vector: variant})

@@ -46,6 +46,10 @@ type Result struct {
 	SQLFiles []string
 	Variant  string // pgvector | array
 	Dim      int
+	// Citus is the version of the citus extension in the database, "" when
+	// there is none. mneme does not distribute its tables (docs/scale.md):
+	// on a Citus coordinator they stay local to it, and migrate says so.
+	Citus string
 }
 
 // ErrLayoutMismatch means the database was migrated with another embedding
@@ -114,6 +118,13 @@ func Run(ctx context.Context, dsn string, opts Options) (Result, error) {
 	}
 	log.Info("migrated", "goose_applied", len(res.Applied), "sql_files", len(res.SQLFiles),
 		"vector", res.Variant, "dim", res.Dim)
+	if err := conn.QueryRow(ctx, `SELECT coalesce((SELECT extversion FROM pg_extension WHERE extname = 'citus'), '')`).Scan(&res.Citus); err != nil {
+		return res, fmt.Errorf("look for citus: %w", err)
+	}
+	if res.Citus != "" {
+		log.Warn("citus is installed in this database: mneme's tables stay local to this node, nothing is distributed "+
+			"(mneme does not support distributing with Citus yet; docs/scale.md)", "citus", res.Citus)
+	}
 	return res, nil
 }
 
