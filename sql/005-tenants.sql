@@ -132,6 +132,13 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 BEGIN
+    -- The common case first: the conversation exists and is the caller's
+    -- (one read; the insert below would also run the row's BEFORE trigger
+    -- and policy checks at every message).
+    IF EXISTS (SELECT 1 FROM mneme.message_queue q WHERE q.id = _claim_conversation.conversation_id
+               AND (q.tenant_id = mneme._tenant() OR mneme._is_worker())) THEN
+        RETURN;
+    END IF;
     INSERT INTO mneme.message_queue (id) VALUES (_claim_conversation.conversation_id) ON CONFLICT (id) DO NOTHING;
     IF NOT EXISTS (SELECT 1 FROM mneme.message_queue q WHERE q.id = _claim_conversation.conversation_id
                    AND (q.tenant_id = mneme._tenant() OR mneme._is_worker())) THEN
