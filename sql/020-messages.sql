@@ -155,7 +155,10 @@ BEGIN
             USING ERRCODE = '22008', HINT = 'messages are appended in time order; leave the time out to append now';
     END IF;
 
-    SELECT max(m.id) INTO v_prev_id FROM mneme.messages m
+    -- The queue as it is before this message (the row lock above holds off
+    -- other writers and the segment job's consumption): its last message
+    -- and its length, read once.
+    SELECT max(m.id), count(*) INTO v_prev_id, v_queued FROM mneme.messages m
     WHERE m.conversation_id = add_message.conversation_id AND m.consumed_at IS NULL;
 
     INSERT INTO mneme.messages (conversation_id, role, content, created_at)
@@ -163,8 +166,7 @@ BEGIN
     RETURNING id INTO v_id;
     UPDATE mneme.message_queue SET last_message_at = v_at, updated_at = now() WHERE id = add_message.conversation_id;
 
-    SELECT count(*) INTO v_queued FROM mneme.messages m
-    WHERE m.conversation_id = add_message.conversation_id AND m.consumed_at IS NULL;
+    v_queued := v_queued + 1;
 
     -- The rule-based check, in this order: too few queued to cut, the message cap (a forced cut), a long gap (a
     -- forced cut before the late message), a message too short to ask the segmenter about, else a check.
