@@ -161,8 +161,10 @@ BEGIN
     SELECT max(m.id), count(*) INTO v_prev_id, v_queued FROM mneme.messages m
     WHERE m.conversation_id = add_message.conversation_id AND m.consumed_at IS NULL;
 
-    INSERT INTO mneme.messages (conversation_id, role, content, created_at)
-    VALUES (add_message.conversation_id, add_message.role, add_message.content, v_at)
+    -- The conversation's tenant, read with the queue row above (the row's
+    -- tenant trigger would read it again).
+    INSERT INTO mneme.messages (conversation_id, role, content, created_at, tenant_id)
+    VALUES (add_message.conversation_id, add_message.role, add_message.content, v_at, v_queue.tenant_id)
     RETURNING id INTO v_id;
     UPDATE mneme.message_queue SET last_message_at = v_at, updated_at = now() WHERE id = add_message.conversation_id;
 
