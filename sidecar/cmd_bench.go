@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -16,14 +17,7 @@ func cmdBenchRetrieve(ctx context.Context, log *slog.Logger, args []string) erro
 	fs := flags("bench retrieve")
 	o := bench.RetrieveOptions{Log: log}
 	asJSON := o.Bind(fs)
-	if err := cli.Parse(fs, args, false); err != nil {
-		return err
-	}
-	if err := o.Validate(); err != nil {
-		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
-	}
-	var err error
-	if o.Server, err = bench.Server("retrieve"); err != nil {
+	if err := benchSetup("retrieve", fs, args, func() error { return o.Validate() }, &o.Server); err != nil {
 		return err
 	}
 	res, err := bench.Retrieve(ctx, o)
@@ -44,14 +38,7 @@ func cmdBenchEvents(ctx context.Context, log *slog.Logger, args []string) error 
 	fs := flags("bench events")
 	o := bench.EventsOptions{Log: log}
 	transports, asJSON := o.Bind(fs)
-	if err := cli.Parse(fs, args, false); err != nil {
-		return err
-	}
-	if err := o.Validate(*transports); err != nil {
-		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
-	}
-	var err error
-	if o.Server, err = bench.Server("events"); err != nil {
+	if err := benchSetup("events", fs, args, func() error { return o.Validate(*transports) }, &o.Server); err != nil {
 		return err
 	}
 	results, err := bench.Events(ctx, o)
@@ -69,14 +56,7 @@ func cmdBenchWriters(ctx context.Context, log *slog.Logger, args []string) error
 	fs := flags("bench writers")
 	o := bench.WritersOptions{Log: log}
 	asJSON := o.Bind(fs)
-	if err := cli.Parse(fs, args, false); err != nil {
-		return err
-	}
-	if err := o.Validate(); err != nil {
-		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
-	}
-	var err error
-	if o.Server, err = bench.Server("writers"); err != nil {
+	if err := benchSetup("writers", fs, args, func() error { return o.Validate() }, &o.Server); err != nil {
 		return err
 	}
 	results, err := bench.Writers(ctx, o)
@@ -95,14 +75,7 @@ func cmdBenchScale(ctx context.Context, log *slog.Logger, args []string) error {
 	fs := flags("bench scale")
 	o := bench.ScaleOptions{Log: log, Progress: os.Stderr}
 	sizes, asJSON := o.Bind(fs)
-	if err := cli.Parse(fs, args, false); err != nil {
-		return err
-	}
-	if err := o.Validate(*sizes); err != nil {
-		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
-	}
-	var err error
-	if o.Server, err = bench.Server("scale"); err != nil {
+	if err := benchSetup("scale", fs, args, func() error { return o.Validate(*sizes) }, &o.Server); err != nil {
 		return err
 	}
 	res, err := bench.Scale(ctx, o)
@@ -110,15 +83,7 @@ func cmdBenchScale(ctx context.Context, log *slog.Logger, args []string) error {
 		return err
 	}
 	if o.Plot != "" {
-		f, err := os.Create(o.Plot)
-		if err != nil {
-			return err
-		}
-		if err := res.WritePlot(f); err != nil {
-			f.Close()
-			return err
-		}
-		if err := f.Close(); err != nil {
+		if err := writeFile(o.Plot, func(f *os.File) error { return res.WritePlot(f) }); err != nil {
 			return err
 		}
 	}
@@ -133,14 +98,7 @@ func cmdBenchIngest(ctx context.Context, log *slog.Logger, args []string) error 
 	fs := flags("bench ingest")
 	o := bench.IngestOptions{Log: log}
 	convs, asJSON := o.Bind(fs)
-	if err := cli.Parse(fs, args, false); err != nil {
-		return err
-	}
-	if err := o.Validate(*convs); err != nil {
-		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
-	}
-	var err error
-	if o.Server, err = bench.Server("ingest"); err != nil {
+	if err := benchSetup("ingest", fs, args, func() error { return o.Validate(*convs) }, &o.Server); err != nil {
 		return err
 	}
 	results, err := bench.Ingest(ctx, o)
@@ -162,6 +120,21 @@ func cmdBenchIngest(ctx context.Context, log *slog.Logger, args []string) error 
 		o.Duration, rate, o.Sidecars, o.Concurrency, o.Preload, variant)
 	bench.WriteIngestTable(os.Stdout, results)
 	return nil
+}
+
+// benchSetup is what every bench command does before it runs: parse its
+// flags, check its options (a usage error) and find the server its scratch
+// database goes on.
+func benchSetup(name string, fs *flag.FlagSet, args []string, validate func() error, server *string) error {
+	if err := cli.Parse(fs, args, false); err != nil {
+		return err
+	}
+	if err := validate(); err != nil {
+		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
+	}
+	var err error
+	*server, err = bench.Server(name)
+	return err
 }
 
 // jsonLines prints one JSON object per result.
