@@ -42,8 +42,12 @@ type Options struct {
 
 // ForEval are the options of an evaluation's scratch database: on the
 // server of cfg.DatabaseURL (else a private cluster), named mneme_eval_*,
-// migrated with cfg's vector layout (MNEME_VECTOR, MNEME_EMBED_DIM).
+// migrated with cfg's vector layout (MNEME_VECTOR, MNEME_EMBED_DIM); a nil
+// log discards.
 func ForEval(cfg config.Config, keep bool, log *slog.Logger) Options {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	return Options{Server: cfg.DatabaseURL, Prefix: "mneme_eval_", Keep: keep, Log: log,
 		Migrate: migrate.Options{Vector: cfg.Vector, EmbedDim: cfg.MigrateEmbedDim()}}
 }

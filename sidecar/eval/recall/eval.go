@@ -52,11 +52,7 @@ type Options struct {
 
 // Eval evaluates d on a fresh scratch database (Run).
 func Eval(ctx context.Context, o Options, d *Data) (*Report, error) {
-	log := o.Log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	db, err := scratch.Open(ctx, scratch.ForEval(o.Config, o.Keep, log))
+	db, err := scratch.Open(ctx, scratch.ForEval(o.Config, o.Keep, o.Log))
 	if err != nil {
 		return nil, err
 	}
