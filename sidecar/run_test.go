@@ -192,13 +192,9 @@ func TestRunShutdownTimeout(t *testing.T) {
 		"MNEME_EVENTS=notify", "MNEME_METRICS_ADDR=off", "MNEME_POLL_INTERVAL=200ms",
 		"MNEME_SHUTDOWN_TIMEOUT=1s", "MNEME_LLM_TIMEOUT=5m",
 		"MNEME_LLM_BASE_URL="+srv.URL(), "MNEME_LLM_MODEL=fake", "MNEME_LLM_API_KEY=k")
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
-
+	// The messages first: with the sidecar already claiming, a message
+	// that arrives after the first check job was claimed enqueues a second
+	// one, and two jobs would wait on the LLM at once.
 	ctx := context.Background()
 	conv := uuid.New()
 	for i := range 6 {
@@ -206,6 +202,13 @@ func TestRunShutdownTimeout(t *testing.T) {
 			fmt.Sprintf("message number %d about the garden", i), time.Date(2026, 3, 1, 8, i, 0, 0, time.UTC))
 		require.NoError(t, err)
 	}
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+
 	var running int
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		_ = db.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme.jobs WHERE kind = 'segment' AND state = 'running'`).Scan(&running)
