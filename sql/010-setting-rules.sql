@@ -25,6 +25,8 @@ VALUES
      'BM25 length normalisation b'),
     ('bm25_k1', '1.2',
      'BM25 term frequency saturation k1'),
+    ('bm25_skip_min_postings', '2000',
+     'the BM25 leg skips the postings of terms that cannot lift a memory into the top k (exact, MaxScore) when the query''s terms have at least this many postings; below it, scoring every posting is cheaper'),
     ('cleanup_interval', '"1 day"',
      'how often the sidecar runs the cleanup job (a PostgreSQL interval); null = the sidecar never schedules it'),
     ('confidence_by_source', '{"import": 0.8, "explicit": 0.9, "extracted": 0.7, "conversation": 0.6}',
@@ -245,6 +247,7 @@ BEGIN
     WHEN 'context_candidates' THEN PERFORM mneme._setting_number(k, v, 1, 100, true);
     WHEN 'context_window' THEN PERFORM mneme._setting_number(k, v, 0, 1000, true);
     WHEN 'bm25_k1' THEN PERFORM mneme._setting_number(k, v, 0, 10);
+    WHEN 'bm25_skip_min_postings' THEN PERFORM mneme._setting_number(k, v, 0, 2147483647, true);
     WHEN 'inactive_below_r' THEN PERFORM mneme._setting_number(k, v, 0, 0.99);
     WHEN 'retrievability_weight' THEN PERFORM mneme._setting_number(k, v, 0, 10);
     WHEN 'rrf_hash_vector_weight' THEN PERFORM mneme._setting_number(k, v, 0, 10);

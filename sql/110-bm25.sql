@@ -111,15 +111,23 @@ BEGIN
     -- 3. One upsert of the df deltas, then one of the conversation totals,
     -- each in key order, so concurrent writers lock rows in the same order
     -- and cannot deadlock on the statistics.
-    INSERT INTO mneme.bm25_terms AS t (conversation_id, term, df)
-    SELECT conversation_id, term, sum(delta)
-    FROM (SELECT c AS conversation_id, x AS term, -1 AS delta FROM unnest(v_rm_conv, v_rm_term) AS r(c, x)
+    -- The bounds of a term's contribution (max_tf, min_len_per_tf) widen
+    -- with every added posting and are left as they are by removals: still
+    -- bounds, if looser (bm25_reindex tightens them).
+    INSERT INTO mneme.bm25_terms AS t (conversation_id, term, df, max_tf, min_len_per_tf)
+    SELECT conversation_id, term, sum(delta), max(tf), min(len_per_tf)
+    FROM (SELECT c AS conversation_id, x AS term, -1 AS delta, 0 AS tf, 'Infinity'::float8 AS len_per_tf
+          FROM unnest(v_rm_conv, v_rm_term) AS r(c, x)
           UNION ALL
-          SELECT p.conversation_id, p.term, 1 FROM mneme.bm25_postings p WHERE p.memory_id = ANY (_bm25_apply.added)) d
+          SELECT p.conversation_id, p.term, 1, p.tf, p.doclen::float8 / p.tf
+          FROM mneme.bm25_postings p WHERE p.memory_id = ANY (_bm25_apply.added)) d
     GROUP BY conversation_id, term
-    HAVING sum(delta) <> 0
+    HAVING sum(delta) <> 0 OR max(tf) > 0
     ORDER BY conversation_id, term
-    ON CONFLICT (conversation_id, term) DO UPDATE SET df = t.df + EXCLUDED.df;
+    ON CONFLICT (conversation_id, term) DO UPDATE
+        SET df = t.df + EXCLUDED.df,
+            max_tf = greatest(t.max_tf, EXCLUDED.max_tf),
+            min_len_per_tf = least(t.min_len_per_tf, EXCLUDED.min_len_per_tf);
 
     INSERT INTO mneme.bm25_stats AS s (conversation_id, n, total_len)
     SELECT conversation_id, sum(dn), sum(dlen)
@@ -254,8 +262,54 @@ $$;
 -- -----------------------------------------------------------------------------
 -- Query
 -- -----------------------------------------------------------------------------
+-- The BM25 sums of the given terms' postings, per memory, over the given
+-- conversations (each lookup by the whole primary key, one conversation and
+-- one term at a time: the plan cannot turn into a scan of a conversation's
+-- postings filtered by term, whatever the statistics say; a conversation
+-- the statistics had not seen was estimated at one row and its 73,000
+-- postings were read per term: 86 ms). Expired memories and those created
+-- outside [since, until) are left out. Plain SQL: inlined into its caller.
+CREATE OR REPLACE FUNCTION mneme._bm25_sums(
+    conversation_ids uuid[], terms text[], weights float8[], k1 float8, b float8, avgdl float8,
+    expired uuid[], since timestamptz, until timestamptz)
+RETURNS TABLE (memory_id uuid, score float8)
+LANGUAGE sql STABLE
+AS $$
+    SELECT p.memory_id, sum(t.wt * mneme._bm25_tf(p.tf, p.doclen, $4, $5, $6))
+    FROM unnest($2, $3) AS t(term, wt), unnest($1) AS c(id), LATERAL (
+        SELECT p.memory_id, p.tf, p.doclen FROM mneme.bm25_postings p
+        WHERE p.conversation_id = c.id AND p.term = t.term) p
+    WHERE ($7 IS NULL OR p.memory_id <> ALL ($7))
+      AND (($8 IS NULL AND $9 IS NULL)
+           OR EXISTS (SELECT 1 FROM mneme.memories m WHERE m.id = p.memory_id
+                      AND ($8 IS NULL OR m.created_at >= $8) AND ($9 IS NULL OR m.created_at < $9)))
+    GROUP BY p.memory_id
+$$;
+COMMENT ON FUNCTION mneme._bm25_sums(uuid[], text[], float8[], float8, float8, float8, uuid[], timestamptz, timestamptz) IS
+    'Internal to _bm25_search: per memory, the BM25 sum over the given terms'' postings (eligible memories only).';
+
 -- Over one conversation (bm25_search) or several (a tenant's, search with
 -- scope 'tenant'): the statistics of the conversations together.
+--
+-- Top k without scoring every posting (MaxScore). A posting's contribution
+-- is wt * tf / (tf + A + B * doclen) (A = k1 (1 - b), B = k1 b / avgdl), at
+-- most wt / (1 + A / max_tf + B * min_len_per_tf) by its term's bounds in
+-- bm25_terms. The term with the smallest bound (the most common, as a
+-- rule: a speaker's name in every memory) is set aside; the others'
+-- postings are summed, and the k-th best of those partial sums, theta, is
+-- a score the k-th result reaches at least. When the set-aside term's bound
+-- is below theta, a memory that holds only that term cannot reach the top
+-- k, and neither can one whose partial sum plus the bound stays below
+-- theta: only the remaining candidates get the term's contribution, looked
+-- up by the whole key, and its postings are never read. Otherwise (or when
+-- the candidates are too many for lookups to pay) its postings are summed
+-- too. Exact either way: the same top k, scores and ranks as scoring every
+-- posting (a randomized test compares them). Scores are rounded to 1e-9, so
+-- that the order in which a memory's contributions were added (which
+-- differs between the plans, and changes the last bit of a sum) cannot
+-- reorder memories of equal score; theta is compared with a slack of 1e-6
+-- above that. Queries whose terms have fewer than bm25_skip_min_postings
+-- postings are scored at once.
 CREATE OR REPLACE FUNCTION mneme._bm25_search(
     conversation_ids uuid[],
     query text,
@@ -271,12 +325,21 @@ AS $$
 #variable_conflict use_column
 DECLARE
     v_ids     uuid[] := _bm25_search.conversation_ids;
+    v_k       int := _bm25_search.k;
+    v_since   timestamptz := _bm25_search.since;
+    v_until   timestamptz := _bm25_search.until;
     v_k1      float8 := mneme.setting('bm25_k1')::float8;
     v_b       float8 := mneme.setting('bm25_b')::float8;
     v_expired uuid[];
     v_n       float8;
     v_total   float8;
     v_avgdl   float8;
+    v_terms   text[];    -- the query's terms in the conversations, largest bound first
+    v_wts     float8[];  -- their weights idf * (k1 + 1)
+    v_bounds  float8[];  -- the most a posting of each can contribute
+    v_dfs     float8[];
+    v_postings float8;   -- their postings (df) together
+    v_last    int;
 BEGIN
     SELECT sum(s.n), sum(s.total_len) INTO v_n, v_total FROM mneme.bm25_stats s WHERE s.conversation_id = ANY (v_ids);
     IF v_n IS NULL THEN
@@ -295,44 +358,94 @@ BEGIN
     END IF;
     v_avgdl := v_total / v_n;
 
-    -- Every lookup is by the whole primary key, one conversation and one
-    -- term at a time (LATERAL): the plan cannot turn into a scan of a
-    -- conversation's postings filtered by term, whatever the statistics
-    -- say (a conversation the statistics have not seen was estimated at
-    -- one row, and its 73,000 postings were read per term: 86 ms).
-    RETURN QUERY
-    WITH q AS (
-        SELECT DISTINCT u.term FROM unnest(tsvector_to_array(mneme.bm25_tsvector(_bm25_search.query))) AS u(term)
-    ), w AS (
-        SELECT q.term, mneme._bm25_weight(v_n, d.df, v_k1) AS wt
-        FROM q, LATERAL (
-            SELECT sum(bt.df) - CASE WHEN v_expired IS NULL THEN 0 ELSE
+    WITH d AS (
+        SELECT q.term, sum(bt.df)::float8 AS df, max(bt.max_tf) AS max_tf, min(bt.min_len_per_tf) AS min_len
+        FROM (SELECT DISTINCT u.term FROM unnest(tsvector_to_array(mneme.bm25_tsvector(_bm25_search.query))) AS u(term)) q,
+             unnest(v_ids) AS c(id), LATERAL (
+                SELECT t.df, t.max_tf, t.min_len_per_tf FROM mneme.bm25_terms t
+                WHERE t.conversation_id = c.id AND t.term = q.term) bt
+        GROUP BY q.term
+    ), x AS MATERIALIZED (
+        -- The expired memories that hold the term leave its df: looked up
+        -- one by one by the whole key when they are fewer than its
+        -- postings, else counted among its postings.
+        SELECT d.term, d.max_tf, d.min_len, d.df - CASE
+                   WHEN v_expired IS NULL THEN 0
+                   WHEN cardinality(v_expired) < d.df THEN
+                       (SELECT count(*) FROM unnest(v_ids) AS c2(id), unnest(v_expired) AS e(id), LATERAL (
+                            SELECT 1 FROM mneme.bm25_postings p
+                            WHERE p.conversation_id = c2.id AND p.term = d.term AND p.memory_id = e.id LIMIT 1) hit)
+                   ELSE
                        (SELECT count(*) FROM unnest(v_ids) AS c2(id), mneme.bm25_postings p
-                        WHERE p.conversation_id = c2.id AND p.term = q.term
-                          AND p.memory_id = ANY (v_expired)) END::float8 AS df
-            FROM unnest(v_ids) AS c(id), LATERAL (
-                SELECT t.df FROM mneme.bm25_terms t WHERE t.conversation_id = c.id AND t.term = q.term) bt) d
-        WHERE d.df > 0
-    ), top AS (
-        SELECT p.memory_id AS id, sum(w.wt * mneme._bm25_tf(p.tf, p.doclen, v_k1, v_b, v_avgdl)) AS score
-        FROM w, unnest(v_ids) AS c(id), LATERAL (
-            SELECT p.memory_id, p.tf, p.doclen FROM mneme.bm25_postings p
-            WHERE p.conversation_id = c.id AND p.term = w.term) p
-        WHERE (v_expired IS NULL OR p.memory_id <> ALL (v_expired))
-          AND ((_bm25_search.since IS NULL AND _bm25_search.until IS NULL)
-               OR EXISTS (SELECT 1 FROM mneme.memories m WHERE m.id = p.memory_id
-                          AND (_bm25_search.since IS NULL OR m.created_at >= _bm25_search.since)
-                          AND (_bm25_search.until IS NULL OR m.created_at < _bm25_search.until)))
-        GROUP BY p.memory_id
-        ORDER BY 2 DESC, 1
-        LIMIT _bm25_search.k
+                        WHERE p.conversation_id = c2.id AND p.term = d.term AND p.memory_id = ANY (v_expired))
+               END AS df
+        FROM d
     )
-    SELECT top.id, top.score, (rank() OVER (ORDER BY top.score DESC))::int  -- equal scores share a rank
-    FROM top ORDER BY top.score DESC, top.id;
+    SELECT array_agg(w.term), array_agg(w.wt), array_agg(w.bound), array_agg(w.df), sum(w.df)
+    INTO v_terms, v_wts, v_bounds, v_dfs, v_postings
+    FROM (SELECT x.term, x.df, mneme._bm25_weight(v_n, x.df, v_k1) AS wt,
+                 -- (1 + 1e-9): rounding must not put a bound below a posting's contribution
+                 mneme._bm25_weight(v_n, x.df, v_k1) * (1 + 1e-9)
+                   / (1 + v_k1 * (1 - v_b) / greatest(x.max_tf, 1) + v_k1 * v_b / v_avgdl * x.min_len) AS bound
+          FROM x WHERE x.df > 0
+          ORDER BY bound DESC, x.term) w;  -- largest bound first
+    IF v_terms IS NULL THEN
+        RETURN;
+    END IF;
+    v_last := cardinality(v_terms);
+
+    -- Skipping pays when the set-aside term holds most of the postings
+    -- (measured: where it holds about as many as the others, summing the
+    -- others first and joining costs more than summing everything at once).
+    IF v_last = 1 OR v_postings < mneme.setting('bm25_skip_min_postings')::float8
+       OR v_dfs[v_last] < 2 * (v_postings - v_dfs[v_last]) THEN
+        RETURN QUERY
+        SELECT top.memory_id, top.score, (rank() OVER (ORDER BY top.score DESC))::int  -- equal scores share a rank
+        FROM (SELECT s.memory_id, round(s.score * 1e9) / 1e9 AS score
+              FROM mneme._bm25_sums(v_ids, v_terms, v_wts, v_k1, v_b, v_avgdl, v_expired, v_since, v_until) s
+              ORDER BY 2 DESC, 1 LIMIT v_k) top
+        ORDER BY top.score DESC, top.memory_id;
+        RETURN;
+    END IF;
+
+    -- One statement: the partial sums without the last term (part), theta
+    -- (their k-th best), the candidates that can still reach it, and the
+    -- last term's contribution by key lookups for the candidates when they
+    -- are few, else by summing its postings (each branch runs only when its
+    -- one-time condition holds).
+    RETURN QUERY
+    WITH part AS MATERIALIZED (
+        SELECT s.memory_id AS id, s.score AS ps
+        FROM mneme._bm25_sums(v_ids, v_terms[:v_last - 1], v_wts[:v_last - 1], v_k1, v_b, v_avgdl,
+                              v_expired, v_since, v_until) s
+    ), th AS MATERIALIZED (
+        SELECT x.theta, x.theta > v_bounds[v_last] + 1e-6 AS skips
+        FROM (SELECT (SELECT part.ps FROM part ORDER BY part.ps DESC OFFSET v_k - 1 LIMIT 1) AS theta) x
+    ), cand AS MATERIALIZED (
+        SELECT part.id, part.ps FROM part, th WHERE th.skips AND part.ps + v_bounds[v_last] + 1e-6 >= th.theta
+    ), lookups AS MATERIALIZED (
+        SELECT coalesce((SELECT th.skips FROM th), false) AND (SELECT count(*) FROM cand) * 4 <= v_dfs[v_last] AS yes
+    ), scored AS (
+        SELECT cand.id, round((cand.ps + coalesce((
+                   SELECT sum(v_wts[v_last] * mneme._bm25_tf(p.tf, p.doclen, v_k1, v_b, v_avgdl))
+                   FROM unnest(v_ids) AS c(id), mneme.bm25_postings p
+                   WHERE p.conversation_id = c.id AND p.term = v_terms[v_last] AND p.memory_id = cand.id), 0)) * 1e9) / 1e9 AS score
+        FROM cand
+        WHERE (SELECT l.yes FROM lookups l)
+        UNION ALL
+        SELECT coalesce(part.id, l.memory_id), round((coalesce(part.ps, 0) + coalesce(l.score, 0)) * 1e9) / 1e9
+        FROM part FULL JOIN mneme._bm25_sums(v_ids, v_terms[v_last:], v_wts[v_last:], v_k1, v_b, v_avgdl,
+                                             v_expired, v_since, v_until) l ON l.memory_id = part.id
+        WHERE NOT (SELECT l.yes FROM lookups l)
+    )
+    SELECT top.id, top.score, (rank() OVER (ORDER BY top.score DESC))::int
+    FROM (SELECT scored.id, scored.score FROM scored ORDER BY 2 DESC, 1 LIMIT v_k) top
+    ORDER BY top.score DESC, top.id;
 END
 $$;
 COMMENT ON FUNCTION mneme._bm25_search(uuid[], text, int, timestamptz, timestamptz) IS
-    'Internal: bm25_search over the conversations together (their statistics summed); no argument checks.';
+    'Internal: bm25_search over the conversations together (their statistics summed); no argument checks. '
+    'Skips the postings of the most common term when it cannot lift a memory into the top k (MaxScore); exact.';
 
 CREATE OR REPLACE FUNCTION mneme.bm25_search(
     conversation_id uuid,

@@ -55,11 +55,14 @@ BEGIN
 
     FOR f IN SELECT p.oid::regprocedure AS sig, p.proname AS name, p.prorettype = 'pg_catalog.trigger'::regtype AS trg,
                     -- Plain SQL without SET (mneme._retrievability, the BM25
-                    -- weighting, mneme._label_key): the planner inlines them
-                    -- into the query that calls them, which it cannot do for
-                    -- a SECURITY DEFINER function.
+                    -- weighting, mneme._label_key), and internal plain SQL
+                    -- that reads tables (mneme._bm25_sums, called only inside
+                    -- the API's functions, as mneme_owner): the planner
+                    -- inlines them into the query that calls them, which it
+                    -- cannot do for a SECURITY DEFINER function.
                     p.prolang = (SELECT l.oid FROM pg_catalog.pg_language l WHERE l.lanname = 'sql')
-                        AND p.proconfig IS NULL AND p.provolatile = 'i' AS inlined,
+                        AND p.proconfig IS NULL
+                        AND (p.provolatile = 'i' OR (p.provolatile = 's' AND p.proname LIKE '\_%')) AS inlined,
                     p.prolang = (SELECT l.oid FROM pg_catalog.pg_language l WHERE l.lanname = 'plpgsql') AS plpgsql
              FROM pg_catalog.pg_proc p WHERE p.pronamespace = 'mneme'::regnamespace AND p.prokind = 'f' LOOP
         EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f.sig);

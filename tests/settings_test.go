@@ -46,7 +46,7 @@ func TestSettingRules(t *testing.T) {
 
 	hostile := []string{`null`, `"x"`, `true`, `[]`, `{}`, `-1`, `1e300`, `"NaN"`, `"Infinity"`, `0.5e-400`}
 	bad := map[string][]string{
-		"bm25_b": {`1.5`}, "bm25_k1": {`11`}, "inactive_below_r": {`1`}, "retrievability_weight": {`11`},
+		"bm25_b": {`1.5`}, "bm25_k1": {`11`}, "bm25_skip_min_postings": {`-1`, `2.5`}, "inactive_below_r": {`1`}, "retrievability_weight": {`11`},
 		"rrf_hash_vector_weight": {`11`}, "rrf_k": {`0`}, "segment_gap_seconds": {`0`}, "segment_shift_similarity": {`2`},
 		"message_max_chars": {`0`, `1.5`}, "pending_reviews_max": {`1`}, "retrieve_candidates": {`0`, `1001`},
 		"segment_episode_max": {`0`}, "segment_episode_min": {`2.5`}, "segment_max_messages": {`0`}, "segment_min_messages": {`0`},
