@@ -104,12 +104,16 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-    v_max_chars int := mneme.setting('message_max_chars')::int;
-    v_min_msgs  int := mneme.setting('segment_min_messages')::int;
-    v_max_msgs  int := mneme.setting('segment_max_messages')::int;
-    v_gap       interval := make_interval(secs => mneme.setting('segment_gap_seconds')::float8);
-    v_min_chars int := mneme.setting('segment_min_chars')::int;
-    v_future    interval := (mneme.setting('message_max_future') #>> '{}')::interval;
+    -- The settings it needs, read in one statement (it runs at every message).
+    v_set       jsonb := (SELECT jsonb_object_agg(s.key, s.value) FROM mneme.settings s
+                          WHERE s.key IN ('message_max_chars', 'segment_min_messages', 'segment_max_messages',
+                                          'segment_gap_seconds', 'segment_min_chars', 'message_max_future'));
+    v_max_chars int := (v_set->'message_max_chars')::int;
+    v_min_msgs  int := (v_set->'segment_min_messages')::int;
+    v_max_msgs  int := (v_set->'segment_max_messages')::int;
+    v_gap       interval := make_interval(secs => (v_set->'segment_gap_seconds')::float8);
+    v_min_chars int := (v_set->'segment_min_chars')::int;
+    v_future    interval := (v_set->>'message_max_future')::interval;
     v_at        timestamptz;
     v_queue     mneme.message_queue;
     v_prev_id   bigint;
@@ -139,9 +143,14 @@ BEGIN
                   HINT = 'leave the time out for the server''s clock; setting message_max_future bounds the clock skew allowed';
     END IF;
 
-    PERFORM mneme._claim_conversation(add_message.conversation_id);
-    -- The row lock orders appends within a conversation.
+    -- The row lock orders appends within a conversation. Row security shows
+    -- the row only when the conversation is the caller's; when it is not
+    -- there, it is claimed (created, or refused as another tenant's) first.
     SELECT * INTO v_queue FROM mneme.message_queue q WHERE q.id = add_message.conversation_id FOR UPDATE;
+    IF NOT FOUND THEN
+        PERFORM mneme._claim_conversation(add_message.conversation_id);
+        SELECT * INTO v_queue FROM mneme.message_queue q WHERE q.id = add_message.conversation_id FOR UPDATE;
+    END IF;
 
     IF add_message.role NOT IN ('user', 'assistant', 'system', 'tool') AND NOT add_message.role = ANY (v_queue.speakers) THEN
         RAISE EXCEPTION 'unknown role %', mneme._quote_prefix(add_message.role) USING ERRCODE = '22023',
@@ -156,10 +165,14 @@ BEGIN
     END IF;
 
     -- The queue as it is before this message (the row lock above holds off
-    -- other writers and the segment job's consumption): its last message
-    -- and its length, read once.
-    SELECT max(m.id), count(*) INTO v_prev_id, v_queued FROM mneme.messages m
-    WHERE m.conversation_id = add_message.conversation_id AND m.consumed_at IS NULL;
+    -- other writers and the segment job's consumption): its last message,
+    -- and its length as far as the rules below look (up to
+    -- segment_max_messages: a backlogged conversation's queue is not
+    -- counted whole at every message).
+    SELECT max(x.id), count(*) INTO v_prev_id, v_queued
+    FROM (SELECT m.id FROM mneme.messages m
+          WHERE m.conversation_id = add_message.conversation_id AND m.consumed_at IS NULL
+          ORDER BY m.id DESC LIMIT v_max_msgs) x;
 
     -- The conversation's tenant, read with the queue row above (the row's
     -- tenant trigger would read it again).
