@@ -81,6 +81,7 @@ func (o *IngestOptions) Bind(fs *flag.FlagSet) (*string, *bool) {
 	fs.IntVar(&o.Concurrency, "concurrency", 2, "jobs each sidecar runs at once")
 	fs.IntVar(&o.Preload, "preload", 0, "memories stored in bulk before the runs, in 1,000 other conversations (e.g. 1000000)")
 	fs.IntVar(&o.Rate, "rate", 0, "messages per second the writers aim at together (0: as fast as add_message takes them)")
+	fs.IntVar(&o.Writers, "writers", 0, "connections the writers share, each serving its share of the conversations in turn (0: one per conversation, at most 200)")
 	fs.StringVar(&o.Vector, "vector", "auto", "embedding variant: auto, pgvector or array")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the benchmark database (its name is logged)")
 	return convs, fs.Bool("json", false, "print JSON, one object per run")
@@ -88,8 +89,9 @@ func (o *IngestOptions) Bind(fs *flag.FlagSet) (*string, *bool) {
 
 // Validate checks the bound flags and sets Conversations.
 func (o *IngestOptions) Validate(convs string) error {
-	if o.Duration <= 0 || o.Sidecars < 1 || o.Sidecars > 16 || o.Concurrency < 1 || o.Preload < 0 || o.Rate < 0 {
-		return errors.New("--duration must be positive, --sidecars 1 to 16, --concurrency positive, --preload and --rate 0 or more")
+	if o.Duration <= 0 || o.Sidecars < 1 || o.Sidecars > 16 || o.Concurrency < 1 || o.Preload < 0 || o.Rate < 0 ||
+		o.Writers < 0 || o.Writers > 200 {
+		return errors.New("--duration must be positive, --sidecars 1 to 16, --concurrency positive, --preload and --rate 0 or more, --writers 0 to 200")
 	}
 	switch o.Vector {
 	case "auto", "pgvector", "array":

@@ -27,6 +27,7 @@ type IngestOptions struct {
 	Concurrency   int           // jobs each sidecar runs at once
 	Preload       int           // memories stored before the runs (bulk, in other conversations)
 	Rate          int           // messages per second the writers aim at together (0: as fast as they can)
+	Writers       int           // connections the writers share (0: one per conversation, at most 200)
 	Vector        string        // embedding variant: auto, pgvector or array (as MNEME_VECTOR)
 	Keep          bool          // keep the scratch database (its name is logged)
 	Log           *slog.Logger
@@ -42,6 +43,7 @@ type IngestResult struct {
 	Preloaded     int     `json:"memories_before"`
 	Variant       string  `json:"vector"`
 	Rate          int     `json:"target_messages_per_sec"`
+	Writers       int     `json:"writer_connections"`
 	Messages      int64   `json:"messages"`
 	Failures      int64   `json:"failures"`
 	Seconds       float64 `json:"write_seconds"`
@@ -60,8 +62,9 @@ type IngestResult struct {
 
 // Ingest measures sustained add_message throughput with the sidecars
 // running the real pipelines (offline), and how far segmentation lags
-// behind: writers send messages as fast as add_message takes them, each to
-// its own conversation, the server's clock as the message time.
+// behind: writers, connected as a mneme_app login (one connection per
+// conversation, at most 200, or Writers), send messages at Rate (or as fast
+// as add_message takes them), the server's clock as the message time.
 func Ingest(ctx context.Context, o IngestOptions) ([]IngestResult, error) {
 	if len(o.Conversations) == 0 || o.Duration <= 0 || o.Sidecars < 1 || o.Concurrency < 1 || o.Preload < 0 {
 		return nil, fmt.Errorf("conversations, duration, sidecars and concurrency must be positive")
@@ -83,7 +86,24 @@ func Ingest(ctx context.Context, o IngestOptions) ([]IngestResult, error) {
 		return nil, fmt.Errorf("migrate: %w", err)
 	}
 	o.variant = variant.Variant
-	pcfg, err := pgxpool.ParseConfig(db.URL)
+	pool, err := pgxpool.New(ctx, db.URL)
+	if err != nil {
+		return nil, err
+	}
+	defer pool.Close()
+	// The writers connect as an application does: a mneme_app login, under
+	// row security, in the default tenant.
+	owner, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	appURL, dropApp, err := appLogin(ctx, owner.Conn(), db.URL)
+	owner.Release()
+	if err != nil {
+		return nil, err
+	}
+	defer dropApp()
+	pcfg, err := pgxpool.ParseConfig(appURL)
 	if err != nil {
 		return nil, err
 	}
@@ -91,12 +111,15 @@ func Ingest(ctx context.Context, o IngestOptions) ([]IngestResult, error) {
 	for _, n := range o.Conversations {
 		maxConv = max(maxConv, n)
 	}
-	pcfg.MaxConns = int32(min(maxConv, 200) + 4)
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	pcfg.MaxConns = int32(min(maxConv, 200))
+	if o.Writers > 0 {
+		pcfg.MaxConns = int32(min(maxConv, o.Writers))
+	}
+	writerPool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, err
 	}
-	defer pool.Close()
+	defer writerPool.Close()
 	if o.Preload > 0 {
 		if err := preload(ctx, pool, o.Preload, variant.Variant, log); err != nil {
 			return nil, err
@@ -138,7 +161,7 @@ func Ingest(ctx context.Context, o IngestOptions) ([]IngestResult, error) {
 
 	var out []IngestResult
 	for _, n := range o.Conversations {
-		r, err := ingestRun(ctx, pool, o, n, log)
+		r, err := ingestRun(ctx, pool, writerPool, o, n, log)
 		if err != nil {
 			return out, err
 		}
@@ -169,7 +192,7 @@ func preload(ctx context.Context, pool *pgxpool.Pool, n int, variant string, log
 	return loadBenchMemories(ctx, conn.Conn(), variant, c)
 }
 
-func ingestRun(ctx context.Context, pool *pgxpool.Pool, o IngestOptions, nconv int, log *slog.Logger) (IngestResult, error) {
+func ingestRun(ctx context.Context, pool, writerPool *pgxpool.Pool, o IngestOptions, nconv int, log *slog.Logger) (IngestResult, error) {
 	res := IngestResult{Conversations: nconv, Sidecars: o.Sidecars, Concurrency: o.Concurrency, Preloaded: o.Preload, Rate: o.Rate,
 		Variant: o.variant}
 	convs := make([]uuid.UUID, nconv)
@@ -181,9 +204,13 @@ func ingestRun(ctx context.Context, pool *pgxpool.Pool, o IngestOptions, nconv i
 	// would be neither a message nor a failure.
 	deadline := time.Now().Add(o.Duration)
 	writing := func() bool { return ctx.Err() == nil && time.Now().Before(deadline) }
-	// At most 200 connections write at once; each serves its share of the
-	// conversations in turn, one message to each.
+	// One connection per conversation, at most 200 (or --writers); each
+	// serves its share of the conversations in turn, one message to each.
 	writers := min(nconv, 200)
+	if o.Writers > 0 {
+		writers = min(nconv, o.Writers)
+	}
+	res.Writers = writers
 	var wg sync.WaitGroup
 	start := time.Now()
 	for w := 0; w < writers; w++ {
@@ -198,7 +225,7 @@ func ingestRun(ctx context.Context, pool *pgxpool.Pool, o IngestOptions, nconv i
 						time.Sleep(time.Until(due))
 						sent0++
 					}
-					_, err := pool.Exec(ctx, `SELECT mneme.add_message($1, $2, $3)`, convs[c],
+					_, err := writerPool.Exec(ctx, `SELECT mneme.add_message($1, $2, $3)`, convs[c],
 						[]string{"user", "assistant"}[i%2], ingestText(c, i))
 					if err == nil {
 						sent.Add(1)
@@ -217,7 +244,7 @@ func ingestRun(ctx context.Context, pool *pgxpool.Pool, o IngestOptions, nconv i
 
 	// Let the sidecars finish what the writers left: cut every
 	// conversation's tail and wait for the queue to drain.
-	if _, err := pool.Exec(ctx, `SELECT mneme.segment_now(c) FROM unnest($1::uuid[]) c`, convs); err != nil {
+	if _, err := writerPool.Exec(ctx, `SELECT mneme.segment_now(c) FROM unnest($1::uuid[]) c`, convs); err != nil {
 		return res, fmt.Errorf("segment_now: %w", err)
 	}
 	for {
@@ -275,10 +302,10 @@ func ingestText(c, i int) string {
 
 // WriteIngestTable prints the results for a person.
 func WriteIngestTable(w io.Writer, results []IngestResult) {
-	fmt.Fprintf(w, "  %-13s %9s %9s %9s %11s %9s %9s %9s %9s %10s %8s\n", "conversations", "messages", "failures",
+	fmt.Fprintf(w, "  %-13s %7s %9s %9s %9s %11s %9s %9s %9s %9s %10s %8s\n", "conversations", "writers", "messages", "failures",
 		"msgs/s", "segment jobs", "memories", "lag p50", "lag p95", "lag p99", "backlog s", "failed")
 	for _, r := range results {
-		fmt.Fprintf(w, "  %-13d %9d %9d %9.0f %11d %9d %9.0f %9.0f %9.0f %10.1f %8d\n", r.Conversations, r.Messages,
+		fmt.Fprintf(w, "  %-13d %7d %9d %9d %9.0f %11d %9d %9.0f %9.0f %9.0f %10.1f %8d\n", r.Conversations, r.Writers, r.Messages,
 			r.Failures, r.PerSecond, r.SegmentJobs, r.Memories, r.Lag.P50, r.Lag.P95, r.Lag.P99, r.BacklogSeconds, r.FailedJobs)
 	}
 }

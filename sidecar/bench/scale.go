@@ -423,25 +423,35 @@ func scaleSizes(ctx context.Context, conn *pgx.Conn, step *ScaleStep) error {
 	return rows.Err()
 }
 
-// scaleApp creates a mneme_app login for the run and connects as it.
-func scaleApp(ctx context.Context, conn *pgx.Conn, dsn string) (*pgx.Conn, func(), error) {
+// appLogin creates a mneme_app login for the run (what an application
+// connects as) and returns the database URL with it, and how to drop it.
+func appLogin(ctx context.Context, conn *pgx.Conn, dsn string) (string, func(), error) {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	role := "mneme_bench_app_" + hex.EncodeToString(b)
 	if _, err := conn.Exec(ctx, fmt.Sprintf(`CREATE ROLE %s LOGIN IN ROLE mneme_app`, role)); err != nil {
-		return nil, nil, fmt.Errorf("create the application role (the benchmark needs CREATEROLE): %w", err)
+		return "", nil, fmt.Errorf("create the application role (the benchmark needs CREATEROLE): %w", err)
 	}
 	drop := func() { _, _ = conn.Exec(context.Background(), fmt.Sprintf(`DROP ROLE IF EXISTS %s`, role)) }
 	u, err := url.Parse(dsn)
 	if err != nil {
 		drop()
-		return nil, nil, err
+		return "", nil, err
 	}
 	u.User = url.User(role)
-	app, err := pgx.Connect(ctx, u.String())
+	return u.String(), drop, nil
+}
+
+// scaleApp creates a mneme_app login for the run and connects as it.
+func scaleApp(ctx context.Context, conn *pgx.Conn, dsn string) (*pgx.Conn, func(), error) {
+	appURL, drop, err := appLogin(ctx, conn, dsn)
+	if err != nil {
+		return nil, nil, err
+	}
+	app, err := pgx.Connect(ctx, appURL)
 	if err != nil {
 		drop()
-		return nil, nil, fmt.Errorf("connect as %s: %w", role, err)
+		return nil, nil, fmt.Errorf("connect as the application role: %w", err)
 	}
 	return app, func() { app.Close(context.Background()); drop() }, nil
 }

@@ -2,10 +2,7 @@ package bench
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
-	"net/url"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -45,25 +42,11 @@ func loadTenants(ctx context.Context, conn *pgx.Conn, c *benchCorpus, n int) err
 // runRLSBench times retrieve as the superuser and as a mneme_app login role
 // (created for the run, dropped after) in the query's tenant, interleaved.
 func runRLSBench(ctx context.Context, conn *pgx.Conn, dbURL string, c *benchCorpus, tenants, queries int) (*RLSResult, error) {
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	role := "mneme_bench_app_" + hex.EncodeToString(b)
-	if _, err := conn.Exec(ctx, fmt.Sprintf(`CREATE ROLE %s LOGIN IN ROLE mneme_app`, role)); err != nil {
-		return nil, fmt.Errorf("create the application role (the benchmark needs CREATEROLE): %w", err)
-	}
-	defer func() {
-		_, _ = conn.Exec(context.Background(), fmt.Sprintf(`DROP ROLE IF EXISTS %s`, role))
-	}()
-	u, err := url.Parse(dbURL)
+	app, done, err := scaleApp(ctx, conn, dbURL)
 	if err != nil {
 		return nil, err
 	}
-	u.User = url.User(role)
-	app, err := pgx.Connect(ctx, u.String())
-	if err != nil {
-		return nil, fmt.Errorf("connect as %s: %w", role, err)
-	}
-	defer app.Close(context.Background())
+	defer done()
 
 	warmup := min(10, 1+queries/5)
 	qs, err := makeQueries(c, queries+warmup)
@@ -91,7 +74,7 @@ func runRLSBench(ctx context.Context, conn *pgx.Conn, dbURL string, c *benchCorp
 			return err
 		})
 		if err != nil {
-			return nil, fmt.Errorf("retrieve as %s: %w", role, err)
+			return nil, fmt.Errorf("retrieve as the application role: %w", err)
 		}
 		if m != n {
 			return nil, fmt.Errorf("the application role saw %d memories, the superuser %d, for a query in its own tenant", m, n)
