@@ -214,4 +214,39 @@ func TestBM25TopKSkipsAndIsExact(t *testing.T) {
 	}
 	t.Logf("postings read by the queries naming the speaker, k at most 10: %d scoring every posting, %d skipping", readAll, readSkip)
 	require.Less(t, readSkip, readAll/3, "skipping read %d postings, scoring every posting %d", readSkip, readAll)
+
+	// The bounds follow the memories: texts rewritten with more of a word
+	// (a larger tf, a shorter memory: each raises what a posting can add),
+	// memories deleted and made inactive; the paths still agree.
+	for _, q := range []string{
+		`UPDATE mneme.memories SET content = 'caroline caroline caroline ' || split_part(content, ' ', 3)
+		  WHERE conversation_id = $1 AND id IN (SELECT id FROM mneme.memories WHERE conversation_id = $1 ORDER BY id LIMIT 40)`,
+		`UPDATE mneme.memories SET content = repeat(coalesce(nullif(split_part(content, ' ', 4), ''), 'w1x') || ' ', 6)
+		  WHERE conversation_id = $1 AND id IN (SELECT id FROM mneme.memories WHERE conversation_id = $1 ORDER BY id DESC LIMIT 40)`,
+		`DELETE FROM mneme.memories WHERE conversation_id = $1 AND id IN (SELECT id FROM mneme.memories WHERE conversation_id = $1 ORDER BY id OFFSET 100 LIMIT 300)`,
+		`UPDATE mneme.memories SET status = 'inactive' WHERE conversation_id = $1 AND id IN (SELECT id FROM mneme.memories WHERE conversation_id = $1 ORDER BY id OFFSET 500 LIMIT 200)`,
+	} {
+		_, err := conn.Exec(ctx, q, conv)
+		require.NoError(t, err, q)
+	}
+	// What the skipping rests on: every term's bounds hold for each of its
+	// postings.
+	var broken int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM mneme.bm25_terms t
+		JOIN (SELECT conversation_id, term, max(tf) AS tf, min(doclen::float8 / tf) AS len_per_tf
+		      FROM mneme.bm25_postings GROUP BY 1, 2) p USING (conversation_id, term)
+		WHERE t.max_tf < p.tf OR t.min_len_per_tf > p.len_per_tf`).Scan(&broken))
+	require.Zero(t, broken, "terms whose bounds a posting exceeds")
+	for _, q := range queries[:40] {
+		setSkip(1 << 30)
+		rows, err := conn.Query(ctx, call, conv, q.text, q.k, q.since, q.until)
+		all := rankedHits(t, rows, err)
+		setSkip(0)
+		rows, err = conn.Query(ctx, call, conv, q.text, q.k, q.since, q.until)
+		skip := rankedHits(t, rows, err)
+		rows, err = conn.Query(ctx, reference, pgx.QueryExecModeExec, conv, q.text, q.k, q.since, q.until)
+		ref := rankedHits(t, rows, err)
+		require.Equal(t, all, skip, "after the rewrites, query %q, k %d", q.text, q.k)
+		require.NoError(t, sameTopK(ref, skip), "after the rewrites, query %q, k %d", q.text, q.k)
+	}
 }
