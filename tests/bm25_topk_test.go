@@ -229,6 +229,24 @@ func TestBM25TopKSkipsAndIsExact(t *testing.T) {
 		_, err := conn.Exec(ctx, q, conv)
 		require.NoError(t, err, q)
 	}
+	// Over several conversations at once (a tenant's search): a second
+	// conversation of the same kind of text, the statistics and bounds of
+	// both together.
+	conv2 := uuid.New()
+	_, err = conn.Exec(ctx, `INSERT INTO mneme.memories (conversation_id, content, created_at, last_reviewed_at)
+		SELECT $1, c, t, t FROM unnest($2::text[], $3::timestamptz[]) AS x(c, t)`, conv2, texts[:1500], created[:1500])
+	require.NoError(t, err)
+	const callBoth = `SELECT memory_id, score, rank FROM mneme._bm25_search(ARRAY[$1::uuid, $2::uuid], $3, $4, $5, $6)`
+	for _, q := range queries[:40] {
+		setSkip(1 << 30)
+		rows, err := conn.Query(ctx, callBoth, conv, conv2, q.text, q.k, q.since, q.until)
+		all := rankedHits(t, rows, err)
+		setSkip(0)
+		rows, err = conn.Query(ctx, callBoth, conv, conv2, q.text, q.k, q.since, q.until)
+		skip := rankedHits(t, rows, err)
+		require.Equal(t, all, skip, "two conversations, query %q, k %d", q.text, q.k)
+	}
+
 	// What the skipping rests on: every term's bounds hold for each of its
 	// postings.
 	var broken int
