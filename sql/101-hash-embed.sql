@@ -40,7 +40,10 @@ DECLARE
     c_sep   constant text := '[\u0001-\u002f\u003a-\u0040\u005b-\u0060\u007b-\u00bf\u00d7\u00f7\u1680'
                              '\u2000-\u206f\u2e00-\u2e7f\u3000-\u303f\ufe10-\ufe1f\ufe30-\ufe4f\ufeff'
                              '\uff00-\uff0f\uff1a-\uff20\uff3b-\uff40\uff5b-\uff65]+';
-    v real[];
+    v   real[];
+    v_i int[];
+    v_x float8[];
+    v_n float8;
 BEGIN
     IF hash_embed.dim IS NULL OR hash_embed.dim < 2 OR hash_embed.dim > 16000 THEN
         RAISE EXCEPTION 'hash_embed dimension must be 2..16000, got %', coalesce(hash_embed.dim::text, 'NULL')
@@ -77,17 +80,17 @@ BEGIN
         SELECT ((get_byte(h, 0)::bigint << 24) | (get_byte(h, 1) << 16) | (get_byte(h, 2) << 8) | get_byte(h, 3)) % hash_embed.dim AS i,
                sum(CASE WHEN get_byte(h, 4) < 128 THEN w ELSE -w END) AS x
         FROM feats GROUP BY 1
-    ), norm AS (
-        SELECT sqrt(sum(x * x)) AS n FROM comp
     )
-    SELECT CASE WHEN norm.n > 0 THEN
-               (SELECT array_agg(coalesce(comp.x / norm.n, 0)::real ORDER BY g)
-                FROM generate_series(0, hash_embed.dim - 1) AS g LEFT JOIN comp ON comp.i = g)
-           END
-    INTO v FROM norm;
-    IF v IS NULL THEN
+    SELECT array_agg(comp.i::int), array_agg(comp.x), sqrt(sum(comp.x * comp.x)) INTO v_i, v_x, v_n FROM comp;
+    IF v_n IS NULL OR v_n = 0 THEN
         RAISE EXCEPTION 'text has no features (they cancelled out)' USING ERRCODE = '22023';
     END IF;
+    -- The few components the features hit, set in place in a zero vector
+    -- (a join of every dimension with them, sorted, took most of the call).
+    v := array_fill(0::real, ARRAY[hash_embed.dim]);
+    FOR j IN 1 .. cardinality(v_i) LOOP
+        v[v_i[j] + 1] := (v_x[j] / v_n)::real;
+    END LOOP;
     RETURN v;
 END
 $$;
