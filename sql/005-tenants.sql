@@ -152,14 +152,18 @@ COMMENT ON FUNCTION mneme._claim_conversation(uuid) IS
 
 -- Whether the session may read the conversation's derived rows (BM25
 -- statistics have no tenant column: they are reached through it).
+-- PL/pgSQL: Citus cannot plan a distributed query that takes a SQL
+-- function's parameter ("could not create distributed plan"; docs/scale.md).
 CREATE OR REPLACE FUNCTION mneme._readable_conversation(conversation_id uuid)
 RETURNS boolean
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-SELECT mneme._is_worker()
-    OR EXISTS (SELECT 1 FROM mneme.message_queue q WHERE q.id = _readable_conversation.conversation_id
-               AND q.tenant_id = mneme._tenant())
+BEGIN
+    RETURN mneme._is_worker()
+        OR EXISTS (SELECT 1 FROM mneme.message_queue q WHERE q.id = _readable_conversation.conversation_id
+                   AND q.tenant_id = mneme._tenant());
+END
 $$;
 COMMENT ON FUNCTION mneme._readable_conversation(uuid) IS
     'Internal: whether the conversation belongs to the transaction''s tenant (or the session is the sidecar''s).';
