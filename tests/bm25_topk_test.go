@@ -121,8 +121,10 @@ func TestBM25TopKSkipsAndIsExact(t *testing.T) {
 		require.NoError(t, err)
 	}
 	const call = `SELECT memory_id, score, rank FROM mneme._bm25_search(ARRAY[$1::uuid], $2, $3, $4, $5)`
-	// BM25 from the postings of the live (unexpired) memories, written
-	// without anything _bm25_search shares but the tokeniser.
+	// BM25 from the postings of the live (unexpired) memories, by a query
+	// of its own: it shares with _bm25_search the tokeniser and the
+	// postings, not the statistics (N, df, lengths are counted here) nor the
+	// scoring.
 	const reference = `
 		WITH live AS MATERIALIZED (
 			SELECT d.memory_id, d.doclen, m.created_at FROM mneme.bm25_docs d JOIN mneme.memories m ON m.id = d.memory_id
