@@ -24,7 +24,7 @@ var version = "dev"
 // commands is the one table of commands.
 func commands() []cli.Command {
 	return []cli.Command{
-		{Name: "migrate", Summary: "apply the embedded migrations and SQL layer to $DATABASE_URL", Run: cmdMigrate},
+		{Name: "migrate", Args: "[--citus]", Summary: "apply the embedded migrations and SQL layer to $DATABASE_URL", Run: cmdMigrate},
 		{Name: "run", Args: "[--drain]", Summary: "run the sidecar: job runner, event transport, /healthz and /metrics", Run: cmdRun},
 		{Name: "cluster", Args: "start|stop|url|env [flags]", Summary: "a private PostgreSQL for the demo and tests (default .mneme/pg)", Run: cmdCluster},
 		{Name: "psql", Args: "[psql arguments]", Summary: "open psql on $DATABASE_URL, or on the demo cluster", Run: cmdPsql},

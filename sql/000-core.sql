@@ -9,6 +9,31 @@
 -- =============================================================================
 
 -- -----------------------------------------------------------------------------
+-- Citus (docs/scale.md): whether a table is distributed. On one server
+-- (no citus extension, no pg_dist_partition) always false, and every table
+-- keeps its single-server form; `mneme migrate --citus` distributes them,
+-- and the files below then create the forms Citus runs on shards (row
+-- triggers instead of statement triggers with transition tables).
+-- -----------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION mneme._distributed(rel regclass)
+RETURNS boolean
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v boolean;
+BEGIN
+    IF to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
+        RETURN false;
+    END IF;
+    EXECUTE 'SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition WHERE logicalrelid = $1)' INTO v USING rel;
+    RETURN v;
+END
+$$;
+COMMENT ON FUNCTION mneme._distributed(regclass) IS
+    'Internal: true when rel is a Citus distributed or reference table (mneme migrate --citus).';
+
+-- -----------------------------------------------------------------------------
 -- Settings
 -- -----------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION mneme.setting(key text)
@@ -203,6 +228,11 @@ BEGIN
             USING ERRCODE = '22023',
                   HINT = format('a %s job: %s%s', v_kind.kind, CASE WHEN v_kind.needs_conversation THEN 'a conversation and ' ELSE '' END,
                                 v_kind.payload_hint);
+    END IF;
+    -- Distributed by conversation (Citus), a job needs one: a job of no
+    -- conversation (cleanup) goes to the nil conversation's shard.
+    IF enqueue_job.conversation_id IS NULL AND mneme._distributed('mneme.jobs') THEN
+        enqueue_job.conversation_id := '00000000-0000-0000-0000-000000000000';
     END IF;
     INSERT INTO mneme.jobs (kind, conversation_id, payload, dedupe_key, run_at)
     VALUES (enqueue_job.kind, enqueue_job.conversation_id, coalesce(enqueue_job.payload, '{}'), enqueue_job.dedupe_key, coalesce(enqueue_job.run_at, now()))

@@ -7,6 +7,25 @@
 -- Idempotent: re-applied on every `mneme migrate`.
 -- =============================================================================
 
+-- On Citus (docs/scale.md) one tenant only, for now: the workers do not
+-- see the transaction's tenant (a session setting of the coordinator) nor
+-- the caller's login (Citus connects as the functions' owner), so the row
+-- policies there would see every row as the default tenant's.
+CREATE OR REPLACE FUNCTION mneme._check_single_tenant_citus(what text)
+RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF mneme._distributed('mneme.memories') THEN
+        RAISE EXCEPTION '%: tenants are not supported on Citus yet (the workers cannot tell them apart)', _check_single_tenant_citus.what
+            USING ERRCODE = '0A000', HINT = 'a distributed mneme serves the default tenant only (docs/scale.md)';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION mneme._check_single_tenant_citus(text) IS
+    'Internal: refuses tenant operations when the tables are distributed by Citus (docs/scale.md).';
+
 CREATE OR REPLACE FUNCTION mneme.set_tenant(tenant text)
 RETURNS text
 LANGUAGE plpgsql
@@ -19,6 +38,9 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM mneme.tenants t WHERE t.id = set_tenant.tenant) THEN
         RAISE EXCEPTION 'unknown tenant %', mneme._quote_prefix(set_tenant.tenant)
             USING ERRCODE = '22023', HINT = 'an admin creates tenants: SELECT mneme.create_tenant(''acme'')';
+    END IF;
+    IF set_tenant.tenant <> 'default' THEN
+        PERFORM mneme._check_single_tenant_citus('set_tenant');
     END IF;
     PERFORM set_config('mneme.tenant', set_tenant.tenant, true);
     PERFORM mneme._tenant();  -- a login bound to another tenant: 42501 here, not at its next call
@@ -52,6 +74,7 @@ BEGIN
         RAISE EXCEPTION 'login % is a sidecar login (mneme_worker): it serves every tenant', bind_login.login
             USING ERRCODE = '22023';
     END IF;
+    PERFORM mneme._check_single_tenant_citus('bind_login');
     INSERT INTO mneme.tenant_logins (login, tenant_id) VALUES (bind_login.login, bind_login.tenant)
     ON CONFLICT (login) DO UPDATE SET tenant_id = EXCLUDED.tenant_id, bound_at = now(), bound_by = session_user;
 END
@@ -86,6 +109,9 @@ BEGIN
     IF create_tenant.tenant IS NULL OR create_tenant.tenant !~ '^[a-z0-9][a-z0-9_-]{0,62}$' THEN
         RAISE EXCEPTION 'tenant id %: want 1 to 63 lower-case letters, digits, _ or -, starting with a letter or digit',
             mneme._quote_prefix(create_tenant.tenant) USING ERRCODE = '22023';
+    END IF;
+    IF create_tenant.tenant <> 'default' THEN
+        PERFORM mneme._check_single_tenant_citus('create_tenant');
     END IF;
     INSERT INTO mneme.tenants (id) VALUES (create_tenant.tenant) ON CONFLICT (id) DO NOTHING;
     RETURN create_tenant.tenant;

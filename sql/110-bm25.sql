@@ -201,18 +201,59 @@ $$;
 COMMENT ON FUNCTION mneme.memories_bm25_truncate_trg() IS
     'TRUNCATE mneme.memories empties the BM25 statistics too.';
 
+CREATE OR REPLACE FUNCTION mneme.memories_bm25_row_trg()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_removed uuid[] := '{}';
+    v_added   uuid[] := '{}';
+BEGIN
+    IF TG_OP = 'UPDATE' AND (OLD.status = 'active') = (NEW.status = 'active')
+       AND (NEW.status <> 'active'
+            OR (OLD.conversation_id, OLD.title, OLD.summary, OLD.content)
+               IS NOT DISTINCT FROM (NEW.conversation_id, NEW.title, NEW.summary, NEW.content)) THEN
+        RETURN NULL;
+    END IF;
+    IF TG_OP <> 'INSERT' AND OLD.status = 'active' THEN
+        v_removed := ARRAY[OLD.id];
+    END IF;
+    IF TG_OP <> 'DELETE' AND NEW.status = 'active' THEN
+        v_added := ARRAY[NEW.id];
+    END IF;
+    IF v_removed <> '{}' OR v_added <> '{}' THEN
+        PERFORM mneme._bm25_apply(v_removed, v_added);
+    END IF;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION mneme.memories_bm25_row_trg() IS
+    'Row-level AFTER trigger on mneme.memories when it is distributed by Citus (a statement trigger with '
+    'transition tables does not run on a shard): the same changes as memories_bm25_trg, one row at a time.';
+
 DROP TRIGGER IF EXISTS memories_bm25_insert ON mneme.memories;
 DROP TRIGGER IF EXISTS memories_bm25_update ON mneme.memories;
 DROP TRIGGER IF EXISTS memories_bm25_delete ON mneme.memories;
+DROP TRIGGER IF EXISTS memories_bm25_row ON mneme.memories;
 DROP TRIGGER IF EXISTS memories_bm25_truncate ON mneme.memories;
-CREATE TRIGGER memories_bm25_insert AFTER INSERT ON mneme.memories
-    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION mneme.memories_bm25_trg();
-CREATE TRIGGER memories_bm25_update AFTER UPDATE ON mneme.memories
-    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION mneme.memories_bm25_trg();
-CREATE TRIGGER memories_bm25_delete AFTER DELETE ON mneme.memories
-    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION mneme.memories_bm25_trg();
-CREATE TRIGGER memories_bm25_truncate AFTER TRUNCATE ON mneme.memories
-    FOR EACH STATEMENT EXECUTE FUNCTION mneme.memories_bm25_truncate_trg();
+DO $trg$
+BEGIN
+    IF mneme._distributed('mneme.memories') THEN
+        CREATE TRIGGER memories_bm25_row AFTER INSERT OR UPDATE OR DELETE ON mneme.memories
+            FOR EACH ROW EXECUTE FUNCTION mneme.memories_bm25_row_trg();
+    ELSE
+        CREATE TRIGGER memories_bm25_insert AFTER INSERT ON mneme.memories
+            REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION mneme.memories_bm25_trg();
+        CREATE TRIGGER memories_bm25_update AFTER UPDATE ON mneme.memories
+            REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION mneme.memories_bm25_trg();
+        CREATE TRIGGER memories_bm25_delete AFTER DELETE ON mneme.memories
+            REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION mneme.memories_bm25_trg();
+        CREATE TRIGGER memories_bm25_truncate AFTER TRUNCATE ON mneme.memories
+            FOR EACH STATEMENT EXECUTE FUNCTION mneme.memories_bm25_truncate_trg();
+    END IF;
+END
+$trg$;
 
 CREATE OR REPLACE FUNCTION mneme.bm25_reindex()
 RETURNS bigint

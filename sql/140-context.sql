@@ -277,26 +277,29 @@ COMMENT ON FUNCTION mneme._turn_distances(bigint[], real[]) IS
 -- One item as context_items returns it: the chosen turns of an episode under
 -- its date, in conversation order, "speaker: text" per line; a fact as a
 -- list entry, with the messages it comes from as its message_ids.
+-- Its inputs are named i_* (goose 00062): its output columns take the plain
+-- names, and the PL/pgSQL form it gets on Citus (sql/950-citus.sql) may not
+-- reuse a name.
 CREATE OR REPLACE FUNCTION mneme._context_item(
-    item int, memory_id uuid, kind text, label text, score float8, first_at timestamptz, message_ids bigint[], words int)
+    i_item int, i_memory_id uuid, i_kind text, i_label text, i_score float8, i_first_at timestamptz, i_message_ids bigint[], i_words int)
 RETURNS TABLE (item int, memory_id uuid, kind text, label text, score float8, first_at timestamptz,
                message_ids bigint[], words int, text text)
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-SELECT _context_item.item, _context_item.memory_id, _context_item.kind, _context_item.label, _context_item.score,
-       _context_item.first_at,
+SELECT _context_item.i_item, _context_item.i_memory_id, _context_item.i_kind, _context_item.i_label, _context_item.i_score,
+       _context_item.i_first_at,
        -- An episode: the turns shown; a fact: the messages it was said in
        -- (its provenance, source_message_ids).
-       CASE WHEN cardinality(_context_item.message_ids) > 0
-            THEN ARRAY(SELECT x FROM unnest(_context_item.message_ids) x ORDER BY x)
-            ELSE (SELECT m.source_message_ids FROM mneme.memories m WHERE m.id = _context_item.memory_id) END,
-       _context_item.words,
-       CASE WHEN cardinality(_context_item.message_ids) > 0 THEN
-           '### ' || to_char(_context_item.first_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') || E'\n' ||
+       CASE WHEN cardinality(_context_item.i_message_ids) > 0
+            THEN ARRAY(SELECT x FROM unnest(_context_item.i_message_ids) x ORDER BY x)
+            ELSE (SELECT m.source_message_ids FROM mneme.memories m WHERE m.id = _context_item.i_memory_id) END,
+       _context_item.i_words,
+       CASE WHEN cardinality(_context_item.i_message_ids) > 0 THEN
+           '### ' || to_char(_context_item.i_first_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') || E'\n' ||
            (SELECT string_agg(msg.role || ': ' || msg.content, E'\n' ORDER BY msg.id)
-            FROM mneme.messages msg WHERE msg.id = ANY (_context_item.message_ids))
-       ELSE '- ' || (SELECT m.content FROM mneme.memories m WHERE m.id = _context_item.memory_id) END
+            FROM mneme.messages msg WHERE msg.id = ANY (_context_item.i_message_ids))
+       ELSE '- ' || (SELECT m.content FROM mneme.memories m WHERE m.id = _context_item.i_memory_id) END
 $$;
 
 CREATE OR REPLACE FUNCTION mneme.context(

@@ -106,15 +106,74 @@ COMMENT ON FUNCTION mneme.memories_events_trg() IS
     'Statement-level AFTER trigger on mneme.memories: one mneme.memory_events row per lifecycle change '
     '(created, pinned, unpinned, forgotten, superseded, inactivated, reactivated, purged, erased). No content.';
 
+-- The same events one row at a time, for mneme.memories distributed by
+-- Citus (a statement trigger with transition tables does not run on a
+-- shard): it runs the statement trigger's queries over the row alone.
+CREATE OR REPLACE FUNCTION mneme.memories_events_row_trg()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_actor text := mneme._event_actor();
+    v_at    timestamptz := mneme._event_at();
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, at)
+        VALUES (NEW.id, NEW.conversation_id, 'created',
+                format('%s %s memory, label %s, stability %s days', NEW.source_type, NEW.kind, NEW.label, round(NEW.stability::numeric, 2)),
+                v_actor, NEW.created_at);
+    ELSIF TG_OP = 'UPDATE' THEN
+        IF OLD.pinned IS DISTINCT FROM NEW.pinned THEN
+            INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, at)
+            VALUES (NEW.id, NEW.conversation_id, CASE WHEN NEW.pinned THEN 'pinned' ELSE 'unpinned' END, NULL, v_actor, v_at);
+        END IF;
+        IF OLD.status IS DISTINCT FROM NEW.status THEN
+            INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, at)
+            VALUES (NEW.id, NEW.conversation_id,
+                    CASE NEW.status WHEN 'superseded' THEN 'superseded' WHEN 'invalidated' THEN 'forgotten'
+                                    WHEN 'inactive' THEN 'inactivated' WHEN 'merged' THEN 'merged' ELSE 'reactivated' END,
+                    CASE WHEN NEW.status <> 'active' THEN NEW.status_reason
+                         WHEN nullif(current_setting('mneme.event_reason', true), '') IS NOT NULL
+                             THEN current_setting('mneme.event_reason', true)
+                         WHEN NEW.last_reviewed_at > OLD.last_reviewed_at THEN 'reviewed'
+                         WHEN NEW.pinned AND NOT OLD.pinned THEN 'pinned'
+                         WHEN NEW.last_confirmed_at > coalesce(OLD.last_confirmed_at, '-infinity') THEN 'reconfirmed'
+                         ELSE 'status set to active'
+                    END, v_actor, v_at);
+        END IF;
+    ELSE
+        INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, at)
+        VALUES (OLD.id, OLD.conversation_id,
+                coalesce(nullif(current_setting('mneme.delete_event', true), ''), 'purged'),
+                coalesce(nullif(current_setting('mneme.delete_reason', true), ''), 'row deleted'),
+                v_actor, v_at);
+    END IF;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION mneme.memories_events_row_trg() IS
+    'Row-level AFTER trigger on mneme.memories when Citus distributes it: the events of memories_events_trg, one row at a time.';
+
 DROP TRIGGER IF EXISTS memories_events_insert ON mneme.memories;
 DROP TRIGGER IF EXISTS memories_events_update ON mneme.memories;
 DROP TRIGGER IF EXISTS memories_events_delete ON mneme.memories;
-CREATE TRIGGER memories_events_insert AFTER INSERT ON mneme.memories
-    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION mneme.memories_events_trg();
-CREATE TRIGGER memories_events_update AFTER UPDATE ON mneme.memories
-    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION mneme.memories_events_trg();
-CREATE TRIGGER memories_events_delete AFTER DELETE ON mneme.memories
-    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION mneme.memories_events_trg();
+DROP TRIGGER IF EXISTS memories_events_row ON mneme.memories;
+DO $trg$
+BEGIN
+    IF mneme._distributed('mneme.memories') THEN
+        CREATE TRIGGER memories_events_row AFTER INSERT OR UPDATE OR DELETE ON mneme.memories
+            FOR EACH ROW EXECUTE FUNCTION mneme.memories_events_row_trg();
+    ELSE
+        CREATE TRIGGER memories_events_insert AFTER INSERT ON mneme.memories
+            REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION mneme.memories_events_trg();
+        CREATE TRIGGER memories_events_update AFTER UPDATE ON mneme.memories
+            REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION mneme.memories_events_trg();
+        CREATE TRIGGER memories_events_delete AFTER DELETE ON mneme.memories
+            REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION mneme.memories_events_trg();
+    END IF;
+END
+$trg$;
 
 CREATE OR REPLACE FUNCTION mneme.review_log_events_trg()
 RETURNS trigger
@@ -133,9 +192,35 @@ $$;
 COMMENT ON FUNCTION mneme.review_log_events_trg() IS
     'Statement-level AFTER INSERT trigger on mneme.review_log: a "reviewed" event per rating, with its review_log id.';
 
+CREATE OR REPLACE FUNCTION mneme.review_log_events_row_trg()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, review_log_id, at)
+    VALUES (NEW.memory_id, NEW.conversation_id, 'reviewed',
+            format('%s (%s%s)', NEW.rating, NEW.reviewer, CASE WHEN NEW.defaulted THEN ', defaulted' ELSE '' END),
+            'review', NEW.id, NEW.reviewed_at);
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION mneme.review_log_events_row_trg() IS
+    'Row-level AFTER INSERT trigger on mneme.review_log when Citus distributes it: review_log_events_trg one row at a time.';
+
 DROP TRIGGER IF EXISTS review_log_events ON mneme.review_log;
-CREATE TRIGGER review_log_events AFTER INSERT ON mneme.review_log
-    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION mneme.review_log_events_trg();
+DROP TRIGGER IF EXISTS review_log_events_row ON mneme.review_log;
+DO $trg$
+BEGIN
+    IF mneme._distributed('mneme.review_log') THEN
+        CREATE TRIGGER review_log_events_row AFTER INSERT ON mneme.review_log
+            FOR EACH ROW EXECUTE FUNCTION mneme.review_log_events_row_trg();
+    ELSE
+        CREATE TRIGGER review_log_events AFTER INSERT ON mneme.review_log
+            REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION mneme.review_log_events_trg();
+    END IF;
+END
+$trg$;
 
 CREATE OR REPLACE FUNCTION mneme.memory_events_append_only_trg()
 RETURNS trigger

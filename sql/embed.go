@@ -9,3 +9,9 @@ import "embed"
 //
 //go:embed *.sql
 var FS embed.FS
+
+// Citus holds the one-time distribution of the tables on a Citus
+// coordinator (`mneme migrate --citus`, docs/scale.md).
+//
+//go:embed citus/distribute.sql
+var Citus embed.FS

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -37,7 +38,11 @@ const sqlLockKey = 0x6d6e656d65 // "mneme"
 type Options struct {
 	Vector   string // auto | pgvector | array ("" = auto)
 	EmbedDim int    // 0 = default (256) on first migrate, don't check later
-	Logger   *slog.Logger
+	// Citus distributes the tables on a Citus coordinator (sql/citus,
+	// docs/scale.md): once, after the goose migrations; later migrates of a
+	// distributed database keep it so with or without the flag.
+	Citus  bool
+	Logger *slog.Logger
 }
 
 // Result says what a migrate did.
@@ -47,9 +52,11 @@ type Result struct {
 	Variant  string // pgvector | array
 	Dim      int
 	// Citus is the version of the citus extension in the database, "" when
-	// there is none. mneme does not distribute its tables (docs/scale.md):
-	// on a Citus coordinator they stay local to it, and migrate says so.
+	// there is none. Without Options.Citus the tables stay local to the
+	// coordinator, and migrate says so.
 	Citus string
+	// Distributed: the tables are distributed by Citus (now or before).
+	Distributed bool
 }
 
 // ErrLayoutMismatch means the database was migrated with another embedding
@@ -113,19 +120,110 @@ func Run(ctx context.Context, dsn string, opts Options) (Result, error) {
 			return res, fmt.Errorf("%w: asked for %s, the database uses %s", ErrLayoutMismatch, opts.Vector, res.Variant)
 		}
 	}
-	if res.SQLFiles, err = applySQL(ctx, conn, res.Variant); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT coalesce((SELECT extversion FROM pg_extension WHERE extname = 'citus'), '')`).
+		Scan(&res.Citus); err != nil {
+		return res, fmt.Errorf("look for citus: %w", err)
+	}
+	if res.Citus != "" {
+		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition WHERE logicalrelid = 'mneme.memories'::regclass)`).
+			Scan(&res.Distributed); err != nil {
+			return res, fmt.Errorf("look for citus: %w", err)
+		}
+	}
+	if opts.Citus && res.Citus == "" {
+		return res, errors.New("--citus: the citus extension is not installed in this database " +
+			"(a superuser runs CREATE EXTENSION citus in it on the coordinator, with the workers added; docs/scale.md)")
+	}
+	if opts.Citus && !res.Distributed {
+		if err := distribute(ctx, conn); err != nil {
+			return res, err
+		}
+		res.Distributed = true
+		log.Info("distributed the tables by conversation (Citus)", "citus", res.Citus)
+	}
+	if res.SQLFiles, err = applySQL(ctx, conn, res.Variant, res.Distributed); err != nil {
 		return res, err
 	}
 	log.Info("migrated", "goose_applied", len(res.Applied), "sql_files", len(res.SQLFiles),
 		"vector", res.Variant, "dim", res.Dim)
-	if err := conn.QueryRow(ctx, `SELECT coalesce((SELECT extversion FROM pg_extension WHERE extname = 'citus'), '')`).Scan(&res.Citus); err != nil {
-		return res, fmt.Errorf("look for citus: %w", err)
-	}
-	if res.Citus != "" {
+	if res.Citus != "" && !res.Distributed {
 		log.Warn("citus is installed in this database: mneme's tables stay local to this node, nothing is distributed "+
-			"(mneme does not support distributing with Citus yet; docs/scale.md)", "citus", res.Citus)
+			"(mneme migrate --citus distributes them; docs/scale.md)", "citus", res.Citus)
 	}
 	return res, nil
+}
+
+// distribute runs sql/citus/distribute.sql in one transaction: every table
+// distributed by conversation or a reference table.
+func distribute(ctx context.Context, conn *pgx.Conn) error {
+	body, err := fs.ReadFile(sqlfiles.Citus, "citus/distribute.sql")
+	if err != nil {
+		return err
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // after Commit this is a no-op
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(sqlLockKey)); err != nil {
+		return fmt.Errorf("lock: %w", err)
+	}
+	// The tables have row triggers (tenant stamping, initial state, the
+	// hash embedding) that Citus runs on the shards; sql/110 and sql/420
+	// replace the statement triggers by row triggers once distributed.
+	if _, err := tx.Exec(ctx, `SET LOCAL citus.enable_unsafe_triggers = on`); err != nil {
+		return fmt.Errorf("citus: %w", err)
+	}
+	// One statement at a time: Citus sends a DDL command's text to the
+	// workers, and refuses a text that holds several.
+	for _, stmt := range statements(string(body)) {
+		if _, err := tx.Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("distribute with citus (sql/citus/distribute.sql): %w\nin: %s", err, firstLine(stmt))
+		}
+	}
+	return tx.Commit(ctx)
+}
+
+var dollarTag = regexp.MustCompile(`\$[A-Za-z_]*\$`)
+
+// statements splits a SQL script at the semicolons that end a line outside
+// dollar quotes; comment lines are left out.
+func statements(script string) []string {
+	var out []string
+	var cur strings.Builder
+	quote := "" // the open dollar-quote tag, if any
+	for _, line := range strings.Split(script, "\n") {
+		trimmed := strings.TrimSpace(line)
+		if quote == "" && (trimmed == "" || strings.HasPrefix(trimmed, "--")) {
+			continue
+		}
+		for _, tag := range dollarTag.FindAllString(line, -1) {
+			switch quote {
+			case "":
+				quote = tag
+			case tag:
+				quote = ""
+			}
+		}
+		cur.WriteString(line)
+		cur.WriteString("\n")
+		if quote == "" && strings.HasSuffix(trimmed, ";") {
+			out = append(out, cur.String())
+			cur.Reset()
+		}
+	}
+	if strings.TrimSpace(cur.String()) != "" {
+		out = append(out, cur.String())
+	}
+	return out
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
 }
 
 // vectorChoice is the variant a first migrate may take. pgvector is not a
@@ -200,7 +298,7 @@ func layout(ctx context.Context, conn *pgx.Conn) (variant string, dim int, err e
 }
 
 // applySQL re-applies every sql/*.sql file in name order in one transaction.
-func applySQL(ctx context.Context, conn *pgx.Conn, variant string) ([]string, error) {
+func applySQL(ctx context.Context, conn *pgx.Conn, variant string, distributed bool) ([]string, error) {
 	names, err := fs.Glob(sqlfiles.FS, "*.sql")
 	if err != nil {
 		return nil, err
@@ -221,14 +319,28 @@ func applySQL(ctx context.Context, conn *pgx.Conn, variant string) ([]string, er
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(sqlLockKey)); err != nil {
 		return nil, fmt.Errorf("lock: %w", err)
 	}
+	if distributed {
+		if _, err := tx.Exec(ctx, `SET LOCAL citus.enable_unsafe_triggers = on`); err != nil {
+			return nil, fmt.Errorf("citus: %w", err)
+		}
+	}
 	for _, name := range names {
 		body, err := fs.ReadFile(sqlfiles.FS, name)
 		if err != nil {
 			return nil, err
 		}
 		text := strings.ReplaceAll(string(body), "@extschema@", pgx.Identifier{extSchema}.Sanitize())
-		if _, err := tx.Exec(ctx, text); err != nil {
-			return nil, fmt.Errorf("apply sql/%s: %w", name, err)
+		if !distributed {
+			if _, err := tx.Exec(ctx, text); err != nil {
+				return nil, fmt.Errorf("apply sql/%s: %w", name, err)
+			}
+			continue
+		}
+		// On Citus one statement at a time (see distribute).
+		for _, stmt := range statements(text) {
+			if _, err := tx.Exec(ctx, stmt); err != nil {
+				return nil, fmt.Errorf("apply sql/%s: %w\nin: %s", name, err, firstLine(stmt))
+			}
 		}
 	}
 	return names, tx.Commit(ctx)
