@@ -53,6 +53,54 @@ CREATE TRIGGER memories_reactivate BEFORE UPDATE ON mneme.memories
     FOR EACH ROW WHEN (OLD.status = 'inactive' AND NEW.status = 'inactive')
     EXECUTE FUNCTION mneme.memories_reactivate_trg();
 
+-- What a lifecycle change is called and why, for the statement trigger
+-- below and its row form (Citus): one definition, inlined into both.
+CREATE OR REPLACE FUNCTION mneme._created_reason(source_type text, kind text, label text, stability float8)
+RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$ SELECT pg_catalog.format('%s %s memory, label %s, stability %s days', $1, $2, $3, pg_catalog.round($4::numeric, 2)) $$;
+COMMENT ON FUNCTION mneme._created_reason(text, text, text, float8) IS
+    'Internal: the reason of a "created" event.';
+
+CREATE OR REPLACE FUNCTION mneme._status_event(status text)
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT CASE $1 WHEN 'superseded' THEN 'superseded' WHEN 'invalidated' THEN 'forgotten'
+                     WHEN 'inactive' THEN 'inactivated' WHEN 'merged' THEN 'merged' ELSE 'reactivated' END $$;
+COMMENT ON FUNCTION mneme._status_event(text) IS
+    'Internal: the event of a memory whose status became status.';
+
+CREATE OR REPLACE FUNCTION mneme._status_reason(
+    status text, status_reason text, reviewed_at timestamptz, old_reviewed_at timestamptz,
+    pinned boolean, old_pinned boolean, confirmed_at timestamptz, old_confirmed_at timestamptz)
+RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$ SELECT CASE WHEN $1 <> 'active' THEN $2
+                  WHEN nullif(pg_catalog.current_setting('mneme.event_reason', true), '') IS NOT NULL
+                      THEN pg_catalog.current_setting('mneme.event_reason', true)
+                  WHEN $3 > $4 THEN 'reviewed'
+                  WHEN $5 AND NOT $6 THEN 'pinned'
+                  WHEN $7 > coalesce($8, '-infinity') THEN 'reconfirmed'
+                  ELSE 'status set to active'
+             END $$;
+COMMENT ON FUNCTION mneme._status_reason(text, text, timestamptz, timestamptz, boolean, boolean, timestamptz, timestamptz) IS
+    'Internal: the reason of a status change (new status and reason, then the review, pin and confirmation times '
+    'and pins after and before).';
+
+CREATE OR REPLACE FUNCTION mneme._deleted_event()
+RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$ SELECT coalesce(nullif(pg_catalog.current_setting('mneme.delete_event', true), ''), 'purged') $$;
+COMMENT ON FUNCTION mneme._deleted_event() IS
+    'Internal: the event of a deleted memory (purged, or what the deleting function set).';
+
+CREATE OR REPLACE FUNCTION mneme._deleted_reason()
+RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$ SELECT coalesce(nullif(pg_catalog.current_setting('mneme.delete_reason', true), ''), 'row deleted') $$;
+COMMENT ON FUNCTION mneme._deleted_reason() IS
+    'Internal: the reason of a deleted memory''s event.';
+
 CREATE OR REPLACE FUNCTION mneme.memories_events_trg()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -64,25 +112,16 @@ DECLARE
 BEGIN
     IF TG_OP = 'INSERT' THEN
         INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, at)
-        SELECT n.id, n.conversation_id, 'created',
-               format('%s %s memory, label %s, stability %s days', n.source_type, n.kind, n.label, round(n.stability::numeric, 2)),
+        SELECT n.id, n.conversation_id, 'created', mneme._created_reason(n.source_type, n.kind, n.label, n.stability),
                v_actor, n.created_at
         FROM new_rows n ORDER BY n.created_at, n.id;
     ELSIF TG_OP = 'UPDATE' THEN
         INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, at)
         SELECT x.id, x.conversation_id, x.event, x.reason, v_actor, v_at
         FROM (
-            SELECT n.id, n.conversation_id,
-                   CASE n.status WHEN 'superseded' THEN 'superseded' WHEN 'invalidated' THEN 'forgotten'
-                                 WHEN 'inactive' THEN 'inactivated' WHEN 'merged' THEN 'merged' ELSE 'reactivated' END AS event,
-                   CASE WHEN n.status <> 'active' THEN n.status_reason
-                        WHEN nullif(current_setting('mneme.event_reason', true), '') IS NOT NULL
-                            THEN current_setting('mneme.event_reason', true)
-                        WHEN n.last_reviewed_at > o.last_reviewed_at THEN 'reviewed'
-                        WHEN n.pinned AND NOT o.pinned THEN 'pinned'
-                        WHEN n.last_confirmed_at > coalesce(o.last_confirmed_at, '-infinity') THEN 'reconfirmed'
-                        ELSE 'status set to active'
-                   END AS reason, 1 AS ord
+            SELECT n.id, n.conversation_id, mneme._status_event(n.status) AS event,
+                   mneme._status_reason(n.status, n.status_reason, n.last_reviewed_at, o.last_reviewed_at,
+                                        n.pinned, o.pinned, n.last_confirmed_at, o.last_confirmed_at) AS reason, 1 AS ord
             FROM old_rows o JOIN new_rows n ON n.id = o.id
             WHERE o.status IS DISTINCT FROM n.status
             UNION ALL
@@ -93,10 +132,7 @@ BEGIN
         ORDER BY x.id, x.ord;
     ELSE
         INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, at)
-        SELECT o.id, o.conversation_id,
-               coalesce(nullif(current_setting('mneme.delete_event', true), ''), 'purged'),
-               coalesce(nullif(current_setting('mneme.delete_reason', true), ''), 'row deleted'),
-               v_actor, v_at
+        SELECT o.id, o.conversation_id, mneme._deleted_event(), mneme._deleted_reason(), v_actor, v_at
         FROM old_rows o ORDER BY o.id;
     END IF;
     RETURN NULL;
@@ -108,7 +144,7 @@ COMMENT ON FUNCTION mneme.memories_events_trg() IS
 
 -- The same events one row at a time, for mneme.memories distributed by
 -- Citus (a statement trigger with transition tables does not run on a
--- shard): it runs the statement trigger's queries over the row alone.
+-- shard): the statement trigger's events over the row alone.
 CREATE OR REPLACE FUNCTION mneme.memories_events_row_trg()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -120,8 +156,7 @@ DECLARE
 BEGIN
     IF TG_OP = 'INSERT' THEN
         INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, at)
-        VALUES (NEW.id, NEW.conversation_id, 'created',
-                format('%s %s memory, label %s, stability %s days', NEW.source_type, NEW.kind, NEW.label, round(NEW.stability::numeric, 2)),
+        VALUES (NEW.id, NEW.conversation_id, 'created', mneme._created_reason(NEW.source_type, NEW.kind, NEW.label, NEW.stability),
                 v_actor, NEW.created_at);
     ELSIF TG_OP = 'UPDATE' THEN
         IF OLD.pinned IS DISTINCT FROM NEW.pinned THEN
@@ -130,24 +165,14 @@ BEGIN
         END IF;
         IF OLD.status IS DISTINCT FROM NEW.status THEN
             INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, at)
-            VALUES (NEW.id, NEW.conversation_id,
-                    CASE NEW.status WHEN 'superseded' THEN 'superseded' WHEN 'invalidated' THEN 'forgotten'
-                                    WHEN 'inactive' THEN 'inactivated' WHEN 'merged' THEN 'merged' ELSE 'reactivated' END,
-                    CASE WHEN NEW.status <> 'active' THEN NEW.status_reason
-                         WHEN nullif(current_setting('mneme.event_reason', true), '') IS NOT NULL
-                             THEN current_setting('mneme.event_reason', true)
-                         WHEN NEW.last_reviewed_at > OLD.last_reviewed_at THEN 'reviewed'
-                         WHEN NEW.pinned AND NOT OLD.pinned THEN 'pinned'
-                         WHEN NEW.last_confirmed_at > coalesce(OLD.last_confirmed_at, '-infinity') THEN 'reconfirmed'
-                         ELSE 'status set to active'
-                    END, v_actor, v_at);
+            VALUES (NEW.id, NEW.conversation_id, mneme._status_event(NEW.status),
+                    mneme._status_reason(NEW.status, NEW.status_reason, NEW.last_reviewed_at, OLD.last_reviewed_at,
+                                         NEW.pinned, OLD.pinned, NEW.last_confirmed_at, OLD.last_confirmed_at),
+                    v_actor, v_at);
         END IF;
     ELSE
         INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, at)
-        VALUES (OLD.id, OLD.conversation_id,
-                coalesce(nullif(current_setting('mneme.delete_event', true), ''), 'purged'),
-                coalesce(nullif(current_setting('mneme.delete_reason', true), ''), 'row deleted'),
-                v_actor, v_at);
+        VALUES (OLD.id, OLD.conversation_id, mneme._deleted_event(), mneme._deleted_reason(), v_actor, v_at);
     END IF;
     RETURN NULL;
 END

@@ -25,6 +25,7 @@
 DO $citus$
 DECLARE
     f     record;
+    r     record;
     def   text;
     body  text;
 BEGIN
@@ -53,9 +54,10 @@ BEGIN
         EXECUTE def;
     END LOOP;
 
-    def := pg_catalog.pg_get_functiondef(
-        'mneme._context_anchors(uuid, text, real[], timestamptz, timestamptz, timestamptz, text, uuid[])'::regprocedure);
-    body := replace(def, $old$
+    FOR r IN
+        SELECT * FROM (VALUES
+            ('mneme._context_anchors(uuid, text, real[], timestamptz, timestamptz, timestamptz, text, uuid[])'::regprocedure,
+             'the idf query', $old$
         SELECT q.term, mneme._bm25_weight(v_n, d.df, v_k1) AS wt
         FROM unnest(v_terms) AS q(term), LATERAL (
             SELECT sum(t.df) AS df FROM unnest(v_convs) AS c(id), LATERAL (
@@ -65,15 +67,9 @@ BEGIN
         FROM (SELECT t.term, sum(t.df) AS df FROM mneme.bm25_terms t
               WHERE t.conversation_id = ANY (v_convs) AND t.term = ANY (v_terms)
               GROUP BY t.term) d
-        WHERE d.df > 0$new$);
-    IF body = def THEN
-        RAISE EXCEPTION 'sql/950-citus.sql: the idf query of mneme._context_anchors changed; update its Citus form';
-    END IF;
-    EXECUTE body;
-
-    def := pg_catalog.pg_get_functiondef(
-        'mneme.context_items(uuid, text, int, real[], timestamptz, timestamptz, timestamptz, text)'::regprocedure);
-    body := replace(def, $old$
+        WHERE d.df > 0$new$),
+            ('mneme.context_items(uuid, text, int, real[], timestamptz, timestamptz, timestamptz, text)'::regprocedure,
+             'the newest-first order', $old$
         v_order := ARRAY(SELECT u.o FROM unnest(v_order) WITH ORDINALITY AS u(o, n)
                          ORDER BY coalesce((SELECT max(msg.created_at) FROM mneme.messages msg
                                             WHERE msg.id = ANY ((v_slots[u.o]).message_ids)),
@@ -87,10 +83,15 @@ BEGIN
                          LEFT JOIN (SELECT x.o, coalesce(m.source_last_at, m.created_at) AS at
                                     FROM unnest(v_order) AS x(o)
                                     JOIN mneme.memories m ON m.id = (v_slots[x.o]).memory_id) f ON f.o = u.o
-                         ORDER BY coalesce(t.at, f.at) DESC, u.n);$new$);
-    IF body = def THEN
-        RAISE EXCEPTION 'sql/950-citus.sql: the newest-first order of mneme.context_items changed; update its Citus form';
-    END IF;
-    EXECUTE body;
+                         ORDER BY coalesce(t.at, f.at) DESC, u.n);$new$)
+        ) AS x(fn, what, old_text, new_text)
+    LOOP
+        def := pg_catalog.pg_get_functiondef(r.fn);
+        body := replace(def, r.old_text, r.new_text);
+        IF body = def THEN
+            RAISE EXCEPTION 'sql/950-citus.sql: % of % changed; update its Citus form', r.what, r.fn;
+        END IF;
+        EXECUTE body;
+    END LOOP;
 END
 $citus$;

@@ -64,17 +64,12 @@ func TestMigrateCitusDistributes(t *testing.T) {
 	require.NoError(t, err, "a second migrate of a distributed database")
 	require.True(t, res.Distributed)
 
-	var local []string
-	rows, err := conn.Query(ctx, `SELECT c.relname FROM pg_class c
+	rows, err := conn.Query(ctx, `SELECT c.relname::text FROM pg_class c
 		WHERE c.relnamespace = 'mneme'::regnamespace AND c.relkind = 'r'
 		  AND c.oid NOT IN (SELECT logicalrelid FROM pg_dist_partition) ORDER BY 1`)
 	require.NoError(t, err)
-	for rows.Next() {
-		var name string
-		require.NoError(t, rows.Scan(&name))
-		local = append(local, name)
-	}
-	require.NoError(t, rows.Err())
+	local, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
 	require.Empty(t, local, "every table distributed or reference")
 	var colocated int
 	require.NoError(t, conn.QueryRow(ctx, `SELECT count(DISTINCT colocationid) FROM pg_dist_partition
@@ -111,15 +106,10 @@ func TestMigrateCitusDistributes(t *testing.T) {
 	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM mneme.retrieve($1, 'bicycle', 1)`, conv).Scan(&n))
 	require.Equal(t, 1, n)
 
-	var events []string
 	rows, err = conn.Query(ctx, `SELECT event FROM mneme.memory_events WHERE conversation_id = $1 ORDER BY id`, conv)
 	require.NoError(t, err)
-	for rows.Next() {
-		var e string
-		require.NoError(t, rows.Scan(&e))
-		events = append(events, e)
-	}
-	require.NoError(t, rows.Err())
+	events, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
 	require.Equal(t, []string{"created", "created"}, events)
 
 	_, err = conn.Exec(ctx, `SELECT mneme.create_tenant('acme')`)
@@ -146,15 +136,10 @@ func citusDatabase(t *testing.T) (string, *pgx.Conn) {
 	admin, err := pgx.Connect(ctx, base)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = admin.Close(context.Background()) })
-	var nodes []string
 	rows, err := admin.Query(ctx, `SELECT nodename || ':' || nodeport FROM pg_dist_node WHERE noderole = 'primary' AND groupid <> 0`)
 	require.NoError(t, err)
-	for rows.Next() {
-		var n string
-		require.NoError(t, rows.Scan(&n))
-		nodes = append(nodes, n)
-	}
-	require.NoError(t, rows.Err())
+	nodes, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
 	cfg, err := pgx.ParseConfig(base)
 	require.NoError(t, err)
 	name := "mneme_citus_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")

@@ -160,28 +160,56 @@ func distribute(ctx context.Context, conn *pgx.Conn) error {
 	if err != nil {
 		return err
 	}
-	tx, err := conn.Begin(ctx)
+	tx, err := beginLocked(ctx, conn, true)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // after Commit this is a no-op
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(sqlLockKey)); err != nil {
-		return fmt.Errorf("lock: %w", err)
-	}
-	// The tables have row triggers (tenant stamping, initial state, the
-	// hash embedding) that Citus runs on the shards; sql/110 and sql/420
-	// replace the statement triggers by row triggers once distributed.
-	if _, err := tx.Exec(ctx, `SET LOCAL citus.enable_unsafe_triggers = on`); err != nil {
-		return fmt.Errorf("citus: %w", err)
-	}
-	// One statement at a time: Citus sends a DDL command's text to the
-	// workers, and refuses a text that holds several.
-	for _, stmt := range statements(string(body)) {
-		if _, err := tx.Exec(ctx, stmt); err != nil {
-			return fmt.Errorf("distribute with citus (sql/citus/distribute.sql): %w\nin: %s", err, firstLine(stmt))
-		}
+	if err := execScript(ctx, tx, "sql/citus/distribute.sql", string(body), true); err != nil {
+		return fmt.Errorf("distribute with citus: %w", err)
 	}
 	return tx.Commit(ctx)
+}
+
+// beginLocked opens the transaction that changes the SQL layer, holding the
+// lock that serialises migrates. On Citus it lets the tables' row triggers
+// (tenant stamping, initial state, the hash embedding) be created and run
+// on the shards; sql/110 and sql/420 put row triggers where one server has
+// statement triggers.
+func beginLocked(ctx context.Context, conn *pgx.Conn, citus bool) (pgx.Tx, error) {
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(sqlLockKey)); err != nil {
+		_ = tx.Rollback(ctx)
+		return nil, fmt.Errorf("lock: %w", err)
+	}
+	if citus {
+		if _, err := tx.Exec(ctx, `SET LOCAL citus.enable_unsafe_triggers = on`); err != nil {
+			_ = tx.Rollback(ctx)
+			return nil, fmt.Errorf("citus: %w", err)
+		}
+	}
+	return tx, nil
+}
+
+// execScript runs a SQL script in tx: whole, or on Citus one statement at a
+// time (Citus sends a DDL command's text to the workers, and refuses a text
+// that holds several).
+func execScript(ctx context.Context, tx pgx.Tx, file, script string, citus bool) error {
+	if !citus {
+		if _, err := tx.Exec(ctx, script); err != nil {
+			return fmt.Errorf("apply %s: %w", file, err)
+		}
+		return nil
+	}
+	for _, stmt := range statements(script) {
+		if _, err := tx.Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("apply %s: %w\nin: %s", file, err, firstLine(stmt))
+		}
+	}
+	return nil
 }
 
 var dollarTag = regexp.MustCompile(`\$[A-Za-z_]*\$`)
@@ -311,36 +339,19 @@ func applySQL(ctx context.Context, conn *pgx.Conn, variant string, distributed b
 			return nil, fmt.Errorf("find the vector extension's schema: %w", err)
 		}
 	}
-	tx, err := conn.Begin(ctx)
+	tx, err := beginLocked(ctx, conn, distributed)
 	if err != nil {
 		return nil, err
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // after Commit this is a no-op
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(sqlLockKey)); err != nil {
-		return nil, fmt.Errorf("lock: %w", err)
-	}
-	if distributed {
-		if _, err := tx.Exec(ctx, `SET LOCAL citus.enable_unsafe_triggers = on`); err != nil {
-			return nil, fmt.Errorf("citus: %w", err)
-		}
-	}
 	for _, name := range names {
 		body, err := fs.ReadFile(sqlfiles.FS, name)
 		if err != nil {
 			return nil, err
 		}
 		text := strings.ReplaceAll(string(body), "@extschema@", pgx.Identifier{extSchema}.Sanitize())
-		if !distributed {
-			if _, err := tx.Exec(ctx, text); err != nil {
-				return nil, fmt.Errorf("apply sql/%s: %w", name, err)
-			}
-			continue
-		}
-		// On Citus one statement at a time (see distribute).
-		for _, stmt := range statements(text) {
-			if _, err := tx.Exec(ctx, stmt); err != nil {
-				return nil, fmt.Errorf("apply sql/%s: %w\nin: %s", name, err, firstLine(stmt))
-			}
+		if err := execScript(ctx, tx, "sql/"+name, text, distributed); err != nil {
+			return nil, err
 		}
 	}
 	return names, tx.Commit(ctx)
