@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mneme-memory/mneme/sidecar/dbtest"
 	"github.com/mneme-memory/mneme/sidecar/migrate"
 )
 
@@ -180,4 +181,19 @@ func citusDatabase(t *testing.T) (string, *pgx.Conn) {
 		require.NoError(t, err)
 	}
 	return url, conn
+}
+
+// TestMigrateCitusWithoutCitusFails: `mneme migrate --citus` on a database
+// without the citus extension says what is missing and changes nothing.
+func TestMigrateCitusWithoutCitusFails(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, url := dbtest.NewEmpty(t)
+	_, err := migrate.Run(ctx, url, migrate.Options{Vector: "array"})
+	require.NoError(t, err)
+	before := schemaFingerprint(t, url)
+	res, err := migrate.Run(ctx, url, migrate.Options{Vector: "array", Citus: true})
+	require.ErrorContains(t, err, "--citus: the citus extension is not installed in this database")
+	require.False(t, res.Distributed)
+	require.Equal(t, before, schemaFingerprint(t, url), "a refused --citus changes nothing")
 }
