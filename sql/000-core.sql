@@ -33,6 +33,35 @@ $$;
 COMMENT ON FUNCTION mneme._distributed(regclass) IS
     'Internal: true when rel is a Citus distributed or reference table (mneme migrate --citus).';
 
+-- On Citus an AFTER row trigger runs on the worker, on the shard. Had it
+-- written mneme's tables by their names, Citus would run those writes as
+-- distributed statements of their own inside the coordinator's
+-- transaction, and a transaction committed in two phases then fails on the
+-- worker (measured: "could not commit transaction for shard", then a
+-- crash in COMMIT PREPARED). So on Citus each such trigger calls this
+-- dispatcher, which runs the copy of the trigger's function made for the
+-- shard the row is in (sql/950-citus.sql): the same body, writing the
+-- colocated shards of the other tables by their shard names, as plain
+-- local tables.
+CREATE OR REPLACE FUNCTION mneme._shard_local_trg()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_shard text := substring(TG_TABLE_NAME FROM '_([0-9]+)$');
+BEGIN
+    IF v_shard IS NULL THEN
+        RAISE EXCEPTION 'trigger %: % is not a shard of a Citus table', TG_NAME, TG_TABLE_NAME USING ERRCODE = '0A000';
+    END IF;
+    EXECUTE format('SELECT mneme.%I($1, $2, $3)', TG_ARGV[0] || '_' || v_shard) USING TG_OP, NEW, OLD;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION mneme._shard_local_trg() IS
+    'Internal, Citus only: an AFTER row trigger on a shard runs the shard''s copy of its function (TG_ARGV[0]); '
+    'the copies write colocated shards directly (sql/950-citus.sql).';
+
 -- -----------------------------------------------------------------------------
 -- Settings
 -- -----------------------------------------------------------------------------

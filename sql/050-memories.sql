@@ -5,6 +5,49 @@
 -- rows stay. Idempotent: re-applied on every `mneme migrate`.
 -- =============================================================================
 
+-- -----------------------------------------------------------------------------
+-- A memory by its id: every statement on one names its conversation too.
+-- On one server that is one more probe of the primary key; on Citus
+-- (distributed by conversation, docs/scale.md) it sends the statement to
+-- the memory's shard, and a row lock must: Citus refuses FOR UPDATE in a
+-- statement that reaches every shard.
+-- -----------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION mneme._memory_conversation(id uuid)
+RETURNS uuid
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v uuid;
+BEGIN
+    SELECT m.conversation_id INTO v FROM mneme.memories m WHERE m.id = _memory_conversation.id;
+    RETURN v;
+END
+$$;
+COMMENT ON FUNCTION mneme._memory_conversation(uuid) IS
+    'Internal: the conversation of a memory (NULL if none is visible), so a statement on it routes to its Citus shard.';
+
+-- Locks the memories ids (those that exist), conversation by conversation
+-- and by id within each: one order for every caller that locks several
+-- memories, so two of them never deadlock; on Citus one statement per
+-- conversation, each routed to its shard.
+CREATE OR REPLACE FUNCTION mneme._lock_memories(ids uuid[])
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    c uuid;
+BEGIN
+    FOR c IN SELECT DISTINCT m.conversation_id FROM mneme.memories m WHERE m.id = ANY (_lock_memories.ids) ORDER BY 1 LOOP
+        PERFORM 1 FROM mneme.memories m WHERE m.conversation_id = c AND m.id = ANY (_lock_memories.ids) ORDER BY m.id FOR UPDATE;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION mneme._lock_memories(uuid[]) IS
+    'Internal: locks memories (FOR UPDATE) by conversation, then id: the one lock order of every multi-memory writer.';
+
 -- The form of before `at` was added: replaced, not overloaded.
 CREATE OR REPLACE FUNCTION mneme.remember(
     conversation_id uuid,
@@ -22,8 +65,9 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-    v_id  uuid;
-    v_old mneme.memories;
+    v_id       uuid;
+    v_old      mneme.memories;
+    v_old_conv uuid;
 BEGIN
     IF remember.conversation_id IS NULL THEN
         RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
@@ -56,7 +100,8 @@ BEGIN
         RAISE EXCEPTION 'valid_until % is not in the future', remember.valid_until USING ERRCODE = '22023';
     END IF;
     IF remember.supersedes IS NOT NULL THEN
-        SELECT * INTO v_old FROM mneme.memories WHERE id = remember.supersedes FOR UPDATE;
+        v_old_conv := mneme._memory_conversation(remember.supersedes);
+        SELECT * INTO v_old FROM mneme.memories WHERE conversation_id = v_old_conv AND id = remember.supersedes FOR UPDATE;
         IF NOT FOUND THEN
             RAISE EXCEPTION 'memory % does not exist', remember.supersedes USING ERRCODE = 'P0002';
         END IF;
@@ -83,11 +128,11 @@ BEGIN
         UPDATE mneme.memories n
         SET stability = v_old.stability, difficulty = v_old.difficulty, fsrs_state = v_old.fsrs_state,
             review_count = v_old.review_count
-        WHERE n.id = v_id;
+        WHERE n.conversation_id = remember.conversation_id AND n.id = v_id;
         UPDATE mneme.memories
         SET status = 'superseded', status_reason = format('superseded by %s', v_id),
             valid_until = least(coalesce(valid_until, 'infinity'), now()), updated_at = now()
-        WHERE id = remember.supersedes;
+        WHERE conversation_id = v_old.conversation_id AND id = remember.supersedes;
     ELSE
         -- Every other write is revised against what is already believed
         -- (the revise job: ADD, NOOP, SUPERSEDE or INVALIDATE).
@@ -111,11 +156,14 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
+DECLARE
+    v_conv uuid;
 BEGIN
     IF pin.memory_id IS NULL OR pin.pinned IS NULL THEN
         RAISE EXCEPTION 'memory_id and pinned must not be NULL' USING ERRCODE = '22004';
     END IF;
-    UPDATE mneme.memories SET pinned = pin.pinned, updated_at = now() WHERE id = pin.memory_id;
+    v_conv := mneme._memory_conversation(pin.memory_id);
+    UPDATE mneme.memories SET pinned = pin.pinned, updated_at = now() WHERE conversation_id = v_conv AND id = pin.memory_id;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'memory % does not exist', pin.memory_id USING ERRCODE = 'P0002';
     END IF;
@@ -139,6 +187,7 @@ AS $$
 #variable_conflict use_column
 DECLARE
     v_status text;
+    v_conv   uuid;
 BEGIN
     IF forget.memory_id IS NULL THEN
         RAISE EXCEPTION 'memory_id must not be NULL' USING ERRCODE = '22004';
@@ -148,7 +197,8 @@ BEGIN
             HINT = 'the reason is kept in status_reason so the change can be explained later';
     END IF;
     PERFORM mneme._check_length('reason', forget.reason, 2000);
-    SELECT status INTO v_status FROM mneme.memories WHERE id = forget.memory_id FOR UPDATE;
+    v_conv := mneme._memory_conversation(forget.memory_id);
+    SELECT status INTO v_status FROM mneme.memories WHERE conversation_id = v_conv AND id = forget.memory_id FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'memory % does not exist', forget.memory_id USING ERRCODE = 'P0002';
     END IF;
@@ -159,7 +209,7 @@ BEGIN
     UPDATE mneme.memories
     SET status = 'invalidated', status_reason = forget.reason,
         valid_until = least(coalesce(valid_until, 'infinity'), now()), updated_at = now()
-    WHERE id = forget.memory_id;
+    WHERE conversation_id = v_conv AND id = forget.memory_id;
 END
 $$;
 COMMENT ON FUNCTION mneme.forget(uuid, text) IS

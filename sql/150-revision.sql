@@ -211,9 +211,9 @@ BEGIN
         source_message_ids = CASE WHEN v_new.source_message_ids IS NULL THEN m.source_message_ids
                                   ELSE ARRAY(SELECT DISTINCT x FROM unnest(coalesce(m.source_message_ids, '{}') || v_new.source_message_ids) x ORDER BY x) END,
         updated_at = now()
-    WHERE m.id = v_old.id;
+    WHERE m.conversation_id = v_old.conversation_id AND m.id = v_old.id;
     UPDATE mneme.memories m SET status = 'merged', confirms_id = v_old.id, status_reason = v_note, updated_at = now()
-    WHERE m.id = v_new.id;
+    WHERE m.conversation_id = v_new.conversation_id AND m.id = v_new.id;
 END
 $$;
 
@@ -229,27 +229,29 @@ AS $$
 DECLARE
     v_new_at timestamptz := v_new.created_at;
     v_old_at timestamptz := v_old.created_at;
+    v_convs  uuid[];
+    v_ids    uuid[];
 BEGIN
     IF v_new_at < v_old_at THEN
         -- An older write never replaces a newer belief: it is stored as
         -- what that belief superseded.
         v_note := format('%s (older than %s, which stays current)', v_note, v_old.id);
         UPDATE mneme.memories m SET status = 'superseded', status_reason = v_note, valid_until = v_old_at, updated_at = now()
-        WHERE m.id = v_new.id;
+        WHERE m.conversation_id = v_new.conversation_id AND m.id = v_new.id;
         UPDATE mneme.memories m SET supersedes_id = v_new.id, updated_at = now()
-        WHERE m.id = v_old.id AND m.supersedes_id IS NULL;
+        WHERE m.conversation_id = v_old.conversation_id AND m.id = v_old.id AND m.supersedes_id IS NULL;
         RETURN v_note;
     END IF;
     UPDATE mneme.memories m SET status = 'superseded', status_reason = format('%s (by %s)', v_note, v_new.id),
                                 valid_until = least(coalesce(m.valid_until, 'infinity'), v_new_at),
                                 updated_at = now()
-    WHERE m.id = v_old.id;
+    WHERE m.conversation_id = v_old.conversation_id AND m.id = v_old.id;
     -- The lineage stays one chain in time order: when an older write was
     -- already linked behind the new belief (it arrived late), the fact
     -- replaced now goes in the chain by its time.
     IF v_new.supersedes_id IS NOT NULL AND v_new.supersedes_id <> v_old.id THEN
         IF v_old.supersedes_id IS NULL AND v_old.created_at >= (SELECT y.created_at FROM mneme.memories y WHERE y.id = v_new.supersedes_id) THEN
-            UPDATE mneme.memories m SET supersedes_id = v_new.supersedes_id WHERE m.id = v_old.id;
+            UPDATE mneme.memories m SET supersedes_id = v_new.supersedes_id WHERE m.conversation_id = v_old.conversation_id AND m.id = v_old.id;
             v_new.supersedes_id := v_old.id;
         ELSE
             UPDATE mneme.memories m SET supersedes_id = v_old.id
@@ -264,22 +266,24 @@ BEGIN
                                 review_count = v_old.review_count,
                                 last_reviewed_at = greatest(v_old.last_reviewed_at, m.last_reviewed_at),
                                 pinned = m.pinned OR v_old.pinned, updated_at = now()
-    WHERE m.id = v_new.id;
+    WHERE m.conversation_id = v_new.conversation_id AND m.id = v_new.id;
     -- One current value per slot: other active facts of the same slot,
     -- older than the new one, are superseded by it too (two revise jobs
     -- of one slot may each have seen only the other's target).
     IF v_slot IS NOT NULL THEN
+        v_convs := mneme._scope_conversations(v_new.conversation_id, mneme.setting('revision_scope') #>> '{}');
+        v_ids := ARRAY(SELECT x.id FROM mneme.memories x
+                        WHERE x.slot = v_slot
+                          AND x.status = 'active' AND x.kind = 'semantic' AND x.id <> v_new.id
+                          AND x.created_at <= v_new_at AND x.conversation_id = ANY (v_convs));
+        PERFORM mneme._lock_memories(v_ids);  -- then the conditions again, under the lock
         UPDATE mneme.memories m SET status = 'superseded',
                                     status_reason = format('SUPERSEDE of the same slot %s (by %s)', v_slot, v_new.id),
                                     valid_until = least(coalesce(m.valid_until, 'infinity'), v_new_at),
                                     updated_at = now()
-        WHERE m.id IN (SELECT x.id FROM mneme.memories x
-                       WHERE x.slot = v_slot
-                         AND x.status = 'active' AND x.kind = 'semantic' AND x.id <> v_new.id
-                         AND x.created_at <= v_new_at
-                         AND x.conversation_id = ANY (mneme._scope_conversations(v_new.conversation_id,
-                                                                                 mneme.setting('revision_scope') #>> '{}'))
-                       ORDER BY x.id FOR UPDATE);
+        WHERE m.id = ANY (v_ids)
+          AND m.slot = v_slot AND m.status = 'active' AND m.kind = 'semantic' AND m.id <> v_new.id
+          AND m.created_at <= v_new_at AND m.conversation_id = ANY (v_convs);
     END IF;
     RETURN v_note;
 END
@@ -303,13 +307,13 @@ BEGIN
         v_note := format('%s (older than %s, which stays current)', v_note, v_old.id);
         UPDATE mneme.memories m SET status = 'superseded', status_reason = v_note, valid_until = v_old_at,
                                     invalidates_id = v_old.id, updated_at = now()
-        WHERE m.id = v_new.id;
+        WHERE m.conversation_id = v_new.conversation_id AND m.id = v_new.id;
         RETURN v_note;
     END IF;
     UPDATE mneme.memories m SET status = 'invalidated', status_reason = format('%s (by %s)', v_note, v_new.id),
                                 valid_until = least(coalesce(m.valid_until, 'infinity'), v_new_at), updated_at = now()
-    WHERE m.id = v_old.id;
-    UPDATE mneme.memories m SET invalidates_id = v_old.id, updated_at = now() WHERE m.id = v_new.id;
+    WHERE m.conversation_id = v_old.conversation_id AND m.id = v_old.id;
+    UPDATE mneme.memories m SET invalidates_id = v_old.id, updated_at = now() WHERE m.conversation_id = v_new.conversation_id AND m.id = v_new.id;
     RETURN v_note;
 END
 $$;
@@ -333,6 +337,7 @@ DECLARE
     v_action text := upper(btrim(apply_revision.action));
     v_note   text;
     v_slot   text;  -- the new fact's slot: the classifier's, else the one it has
+    v_conv   uuid;
 BEGIN
     IF apply_revision.memory_id IS NULL OR apply_revision.action IS NULL OR apply_revision.classifier IS NULL THEN
         RAISE EXCEPTION 'memory_id, action and classifier must not be NULL' USING ERRCODE = '22004';
@@ -355,8 +360,11 @@ BEGIN
 
     -- Both rows locked in id order: two revisions of one fact at once never
     -- deadlock, and the second sees what the first did.
-    PERFORM 1 FROM mneme.memories m WHERE m.id IN (apply_revision.memory_id, apply_revision.target_id) ORDER BY m.id FOR UPDATE;
-    SELECT * INTO v_new FROM mneme.memories m WHERE m.id = apply_revision.memory_id;
+    -- (Each row by its conversation too: on Citus a lock must name the
+    -- shard; mneme._lock_memories.)
+    PERFORM mneme._lock_memories(ARRAY[apply_revision.memory_id, apply_revision.target_id]);
+    v_conv := mneme._memory_conversation(apply_revision.memory_id);
+    SELECT * INTO v_new FROM mneme.memories m WHERE m.conversation_id = v_conv AND m.id = apply_revision.memory_id;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'memory % does not exist', apply_revision.memory_id USING ERRCODE = 'P0002';
     END IF;
@@ -364,7 +372,8 @@ BEGIN
         RETURN 'SKIPPED';  -- revised, forgotten or erased meanwhile
     END IF;
     IF v_action <> 'ADD' THEN
-        SELECT * INTO v_old FROM mneme.memories m WHERE m.id = apply_revision.target_id;
+        v_conv := mneme._memory_conversation(apply_revision.target_id);
+        SELECT * INTO v_old FROM mneme.memories m WHERE m.conversation_id = v_conv AND m.id = apply_revision.target_id;
         IF NOT FOUND OR v_old.status <> 'active' OR v_old.tenant_id <> v_new.tenant_id THEN
             -- Re-checked under the lock: the target changed since the
             -- classifier saw it. Nothing is written; the job reads the
@@ -382,7 +391,7 @@ BEGIN
     v_slot := CASE WHEN apply_revision.slot IS NULL OR mneme._is_blank(apply_revision.slot) THEN v_new.slot
                    ELSE lower(btrim(apply_revision.slot)) END;
     IF v_slot IS DISTINCT FROM v_new.slot THEN
-        UPDATE mneme.memories m SET slot = v_slot WHERE m.id = v_new.id;
+        UPDATE mneme.memories m SET slot = v_slot WHERE m.conversation_id = v_new.conversation_id AND m.id = v_new.id;
     END IF;
 
     IF v_action = 'NOOP' THEN

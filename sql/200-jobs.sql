@@ -42,6 +42,10 @@ BEGIN
     IF claim_jobs.max_attempts < 1 THEN
         RAISE EXCEPTION 'max_attempts must be at least 1, got %', claim_jobs.max_attempts USING ERRCODE = '22023';
     END IF;
+    IF mneme._distributed('mneme.jobs') THEN
+        RETURN QUERY SELECT * FROM mneme._claim_jobs_distributed(claim_jobs.worker, claim_jobs.max_jobs, claim_jobs.lease, claim_jobs.max_attempts);
+        RETURN;
+    END IF;
     -- A job whose lease expired on its last allowed attempt crashed or hung
     -- its worker every time: fail it instead of handing it out again.
     UPDATE mneme.jobs j
@@ -129,15 +133,101 @@ COMMENT ON FUNCTION mneme.claim_jobs(text, int, interval, int) IS
     'each tenant''s oldest first, tenants in turn (the one served longest ago first, mneme.job_turns), so one '
     'tenant''s burst does not delay the others. Called by the sidecar''s runner.';
 
-CREATE OR REPLACE FUNCTION mneme.extend_job_lease(id bigint, worker text, attempt int, lease interval)
-RETURNS boolean
-LANGUAGE sql
+-- On Citus (mneme migrate --citus) jobs are distributed by conversation and
+-- Citus refuses FOR UPDATE in a statement that reaches every shard, so the
+-- claim is two steps: candidates read from every shard without a lock (the
+-- expired leases, then the due pending jobs, oldest first, a few spare for
+-- claims running at once), then each candidate locked and claimed by a
+-- statement routed to its conversation's shard (FOR UPDATE SKIP LOCKED
+-- there, its state checked again). No hot spot: no row or table every
+-- claim must lock. There is one tenant on Citus (mneme._check_single_tenant_citus),
+-- so there is no turn to take between tenants.
+CREATE OR REPLACE FUNCTION mneme._claim_jobs_distributed(worker text, max_jobs int, lease interval, max_attempts int)
+RETURNS SETOF mneme.jobs
+LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
+#variable_conflict use_column
+DECLARE
+    c   record;
+    j   mneme.jobs;
+    v_n int := 0;
+BEGIN
+    FOR c IN
+        (SELECT x.conversation_id, x.id, 1 AS pass, x.locked_until AS due FROM mneme.jobs x
+          WHERE x.state = 'running' AND x.locked_until < now()
+          ORDER BY x.locked_until, x.id LIMIT 2 * _claim_jobs_distributed.max_jobs + 4)
+        UNION ALL
+        (SELECT x.conversation_id, x.id, 2, x.run_at FROM mneme.jobs x
+          WHERE x.state = 'pending' AND x.run_at <= now()
+          ORDER BY x.run_at, x.id LIMIT 2 * _claim_jobs_distributed.max_jobs + 4)
+        ORDER BY 3, 4, 2
+    LOOP
+        EXIT WHEN v_n >= _claim_jobs_distributed.max_jobs;
+        SELECT * INTO j FROM mneme.jobs x
+         WHERE x.conversation_id = c.conversation_id AND x.id = c.id
+           AND ((x.state = 'running' AND x.locked_until < now()) OR (x.state = 'pending' AND x.run_at <= now()))
+           FOR UPDATE SKIP LOCKED;
+        CONTINUE WHEN NOT FOUND;
+        IF j.state = 'running' AND j.attempts >= coalesce(_claim_jobs_distributed.max_attempts, j.max_attempts) THEN
+            -- expired on its last allowed attempt: failed, as on one server
+            UPDATE mneme.jobs x
+               SET state = 'failed', finished_at = now(), updated_at = now(),
+                   locked_by = NULL, locked_until = NULL,
+                   last_error = format('lease expired on attempt %s of %s (worker %s crashed or timed out)%s',
+                                       x.attempts, coalesce(_claim_jobs_distributed.max_attempts, x.max_attempts), x.locked_by,
+                                       coalesce('; previous error: ' || x.last_error, ''))
+             WHERE x.conversation_id = c.conversation_id AND x.id = c.id;
+            CONTINUE;
+        END IF;
+        UPDATE mneme.jobs x
+           SET state = 'running', attempts = x.attempts + 1, locked_by = _claim_jobs_distributed.worker,
+               locked_until = now() + _claim_jobs_distributed.lease, updated_at = now()
+         WHERE x.conversation_id = c.conversation_id AND x.id = c.id
+        RETURNING * INTO j;
+        v_n := v_n + 1;
+        RETURN NEXT j;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION mneme._claim_jobs_distributed(text, int, interval, int) IS
+    'Internal to claim_jobs on Citus: candidates read from every shard, then each claimed by a statement routed '
+    'to its conversation (FOR UPDATE SKIP LOCKED there).';
+
+-- The conversation of job id: the finishing functions name it beside the
+-- id, so that on Citus their statements go to that conversation's shard
+-- (one server: one more probe of the primary key).
+CREATE OR REPLACE FUNCTION mneme._job_conversation(id bigint)
+RETURNS uuid
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v uuid;
+BEGIN
+    SELECT j.conversation_id INTO v FROM mneme.jobs j WHERE j.id = _job_conversation.id;
+    RETURN v;
+END
+$$;
+COMMENT ON FUNCTION mneme._job_conversation(bigint) IS
+    'Internal: the conversation of a job (NULL for none), so a statement on the job routes to its Citus shard.';
+
+CREATE OR REPLACE FUNCTION mneme.extend_job_lease(id bigint, worker text, attempt int, lease interval)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_job_conv uuid := mneme._job_conversation(extend_job_lease.id);
+BEGIN
     UPDATE mneme.jobs
        SET locked_until = now() + extend_job_lease.lease
-     WHERE id = extend_job_lease.id AND state = 'running' AND locked_by = extend_job_lease.worker AND attempts = extend_job_lease.attempt
-    RETURNING true;
+     WHERE conversation_id IS NOT DISTINCT FROM v_job_conv AND id = extend_job_lease.id
+       AND state = 'running' AND locked_by = extend_job_lease.worker AND attempts = extend_job_lease.attempt;
+    RETURN CASE WHEN FOUND THEN true END;
+END
 $$;
 COMMENT ON FUNCTION mneme.extend_job_lease(bigint, text, int, interval) IS
     'Heartbeat: pushes a running job''s lease forward if this run (worker, attempt) still holds it; NULL otherwise.';
@@ -151,11 +241,13 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
+DECLARE
+    v_job_conv uuid := mneme._job_conversation(complete_job.id);
 BEGIN
     UPDATE mneme.jobs
        SET state = 'done', finished_at = now(), updated_at = now(),
            locked_by = NULL, locked_until = NULL
-     WHERE id = complete_job.id AND state = 'running' AND locked_by = complete_job.worker AND attempts = complete_job.attempt;
+     WHERE conversation_id IS NOT DISTINCT FROM v_job_conv AND id = complete_job.id AND state = 'running' AND locked_by = complete_job.worker AND attempts = complete_job.attempt;
     RETURN FOUND;
 END
 $$;
@@ -174,21 +266,22 @@ AS $$
 #variable_conflict use_column
 DECLARE
     v_other bigint;
+    v_job_conv uuid := mneme._job_conversation(_requeue_job.id);
 BEGIN
     BEGIN
         UPDATE mneme.jobs
            SET state = 'pending', run_at = _requeue_job.run_at, attempts = _requeue_job.attempts, last_error = _requeue_job.error,
                locked_by = NULL, locked_until = NULL, updated_at = now()
-         WHERE id = _requeue_job.id;
+         WHERE conversation_id IS NOT DISTINCT FROM v_job_conv AND id = _requeue_job.id;
         RETURN 'pending';
     EXCEPTION WHEN unique_violation THEN
         SELECT mneme._equivalent_pending_job(j.kind, j.conversation_id, j.dedupe_key, j.id) INTO v_other
-        FROM mneme.jobs j WHERE j.id = _requeue_job.id;
+        FROM mneme.jobs j WHERE j.conversation_id IS NOT DISTINCT FROM v_job_conv AND j.id = _requeue_job.id;
         UPDATE mneme.jobs
            SET state = 'done', finished_at = now(), updated_at = now(), locked_by = NULL, locked_until = NULL,
                last_error = format('not retried: equivalent pending job %s does this work; last error: %s',
                                    coalesce(v_other::text, '?'), coalesce(_requeue_job.error, 'none'))
-         WHERE id = _requeue_job.id;
+         WHERE conversation_id IS NOT DISTINCT FROM v_job_conv AND id = _requeue_job.id;
         RETURN 'done';
     END;
 END
@@ -206,6 +299,7 @@ AS $$
 #variable_conflict use_column
 DECLARE
     j mneme.jobs;
+    v_job_conv uuid := mneme._job_conversation(fail_job.id);
     -- A worker's error is always recorded: a long one is cut, never refused
     -- (refusing it would leave the job running until its lease expires).
     v_error text := CASE WHEN length(fail_job.error) > 10000
@@ -216,7 +310,7 @@ BEGIN
         RAISE EXCEPTION 'retry_in must be a zero or positive interval, got %', coalesce(fail_job.retry_in::text, 'NULL') USING ERRCODE = '22023';
     END IF;
     SELECT * INTO j FROM mneme.jobs
-     WHERE id = fail_job.id AND state = 'running' AND locked_by = fail_job.worker AND attempts = fail_job.attempt
+     WHERE conversation_id IS NOT DISTINCT FROM v_job_conv AND id = fail_job.id AND state = 'running' AND locked_by = fail_job.worker AND attempts = fail_job.attempt
        FOR UPDATE;
     IF NOT FOUND THEN
         RETURN NULL; -- lease lost: whoever holds the job now decides
@@ -225,7 +319,7 @@ BEGIN
         UPDATE mneme.jobs
            SET state = 'failed', finished_at = now(), updated_at = now(),
                locked_by = NULL, locked_until = NULL, last_error = v_error
-         WHERE id = fail_job.id;
+         WHERE conversation_id IS NOT DISTINCT FROM v_job_conv AND id = fail_job.id;
         RETURN 'failed';
     END IF;
     RETURN mneme._requeue_job(fail_job.id, now() + fail_job.retry_in, v_error, j.attempts);
@@ -244,9 +338,10 @@ AS $$
 #variable_conflict use_column
 DECLARE
     j mneme.jobs;
+    v_job_conv uuid := mneme._job_conversation(release_job.id);
 BEGIN
     SELECT * INTO j FROM mneme.jobs
-     WHERE id = release_job.id AND state = 'running' AND locked_by = release_job.worker AND attempts = release_job.attempt
+     WHERE conversation_id IS NOT DISTINCT FROM v_job_conv AND id = release_job.id AND state = 'running' AND locked_by = release_job.worker AND attempts = release_job.attempt
        FOR UPDATE;
     IF NOT FOUND THEN
         RETURN NULL;
@@ -281,11 +376,12 @@ AS $$
 #variable_conflict use_column
 DECLARE
     j mneme.jobs;
+    v_job_conv uuid := mneme._job_conversation(retry_job.id);
 BEGIN
     IF retry_job.id IS NULL THEN
         RAISE EXCEPTION 'job id must not be NULL' USING ERRCODE = '22004';
     END IF;
-    SELECT * INTO j FROM mneme.jobs WHERE id = retry_job.id FOR UPDATE;
+    SELECT * INTO j FROM mneme.jobs WHERE conversation_id IS NOT DISTINCT FROM v_job_conv AND id = retry_job.id FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'job % does not exist', retry_job.id
             USING ERRCODE = 'P0002', HINT = 'SELECT id, kind, state FROM mneme.jobs WHERE state = ''failed'' lists failed jobs';
@@ -297,7 +393,7 @@ BEGIN
     BEGIN
         UPDATE mneme.jobs
            SET state = 'pending', attempts = 0, run_at = now(), finished_at = NULL, updated_at = now()
-         WHERE id = retry_job.id;
+         WHERE conversation_id IS NOT DISTINCT FROM v_job_conv AND id = retry_job.id;
     EXCEPTION WHEN unique_violation THEN
         RAISE EXCEPTION 'job % cannot be requeued: an equivalent job is already pending', retry_job.id
             USING ERRCODE = '23505', HINT = 'the pending job does the same work; see SELECT * FROM mneme.jobs WHERE state = ''pending''';

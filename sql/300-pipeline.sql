@@ -312,8 +312,10 @@ BEGIN
             source_message_ids, source_first_at, source_last_at, surprise, label, pinned,
             stability, difficulty, fsrs_state, last_reviewed_at, source_type, created_at, confidence_score)
         SELECT create_episodes.conversation_id, 'episodic', s.ep ->> 'content', nullif(btrim(s.ep ->> 'summary'), ''),
-               CASE WHEN jsonb_typeof(s.ep -> 'embedding') = 'array'
-                    THEN ARRAY(SELECT v::real FROM jsonb_array_elements_text(s.ep -> 'embedding') v) END,
+               -- cast explicitly: Citus fails to plan the implicit cast
+               -- to pgvector's type ("not enough default arguments")
+               (CASE WHEN jsonb_typeof(s.ep -> 'embedding') = 'array'
+                     THEN ARRAY(SELECT v::real FROM jsonb_array_elements_text(s.ep -> 'embedding') v) END)::mneme.embedding,
                s.ids, (s.r ->> 'first_at')::timestamptz, (s.r ->> 'last_at')::timestamptz,
                (s.ep ->> 'surprise')::real, s.r ->> 'label', coalesce((s.ep ->> 'pinned')::boolean, false),
                (s.ep ->> 'stability')::float8, (s.ep ->> 'difficulty')::float8, s.ep ->> 'fsrs_state',
@@ -406,19 +408,15 @@ BEGIN
         RAISE EXCEPTION 'memory_ids must not be NULL' USING ERRCODE = '22004';
     END IF;
     IF review_targets.lock THEN
-        -- In id order, so concurrent reviews of overlapping sets never deadlock.
-        RETURN QUERY
-        SELECT m.id, m.conversation_id, m.summary, m.content, m.status, m.stability, m.difficulty,
-               m.fsrs_state, m.last_reviewed_at, m.review_count
-        FROM mneme.memories m WHERE m.id = ANY (review_targets.memory_ids)
-        ORDER BY m.id FOR UPDATE;
-    ELSE
-        RETURN QUERY
-        SELECT m.id, m.conversation_id, m.summary, m.content, m.status, m.stability, m.difficulty,
-               m.fsrs_state, m.last_reviewed_at, m.review_count
-        FROM mneme.memories m WHERE m.id = ANY (review_targets.memory_ids)
-        ORDER BY m.id;
+        -- In the one lock order (mneme._lock_memories), so concurrent
+        -- reviews and revisions of overlapping sets never deadlock.
+        PERFORM mneme._lock_memories(review_targets.memory_ids);
     END IF;
+    RETURN QUERY
+    SELECT m.id, m.conversation_id, m.summary, m.content, m.status, m.stability, m.difficulty,
+           m.fsrs_state, m.last_reviewed_at, m.review_count
+    FROM mneme.memories m WHERE m.id = ANY (review_targets.memory_ids)
+    ORDER BY m.id;
 END
 $$;
 COMMENT ON FUNCTION mneme.review_targets(uuid[], boolean) IS
@@ -441,7 +439,8 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-    m mneme.memories;
+    m      mneme.memories;
+    v_conv uuid;
 BEGIN
     IF apply_review.memory_id IS NULL OR apply_review.reviewed_at IS NULL THEN
         RAISE EXCEPTION 'memory_id and reviewed_at must not be NULL' USING ERRCODE = '22004';
@@ -469,7 +468,8 @@ BEGIN
             USING ERRCODE = '22023';
     END IF;
 
-    SELECT * INTO m FROM mneme.memories WHERE id = apply_review.memory_id FOR UPDATE;
+    v_conv := mneme._memory_conversation(apply_review.memory_id);
+    SELECT * INTO m FROM mneme.memories WHERE conversation_id = v_conv AND id = apply_review.memory_id FOR UPDATE;
     IF NOT FOUND OR m.status NOT IN ('active', 'inactive') THEN
         RETURN false;  -- an inactive memory is reviewed and so active again (trigger memories_reactivate)
     END IF;
@@ -487,7 +487,7 @@ BEGIN
     UPDATE mneme.memories
     SET stability = apply_review.stability, difficulty = apply_review.difficulty, fsrs_state = apply_review.fsrs_state,
         last_reviewed_at = apply_review.reviewed_at, review_count = review_count + 1, updated_at = now()
-    WHERE id = m.id;
+    WHERE conversation_id = m.conversation_id AND id = m.id;
     RETURN true;
 END
 $$;

@@ -155,24 +155,24 @@ DECLARE
     v_at    timestamptz := mneme._event_at();
 BEGIN
     IF TG_OP = 'INSERT' THEN
-        INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, at)
-        VALUES (NEW.id, NEW.conversation_id, 'created', mneme._created_reason(NEW.source_type, NEW.kind, NEW.label, NEW.stability),
+        INSERT INTO mneme.memory_events (id, caller, memory_id, conversation_id, event, reason, actor, at)
+        VALUES (nextval('mneme.memory_events_id_seq'), session_user, NEW.id, NEW.conversation_id, 'created', mneme._created_reason(NEW.source_type, NEW.kind, NEW.label, NEW.stability),
                 v_actor, NEW.created_at);
     ELSIF TG_OP = 'UPDATE' THEN
         IF OLD.pinned IS DISTINCT FROM NEW.pinned THEN
-            INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, at)
-            VALUES (NEW.id, NEW.conversation_id, CASE WHEN NEW.pinned THEN 'pinned' ELSE 'unpinned' END, NULL, v_actor, v_at);
+            INSERT INTO mneme.memory_events (id, caller, memory_id, conversation_id, event, reason, actor, at)
+            VALUES (nextval('mneme.memory_events_id_seq'), session_user, NEW.id, NEW.conversation_id, CASE WHEN NEW.pinned THEN 'pinned' ELSE 'unpinned' END, NULL, v_actor, v_at);
         END IF;
         IF OLD.status IS DISTINCT FROM NEW.status THEN
-            INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, at)
-            VALUES (NEW.id, NEW.conversation_id, mneme._status_event(NEW.status),
+            INSERT INTO mneme.memory_events (id, caller, memory_id, conversation_id, event, reason, actor, at)
+            VALUES (nextval('mneme.memory_events_id_seq'), session_user, NEW.id, NEW.conversation_id, mneme._status_event(NEW.status),
                     mneme._status_reason(NEW.status, NEW.status_reason, NEW.last_reviewed_at, OLD.last_reviewed_at,
                                          NEW.pinned, OLD.pinned, NEW.last_confirmed_at, OLD.last_confirmed_at),
                     v_actor, v_at);
         END IF;
     ELSE
-        INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, at)
-        VALUES (OLD.id, OLD.conversation_id, mneme._deleted_event(), mneme._deleted_reason(), v_actor, v_at);
+        INSERT INTO mneme.memory_events (id, caller, memory_id, conversation_id, event, reason, actor, at)
+        VALUES (nextval('mneme.memory_events_id_seq'), session_user, OLD.id, OLD.conversation_id, mneme._deleted_event(), mneme._deleted_reason(), v_actor, v_at);
     END IF;
     RETURN NULL;
 END
@@ -223,8 +223,8 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, review_log_id, at)
-    VALUES (NEW.memory_id, NEW.conversation_id, 'reviewed',
+    INSERT INTO mneme.memory_events (id, caller, memory_id, conversation_id, event, reason, actor, review_log_id, at)
+    VALUES (nextval('mneme.memory_events_id_seq'), session_user, NEW.memory_id, NEW.conversation_id, 'reviewed',
             format('%s (%s%s)', NEW.rating, NEW.reviewer, CASE WHEN NEW.defaulted THEN ', defaulted' ELSE '' END),
             'review', NEW.id, NEW.reviewed_at);
     RETURN NULL;

@@ -197,9 +197,9 @@ BEGIN
                         WHERE NOT m.id = ANY (ids)
                           AND ((m.status = 'merged' AND m.confirms_id = ANY (ids))
                                OR (v_msgs IS NOT NULL AND m.conversation_id = ANY (v_convs)
-                                   AND m.source_type = 'extracted' AND m.source_message_ids && v_msgs))
-                        ORDER BY m.id FOR UPDATE);
+                                   AND m.source_type = 'extracted' AND m.source_message_ids && v_msgs)));
         EXIT WHEN cardinality(v_more) = 0;
+        PERFORM mneme._lock_memories(v_more);
         ids := ids || v_more;
     END LOOP;
     v_keys := ARRAY(SELECT unnest(ids)::text);
@@ -376,11 +376,13 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_status text;
+    v_conv   uuid;
 BEGIN
     IF reactivate.memory_id IS NULL THEN
         RAISE EXCEPTION 'memory_id must not be NULL' USING ERRCODE = '22004';
     END IF;
-    SELECT m.status INTO v_status FROM mneme.memories m WHERE m.id = reactivate.memory_id FOR UPDATE;
+    v_conv := mneme._memory_conversation(reactivate.memory_id);
+    SELECT m.status INTO v_status FROM mneme.memories m WHERE m.conversation_id = v_conv AND m.id = reactivate.memory_id FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'memory % does not exist', reactivate.memory_id USING ERRCODE = 'P0002',
             HINT = 'a purged or erased memory cannot come back; SELECT * FROM mneme.memory_events WHERE memory_id = ... shows what happened';
@@ -397,7 +399,7 @@ BEGIN
     PERFORM set_config('mneme.event_reason', 'reactivated by hand', true);
     UPDATE mneme.memories m
     SET status = 'active', status_reason = NULL, last_reviewed_at = greatest(m.last_reviewed_at, now()), updated_at = now()
-    WHERE m.id = reactivate.memory_id;
+    WHERE m.conversation_id = v_conv AND m.id = reactivate.memory_id;
     PERFORM set_config('mneme.event_reason', '', true);
     RETURN true;
 END

@@ -23,7 +23,8 @@ BEGIN
             HINT = 'the reason stays in the tombstone (mneme.memory_events); do not quote the erased content in it';
     END IF;
     PERFORM mneme._check_length('reason', erase.reason, 2000);
-    SELECT m.conversation_id INTO v_conv FROM mneme.memories m WHERE m.id = erase.memory_id FOR UPDATE;
+    v_conv := mneme._memory_conversation(erase.memory_id);
+    PERFORM 1 FROM mneme.memories m WHERE m.conversation_id = v_conv AND m.id = erase.memory_id FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'memory % does not exist', erase.memory_id USING ERRCODE = 'P0002',
             HINT = 'SELECT * FROM mneme.memory_events WHERE memory_id = ... shows whether it was purged or erased';

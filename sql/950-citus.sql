@@ -26,8 +26,16 @@ DO $citus$
 DECLARE
     f     record;
     r     record;
+    t     record;
+    sh    record;
     def   text;
     body  text;
+    v_tables        text[];
+    v_table_re      text;
+    v_reached       oid[];
+    v_trigger_fns   oid[];
+    v_copied        oid[];
+    v_more          oid[];
 BEGIN
     IF NOT mneme._distributed('mneme.memories') THEN
         RETURN;
@@ -52,6 +60,109 @@ BEGIN
         def := regexp_replace(def, E'\n LANGUAGE sql\n', E'\n LANGUAGE plpgsql\n');
         def := substr(def, 1, strpos(def, 'AS $function$') - 1) || 'AS ' || quote_literal(body);
         EXECUTE def;
+    END LOOP;
+
+    -- A statement on one row by its id names the row's conversation too
+    -- (read first into a variable v_<table>_conv), compared with IS NOT
+    -- DISTINCT FROM on one server, where a job may have no conversation.
+    -- Citus routes only an equality, and there every row has a
+    -- conversation (the nil one at least): = instead.
+    FOR f IN
+        SELECT p.oid FROM pg_catalog.pg_proc p
+        WHERE p.pronamespace = 'mneme'::regnamespace
+          AND p.prosrc ~ 'IS NOT DISTINCT FROM v_[a-z]+_conv\M'
+    LOOP
+        def := pg_catalog.pg_get_functiondef(f.oid);
+        EXECUTE regexp_replace(def, 'IS NOT DISTINCT FROM (v_[a-z]+_conv)\M', '= \1', 'g');
+    END LOOP;
+
+    -- AFTER row triggers write on the shard (mneme._shard_local_trg): for
+    -- every shard of a table with such a trigger, a copy of the trigger's
+    -- function (as a plain function of TG_OP, NEW and OLD) and of every
+    -- function it reaches that reads or writes a table, each table named
+    -- by its shard colocated with that shard (a reference table by its one
+    -- shard), each such function called by its copy for the same shard.
+    -- Then the trigger calls the dispatcher. Re-made on every migrate (the
+    -- files before re-create the triggers); a shard split makes new shards:
+    -- migrate again after one.
+    SELECT array_agg(p.logicalrelid::regclass::text),
+           'mneme\.(' || string_agg(c.relname, '|') || ')\M'
+      INTO v_tables, v_table_re
+      FROM pg_dist_partition p JOIN pg_catalog.pg_class c ON c.oid = p.logicalrelid
+     WHERE c.relnamespace = 'mneme'::regnamespace;
+    -- the functions reached from the triggers' functions, and which of
+    -- them touch a table (themselves or through a function they call)
+    v_reached := ARRAY(
+        SELECT DISTINCT tg.tgfoid FROM pg_catalog.pg_trigger tg
+         WHERE NOT tg.tgisinternal AND tg.tgrelid::regclass::text = ANY (v_tables)
+           AND (tg.tgtype & 1) = 1 AND (tg.tgtype & 2) = 0   -- ROW, not BEFORE
+           AND tg.tgfoid <> 'mneme._shard_local_trg'::regproc);
+    v_trigger_fns := v_reached;
+    LOOP
+        v_more := ARRAY(
+            SELECT DISTINCT q.oid FROM pg_catalog.pg_proc p,
+                   regexp_matches(p.prosrc, 'mneme\.([a-z_0-9]+)\s*\(', 'g') AS m(name)
+              JOIN pg_catalog.pg_proc q ON q.proname = m.name[1] AND q.pronamespace = 'mneme'::regnamespace
+             WHERE p.oid = ANY (v_reached) AND NOT q.oid = ANY (v_reached));
+        EXIT WHEN cardinality(v_more) = 0;
+        v_reached := v_reached || v_more;
+    END LOOP;
+    v_copied := ARRAY(SELECT p.oid FROM pg_catalog.pg_proc p WHERE p.oid = ANY (v_reached) AND p.prosrc ~ v_table_re);
+    LOOP
+        v_more := ARRAY(
+            SELECT DISTINCT p.oid FROM pg_catalog.pg_proc p,
+                   regexp_matches(p.prosrc, 'mneme\.([a-z_0-9]+)\s*\(', 'g') AS m(name)
+              JOIN pg_catalog.pg_proc q ON q.proname = m.name[1] AND q.pronamespace = 'mneme'::regnamespace
+             WHERE p.oid = ANY (v_reached) AND NOT p.oid = ANY (v_copied) AND q.oid = ANY (v_copied));
+        EXIT WHEN cardinality(v_more) = 0;
+        v_copied := v_copied || v_more;
+    END LOOP;
+    FOR t IN
+        SELECT tg.oid, tg.tgname, tg.tgrelid, tg.tgfoid, p.proname
+          FROM pg_catalog.pg_trigger tg JOIN pg_catalog.pg_proc p ON p.oid = tg.tgfoid
+         WHERE tg.tgfoid = ANY (v_trigger_fns) AND tg.tgfoid = ANY (v_copied)
+           AND NOT tg.tgisinternal AND tg.tgrelid::regclass::text = ANY (v_tables)
+    LOOP
+        FOR sh IN SELECT d.shardid, d.shardminvalue FROM pg_dist_shard d WHERE d.logicalrelid = t.tgrelid LOOP
+            FOR f IN SELECT p.oid, p.proname, p.prosrc FROM pg_catalog.pg_proc p WHERE p.oid = ANY (v_copied) LOOP
+                IF f.oid = ANY (v_trigger_fns) AND f.oid <> t.tgfoid THEN
+                    CONTINUE;  -- another trigger's function
+                END IF;
+                IF f.oid = t.tgfoid THEN
+                    def := format(E'CREATE OR REPLACE FUNCTION mneme.%I(tg_op text, new anyelement, old anyelement)\n'
+                                  || E' RETURNS void\n LANGUAGE plpgsql\n SET search_path TO pg_catalog, pg_temp\nAS %s',
+                                  f.proname || '_' || sh.shardid,
+                                  quote_literal(regexp_replace(f.prosrc, '\mRETURN\s+(NULL|NEW|OLD)\s*;', 'RETURN;', 'gi')));
+                ELSE
+                    def := pg_catalog.pg_get_functiondef(f.oid);
+                    -- its parameters qualified by its name
+                    def := regexp_replace(def, '\m' || f.proname || '\.', f.proname || '_' || sh.shardid || '.', 'g');
+                END IF;
+                -- the copied functions it calls: their copies for this shard
+                FOR r IN SELECT DISTINCT p.proname FROM pg_catalog.pg_proc p WHERE p.oid = ANY (v_copied) LOOP
+                    def := regexp_replace(def, 'mneme\.' || r.proname || '(\s*\()', 'mneme.' || r.proname || '_' || sh.shardid || '\1', 'g');
+                END LOOP;
+                -- every table by its shard colocated with this one
+                FOR r IN
+                    SELECT c.relname, d.shardid FROM pg_dist_partition p
+                      JOIN pg_catalog.pg_class c ON c.oid = p.logicalrelid
+                      JOIN pg_dist_shard d ON d.logicalrelid = p.logicalrelid
+                     WHERE c.relnamespace = 'mneme'::regnamespace
+                       AND (p.partmethod = 'n' OR d.shardminvalue = sh.shardminvalue)
+                LOOP
+                    def := regexp_replace(def, 'mneme\.' || r.relname || '\M', 'mneme.' || r.relname || '_' || r.shardid, 'g');
+                END LOOP;
+                EXECUTE def;
+            END LOOP;
+        END LOOP;
+        def := pg_catalog.pg_get_triggerdef(t.oid);
+        body := replace(def, format('EXECUTE FUNCTION mneme.%s()', t.proname),
+                        format('EXECUTE FUNCTION mneme._shard_local_trg(%L)', t.proname));
+        IF body = def THEN
+            RAISE EXCEPTION 'sql/950-citus.sql: trigger % does not call mneme.%()', t.tgname, t.proname;
+        END IF;
+        EXECUTE format('DROP TRIGGER %I ON %s', t.tgname, t.tgrelid::regclass);
+        EXECUTE body;
     END LOOP;
 
     FOR r IN

@@ -3,11 +3,8 @@ package tests
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -16,6 +13,7 @@ import (
 
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
 	"github.com/mneme-memory/mneme/sidecar/migrate"
+	"github.com/mneme-memory/mneme/sidecar/scratch"
 )
 
 // TestMigrateOnCitusSaysTablesStayLocal: on a Citus coordinator
@@ -124,9 +122,9 @@ func TestMigrateCitusDistributes(t *testing.T) {
 }
 
 // citusDatabase creates a scratch database with the citus extension on the
-// coordinator named by MNEME_TEST_CITUS_URL (skipping when it is not set),
-// its workers taken from that database's pg_dist_node, and returns its URL
-// and a connection to it.
+// coordinator of MNEME_TEST_CITUS_URL and on each of its workers
+// (scratch.Options.Citus), not migrated, and a connection to it; it skips
+// the test when MNEME_TEST_CITUS_URL is not set.
 func citusDatabase(t *testing.T) (string, *pgx.Conn) {
 	t.Helper()
 	base := os.Getenv("MNEME_TEST_CITUS_URL")
@@ -134,53 +132,13 @@ func citusDatabase(t *testing.T) (string, *pgx.Conn) {
 		t.Skip("MNEME_TEST_CITUS_URL is not set: no Citus coordinator to migrate (docs/scale.md)")
 	}
 	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, base)
+	db, err := scratch.Create(ctx, scratch.Options{Server: base, Prefix: "mneme_citus_", Citus: true})
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = admin.Close(context.Background()) })
-	rows, err := admin.Query(ctx, `SELECT nodename || ':' || nodeport FROM pg_dist_node WHERE noderole = 'primary' AND groupid <> 0`)
-	require.NoError(t, err)
-	nodes, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	require.NoError(t, err)
-	cfg, err := pgx.ParseConfig(base)
-	require.NoError(t, err)
-	name := "mneme_citus_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
-	hosts := append([]string{fmt.Sprintf("%s:%d", cfg.Host, cfg.Port)}, nodes...)
-	// Citus does not propagate CREATE DATABASE: every node gets it and the
-	// extension, then the coordinator its workers.
-	for _, h := range hosts {
-		c, err := pgx.Connect(ctx, fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", cfg.User, h, cfg.Database))
-		require.NoError(t, err)
-		_, err = c.Exec(ctx, "CREATE DATABASE "+name)
-		require.NoError(t, err)
-		h := h
-		t.Cleanup(func() {
-			c2, err := pgx.Connect(context.Background(), fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", cfg.User, h, cfg.Database))
-			if err == nil {
-				_, _ = c2.Exec(context.Background(), "DROP DATABASE "+name+" WITH (FORCE)")
-				_ = c2.Close(context.Background())
-			}
-		})
-		_ = c.Close(ctx)
-		w, err := pgx.Connect(ctx, fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", cfg.User, h, name))
-		require.NoError(t, err)
-		_, err = w.Exec(ctx, "CREATE EXTENSION citus")
-		require.NoError(t, err)
-		_ = w.Close(ctx)
-	}
-	url := fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Host, cfg.Port, name)
-	conn, err := pgx.Connect(ctx, url)
+	t.Cleanup(db.Close)
+	conn, err := pgx.Connect(ctx, db.URL)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close(context.Background()) })
-	_, err = conn.Exec(ctx, `SELECT citus_set_coordinator_host($1, $2)`, cfg.Host, int(cfg.Port))
-	require.NoError(t, err)
-	for _, n := range nodes {
-		host, port, _ := strings.Cut(n, ":")
-		p, err := strconv.Atoi(port)
-		require.NoError(t, err)
-		_, err = conn.Exec(ctx, `SELECT citus_add_node($1, $2)`, host, p)
-		require.NoError(t, err)
-	}
-	return url, conn
+	return db.URL, conn
 }
 
 // TestMigrateCitusWithoutCitusFails: `mneme migrate --citus` on a database

@@ -35,6 +35,12 @@ type Options struct {
 	// Keep leaves the database (and a private cluster) behind; the log says
 	// where.
 	Keep bool
+	// Citus: Server is a database of a Citus coordinator whose workers are
+	// registered there (pg_dist_node). The scratch database is created on
+	// the coordinator and on every worker with the citus extension, the
+	// workers are registered in it, Open migrates it with --citus, and it
+	// is dropped on every node (docs/scale.md).
+	Citus bool
 	// Migrate is the layout of the migration (Open only).
 	Migrate migrate.Options
 	Log     *slog.Logger
@@ -75,7 +81,9 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := migrate.Run(ctx, d.URL, opts.Migrate); err != nil {
+	mo := opts.Migrate
+	mo.Citus = mo.Citus || opts.Citus
+	if _, err := migrate.Run(ctx, d.URL, mo); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("migrate the scratch database: %w", err)
 	}
@@ -98,6 +106,9 @@ func Create(ctx context.Context, opts Options) (*DB, error) {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	name := opts.Prefix + hex.EncodeToString(b)
+	if opts.Citus {
+		return createCitus(ctx, opts, log, name)
+	}
 	server, stop, err := serverURL(ctx, opts, log, name)
 	if err != nil {
 		return nil, err

@@ -45,6 +45,7 @@ type Options struct {
 	// LLM and embedder of the pipelines (offline unless configured).
 	Config   config.Config
 	Keep     bool         // keep the scratch database
+	Citus    bool         // the server is a Citus coordinator: distribute the scratch database
 	Log      *slog.Logger // the run's (the scratch database); nil: none
 	PipeLog  *slog.Logger // the pipelines' (they log every episode at info); nil: none
 	Progress io.Writer    // progress bars; nil: none
@@ -52,7 +53,9 @@ type Options struct {
 
 // Eval evaluates d on a fresh scratch database (Run).
 func Eval(ctx context.Context, o Options, d *Data) (*Report, error) {
-	db, err := scratch.Open(ctx, scratch.ForEval(o.Config, o.Keep, o.Log))
+	so := scratch.ForEval(o.Config, o.Keep, o.Log)
+	so.Citus = o.Citus
+	db, err := scratch.Open(ctx, so)
 	if err != nil {
 		return nil, err
 	}

@@ -78,6 +78,7 @@ func NewFlags(fs *flag.FlagSet, data, dataHelp string) *Flags {
 	f.Plot = fs.String("plot", "", "write an SVG plot of recall against budget to this file")
 	fs.IntVar(&f.Options.Limit, "limit", 0, "evaluate only the first N conversations (0: all)")
 	fs.BoolVar(&f.Options.Keep, "keep-db", false, "keep the scratch database afterwards (its name is logged)")
+	fs.BoolVar(&f.Options.Citus, "citus", false, "DATABASE_URL is a Citus coordinator: the scratch database is created on every node and distributed (migrate --citus; docs/scale.md)")
 	f.quiet = fs.Bool("quiet", false, "no progress bars")
 	fs.StringVar(&f.Options.Count, "count", CountContent, "what of a memory fills the budget: content (its transcript) or memory_text (title, summary and content, as indexed)")
 	fs.IntVar(&f.Options.AgentK, "agent-k", 0, "simulate a live agent: mneme.retrieve with k memories for every turn during ingest, reviewed by the pipeline (0: no retrievals, no reviews)")
