@@ -33,6 +33,32 @@ $$;
 COMMENT ON FUNCTION mneme._distributed(regclass) IS
     'Internal: true when rel is a Citus distributed or reference table (mneme migrate --citus).';
 
+-- A transaction-local mneme.* setting that the triggers read (the event's
+-- actor, reason and time, erasing, the kind of a delete): set_config(...,
+-- true) on one server. On Citus the triggers run on the workers, which see
+-- a setting only when Citus forwards it: a SET LOCAL, with
+-- citus.propagate_set_commands = local, reaches every worker the
+-- transaction uses.
+CREATE OR REPLACE FUNCTION mneme._set_local(name text, value text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF _set_local.name !~ '^mneme\.[a-z_]+$' THEN
+        RAISE EXCEPTION 'not a mneme setting: %', _set_local.name USING ERRCODE = '22023';
+    END IF;
+    IF mneme._distributed('mneme.memories') THEN
+        SET LOCAL citus.propagate_set_commands = 'local';
+        EXECUTE format('SET LOCAL %s = %L', _set_local.name, coalesce(_set_local.value, ''));
+    ELSE
+        PERFORM pg_catalog.set_config(_set_local.name, coalesce(_set_local.value, ''), true);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION mneme._set_local(text, text) IS
+    'Internal: a transaction-local mneme.* setting the triggers read; on Citus forwarded to the workers (SET LOCAL).';
+
 -- On Citus an AFTER row trigger runs on the worker, on the shard. Had it
 -- written mneme's tables by their names, Citus would run those writes as
 -- distributed statements of their own inside the coordinator's

@@ -66,8 +66,8 @@ BEGIN
     END IF;
     v_days := CASE WHEN v_purge = 'null'::jsonb THEN NULL ELSE v_purge::float8 END;
 
-    PERFORM set_config('mneme.actor', coalesce(_cleanup.actor, 'cleanup'), true);
-    PERFORM set_config('mneme.event_at', v_at::text, true);
+    PERFORM mneme._set_local('mneme.actor', coalesce(_cleanup.actor, 'cleanup'));
+    PERFORM mneme._set_local('mneme.event_at', v_at::text);
 
     -- 1. Inactive: active, not pinned, not important, R below the threshold.
     -- The row lock re-checks R on the row as it is now (a review that
@@ -145,8 +145,8 @@ BEGIN
     END IF;
     action := 'jobs_pruned'; count := v_n; RETURN NEXT;
 
-    PERFORM set_config('mneme.actor', '', true);
-    PERFORM set_config('mneme.event_at', '', true);
+    PERFORM mneme._set_local('mneme.actor', '');
+    PERFORM mneme._set_local('mneme.event_at', '');
 END
 $$;
 COMMENT ON FUNCTION mneme._cleanup(timestamptz, boolean, text) IS
@@ -211,15 +211,15 @@ BEGIN
         -- Reasons may quote what is erased: the events of every erased
         -- memory, and any reason or status_reason that names one (a
         -- revision's "changes from X to Y (by <id>)"), lose their text.
-        PERFORM set_config('mneme.erasing', 'on', true);
+        PERFORM mneme._set_local('mneme.erasing', 'on');
         UPDATE mneme.memory_events e SET reason = NULL WHERE e.memory_id = ANY (ids) AND e.reason IS NOT NULL;
         UPDATE mneme.memory_events e SET reason = NULL
         WHERE e.id IN (SELECT e2.id
                        FROM mneme.memory_events e2,
                             regexp_matches(e2.reason, '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}', 'g') r
                        WHERE e2.reason IS NOT NULL AND r[1] IN (SELECT unnest(v_keys)));
-        PERFORM set_config('mneme.erasing', '', true);
-        UPDATE mneme.memories m SET status_reason = format('%s: the memory that changed it was erased', m.status)
+        PERFORM mneme._set_local('mneme.erasing', '');
+        UPDATE mneme.memories m SET status_reason = m.status || ': the memory that changed it was erased'  -- (not format(), STABLE: Citus refuses it over columns in an UPDATE)
         WHERE m.id IN (SELECT m2.id
                        FROM mneme.memories m2,
                             regexp_matches(m2.status_reason, '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}', 'g') r
@@ -266,12 +266,12 @@ BEGIN
     UPDATE mneme.memories m SET confirms_id = NULL WHERE m.confirms_id = ANY (ids) AND NOT m.id = ANY (ids);
     UPDATE mneme.memories m SET invalidates_id = NULL WHERE m.invalidates_id = ANY (ids) AND NOT m.id = ANY (ids);
 
-    PERFORM set_config('mneme.delete_event', _remove_memories.event, true);
-    PERFORM set_config('mneme.delete_reason', coalesce(_remove_memories.reason, ''), true);
+    PERFORM mneme._set_local('mneme.delete_event', _remove_memories.event);
+    PERFORM mneme._set_local('mneme.delete_reason', coalesce(_remove_memories.reason, ''));
     DELETE FROM mneme.memories m WHERE m.id = ANY (ids);
     GET DIAGNOSTICS v_n = ROW_COUNT;
-    PERFORM set_config('mneme.delete_event', '', true);
-    PERFORM set_config('mneme.delete_reason', '', true);
+    PERFORM mneme._set_local('mneme.delete_event', '');
+    PERFORM mneme._set_local('mneme.delete_reason', '');
     RETURN v_n;
 END
 $$;
@@ -396,11 +396,11 @@ BEGIN
     END IF;
     -- A fresh start of its forgetting curve (stability kept): otherwise the
     -- next cleanup would take it out again at once.
-    PERFORM set_config('mneme.event_reason', 'reactivated by hand', true);
+    PERFORM mneme._set_local('mneme.event_reason', 'reactivated by hand');
     UPDATE mneme.memories m
     SET status = 'active', status_reason = NULL, last_reviewed_at = greatest(m.last_reviewed_at, now()), updated_at = now()
     WHERE m.conversation_id = v_conv AND m.id = reactivate.memory_id;
-    PERFORM set_config('mneme.event_reason', '', true);
+    PERFORM mneme._set_local('mneme.event_reason', '');
     RETURN true;
 END
 $$;

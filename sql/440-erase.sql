@@ -32,9 +32,9 @@ BEGIN
     PERFORM 1 FROM mneme.message_queue q WHERE q.id = v_conv FOR UPDATE;  -- no segmentation meanwhile
     -- Earlier events keep their ids and times, not their reasons (a forget
     -- reason may quote the memory).
-    PERFORM set_config('mneme.erasing', 'on', true);
+    PERFORM mneme._set_local('mneme.erasing', 'on');
     UPDATE mneme.memory_events e SET reason = NULL WHERE e.memory_id = erase.memory_id AND e.reason IS NOT NULL;
-    PERFORM set_config('mneme.erasing', '', true);
+    PERFORM mneme._set_local('mneme.erasing', '');
     PERFORM mneme._remove_memories(ARRAY[erase.memory_id], 'erased', erase.reason);
 END
 $$;
@@ -70,10 +70,10 @@ BEGIN
         SELECT m.id FROM mneme.memories m
         WHERE m.conversation_id = erase_conversation.conversation_id FOR UPDATE) x;
 
-    PERFORM set_config('mneme.erasing', 'on', true);
+    PERFORM mneme._set_local('mneme.erasing', 'on');
     UPDATE mneme.memory_events e SET reason = NULL
     WHERE e.conversation_id = erase_conversation.conversation_id AND e.reason IS NOT NULL;
-    PERFORM set_config('mneme.erasing', '', true);
+    PERFORM mneme._set_local('mneme.erasing', '');
 
     -- Every job of the conversation: its payload may quote it. A job running
     -- now loses its lease and rolls back when it tries to complete.

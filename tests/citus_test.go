@@ -6,13 +6,20 @@ import (
 	"log/slog"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mneme-memory/mneme/sidecar/backoff"
+	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
+	"github.com/mneme-memory/mneme/sidecar/embed"
+	"github.com/mneme-memory/mneme/sidecar/jobs"
 	"github.com/mneme-memory/mneme/sidecar/migrate"
+	"github.com/mneme-memory/mneme/sidecar/pipeline"
 	"github.com/mneme-memory/mneme/sidecar/scratch"
 )
 
@@ -154,4 +161,132 @@ func TestMigrateCitusWithoutCitusFails(t *testing.T) {
 	require.ErrorContains(t, err, "--citus: the citus extension is not installed in this database")
 	require.False(t, res.Distributed)
 	require.Equal(t, before, schemaFingerprint(t, url), "a refused --citus changes nothing")
+}
+
+// TestCitusPipelineAndCallsByID: on a distributed database the sidecar's
+// job runner (the real one, with the offline pipelines) claims and runs
+// segmentation, revision and review; a transaction that writes two
+// conversations on two workers commits (two-phase commit, the AFTER row
+// triggers writing their shards directly); and the calls that name a
+// memory by its id go to its shard.
+func TestCitusPipelineAndCallsByID(t *testing.T) {
+	ctx := context.Background()
+	url, conn := citusDatabase(t)
+	_, err := migrate.Run(ctx, url, migrate.Options{Vector: "array", Citus: true})
+	require.NoError(t, err)
+	pool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+
+	// Two conversations whose shards are on two different workers.
+	var convs []uuid.UUID
+	nodes := map[string]bool{}
+	for len(convs) < 2 {
+		c := uuid.New()
+		var node string
+		require.NoError(t, conn.QueryRow(ctx, `SELECT p.nodename || ':' || p.nodeport FROM pg_dist_shard_placement p
+			WHERE p.shardid = get_shard_id_for_distribution_column('mneme.memories', $1::uuid)`, c).Scan(&node))
+		if !nodes[node] {
+			nodes[node] = true
+			convs = append(convs, c)
+		}
+	}
+
+	// One transaction, two workers: committed in two phases.
+	tx, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	for _, c := range convs {
+		_, err = tx.Exec(ctx, `SELECT mneme.remember($1, 'The user keeps bees on the roof.')`, c)
+		require.NoError(t, err)
+	}
+	require.NoError(t, tx.Commit(ctx))
+	var docs, created int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM mneme.bm25_docs WHERE conversation_id = ANY ($1)`, convs).Scan(&docs))
+	require.Equal(t, 2, docs, "the BM25 statistics of both, written on their shards")
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM mneme.memory_events WHERE conversation_id = ANY ($1) AND event = 'created'`,
+		convs).Scan(&created))
+	require.Equal(t, 2, created)
+
+	// Conversations through the sidecar's pipelines, with a retrieval the
+	// review then rates.
+	base := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	lines := []string{
+		"I moved to Lisbon last spring and I love the light here.",
+		"Lisbon light is famous among painters.",
+		"My sister Ana visits me in Lisbon every August.",
+		"That sounds like a lovely tradition with Ana.",
+	}
+	for _, c := range convs {
+		for i, l := range lines {
+			role := []string{"user", "assistant"}[i%2]
+			_, err := pool.Exec(ctx, `SELECT mneme.add_message($1, $2, $3, $4)`, c, role, l, base.Add(time.Duration(i)*time.Minute))
+			require.NoError(t, err)
+		}
+		_, err := pool.Exec(ctx, `SELECT mneme.segment_now($1)`, c)
+		require.NoError(t, err)
+	}
+	log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	deps := pipeline.Deps{Embedder: embed.NewHash(config.DefaultEmbedDim), Log: log}
+	drain := func() {
+		r := jobs.NewRunner(pool, jobs.Options{Concurrency: 2, Lease: 5 * time.Second, PollEvery: 50 * time.Millisecond,
+			Retry: backoff.Policy{Base: 5 * time.Millisecond, Max: 10 * time.Millisecond}, Logger: log})
+		require.NoError(t, pipeline.Register(r, deps))
+		for range 200 {
+			require.NoError(t, r.Drain(ctx))
+			var open int
+			require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM mneme.jobs WHERE state IN ('pending', 'running')`).Scan(&open))
+			if open == 0 {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Fatal("jobs still pending after 200 drains")
+	}
+	drain()
+	var failed int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM mneme.jobs WHERE state = 'failed'`).Scan(&failed))
+	require.Zero(t, failed, "no job failed")
+	var episode uuid.UUID
+	require.NoError(t, pool.QueryRow(ctx, `SELECT id FROM mneme.memories WHERE conversation_id = $1 AND kind = 'episodic' LIMIT 1`,
+		convs[0]).Scan(&episode))
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM mneme.retrieve($1, 'sister Ana visits Lisbon', 3, at => $2)`,
+		convs[0], base.Add(time.Hour)).Scan(&n))
+	require.Positive(t, n)
+	_, err = pool.Exec(ctx, `SELECT mneme.add_message($1, 'user', 'Ana arrives in Lisbon next week, I will show her the light.', $2)`,
+		convs[0], base.Add(2*time.Hour))
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `SELECT mneme.segment_now($1)`, convs[0])
+	require.NoError(t, err)
+	drain()
+	var reviews int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM mneme.review_log WHERE conversation_id = $1`, convs[0]).Scan(&reviews))
+	require.Positive(t, reviews, "the retrieval was reviewed")
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM mneme.memory_events WHERE conversation_id = $1 AND event = 'reviewed'`,
+		convs[0]).Scan(&n))
+	require.Equal(t, reviews, n, "a reviewed event per rating, written on the shard")
+
+	// Calls by memory id.
+	_, err = pool.Exec(ctx, `SELECT mneme.pin($1)`, episode)
+	require.NoError(t, err)
+	var pinned bool
+	require.NoError(t, pool.QueryRow(ctx, `SELECT pinned FROM mneme.memories WHERE id = $1`, episode).Scan(&pinned))
+	require.True(t, pinned)
+	_, err = pool.Exec(ctx, `SELECT mneme.unpin($1)`, episode)
+	require.NoError(t, err)
+	var fact uuid.UUID
+	require.NoError(t, pool.QueryRow(ctx, `SELECT mneme.remember($1, 'The user keeps three hives.')`, convs[1]).Scan(&fact))
+	_, err = pool.Exec(ctx, `SELECT mneme.forget($1, 'the user sold the hives')`, fact)
+	require.NoError(t, err)
+	var status string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT status FROM mneme.memories WHERE id = $1`, fact).Scan(&status))
+	require.Equal(t, "invalidated", status)
+	_, err = pool.Exec(ctx, `SELECT mneme.pin($1)`, uuid.New())
+	require.ErrorContains(t, err, "does not exist")
+	_, err = pool.Exec(ctx, `SELECT mneme.erase($1, 'the user asked')`, episode)
+	require.NoError(t, err)
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM mneme.memories WHERE id = $1`, episode).Scan(&n))
+	require.Zero(t, n, "erased")
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM mneme.bm25_docs WHERE memory_id = $1`, episode).Scan(&n))
+	require.Zero(t, n, "and out of the BM25 statistics")
 }
