@@ -312,9 +312,10 @@ BEGIN
                coalesce((v_weights ->> mneme._label_key(m.label, v_weights))::float8, 1::float8) AS w
         -- The candidates by primary key (= ANY of their ids): joined on f's
         -- ids alone, the planner scanned every memory of every conversation
-        -- (95 ms at 100,000 memories, bench retrieve).
+        -- (95 ms at 100,000 memories, bench retrieve). Their conversations
+        -- named too: on Citus that sends the statement to their shards only.
         FROM f JOIN mneme.memories m ON m.id = f.memory_id
-        WHERE m.id = ANY (ARRAY(SELECT f2.memory_id FROM f f2))
+        WHERE m.id = ANY (ARRAY(SELECT f2.memory_id FROM f f2)) AND m.conversation_id = ANY (v_convs)
     )
     SELECT r.id, r.kind, r.summary, r.content, r.created_at, r.rrf * power(r.ret, v_rw) * r.w * r.cf, r.rrf, r.br, r.vr, r.ret,
            r.title, r.label, r.pinned, r.bs, r.vd, r.status, r.confidence_score

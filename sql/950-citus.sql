@@ -165,6 +165,18 @@ BEGIN
         EXECUTE body;
     END LOOP;
 
+    -- Delegation: a read that names one conversation runs on the worker
+    -- that holds it (create_distributed_function, routed by its first
+    -- argument), its statements there on local shards; with scope tenant or
+    -- inside a transaction block Citus runs it on the coordinator instead.
+    FOR r IN
+        SELECT p.oid::regprocedure AS fn FROM pg_catalog.pg_proc p
+         WHERE p.pronamespace = 'mneme'::regnamespace
+           AND p.proname IN ('search', 'bm25_search', 'vector_search', 'context_items')
+    LOOP
+        PERFORM create_distributed_function(r.fn, '$1', colocate_with := 'mneme.memories');
+    END LOOP;
+
     FOR r IN
         SELECT * FROM (VALUES
             ('mneme._context_anchors(uuid, text, real[], timestamptz, timestamptz, timestamptz, text, uuid[])'::regprocedure,
@@ -194,7 +206,31 @@ BEGIN
                          LEFT JOIN (SELECT x.o, coalesce(m.source_last_at, m.created_at) AS at
                                     FROM unnest(v_order) AS x(o)
                                     JOIN mneme.memories m ON m.id = (v_slots[x.o]).memory_id) f ON f.o = u.o
-                         ORDER BY coalesce(t.at, f.at) DESC, u.n);$new$)
+                         ORDER BY coalesce(t.at, f.at) DESC, u.n);$new$),
+            ('mneme._bm25_sums(uuid[], text[], float8[], float8, float8, float8, uuid[], timestamptz, timestamptz)'::regprocedure,
+             'the postings read', $old$
+    FROM unnest($2, $3) AS t(term, wt), unnest($1) AS c(id), LATERAL (
+        SELECT p.memory_id, p.tf, p.doclen FROM mneme.bm25_postings p
+        WHERE p.conversation_id = c.id AND p.term = t.term) p
+    WHERE ($7 IS NULL OR p.memory_id <> ALL ($7))
+      AND (($8 IS NULL AND $9 IS NULL)
+           OR EXISTS (SELECT 1 FROM mneme.memories m WHERE m.id = p.memory_id$old$, $new$
+    FROM unnest($2, $3) AS t(term, wt), (
+        SELECT p.memory_id, p.term, p.tf, p.doclen FROM mneme.bm25_postings p
+        WHERE p.conversation_id = ANY ($1) AND p.term = ANY ($2)) p
+    WHERE p.term = t.term AND ($7 IS NULL OR p.memory_id <> ALL ($7))
+      AND (($8 IS NULL AND $9 IS NULL)
+           OR EXISTS (SELECT 1 FROM mneme.memories m WHERE m.id = p.memory_id$new$),
+            ('mneme._bm25_search(uuid[], text, int, timestamptz, timestamptz)'::regprocedure,
+             'the terms'' statistics', $old$
+        FROM (SELECT DISTINCT u.term FROM unnest(tsvector_to_array(mneme.bm25_tsvector(_bm25_search.query))) AS u(term)) q,
+             unnest(v_ids) AS c(id), LATERAL (
+                SELECT t.df, t.max_tf, t.min_len_per_tf FROM mneme.bm25_terms t
+                WHERE t.conversation_id = c.id AND t.term = q.term) bt$old$, $new$
+        FROM (SELECT DISTINCT u.term FROM unnest(tsvector_to_array(mneme.bm25_tsvector(_bm25_search.query))) AS u(term)) q
+        JOIN (SELECT t.term, t.df, t.max_tf, t.min_len_per_tf FROM mneme.bm25_terms t
+              WHERE t.conversation_id = ANY (v_ids)
+                AND t.term = ANY (tsvector_to_array(mneme.bm25_tsvector(_bm25_search.query)))) bt ON bt.term = q.term$new$)
         ) AS x(fn, what, old_text, new_text)
     LOOP
         def := pg_catalog.pg_get_functiondef(r.fn);

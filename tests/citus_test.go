@@ -5,11 +5,13 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -95,6 +97,26 @@ func TestMigrateCitusDistributes(t *testing.T) {
 	_, err = conn.Exec(ctx, `SELECT mneme.remember($1, 'The user owns a small red bicycle.')`, conv)
 	require.NoError(t, err)
 
+	// SELECT mneme.search(...) alone is delegated to the conversation's
+	// worker: Citus says so at DEBUG1.
+	ncfg, err := pgx.ParseConfig(url)
+	require.NoError(t, err)
+	var notices []string
+	ncfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) { notices = append(notices, n.Message) }
+	nconn, err := pgx.ConnectConfig(ctx, ncfg)
+	require.NoError(t, err)
+	defer nconn.Close(ctx)
+	_, err = nconn.Exec(ctx, `SET client_min_messages = debug1`)
+	require.NoError(t, err)
+	for _, q := range []string{`SELECT mneme.search($1, 'where does the user live', 1)`, `SELECT mneme.context_items($1, 'where does the user live', 50)`} {
+		notices = nil
+		var record string
+		require.NoError(t, nconn.QueryRow(ctx, q, pgx.QueryExecModeSimpleProtocol, conv).Scan(&record))
+		require.Contains(t, notices, "pushing down the function call", q)
+		if strings.Contains(q, "search") {
+			require.Contains(t, record, id.String())
+		}
+	}
 	var bm25Rank *int
 	var got uuid.UUID
 	require.NoError(t, conn.QueryRow(ctx, `SELECT memory_id, bm25_rank FROM mneme.search($1, 'where does the user live', 1)`, conv).

@@ -20,6 +20,7 @@ func (o *RetrieveOptions) Bind(fs *flag.FlagSet) *bool {
 	fs.IntVar(&o.Tenants, "tenants", 0, "spread the conversations over this many tenants and time retrieve as an application role under row-level security (0: off)")
 	fs.IntVar(&o.ContextEpisodes, "context-episodes", 500, "also time a 1,000-word mneme.context over a conversation of this many episodes (0: off)")
 	fs.StringVar(&o.Reuse, "reuse", "", "re-measure a database kept by an earlier run with the same --memories and --conversations (migrates it, does not reload)")
+	fs.BoolVar(&o.Citus, "citus", false, "DATABASE_URL is a Citus coordinator: the benchmark database is created on every node and distributed (migrate --citus; one tenant, so not with --tenants)")
 	return asJSON
 }
 
@@ -28,6 +29,9 @@ func (o *RetrieveOptions) Validate() error {
 	if o.Memories < 10 || o.Conversations < 1 || o.Conversations > o.Memories || o.Queries < 1 || o.Tenants < 0 ||
 		o.Tenants > o.Conversations || o.ContextEpisodes < 0 {
 		return errors.New("need --memories >= 10, 1 <= --conversations <= memories, --queries >= 1, 0 <= --tenants <= conversations, --context-episodes >= 0")
+	}
+	if o.Citus && (o.Tenants > 0 || o.Reuse != "") {
+		return errors.New("--citus takes neither --tenants (one tenant on Citus) nor --reuse")
 	}
 	return nil
 }

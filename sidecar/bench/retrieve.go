@@ -57,6 +57,7 @@ type RetrieveOptions struct {
 	Queries         int
 	Vector          string // auto | pgvector | array
 	Keep            bool   // keep the benchmark database
+	Citus           bool   // Server is a Citus coordinator: distribute the benchmark database
 	Reuse           string // re-measure this kept database instead of loading a new one
 	Tenants         int    // > 0: spread the conversations over this many tenants and time retrieve under RLS
 	ContextEpisodes int    // > 0: also time a 1,000-word mneme.context over a conversation of this many episodes
@@ -84,14 +85,14 @@ func Retrieve(ctx context.Context, o RetrieveOptions) (RetrieveResult, error) {
 			return out, err
 		}
 	} else {
-		db, err := scratch.Create(ctx, scratch.Options{Server: o.Server, Prefix: "mneme_bench_", Keep: o.Keep, Log: log})
+		db, err := scratch.Create(ctx, scratch.Options{Server: o.Server, Prefix: "mneme_bench_", Keep: o.Keep, Log: log, Citus: o.Citus})
 		if err != nil {
 			return out, err
 		}
 		defer db.Close()
 		dbURL = db.URL
 	}
-	res, err := migrate.Run(ctx, dbURL, migrate.Options{Vector: o.Vector, Logger: log})
+	res, err := migrate.Run(ctx, dbURL, migrate.Options{Vector: o.Vector, Logger: log, Citus: o.Citus})
 	if err != nil {
 		return out, fmt.Errorf("migrate benchmark database: %w", err)
 	}
