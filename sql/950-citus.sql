@@ -19,8 +19,16 @@
 -- holds): the query terms' idf (a lateral aggregate over unnest: "cannot
 -- push down this subquery") as one grouped read of bm25_terms, and the
 -- newest-first order (correlated subqueries over two tables: "complex
--- joins are only supported when ...") as two grouped joins. A replacement
--- that finds nothing to replace fails the migrate.
+-- joins are only supported when ...") as two grouped joins; and BM25's
+-- lateral reads of postings and term statistics (one conversation and
+-- term at a time) as reads of the conversations' rows, which Citus sends
+-- to their shards only. A replacement that finds nothing to replace fails
+-- the migrate.
+--
+-- Also here, on Citus only: the IS NOT DISTINCT FROM of the calls by job
+-- id as =, the per-shard copies of the AFTER row triggers' functions
+-- (mneme._shard_local_trg), and the delegation of the reads that name one
+-- conversation (create_distributed_function). docs/scale.md says why.
 -- =============================================================================
 DO $citus$
 DECLARE
@@ -143,6 +151,8 @@ BEGIN
                     def := regexp_replace(def, 'mneme\.' || r.proname || '(\s*\()', 'mneme.' || r.proname || '_' || sh.shardid || '\1', 'g');
                 END LOOP;
                 -- every table by its shard colocated with this one
+                -- (mneme.<table> as a whole word; no mneme function is
+                -- named like a table)
                 FOR r IN
                     SELECT c.relname, d.shardid FROM pg_dist_partition p
                       JOIN pg_catalog.pg_class c ON c.oid = p.logicalrelid
