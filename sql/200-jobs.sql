@@ -16,6 +16,18 @@
 -- -----------------------------------------------------------------------------
 -- Claiming
 -- -----------------------------------------------------------------------------
+-- The error of a job whose lease expired on its last allowed attempt (both
+-- claim paths). Plain SQL: inlined into the UPDATE that fails the job.
+CREATE OR REPLACE FUNCTION mneme._lease_expired_error(attempts int, max_attempts int, worker text, previous text)
+RETURNS text
+LANGUAGE sql STABLE
+AS $$
+    SELECT format('lease expired on attempt %s of %s (worker %s crashed or timed out)%s',
+                  $1, $2, $3, coalesce('; previous error: ' || $4, ''))
+$$;
+COMMENT ON FUNCTION mneme._lease_expired_error(int, int, text, text) IS
+    'Internal to the claims: last_error of a job whose lease expired on its last attempt.';
+
 -- max_attempts, when not NULL, overrides every job's max_attempts
 -- (MNEME_MAX_ATTEMPTS); fail_job takes the same override.
 CREATE OR REPLACE FUNCTION mneme.claim_jobs(worker text, max_jobs int, lease interval, max_attempts int DEFAULT NULL)
@@ -51,9 +63,8 @@ BEGIN
     UPDATE mneme.jobs j
        SET state = 'failed', finished_at = now(), updated_at = now(),
            locked_by = NULL, locked_until = NULL,
-           last_error = format('lease expired on attempt %s of %s (worker %s crashed or timed out)%s',
-                               j.attempts, coalesce(claim_jobs.max_attempts, j.max_attempts), j.locked_by,
-                               coalesce('; previous error: ' || j.last_error, ''))
+           last_error = mneme._lease_expired_error(j.attempts, coalesce(claim_jobs.max_attempts, j.max_attempts),
+                                                    j.locked_by, j.last_error)
      WHERE j.id IN (SELECT x.id FROM mneme.jobs x
                      WHERE x.state = 'running' AND x.locked_until < now()
                        AND x.attempts >= coalesce(claim_jobs.max_attempts, x.max_attempts)
@@ -174,9 +185,10 @@ BEGIN
             UPDATE mneme.jobs x
                SET state = 'failed', finished_at = now(), updated_at = now(),
                    locked_by = NULL, locked_until = NULL,
-                   last_error = format('lease expired on attempt %s of %s (worker %s crashed or timed out)%s',
-                                       x.attempts, coalesce(_claim_jobs_distributed.max_attempts, x.max_attempts), x.locked_by,
-                                       coalesce('; previous error: ' || x.last_error, ''))
+                   -- from the locked row j, not the columns: Citus refuses a
+                   -- STABLE function (format) over columns in an UPDATE
+                   last_error = mneme._lease_expired_error(j.attempts, coalesce(_claim_jobs_distributed.max_attempts, j.max_attempts),
+                                                            j.locked_by, j.last_error)
              WHERE x.conversation_id = c.conversation_id AND x.id = c.id;
             CONTINUE;
         END IF;

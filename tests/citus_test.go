@@ -15,11 +15,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mneme-memory/mneme/sidecar/backoff"
 	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
 	"github.com/mneme-memory/mneme/sidecar/embed"
-	"github.com/mneme-memory/mneme/sidecar/jobs"
 	"github.com/mneme-memory/mneme/sidecar/migrate"
 	"github.com/mneme-memory/mneme/sidecar/pipeline"
 	"github.com/mneme-memory/mneme/sidecar/scratch"
@@ -249,21 +247,7 @@ func TestCitusPipelineAndCallsByID(t *testing.T) {
 	}
 	log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
 	deps := pipeline.Deps{Embedder: embed.NewHash(config.DefaultEmbedDim), Log: log}
-	drain := func() {
-		r := jobs.NewRunner(pool, jobs.Options{Concurrency: 2, Lease: 5 * time.Second, PollEvery: 50 * time.Millisecond,
-			Retry: backoff.Policy{Base: 5 * time.Millisecond, Max: 10 * time.Millisecond}, Logger: log})
-		require.NoError(t, pipeline.Register(r, deps))
-		for range 200 {
-			require.NoError(t, r.Drain(ctx))
-			var open int
-			require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM mneme.jobs WHERE state IN ('pending', 'running')`).Scan(&open))
-			if open == 0 {
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		t.Fatal("jobs still pending after 200 drains")
-	}
+	drain := func() { drainJobs(t, pool, deps, log) }
 	drain()
 	var failed int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM mneme.jobs WHERE state = 'failed'`).Scan(&failed))
@@ -287,6 +271,19 @@ func TestCitusPipelineAndCallsByID(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM mneme.memory_events WHERE conversation_id = $1 AND event = 'reviewed'`,
 		convs[0]).Scan(&n))
 	require.Equal(t, reviews, n, "a reviewed event per rating, written on the shard")
+
+	// A lease that expired on its last attempt fails the job (the claim's
+	// routed UPDATE), as on one server.
+	var jobID int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT id FROM mneme.jobs WHERE conversation_id = $1 ORDER BY id DESC LIMIT 1`, convs[1]).Scan(&jobID))
+	_, err = pool.Exec(ctx, `UPDATE mneme.jobs SET state = 'running', attempts = 1, locked_by = 'gone',
+		locked_until = now() - interval '1 second' WHERE conversation_id = $1 AND id = $2`, convs[1], jobID)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `SELECT count(*) FROM mneme.claim_jobs('w', 5, '1 minute', 1)`)
+	require.NoError(t, err)
+	var lastError string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT state || ': ' || last_error FROM mneme.jobs WHERE id = $1`, jobID).Scan(&lastError))
+	require.Contains(t, lastError, "failed: lease expired on attempt 1 of 1 (worker gone crashed or timed out)")
 
 	// Calls by memory id.
 	_, err = pool.Exec(ctx, `SELECT mneme.pin($1)`, episode)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/sashabaranov/go-openai"
 	"github.com/stretchr/testify/require"
 
@@ -74,18 +75,28 @@ func (e *pipelineEnv) say(at string, role, content string) int64 {
 // failed with its error kept.
 func (e *pipelineEnv) drain() {
 	e.t.Helper()
+	drainJobs(e.t, e.db.Pool, e.deps, e.log)
+}
+
+// drainJobs runs the jobs of the database behind pool with the real job
+// runner (the pipelines of deps registered as `mneme run` registers them,
+// fast retries) until none is pending or running.
+func drainJobs(t *testing.T, pool *pgxpool.Pool, deps pipeline.Deps, log *slog.Logger) {
+	t.Helper()
 	ctx := context.Background()
-	r := jobs.NewRunner(e.db.Pool, jobs.Options{Concurrency: 2, Lease: 5 * time.Second, PollEvery: 50 * time.Millisecond,
-		Retry: backoff.Policy{Base: 5 * time.Millisecond, Max: 10 * time.Millisecond}, Logger: e.log})
-	require.NoError(e.t, pipeline.Register(r, e.deps))
+	r := jobs.NewRunner(pool, jobs.Options{Concurrency: 2, Lease: 5 * time.Second, PollEvery: 50 * time.Millisecond,
+		Retry: backoff.Policy{Base: 5 * time.Millisecond, Max: 10 * time.Millisecond}, Logger: log})
+	require.NoError(t, pipeline.Register(r, deps))
 	for range 200 {
-		require.NoError(e.t, r.Drain(ctx))
-		if e.count(`SELECT count(*) FROM mneme.jobs WHERE state IN ('pending', 'running')`) == 0 {
+		require.NoError(t, r.Drain(ctx))
+		var open int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM mneme.jobs WHERE state IN ('pending', 'running')`).Scan(&open))
+		if open == 0 {
 			return
 		}
 		time.Sleep(10 * time.Millisecond) // a retry waits for its run_at
 	}
-	e.t.Fatal("jobs still pending after 200 drains")
+	t.Fatal("jobs still pending after 200 drains")
 }
 
 type memRow struct {
