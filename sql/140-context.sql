@@ -97,7 +97,7 @@ BEGIN
         SELECT d.message_id AS id, d.vrank
         FROM (SELECT x.message_id, (rank() OVER (ORDER BY x.distance, x.message_id))::int AS vrank
               FROM mneme._turn_distances(CASE WHEN v_meaning THEN ARRAY(SELECT t.id FROM turns t) END,
-                                         _context_anchors.query_embedding) x
+                                         _context_anchors.query_embedding, v_convs) x
               WHERE x.distance IS NOT NULL) d
         WHERE d.vrank <= v_cand
     ), avglen AS (
@@ -163,6 +163,7 @@ DECLARE
     v_slot   mneme.context_slot;
     v_order  int[] := '{}';     -- the ranks in the order their memories got room
     v_used   bigint[] := '{}';  -- every turn taken: no turn twice
+    v_convs  uuid[];            -- the scope's conversations
     v_an     int;               -- the anchor being filled, and whether it is in
     v_anchor boolean;
     v_cost   int;
@@ -178,11 +179,11 @@ BEGIN
     END IF;
     -- search (inside _context_anchors) checks every other argument before
     -- anything is read; the scope first, for the statistics.
+    v_convs := mneme._scope_conversations(context_items.conversation_id, context_items.scope);
     FOR c IN
         SELECT * FROM mneme._context_anchors(context_items.conversation_id, context_items.query,
                                              context_items.query_embedding, context_items.since, context_items.until,
-                                             context_items.at, context_items.scope,
-                                             mneme._scope_conversations(context_items.conversation_id, context_items.scope))
+                                             context_items.at, context_items.scope, v_convs)
     LOOP
         v_slot := coalesce(v_slots[c.rank], ROW(c.memory_id, c.kind, c.label, c.score, c.first_at, 0, '{}')::mneme.context_slot);
         IF c.msg_id IS NULL THEN  -- a fact: whole or not at all ("- " and its words)
@@ -237,7 +238,7 @@ BEGIN
     FROM unnest(v_order) WITH ORDINALITY AS o(ord, i),
          LATERAL mneme._context_item(o.i::int, (v_slots[o.ord]).memory_id, (v_slots[o.ord]).kind,
              (v_slots[o.ord]).label, (v_slots[o.ord]).score, (v_slots[o.ord]).first_at,
-             (v_slots[o.ord]).message_ids, (v_slots[o.ord]).words) AS ci
+             (v_slots[o.ord]).message_ids, (v_slots[o.ord]).words, v_convs) AS ci
     ORDER BY o.i;
 END
 $$;
@@ -253,11 +254,15 @@ COMMENT ON FUNCTION mneme.context_items(uuid, text, int, real[], timestamptz, ti
     '"### date" heading; the words (headings and speakers included) never exceed budget (1..100000).';
 
 -- The cosine distance of each given message that has an embedding to a
--- query embedding (turns found by meaning in context_items).
+-- query embedding (turns found by meaning in context_items). The messages
+-- are of the given conversations (the scope's): on one server the ids are
+-- the plan (the primary key, which no statistics can flip); on Citus
+-- (sql/950-citus.sql) the read names the conversations too, so it goes to
+-- their shards only. The same holds for _context_item's reads.
 DO $do$
 BEGIN
     EXECUTE replace($fn$
-CREATE OR REPLACE FUNCTION mneme._turn_distances(message_ids bigint[], embedding real[])
+CREATE OR REPLACE FUNCTION mneme._turn_distances(message_ids bigint[], embedding real[], conversation_ids uuid[])
 RETURNS TABLE (message_id bigint, distance float8)
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -271,8 +276,8 @@ $fn$, '@@distance@@', CASE WHEN mneme.setting('vector_variant') #>> '{}' = 'pgve
         ELSE 'mneme.cosine_distance(m.embedding::real[], _turn_distances.embedding)' END);
 END
 $do$;
-COMMENT ON FUNCTION mneme._turn_distances(bigint[], real[]) IS
-    'Internal: the cosine distance of each given message that has an embedding to the query embedding.';
+COMMENT ON FUNCTION mneme._turn_distances(bigint[], real[], uuid[]) IS
+    'Internal: the cosine distance of each given message (of the given conversations) that has an embedding to the query embedding.';
 
 -- One item as context_items returns it: the chosen turns of an episode under
 -- its date, in conversation order, "speaker: text" per line; a fact as a
@@ -281,7 +286,8 @@ COMMENT ON FUNCTION mneme._turn_distances(bigint[], real[]) IS
 -- names, and the PL/pgSQL form it gets on Citus (sql/950-citus.sql) may not
 -- reuse a name.
 CREATE OR REPLACE FUNCTION mneme._context_item(
-    i_item int, i_memory_id uuid, i_kind text, i_label text, i_score float8, i_first_at timestamptz, i_message_ids bigint[], i_words int)
+    i_item int, i_memory_id uuid, i_kind text, i_label text, i_score float8, i_first_at timestamptz, i_message_ids bigint[], i_words int,
+    i_conversation_ids uuid[])
 RETURNS TABLE (item int, memory_id uuid, kind text, label text, score float8, first_at timestamptz,
                message_ids bigint[], words int, text text)
 LANGUAGE sql STABLE

@@ -212,10 +212,12 @@ BEGIN
                          LEFT JOIN (SELECT x.o, max(msg.created_at) AS at
                                     FROM unnest(v_order) AS x(o)
                                     JOIN mneme.messages msg ON msg.id = ANY ((v_slots[x.o]).message_ids)
+                                                           AND msg.conversation_id = ANY (v_convs)
                                     GROUP BY x.o) t ON t.o = u.o
                          LEFT JOIN (SELECT x.o, coalesce(m.source_last_at, m.created_at) AS at
                                     FROM unnest(v_order) AS x(o)
-                                    JOIN mneme.memories m ON m.id = (v_slots[x.o]).memory_id) f ON f.o = u.o
+                                    JOIN mneme.memories m ON m.id = (v_slots[x.o]).memory_id
+                                                           AND m.conversation_id = ANY (v_convs)) f ON f.o = u.o
                          ORDER BY coalesce(t.at, f.at) DESC, u.n);$new$),
             ('mneme._bm25_sums(uuid[], text[], float8[], float8, float8, float8, uuid[], timestamptz, timestamptz)'::regprocedure,
              'the postings read', $old$
@@ -230,7 +232,7 @@ BEGIN
         WHERE p.conversation_id = ANY ($1) AND p.term = ANY ($2)) p
     WHERE p.term = t.term AND ($7 IS NULL OR p.memory_id <> ALL ($7))
       AND (($8 IS NULL AND $9 IS NULL)
-           OR EXISTS (SELECT 1 FROM mneme.memories m WHERE m.id = p.memory_id$new$),
+           OR EXISTS (SELECT 1 FROM mneme.memories m WHERE m.id = p.memory_id AND m.conversation_id = ANY ($1)$new$),
             ('mneme._bm25_search(uuid[], text, int, timestamptz, timestamptz)'::regprocedure,
              'the terms'' statistics', $old$
         FROM (SELECT DISTINCT u.term FROM unnest(tsvector_to_array(mneme.bm25_tsvector(_bm25_search.query))) AS u(term)) q,
@@ -240,7 +242,32 @@ BEGIN
         FROM (SELECT DISTINCT u.term FROM unnest(tsvector_to_array(mneme.bm25_tsvector(_bm25_search.query))) AS u(term)) q
         JOIN (SELECT t.term, t.df, t.max_tf, t.min_len_per_tf FROM mneme.bm25_terms t
               WHERE t.conversation_id = ANY (v_ids)
-                AND t.term = ANY (tsvector_to_array(mneme.bm25_tsvector(_bm25_search.query)))) bt ON bt.term = q.term$new$)
+                AND t.term = ANY (tsvector_to_array(mneme.bm25_tsvector(_bm25_search.query)))) bt ON bt.term = q.term$new$),
+            -- Reads by id name the conversation too, so they go to its
+            -- shard only (on one server the primary key on the id is the
+            -- plan, which no statistics can flip: a conversation filter
+            -- there let the planner scan a conversation's turns instead).
+            ('mneme._context_anchors(uuid, text, real[], timestamptz, timestamptz, timestamptz, text, uuid[])'::regprocedure,
+             'the candidates'' rows', $old$
+        JOIN mneme.memories m ON m.id = s.memory_id
+$old$, $new$
+        JOIN mneme.memories m ON m.id = s.memory_id AND m.conversation_id = ANY (v_convs)
+$new$),
+            ('mneme._context_anchors(uuid, text, real[], timestamptz, timestamptz, timestamptz, text, uuid[])'::regprocedure,
+             'the candidates'' turns', $old$
+        FROM ranked r JOIN mneme.messages msg ON msg.id = ANY (r.msgs)
+$old$, $new$
+        FROM ranked r JOIN mneme.messages msg ON msg.id = ANY (r.msgs) AND msg.conversation_id = ANY (v_convs)
+$new$),
+            ('mneme._turn_distances(bigint[], real[], uuid[])'::regprocedure,
+             'the turns'' embeddings', $old$WHERE m.id = ANY (_turn_distances.message_ids)$old$,
+             $new$WHERE m.id = ANY (_turn_distances.message_ids) AND m.conversation_id = ANY (_turn_distances.conversation_ids)$new$),
+            ('mneme._context_item(int, uuid, text, text, float8, timestamptz, bigint[], int, uuid[])'::regprocedure,
+             'the item''s memory', $old$WHERE m.id = _context_item.i_memory_id)$old$,
+             $new$WHERE m.id = _context_item.i_memory_id AND m.conversation_id = ANY (_context_item.i_conversation_ids))$new$),
+            ('mneme._context_item(int, uuid, text, text, float8, timestamptz, bigint[], int, uuid[])'::regprocedure,
+             'the item''s turns', $old$WHERE msg.id = ANY (_context_item.i_message_ids))$old$,
+             $new$WHERE msg.id = ANY (_context_item.i_message_ids) AND msg.conversation_id = ANY (_context_item.i_conversation_ids))$new$)
         ) AS x(fn, what, old_text, new_text)
     LOOP
         def := pg_catalog.pg_get_functiondef(r.fn);

@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -308,4 +309,72 @@ func TestCitusPipelineAndCallsByID(t *testing.T) {
 	require.Zero(t, n, "erased")
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM mneme.bm25_docs WHERE memory_id = $1`, episode).Scan(&n))
 	require.Zero(t, n, "and out of the BM25 statistics")
+}
+
+// TestCitusContextReadsOneShard: on Citus a context for one conversation,
+// run on the coordinator (inside a transaction block, so not delegated),
+// sends every statement to that conversation's shards only: its reads of
+// turns and memories by id name the conversation too (sql/950-citus.sql).
+// Counted with citus.log_remote_commands: every shard a command names is
+// the conversation's shard of its table, or a reference table's.
+func TestCitusContextReadsOneShard(t *testing.T) {
+	ctx := context.Background()
+	url, conn := citusDatabase(t)
+	_, err := migrate.Run(ctx, url, migrate.Options{Vector: "array", Citus: true})
+	require.NoError(t, err)
+
+	conv, other := uuid.New(), uuid.New()
+	for _, c := range []uuid.UUID{conv, other} {
+		for e := 0; e < 3; e++ {
+			var ids []int64
+			for _, text := range []string{"I adopted a puppy named Biscuit last week.", "Biscuit loves the beach near Lisbon."} {
+				var id int64
+				require.NoError(t, conn.QueryRow(ctx, `SELECT mneme.add_message($1, 'user', $2)`, c, text).Scan(&id))
+				ids = append(ids, id)
+			}
+			_, err = conn.Exec(ctx, `SELECT mneme.create_episode($1, $2, 'Biscuit the puppy and the beach', 'episode',
+				mneme.hash_embed('Biscuit the puppy'), 0, 'general', false, 900, 5)`, c, ids)
+			require.NoError(t, err)
+		}
+		_, err = conn.Exec(ctx, `SELECT mneme.remember($1, 'The user has a puppy named Biscuit.')`, c)
+		require.NoError(t, err)
+	}
+
+	allowed := map[string]bool{}
+	rows, err := conn.Query(ctx, `
+		SELECT d.shardid::text FROM pg_dist_shard d JOIN pg_dist_partition p USING (logicalrelid)
+		 WHERE p.logicalrelid::regclass::text LIKE 'mneme.%'
+		   AND (p.partmethod = 'n' OR d.shardid = get_shard_id_for_distribution_column(p.logicalrelid, $1::text))`, conv)
+	require.NoError(t, err)
+	shards, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	for _, s := range shards {
+		allowed[s] = true
+	}
+
+	ncfg, err := pgx.ParseConfig(url)
+	require.NoError(t, err)
+	var notices []string
+	ncfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) { notices = append(notices, n.Message) }
+	nconn, err := pgx.ConnectConfig(ctx, ncfg)
+	require.NoError(t, err)
+	defer nconn.Close(ctx)
+	tx, err := nconn.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `SET LOCAL citus.log_remote_commands = on`)
+	require.NoError(t, err)
+	var items int
+	var text string
+	require.NoError(t, tx.QueryRow(ctx, `SELECT count(*), string_agg(text, ' ') FROM mneme.context_items($1, 'where does Biscuit the puppy play', 200)`, conv).
+		Scan(&items, &text))
+	require.Positive(t, items)
+	require.Contains(t, text, "Biscuit")
+	require.NotEmpty(t, notices, "the context's statements ran on the workers")
+	shardRe := regexp.MustCompile(`mneme\.[a-z_0-9]+?_([0-9]{6,})\b`)
+	for _, n := range notices {
+		for _, m := range shardRe.FindAllStringSubmatch(n, -1) {
+			require.True(t, allowed[m[1]], "a statement of the context went to shard %s, not the conversation's: %s", m[1], n)
+		}
+	}
 }
