@@ -48,6 +48,11 @@ DECLARE
     v_days      float8;
     v_n         bigint;
     v_ids       uuid[];
+    v_at_text   text := to_char(_cleanup.at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI "UTC"');
+    v_conv      uuid;
+    v_id        uuid;
+    v_at_row    timestamptz;
+    v_citus     boolean := mneme._distributed('mneme.memories');
 BEGIN
     IF v_at IS NULL OR NOT isfinite(v_at) THEN
         RAISE EXCEPTION 'at must be a finite timestamp' USING ERRCODE = '22004';
@@ -77,6 +82,34 @@ BEGIN
         SELECT count(*) INTO v_n FROM mneme.memories m
         WHERE m.status = 'active' AND NOT m.pinned AND m.label <> 'important'
           AND mneme._retrievability(m.stability, m.last_reviewed_at, v_at) < v_r;
+    ELSIF v_citus THEN
+        -- Citus refuses FOR UPDATE in a statement over every shard: the
+        -- same, conversation by conversation, each statement routed to the
+        -- conversation's shard. The reason is the same text as format()'s
+        -- but built of immutable parts: Citus refuses a STABLE function over
+        -- columns in an UPDATE, and a reason picked from an array parameter
+        -- by the row's id crashed the coordinator (measured: signal 11).
+        v_n := 0;
+        FOR v_conv IN
+            SELECT DISTINCT m.conversation_id FROM mneme.memories m
+            WHERE m.status = 'active' AND NOT m.pinned AND m.label <> 'important'
+              AND mneme._retrievability(m.stability, m.last_reviewed_at, v_at) < v_r
+        LOOP
+            v_ids := ARRAY(
+                SELECT m.id FROM mneme.memories m
+                WHERE m.conversation_id = v_conv AND m.status = 'active' AND NOT m.pinned AND m.label <> 'important'
+                  AND mneme._retrievability(m.stability, m.last_reviewed_at, v_at) < v_r
+                ORDER BY m.id
+                FOR UPDATE SKIP LOCKED);
+            CONTINUE WHEN cardinality(v_ids) = 0;
+            UPDATE mneme.memories m
+            SET status = 'inactive',
+                status_reason = 'retrievability ' || round(mneme._retrievability(m.stability, m.last_reviewed_at, v_at)::numeric, 4)::text
+                                || ' at ' || v_at_text || ' is below inactive_below_r ' || v_r::text,
+                updated_at = now()
+            WHERE m.conversation_id = v_conv AND m.id = ANY (v_ids);
+            v_n := v_n + cardinality(v_ids);
+        END LOOP;
     ELSE
         WITH c AS (
             SELECT m.id FROM mneme.memories m
@@ -103,8 +136,22 @@ BEGIN
     -- (retrieval already leaves it out, and `as of` a past time still sees it).
     SELECT array_agg(m.id ORDER BY m.id) INTO v_ids FROM mneme.memories m
     WHERE m.valid_until <= v_at AND m.status = 'active'
-      AND NOT EXISTS (SELECT 1 FROM mneme.memory_events e WHERE e.memory_id = m.id AND e.event = 'expired');
-    IF NOT dry_run AND v_ids IS NOT NULL THEN
+      AND NOT EXISTS (SELECT 1 FROM mneme.memory_events e
+                      WHERE e.conversation_id = m.conversation_id AND e.memory_id = m.id AND e.event = 'expired');
+    IF NOT dry_run AND v_ids IS NOT NULL AND v_citus THEN
+        -- A row at a time on Citus: an INSERT ... SELECT whose select list
+        -- calls format() over columns is run through the coordinator,
+        -- which copies the rows in, and COPY is refused under row security.
+        FOR v_conv, v_at_row, v_id IN
+            SELECT m.conversation_id, m.valid_until, m.id FROM mneme.memories m
+            WHERE m.id = ANY (v_ids) ORDER BY m.id
+        LOOP
+            INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, at)
+            VALUES (v_id, v_conv, 'expired',
+                    format('valid_until %s passed', to_char(v_at_row AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI "UTC"')),
+                    coalesce(_cleanup.actor, 'cleanup'), v_at);
+        END LOOP;
+    ELSIF NOT dry_run AND v_ids IS NOT NULL THEN
         INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, at)
         SELECT m.id, m.conversation_id, 'expired',
                format('valid_until %s passed', to_char(m.valid_until AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI "UTC"')),
@@ -118,7 +165,27 @@ BEGIN
     -- important. The memory, its source messages and its review log go; the
     -- events stay (a tombstone: ids, time, reason).
     v_ids := NULL;
-    IF v_days IS NOT NULL THEN
+    IF v_days IS NOT NULL AND v_citus THEN
+        -- Conversation by conversation on Citus (FOR UPDATE, as above).
+        FOR v_conv IN
+            SELECT DISTINCT m.conversation_id FROM mneme.memories m
+            WHERE m.status = 'inactive' AND NOT m.pinned AND m.label <> 'important'
+        LOOP
+            v_ids := v_ids || ARRAY(
+                SELECT m.id FROM mneme.memories m
+                WHERE m.conversation_id = v_conv AND m.status = 'inactive' AND NOT m.pinned AND m.label <> 'important'
+                  AND coalesce((SELECT max(e.at) FROM mneme.memory_events e
+                                WHERE e.conversation_id = v_conv AND e.memory_id = m.id AND e.event = 'inactivated'), m.updated_at)
+                      < v_at - make_interval(secs => v_days * 86400)
+                ORDER BY m.id
+                FOR UPDATE SKIP LOCKED);
+        END LOOP;
+        v_ids := nullif(v_ids, '{}');
+        IF NOT dry_run AND v_ids IS NOT NULL THEN
+            PERFORM mneme._remove_memories(v_ids, 'purged',
+                format('inactive for more than purge_after_days %s', v_days));
+        END IF;
+    ELSIF v_days IS NOT NULL THEN
         SELECT array_agg(x.id ORDER BY x.id) INTO v_ids FROM (
             SELECT m.id FROM mneme.memories m
             WHERE m.status = 'inactive' AND NOT m.pinned AND m.label <> 'important'

@@ -378,3 +378,57 @@ func TestCitusContextReadsOneShard(t *testing.T) {
 		}
 	}
 }
+
+// TestCitusCleanup: mneme.cleanup on Citus (its FOR UPDATE SKIP LOCKED
+// reads conversation by conversation, each on its shard): memories whose
+// retrievability fell below the threshold become inactive with their
+// reason, an expired memory gets its one expired event, and with
+// purge_after_days the inactive ones are purged; a second run finds
+// nothing. (The events on the workers record mneme_owner and the real
+// time, not the cleanup's actor and time: docs/scale.md.)
+func TestCitusCleanup(t *testing.T) {
+	ctx := context.Background()
+	url, conn := citusDatabase(t)
+	_, err := migrate.Run(ctx, url, migrate.Options{Vector: "array", Citus: true})
+	require.NoError(t, err)
+	var expiring uuid.UUID
+	for _, c := range []uuid.UUID{uuid.New(), uuid.New(), uuid.New()} {
+		for _, text := range []string{"The user lives in Lisbon.", "The user owns a red bicycle."} {
+			require.NoError(t, conn.QueryRow(ctx, `SELECT mneme.remember($1, $2)`, c, text).Scan(&expiring))
+		}
+	}
+	counts := func(at string) map[string]int64 {
+		t.Helper()
+		rows, err := conn.Query(ctx, `SELECT action, count FROM mneme._cleanup(now() + $1::interval, false)`, at)
+		require.NoError(t, err)
+		out := map[string]int64{}
+		for rows.Next() {
+			var a string
+			var n int64
+			require.NoError(t, rows.Scan(&a, &n))
+			out[a] = n
+		}
+		require.NoError(t, rows.Err())
+		return out
+	}
+	// One memory pinned (never inactivated nor purged) whose validity has
+	// passed: expired, kept.
+	_, err = conn.Exec(ctx, `UPDATE mneme.memories SET pinned = true, valid_until = now() - interval '1 day' WHERE id = $1`, expiring)
+	require.NoError(t, err)
+	got := counts("60 years")
+	require.Equal(t, int64(5), got["inactivated"], "%v", got)
+	require.Equal(t, int64(1), got["expired"], "%v", got)
+	var reason string
+	require.NoError(t, conn.QueryRow(ctx, `SELECT status_reason FROM mneme.memories WHERE status = 'inactive' LIMIT 1`).Scan(&reason))
+	require.Regexp(t, `^retrievability 0\.[0-9]{4} at [0-9-]+ [0-9:]+ UTC is below inactive_below_r 0\.5$`, reason)
+	_, err = conn.Exec(ctx, `SELECT mneme.set_setting('purge_after_days', '1')`)
+	require.NoError(t, err)
+	got = counts("61 years")
+	require.Equal(t, int64(5), got["purged"], "%v", got)
+	require.Zero(t, got["expired"], "%v", got)
+	got = counts("61 years")
+	require.Zero(t, got["inactivated"]+got["expired"]+got["purged"], "a second run: %v", got)
+	var left int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM mneme.memories`).Scan(&left))
+	require.Equal(t, 1, left, "the pinned, expired memory is kept")
+}

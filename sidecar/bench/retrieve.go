@@ -254,6 +254,13 @@ func loadBenchMemories(ctx context.Context, conn *pgx.Conn, variant string, c *b
 		`DROP INDEX IF EXISTS mneme.memories_embedding_hnsw`,
 		`INSERT INTO mneme.memories (conversation_id, content, embedding, created_at, last_reviewed_at)
 		 SELECT conversation_id, content, embedding::mneme.embedding, created_at, created_at FROM bench_load`,
+		// Every conversation with memories has its queue row, which holds
+		// its tenant and its pending reviews (add_message and remember make
+		// it): without it only a caller that sees every tenant could read
+		// the conversation (measured on Citus: retrieve, checked on the
+		// coordinator, returned nothing; the superuser's search, delegated,
+		// did not check).
+		`INSERT INTO mneme.message_queue (id) SELECT DISTINCT conversation_id FROM bench_load ON CONFLICT (id) DO NOTHING`,
 		`DROP TABLE bench_load`,
 	}
 	if variant == "pgvector" {

@@ -128,6 +128,9 @@ func New(t testing.TB, opts ...Option) *DB {
 		f(&o)
 	}
 	ctx := context.Background()
+	if OnCitus() {
+		return newOnCitus(t, o.vector)
+	}
 	tmpl := template(t, o.vector)
 	name := "mneme_t_" + randHex(6)
 	admin := connect(t, ServerURL(t))
@@ -160,6 +163,46 @@ func New(t testing.TB, opts ...Option) *DB {
 			t.Logf("drop test database %s: %v", name, err)
 		}
 	})
+	return db
+}
+
+// OnCitus reports whether the suite runs on a Citus cluster:
+// MNEME_TEST_ON_CITUS=1 with DATABASE_URL naming a Citus coordinator whose
+// workers are registered in its maintenance database. Then every New
+// database is created on every node and distributed (migrate --citus);
+// docs/scale.md lists what passes there and why the rest cannot. Never set
+// in make test.
+func OnCitus() bool { return os.Getenv("MNEME_TEST_ON_CITUS") == "1" }
+
+// newOnCitus is New on a Citus cluster: no template (a database of a Citus
+// cluster exists on every node), a scratch database distributed by migrate
+// --citus, dropped on every node after the test.
+func newOnCitus(t testing.TB, vector string) *DB {
+	t.Helper()
+	ctx := context.Background()
+	sdb, err := scratch.Create(ctx, scratch.Options{Server: ServerURL(t), Prefix: "mneme_t_", Citus: true})
+	if err != nil {
+		t.Fatalf("create test database on the Citus cluster: %v", err)
+	}
+	t.Cleanup(sdb.Close)
+	if _, err := migrate.Run(ctx, sdb.URL, migrate.Options{Vector: vector, Citus: true}); err != nil {
+		t.Fatalf("migrate --citus: %v", err)
+	}
+	name := sdb.Name
+	admin := connect(t, ServerURL(t))
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, fmt.Sprintf(`ALTER DATABASE %s SET mneme.job_kinds = '*'`, name)); err != nil {
+		t.Fatalf("allow the tests' job kinds: %v", err)
+	}
+	pool, err := pgxpool.New(ctx, sdb.URL)
+	if err != nil {
+		t.Fatalf("pool: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	db := &DB{Name: name, URL: sdb.URL, Pool: pool}
+	if err := pool.QueryRow(ctx, `SELECT value #>> '{}' FROM mneme.settings WHERE key = 'vector_variant'`).Scan(&db.Variant); err != nil {
+		t.Fatalf("read variant: %v", err)
+	}
 	return db
 }
 
