@@ -122,7 +122,7 @@ BEGIN
             SET status = 'inactive',
                 status_reason = format('retrievability %s at %s is below inactive_below_r %s',
                                        round(mneme._retrievability(m.stability, m.last_reviewed_at, v_at)::numeric, 4),
-                                       to_char(v_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI "UTC"'), v_r),
+                                       v_at_text, v_r),
                 updated_at = now()
             FROM c
             WHERE m.id = c.id AND m.status = 'active' AND NOT m.pinned AND m.label <> 'important'
@@ -181,10 +181,6 @@ BEGIN
                 FOR UPDATE SKIP LOCKED);
         END LOOP;
         v_ids := nullif(v_ids, '{}');
-        IF NOT dry_run AND v_ids IS NOT NULL THEN
-            PERFORM mneme._remove_memories(v_ids, 'purged',
-                format('inactive for more than purge_after_days %s', v_days));
-        END IF;
     ELSIF v_days IS NOT NULL THEN
         SELECT array_agg(x.id ORDER BY x.id) INTO v_ids FROM (
             SELECT m.id FROM mneme.memories m
@@ -194,10 +190,10 @@ BEGIN
                   < v_at - make_interval(secs => v_days * 86400)
             ORDER BY m.id
             FOR UPDATE SKIP LOCKED) x;
-        IF NOT dry_run AND v_ids IS NOT NULL THEN
-            PERFORM mneme._remove_memories(v_ids, 'purged',
-                format('inactive for more than purge_after_days %s', v_days));
-        END IF;
+    END IF;
+    IF NOT dry_run AND v_ids IS NOT NULL THEN
+        PERFORM mneme._remove_memories(v_ids, 'purged',
+            format('inactive for more than purge_after_days %s', v_days));
     END IF;
     action := 'purged'; count := coalesce(cardinality(v_ids), 0); RETURN NEXT;
 

@@ -12,7 +12,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -98,20 +97,14 @@ func TestMigrateCitusDistributes(t *testing.T) {
 
 	// SELECT mneme.search(...) alone is delegated to the conversation's
 	// worker: Citus says so at DEBUG1.
-	ncfg, err := pgx.ParseConfig(url)
-	require.NoError(t, err)
-	var notices []string
-	ncfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) { notices = append(notices, n.Message) }
-	nconn, err := pgx.ConnectConfig(ctx, ncfg)
-	require.NoError(t, err)
-	defer nconn.Close(ctx)
+	nconn, notices := noticeConn(t, url)
 	_, err = nconn.Exec(ctx, `SET client_min_messages = debug1`)
 	require.NoError(t, err)
 	for _, q := range []string{`SELECT mneme.search($1, 'where does the user live', 1)`, `SELECT mneme.context_items($1, 'where does the user live', 50)`} {
-		notices = nil
+		*notices = nil
 		var record string
 		require.NoError(t, nconn.QueryRow(ctx, q, pgx.QueryExecModeSimpleProtocol, conv).Scan(&record))
-		require.Contains(t, notices, "pushing down the function call", q)
+		require.Contains(t, *notices, "pushing down the function call", q)
 		if strings.Contains(q, "search") {
 			require.Contains(t, record, id.String())
 		}
@@ -352,13 +345,7 @@ func TestCitusContextReadsOneShard(t *testing.T) {
 		allowed[s] = true
 	}
 
-	ncfg, err := pgx.ParseConfig(url)
-	require.NoError(t, err)
-	var notices []string
-	ncfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) { notices = append(notices, n.Message) }
-	nconn, err := pgx.ConnectConfig(ctx, ncfg)
-	require.NoError(t, err)
-	defer nconn.Close(ctx)
+	nconn, notices := noticeConn(t, url)
 	tx, err := nconn.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(ctx) }()
@@ -370,9 +357,9 @@ func TestCitusContextReadsOneShard(t *testing.T) {
 		Scan(&items, &text))
 	require.Positive(t, items)
 	require.Contains(t, text, "Biscuit")
-	require.NotEmpty(t, notices, "the context's statements ran on the workers")
+	require.NotEmpty(t, *notices, "the context's statements ran on the workers")
 	shardRe := regexp.MustCompile(`mneme\.[a-z_0-9]+?_([0-9]{6,})\b`)
-	for _, n := range notices {
+	for _, n := range *notices {
 		for _, m := range shardRe.FindAllStringSubmatch(n, -1) {
 			require.True(t, allowed[m[1]], "a statement of the context went to shard %s, not the conversation's: %s", m[1], n)
 		}

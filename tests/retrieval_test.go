@@ -12,7 +12,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	fsrs "github.com/open-spaced-repetition/go-fsrs/v3"
 	"github.com/stretchr/testify/require"
@@ -559,18 +558,13 @@ func TestRetrieveEmbedderModes(t *testing.T) {
 			// Embedder external and no embedding: BM25 only, with a NOTICE.
 			_, err := db.Pool.Exec(ctx, `SELECT mneme.set_setting('embedder', '"external"')`)
 			require.NoError(t, err)
-			cfg := db.Pool.Config().ConnConfig.Copy()
-			var notices []string
-			cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) { notices = append(notices, n.Message) }
-			conn, err := pgx.ConnectConfig(ctx, cfg)
-			require.NoError(t, err)
-			defer conn.Close(ctx)
+			conn, notices := noticeConn(t, db.URL)
 			hits = search(t, conn, "retrieve", conv, "peanuts", 5)
 			require.Equal(t, []uuid.UUID{a}, ids(hits))
 			require.Nil(t, hits[0].VectorRank)
 			require.NotNil(t, hits[0].BM25Rank)
-			require.Len(t, notices, 1)
-			require.Contains(t, notices[0], "vector leg skipped")
+			require.Len(t, *notices, 1)
+			require.Contains(t, (*notices)[0], "vector leg skipped")
 		})
 	}
 }

@@ -138,23 +138,7 @@ func New(t testing.TB, opts ...Option) *DB {
 	if _, err := admin.Exec(ctx, fmt.Sprintf(`CREATE DATABASE %s TEMPLATE %s`, name, tmpl)); err != nil {
 		t.Fatalf("create test database: %v", err)
 	}
-	// The job queue's own tests enqueue kinds of their own (mneme.enqueue_job
-	// accepts only the sidecar's kinds unless mneme.job_kinds lists others);
-	// TestEnqueueJobKnownKinds checks the rule with the setting cleared.
-	if _, err := admin.Exec(ctx, fmt.Sprintf(`ALTER DATABASE %s SET mneme.job_kinds = '*'`, name)); err != nil {
-		t.Fatalf("allow the tests' job kinds: %v", err)
-	}
-	url := databaseURL(t, name)
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatalf("pool: %v", err)
-	}
-	db := &DB{Name: name, URL: url, Pool: pool}
-	if err := pool.QueryRow(ctx, `SELECT value #>> '{}' FROM mneme.settings WHERE key = 'vector_variant'`).Scan(&db.Variant); err != nil {
-		t.Fatalf("read variant: %v", err)
-	}
 	t.Cleanup(func() {
-		pool.Close()
 		c := connect(t, ServerURL(t))
 		defer c.Close(ctx)
 		// Replication slots pin a database; drop this test's first.
@@ -163,6 +147,31 @@ func New(t testing.TB, opts ...Option) *DB {
 			t.Logf("drop test database %s: %v", name, err)
 		}
 	})
+	return attach(t, admin, name, databaseURL(t, name))
+}
+
+// attach makes a migrated test database ready for a test (admin: a
+// connection to the server's maintenance database): the tests' job
+// kinds allowed, a pool (closed before the database is dropped: register
+// the drop first), the vector variant read.
+func attach(t testing.TB, admin *pgx.Conn, name, url string) *DB {
+	t.Helper()
+	ctx := context.Background()
+	// The job queue's own tests enqueue kinds of their own (mneme.enqueue_job
+	// accepts only the sidecar's kinds unless mneme.job_kinds lists others);
+	// TestEnqueueJobKnownKinds checks the rule with the setting cleared.
+	if _, err := admin.Exec(ctx, fmt.Sprintf(`ALTER DATABASE %s SET mneme.job_kinds = '*'`, name)); err != nil {
+		t.Fatalf("allow the tests' job kinds: %v", err)
+	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatalf("pool: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	db := &DB{Name: name, URL: url, Pool: pool}
+	if err := pool.QueryRow(ctx, `SELECT value #>> '{}' FROM mneme.settings WHERE key = 'vector_variant'`).Scan(&db.Variant); err != nil {
+		t.Fatalf("read variant: %v", err)
+	}
 	return db
 }
 
@@ -188,22 +197,9 @@ func newOnCitus(t testing.TB, vector string) *DB {
 	if _, err := migrate.Run(ctx, sdb.URL, migrate.Options{Vector: vector, Citus: true}); err != nil {
 		t.Fatalf("migrate --citus: %v", err)
 	}
-	name := sdb.Name
 	admin := connect(t, ServerURL(t))
 	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, fmt.Sprintf(`ALTER DATABASE %s SET mneme.job_kinds = '*'`, name)); err != nil {
-		t.Fatalf("allow the tests' job kinds: %v", err)
-	}
-	pool, err := pgxpool.New(ctx, sdb.URL)
-	if err != nil {
-		t.Fatalf("pool: %v", err)
-	}
-	t.Cleanup(pool.Close)
-	db := &DB{Name: name, URL: sdb.URL, Pool: pool}
-	if err := pool.QueryRow(ctx, `SELECT value #>> '{}' FROM mneme.settings WHERE key = 'vector_variant'`).Scan(&db.Variant); err != nil {
-		t.Fatalf("read variant: %v", err)
-	}
-	return db
+	return attach(t, admin, sdb.Name, sdb.URL)
 }
 
 // NewEmpty creates an empty, unmigrated database (for migration tests).
