@@ -7,24 +7,38 @@
 -- Idempotent: re-applied on every `mneme migrate`.
 -- =============================================================================
 
--- On Citus (docs/scale.md) one tenant only, for now: the workers do not
--- see the transaction's tenant (a session setting of the coordinator) nor
--- the caller's login (Citus connects as the functions' owner), so the row
--- policies there would see every row as the default tenant's.
-CREATE OR REPLACE FUNCTION mneme._check_single_tenant_citus(what text)
-RETURNS void
-LANGUAGE plpgsql STABLE
+-- The caller's tenant: its login's binding, else the transaction's setting,
+-- else 'default'; a bound login that sets another tenant is refused. On one
+-- server mneme._tenant() (goose 00054), which the row policies call, is
+-- this; on Citus _tenant() inside the API is the tenant mneme._enter
+-- resolved with this at the call's start and forwarded to the workers
+-- (sql/950-citus.sql, docs/scale.md).
+CREATE OR REPLACE FUNCTION mneme._resolve_tenant()
+RETURNS text
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_bound text;
+    v_set   text := nullif(pg_catalog.current_setting('mneme.tenant', true), '');
 BEGIN
-    IF mneme._distributed('mneme.memories') THEN
-        RAISE EXCEPTION '%: tenants are not supported on Citus yet (the workers cannot tell them apart)', _check_single_tenant_citus.what
-            USING ERRCODE = '0A000', HINT = 'a distributed mneme serves the default tenant only (docs/scale.md)';
+    -- session_user: the login that connected; SET ROLE and SECURITY
+    -- DEFINER functions do not change it.
+    SELECT b.tenant_id INTO v_bound FROM mneme.tenant_logins b WHERE b.login = session_user;
+    IF v_bound IS NULL THEN
+        RETURN coalesce(v_set, 'default');
     END IF;
+    IF v_set IS NOT NULL AND v_set <> v_bound THEN
+        RAISE EXCEPTION 'login % is bound to tenant %: it cannot act for tenant %', session_user, v_bound, left(v_set, 80)
+            USING ERRCODE = '42501', HINT = 'an admin binds logins to tenants (mneme.bind_login); connect as a login of that tenant';
+    END IF;
+    RETURN v_bound;
 END
 $$;
-COMMENT ON FUNCTION mneme._check_single_tenant_citus(text) IS
-    'Internal: refuses tenant operations when the tables are distributed by Citus (docs/scale.md).';
+COMMENT ON FUNCTION mneme._resolve_tenant() IS
+    'Internal: the caller''s tenant (login binding, else mneme.tenant, else default; 42501 for a bound login '
+    'that set another).';
 
 CREATE OR REPLACE FUNCTION mneme.set_tenant(tenant text)
 RETURNS text
@@ -39,11 +53,8 @@ BEGIN
         RAISE EXCEPTION 'unknown tenant %', mneme._quote_prefix(set_tenant.tenant)
             USING ERRCODE = '22023', HINT = 'an admin creates tenants: SELECT mneme.create_tenant(''acme'')';
     END IF;
-    IF set_tenant.tenant <> 'default' THEN
-        PERFORM mneme._check_single_tenant_citus('set_tenant');
-    END IF;
     PERFORM set_config('mneme.tenant', set_tenant.tenant, true);
-    PERFORM mneme._tenant();  -- a login bound to another tenant: 42501 here, not at its next call
+    PERFORM mneme._resolve_tenant();  -- a login bound to another tenant: 42501 here, not at its next call
     RETURN set_tenant.tenant;
 END
 $$;
@@ -58,6 +69,9 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
+DECLARE
+    v_now timestamptz := now();
+    v_by  name := session_user;
 BEGIN
     IF bind_login.login IS NULL OR bind_login.tenant IS NULL THEN
         RAISE EXCEPTION 'login and tenant must not be NULL' USING ERRCODE = '22004';
@@ -74,9 +88,11 @@ BEGIN
         RAISE EXCEPTION 'login % is a sidecar login (mneme_worker): it serves every tenant', bind_login.login
             USING ERRCODE = '22023';
     END IF;
-    PERFORM mneme._check_single_tenant_citus('bind_login');
-    INSERT INTO mneme.tenant_logins (login, tenant_id) VALUES (bind_login.login, bind_login.tenant)
-    ON CONFLICT (login) DO UPDATE SET tenant_id = EXCLUDED.tenant_id, bound_at = now(), bound_by = session_user;
+    -- bound_at and bound_by given as values: Citus refuses functions that
+    -- are not IMMUTABLE in the DO UPDATE of a (reference) table's insert
+    INSERT INTO mneme.tenant_logins (login, tenant_id, bound_at, bound_by)
+    VALUES (bind_login.login, bind_login.tenant, v_now, v_by)
+    ON CONFLICT (login) DO UPDATE SET tenant_id = EXCLUDED.tenant_id, bound_at = EXCLUDED.bound_at, bound_by = EXCLUDED.bound_by;
 END
 $$;
 COMMENT ON FUNCTION mneme.bind_login(text, text) IS
@@ -109,9 +125,6 @@ BEGIN
     IF create_tenant.tenant IS NULL OR create_tenant.tenant !~ '^[a-z0-9][a-z0-9_-]{0,62}$' THEN
         RAISE EXCEPTION 'tenant id %: want 1 to 63 lower-case letters, digits, _ or -, starting with a letter or digit',
             mneme._quote_prefix(create_tenant.tenant) USING ERRCODE = '22023';
-    END IF;
-    IF create_tenant.tenant <> 'default' THEN
-        PERFORM mneme._check_single_tenant_citus('create_tenant');
     END IF;
     INSERT INTO mneme.tenants (id) VALUES (create_tenant.tenant) ON CONFLICT (id) DO NOTHING;
     RETURN create_tenant.tenant;
@@ -193,3 +206,79 @@ END
 $$;
 COMMENT ON FUNCTION mneme._readable_conversation(uuid) IS
     'Internal: whether the conversation belongs to the transaction''s tenant (or the session is the sidecar''s).';
+
+-- The caller, forwarded to the workers (Citus only; defined on one server
+-- too, where nothing calls it). On Citus the statements of an API call
+-- reach the workers on connections of mneme_owner (the functions' owner),
+-- where the caller's login and the transaction's tenant (a setting of the
+-- coordinator's session) are not known. Every API function that reaches a
+-- distributed table calls this first (its first declaration, injected by
+-- sql/950-citus.sql). At the top of a call (no mneme function on the stack above the
+-- one that entered) it resolves the caller on the node that runs it (the
+-- coordinator, or the worker a call is delegated to, where the session is
+-- the caller's): its tenant (mneme._resolve_tenant: the login's binding or
+-- the transaction's tenant), whether it is the sidecar, its login; and sets
+-- what changed as mneme.call_tenant, mneme.caller_worker and mneme.caller
+-- with SET LOCAL, which Citus forwards to every worker of the transaction
+-- (citus.propagate_set_commands = local). Inside the API (as mneme_owner)
+-- _tenant() is mneme.call_tenant, and on the owner's connections
+-- _is_worker() and _caller() take the forwarded ones. A read outside a
+-- transaction block reaches a worker without a remote transaction block,
+-- so without those settings: every call opens one with a FOR KEY SHARE
+-- read that locks nothing (a queue row with no tenant: there is none) on
+-- the conversation's shard (the nil conversation's when the call names
+-- none), after which every statement of the transaction goes to the
+-- workers inside BEGIN, with the settings.
+-- Nested calls (a mneme function above on the stack, which entered; the
+-- API's functions are the only mneme functions a caller may run that
+-- reach tables) and calls on Citus's own connections of mneme_owner (a
+-- worker running a statement of a call, where the settings came with it)
+-- return at once:
+-- there nothing may be read (Citus refuses a distributed query inside a
+-- query on a shard). A caller that sets these settings itself gains
+-- nothing: they are set again whenever they differ from the resolved
+-- caller, and a worker that lacks them sees no tenant's rows.
+CREATE OR REPLACE FUNCTION mneme._enter(conversation_id uuid)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_stack  text;
+    v_tenant text;
+    v_worker text;
+    v_caller text;
+BEGIN
+    IF session_user = 'mneme_owner'::name AND current_setting('application_name') LIKE 'citus\_internal%' THEN
+        RETURN true;  -- a worker running a statement of a call: the settings came with it
+    END IF;
+    GET DIAGNOSTICS v_stack = PG_CONTEXT;
+    IF (SELECT count(*) FROM regexp_matches(v_stack, '^(PL/pgSQL|SQL) function mneme\.', 'gn')) > 2 THEN
+        RETURN true;
+    END IF;
+    v_tenant := mneme._resolve_tenant();
+    v_worker := CASE WHEN pg_catalog.pg_has_role(session_user, 'mneme_worker', 'MEMBER') THEN 'on' ELSE 'off' END;
+    v_caller := session_user::text;
+    IF current_setting('mneme.call_tenant', true) IS DISTINCT FROM v_tenant THEN
+        PERFORM mneme._set_local('mneme.call_tenant', v_tenant);
+    END IF;
+    IF current_setting('mneme.caller_worker', true) IS DISTINCT FROM v_worker THEN
+        PERFORM mneme._set_local('mneme.caller_worker', v_worker);
+    END IF;
+    IF current_setting('mneme.caller', true) IS DISTINCT FROM v_caller THEN
+        PERFORM mneme._set_local('mneme.caller', v_caller);
+    END IF;
+    -- In a read-only transaction FOR KEY SHARE is refused: there the
+    -- caller's BEGIN READ ONLY is the transaction block (docs/scale.md).
+    IF current_setting('transaction_read_only') = 'off' THEN
+        PERFORM 1 FROM mneme.message_queue q
+         WHERE q.id = coalesce(_enter.conversation_id, '00000000-0000-0000-0000-000000000000'::uuid)
+           AND q.tenant_id IS NULL
+           FOR KEY SHARE;
+    END IF;
+    RETURN true;
+END
+$$;
+COMMENT ON FUNCTION mneme._enter(uuid) IS
+    'Internal, Citus: forwards the caller (tenant, sidecar or not, login) to the workers of the transaction and '
+    'opens the distributed transaction on the conversation''s shard (sql/950-citus.sql says why).';

@@ -228,19 +228,33 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
+DECLARE
+    v_conv uuid;
+    v_by   uuid;
+    v_rev  text;
 BEGIN
     IF inspect.id IS NULL THEN
         RAISE EXCEPTION 'memory_id must not be NULL' USING ERRCODE = '22004';
     END IF;
+    -- One statement per table, each naming the conversation where it can:
+    -- Citus refuses correlated subqueries over distributed tables that are
+    -- not joined on the conversation ("complex joins are only supported
+    -- when ..."). What replaced it may be in another conversation (a
+    -- revision with tenant scope).
+    v_conv := mneme._memory_conversation(inspect.id);
+    IF v_conv IS NULL THEN
+        RAISE EXCEPTION 'memory % does not exist', inspect.id USING ERRCODE = 'P0002';
+    END IF;
+    SELECT n.id INTO v_by FROM mneme.memories n WHERE n.supersedes_id = inspect.id ORDER BY n.created_at DESC LIMIT 1;
+    SELECT e.reason INTO v_rev FROM mneme.memory_events e
+     WHERE e.memory_id = inspect.id AND e.conversation_id = v_conv AND e.event = 'revised'
+     ORDER BY e.id DESC LIMIT 1;
     RETURN QUERY
     SELECT m.id, m.conversation_id, m.kind, m.status, m.status_reason, m.label, m.pinned, m.summary,
-           m.content, m.stability, m.difficulty, m.last_reviewed_at, m.review_count, m.supersedes_id,
-           (SELECT n.id FROM mneme.memories n WHERE n.supersedes_id = m.id ORDER BY n.created_at DESC LIMIT 1),
+           m.content, m.stability, m.difficulty, m.last_reviewed_at, m.review_count, m.supersedes_id, v_by,
            m.created_at, m.confidence_score, m.source_type, m.source_ref, m.source_message_ids, m.valid_until,
-           m.last_confirmed_at, m.confirms_id, m.invalidates_id, m.slot,
-           (SELECT e.reason FROM mneme.memory_events e WHERE e.memory_id = m.id AND e.event = 'revised'
-            ORDER BY e.id DESC LIMIT 1)
-    FROM mneme.memories m WHERE m.id = inspect.id;
+           m.last_confirmed_at, m.confirms_id, m.invalidates_id, m.slot, v_rev
+    FROM mneme.memories m WHERE m.id = inspect.id AND m.conversation_id = v_conv;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'memory % does not exist', inspect.id USING ERRCODE = 'P0002';
     END IF;

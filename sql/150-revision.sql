@@ -421,6 +421,72 @@ COMMENT ON FUNCTION mneme.apply_revision(uuid, text, uuid, text, text, text, boo
 -- -----------------------------------------------------------------------------
 -- Lineage
 -- -----------------------------------------------------------------------------
+-- mneme.history on Citus, which refuses a recursive CTE over a distributed
+-- table without a filter on the conversation ("recursive CTEs are only
+-- supported when they contain a filter on the distribution column"): a
+-- lineage may link memories of several conversations (a revision with
+-- tenant scope), so the same walk a step at a time, each step one read by
+-- the ids found so far (on every shard: history is an inspection call, not
+-- a hot path).
+CREATE OR REPLACE FUNCTION mneme._history_distributed(id uuid)
+RETURNS TABLE (depth int, relation text, memory_id uuid, status text, status_reason text, content text,
+               supersedes_id uuid, confidence_score real, source_type text, valid_until timestamptz,
+               created_at timestamptz)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_d    int[] := ARRAY[0];
+    v_ids  uuid[] := ARRAY[_history_distributed.id];
+    v_rel  text[] := ARRAY['self'];
+    v_cur  uuid := _history_distributed.id;
+    v_next uuid;
+    v_step int := 0;
+    v_front uuid[] := ARRAY[_history_distributed.id];
+    r      record;
+BEGIN
+    -- what it replaced, oldest last
+    LOOP
+        SELECT m.supersedes_id INTO v_next FROM mneme.memories m WHERE m.id = v_cur;
+        EXIT WHEN v_next IS NULL OR v_step <= -1000 OR v_next = ANY (v_ids);
+        v_step := v_step - 1;
+        v_d := v_d || v_step; v_ids := v_ids || v_next; v_rel := v_rel || 'replaced'::text;
+        v_cur := v_next;
+    END LOOP;
+    -- what replaced it, a generation at a time
+    v_step := 0;
+    LOOP
+        v_front := ARRAY(SELECT m.id FROM mneme.memories m WHERE m.supersedes_id = ANY (v_front) AND NOT m.id = ANY (v_ids));
+        EXIT WHEN cardinality(v_front) = 0 OR v_step >= 1000;
+        v_step := v_step + 1;
+        v_d := v_d || array_fill(v_step, ARRAY[cardinality(v_front)]);
+        v_ids := v_ids || v_front;
+        v_rel := v_rel || array_fill('replaced_by'::text, ARRAY[cardinality(v_front)]);
+    END LOOP;
+    RETURN QUERY
+    WITH chain AS (
+        SELECT c.d, c.id, c.rel FROM unnest(v_d, v_ids, v_rel) AS c(d, id, rel)
+    ), related AS (
+        SELECT c.d, x.id, 'confirmed_by' AS rel FROM chain c JOIN mneme.memories x ON x.confirms_id = c.id
+        UNION ALL
+        SELECT c.d, x.id, 'invalidated_by' FROM chain c JOIN mneme.memories x ON x.invalidates_id = c.id
+        UNION ALL
+        SELECT c.d, m.confirms_id, 'confirms' FROM chain c JOIN mneme.memories m ON m.id = c.id WHERE m.confirms_id IS NOT NULL
+        UNION ALL
+        SELECT c.d, m.invalidates_id, 'invalidates' FROM chain c JOIN mneme.memories m ON m.id = c.id WHERE m.invalidates_id IS NOT NULL
+    ), lineage AS (
+        SELECT * FROM chain UNION SELECT * FROM related
+    )
+    SELECT l.d, l.rel, x.id, x.status, x.status_reason, x.content, x.supersedes_id, x.confidence_score, x.source_type,
+           x.valid_until, x.created_at
+    FROM lineage l JOIN mneme.memories x ON x.id = l.id
+    ORDER BY l.d, CASE l.rel WHEN 'self' THEN 0 WHEN 'replaced' THEN 0 WHEN 'replaced_by' THEN 0 ELSE 1 END, x.created_at, x.id;
+END
+$$;
+COMMENT ON FUNCTION mneme._history_distributed(uuid) IS
+    'Internal, Citus: mneme.history walked a step at a time (no recursive CTE over a distributed table).';
+
 CREATE OR REPLACE FUNCTION mneme.history(id uuid)
 RETURNS TABLE (depth int, relation text, memory_id uuid, status text, status_reason text, content text,
                supersedes_id uuid, confidence_score real, source_type text, valid_until timestamptz,
@@ -435,6 +501,10 @@ BEGIN
     END IF;
     IF NOT EXISTS (SELECT 1 FROM mneme.memories m WHERE m.id = history.id) THEN
         RAISE EXCEPTION 'memory % does not exist', history.id USING ERRCODE = 'P0002';
+    END IF;
+    IF mneme._distributed('mneme.memories') THEN
+        RETURN QUERY SELECT * FROM mneme._history_distributed(history.id);
+        RETURN;
     END IF;
     -- The supersedes chain both ways (depth < 0 what it replaced, > 0 what
     -- replaced it), then beside each link of it the rows that confirmed it

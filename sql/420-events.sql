@@ -7,12 +7,27 @@
 -- -----------------------------------------------------------------------------
 -- Lifecycle events
 -- -----------------------------------------------------------------------------
+-- Who called: the login. On Citus a worker's statements of an API call run
+-- on a connection of mneme_owner (Citus connects as the functions' owner),
+-- and the coordinator forwards the login as mneme.caller (mneme._enter):
+-- that setting counts on the owner's sessions only.
+CREATE OR REPLACE FUNCTION mneme._caller()
+RETURNS name
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT CASE WHEN session_user = 'mneme_owner'
+                  THEN coalesce(nullif(current_setting('mneme.caller', true), ''), session_user::text)::name
+                  ELSE session_user END $$;
+COMMENT ON FUNCTION mneme._caller() IS
+    'Internal: the login that called (session_user); on a Citus worker''s connection of mneme_owner, the login '
+    'the coordinator forwarded (mneme._enter).';
+
 CREATE OR REPLACE FUNCTION mneme._event_actor()
 RETURNS text
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
-AS $$ SELECT CASE WHEN mneme._is_worker() THEN coalesce(nullif(current_setting('mneme.actor', true), ''), session_user::text)
-                 ELSE session_user::text END $$;
+AS $$ SELECT CASE WHEN mneme._is_worker() THEN coalesce(nullif(current_setting('mneme.actor', true), ''), mneme._caller()::text)
+                 ELSE mneme._caller()::text END $$;
 COMMENT ON FUNCTION mneme._event_actor() IS
     'Internal: who acts: the login (session_user); mneme''s own jobs (sessions of mneme_worker) may name '
     'themselves through the setting mneme.actor (cleanup, review, revise:...). No other session can.';
@@ -156,23 +171,23 @@ DECLARE
 BEGIN
     IF TG_OP = 'INSERT' THEN
         INSERT INTO mneme.memory_events (id, caller, memory_id, conversation_id, event, reason, actor, at)
-        VALUES (nextval('mneme.memory_events_id_seq'), session_user, NEW.id, NEW.conversation_id, 'created', mneme._created_reason(NEW.source_type, NEW.kind, NEW.label, NEW.stability),
+        VALUES (nextval('mneme.memory_events_id_seq'), mneme._caller(), NEW.id, NEW.conversation_id, 'created', mneme._created_reason(NEW.source_type, NEW.kind, NEW.label, NEW.stability),
                 v_actor, NEW.created_at);
     ELSIF TG_OP = 'UPDATE' THEN
         IF OLD.pinned IS DISTINCT FROM NEW.pinned THEN
             INSERT INTO mneme.memory_events (id, caller, memory_id, conversation_id, event, reason, actor, at)
-            VALUES (nextval('mneme.memory_events_id_seq'), session_user, NEW.id, NEW.conversation_id, CASE WHEN NEW.pinned THEN 'pinned' ELSE 'unpinned' END, NULL, v_actor, v_at);
+            VALUES (nextval('mneme.memory_events_id_seq'), mneme._caller(), NEW.id, NEW.conversation_id, CASE WHEN NEW.pinned THEN 'pinned' ELSE 'unpinned' END, NULL, v_actor, v_at);
         END IF;
         IF OLD.status IS DISTINCT FROM NEW.status THEN
             INSERT INTO mneme.memory_events (id, caller, memory_id, conversation_id, event, reason, actor, at)
-            VALUES (nextval('mneme.memory_events_id_seq'), session_user, NEW.id, NEW.conversation_id, mneme._status_event(NEW.status),
+            VALUES (nextval('mneme.memory_events_id_seq'), mneme._caller(), NEW.id, NEW.conversation_id, mneme._status_event(NEW.status),
                     mneme._status_reason(NEW.status, NEW.status_reason, NEW.last_reviewed_at, OLD.last_reviewed_at,
                                          NEW.pinned, OLD.pinned, NEW.last_confirmed_at, OLD.last_confirmed_at),
                     v_actor, v_at);
         END IF;
     ELSE
         INSERT INTO mneme.memory_events (id, caller, memory_id, conversation_id, event, reason, actor, at)
-        VALUES (nextval('mneme.memory_events_id_seq'), session_user, OLD.id, OLD.conversation_id, mneme._deleted_event(), mneme._deleted_reason(), v_actor, v_at);
+        VALUES (nextval('mneme.memory_events_id_seq'), mneme._caller(), OLD.id, OLD.conversation_id, mneme._deleted_event(), mneme._deleted_reason(), v_actor, v_at);
     END IF;
     RETURN NULL;
 END
@@ -224,7 +239,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     INSERT INTO mneme.memory_events (id, caller, memory_id, conversation_id, event, reason, actor, review_log_id, at)
-    VALUES (nextval('mneme.memory_events_id_seq'), session_user, NEW.memory_id, NEW.conversation_id, 'reviewed',
+    VALUES (nextval('mneme.memory_events_id_seq'), mneme._caller(), NEW.memory_id, NEW.conversation_id, 'reviewed',
             format('%s (%s%s)', NEW.rating, NEW.reviewer, CASE WHEN NEW.defaulted THEN ', defaulted' ELSE '' END),
             'review', NEW.id, NEW.reviewed_at);
     RETURN NULL;

@@ -11,8 +11,9 @@
 --                 run with its table privileges, and row-level security
 --                 applies to it (it is not a superuser and owns no table), so
 --                 every query inside them sees only the caller's tenant.
--- Nothing in schema mneme is executable by PUBLIC but mneme._tenant() and
--- mneme._is_worker(), which the row policies call.
+-- Nothing in schema mneme is executable by PUBLIC but mneme._tenant(),
+-- mneme._resolve_tenant() and mneme._is_worker(), which the row policies
+-- call.
 -- =============================================================================
 DO $access$
 DECLARE
@@ -66,10 +67,11 @@ BEGIN
                     p.prolang = (SELECT l.oid FROM pg_catalog.pg_language l WHERE l.lanname = 'plpgsql') AS plpgsql
              FROM pg_catalog.pg_proc p WHERE p.pronamespace = 'mneme'::regnamespace AND p.prokind = 'f' LOOP
         EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f.sig);
-        IF f.name IN ('_tenant', '_is_worker') THEN
+        IF f.name IN ('_tenant', '_resolve_tenant', '_is_worker') THEN
             -- The row policies call them as whoever queries. _tenant reads
-            -- the login bindings (SECURITY DEFINER, as mneme_owner).
-            IF f.name = '_tenant' THEN
+            -- the login bindings (SECURITY DEFINER, as mneme_owner); on
+            -- Citus through _resolve_tenant (sql/950-citus.sql).
+            IF f.name IN ('_tenant', '_resolve_tenant') THEN
                 EXECUTE format('ALTER FUNCTION %s OWNER TO mneme_owner', f.sig);
             END IF;
             EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO PUBLIC', f.sig);

@@ -30,6 +30,8 @@
 -- (mneme._shard_local_trg), and the delegation of the reads that name one
 -- conversation (create_distributed_function). docs/scale.md says why.
 -- =============================================================================
+-- mneme._enter, which every API call on Citus makes first, is in
+-- sql/005-tenants.sql (before the access script, which makes it internal).
 DO $citus$
 DECLARE
     f     record;
@@ -276,6 +278,114 @@ $new$),
             RAISE EXCEPTION 'sql/950-citus.sql: % of % changed; update its Citus form', r.what, r.fn;
         END IF;
         EXECUTE body;
+    END LOOP;
+    -- The row policies' functions (mneme._enter says why): inside the API
+    -- the tenant is the one the call resolved (none, if it was not
+    -- forwarded: no tenant's rows); the sidecar's calls are the sidecar's
+    -- on the owner's connections.
+    CREATE OR REPLACE FUNCTION mneme._tenant()
+    RETURNS text
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $f$ SELECT CASE WHEN current_user = 'mneme_owner'::name
+                       THEN coalesce(pg_catalog.current_setting('mneme.call_tenant', true), '')
+                       ELSE mneme._resolve_tenant() END $f$;
+    CREATE OR REPLACE FUNCTION mneme._is_worker()
+    RETURNS boolean
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $f$ SELECT pg_catalog.pg_has_role(session_user, 'mneme_worker', 'MEMBER')
+               OR (session_user = 'mneme_owner'::name
+                   AND pg_catalog.current_setting('mneme.caller_worker', true) = 'on') $f$;
+
+    -- Every API function (SECURITY DEFINER, executable by mneme_app,
+    -- mneme_worker or mneme_admin) that reaches a distributed table, by
+    -- itself or through the functions it calls, enters first: its first
+    -- declaration calls mneme._enter with its conversation_id argument, if
+    -- it has one (so the transaction opens on the shard the call reads).
+    SELECT 'mneme\.(' || string_agg(c.relname, '|') || ')\M' INTO v_table_re
+      FROM pg_dist_partition p JOIN pg_catalog.pg_class c ON c.oid = p.logicalrelid
+     WHERE c.relnamespace = 'mneme'::regnamespace AND p.partmethod = 'h';
+    v_reached := ARRAY(
+        SELECT p.oid FROM pg_catalog.pg_proc p
+         WHERE p.pronamespace = 'mneme'::regnamespace AND p.prosrc ~ v_table_re);
+    LOOP
+        v_more := ARRAY(
+            SELECT DISTINCT p.oid FROM pg_catalog.pg_proc p,
+                   regexp_matches(p.prosrc, 'mneme\.([a-z_0-9]+)\s*\(', 'g') AS m(name)
+              JOIN pg_catalog.pg_proc q ON q.proname = m.name[1] AND q.pronamespace = 'mneme'::regnamespace
+             WHERE p.pronamespace = 'mneme'::regnamespace AND q.oid = ANY (v_reached) AND NOT p.oid = ANY (v_reached));
+        EXIT WHEN cardinality(v_more) = 0;
+        v_reached := v_reached || v_more;
+    END LOOP;
+    FOR f IN
+        SELECT p.oid, p.prosrc, p.proname, p.proretset, p.prorettype, l.lanname,
+               (SELECT a.n FROM unnest(p.proargnames) WITH ORDINALITY AS a(name, n)
+                 WHERE a.name = 'conversation_id' AND p.proargtypes[a.n - 1] = 'uuid'::regtype
+                   AND (p.proargmodes IS NULL OR p.proargmodes[a.n] = 'i')) AS conv_arg
+          FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_language l ON l.oid = p.prolang
+         WHERE p.oid = ANY (v_reached) AND p.prosecdef
+           AND p.prolang IN (SELECT l.oid FROM pg_catalog.pg_language l WHERE l.lanname IN ('plpgsql', 'sql'))
+           AND p.proname NOT IN ('_tenant', '_resolve_tenant', '_enter')
+           AND (has_function_privilege('mneme_app', p.oid, 'EXECUTE')
+                OR has_function_privilege('mneme_worker', p.oid, 'EXECUTE')
+                OR has_function_privilege('mneme_admin', p.oid, 'EXECUTE'))
+           AND strpos(p.prosrc, 'mneme._enter(') = 0
+    LOOP
+        def := format('v__entered boolean := mneme._enter(%s);',
+                      CASE WHEN f.conv_arg IS NULL THEN 'NULL' ELSE '$' || f.conv_arg END);
+        IF f.lanname = 'sql' THEN
+            -- a SQL wrapper of another call (unpin, create_episode): as
+            -- PL/pgSQL, which can enter
+            body := regexp_replace(f.prosrc, ';\s*$', '');
+            body := CASE WHEN f.proretset THEN format(E'BEGIN\nRETURN QUERY %s;\nEND', body)
+                         WHEN f.prorettype = 'void'::regtype THEN format(E'BEGIN\nPERFORM * FROM (%s) x;\nEND', body)
+                         ELSE format(E'DECLARE r %s;\nBEGIN\n%s\nINTO r;\nRETURN r;\nEND', f.prorettype::regtype, body) END;
+            f.prosrc := body;
+        END IF;
+        body := regexp_replace(f.prosrc, '^(\s*(#[^\n]*\n\s*)*)DECLARE\M', '\1DECLARE' || E'\n    ' || def, 'i');
+        IF body = f.prosrc THEN
+            body := regexp_replace(f.prosrc, '^(\s*(#[^\n]*\n\s*)*)BEGIN\M', '\1DECLARE' || E'\n    ' || def || E'\nBEGIN', 'i');
+        END IF;
+        IF body = f.prosrc THEN
+            RAISE EXCEPTION 'sql/950-citus.sql: cannot find where % begins to make it call mneme._enter', f.oid::regprocedure;
+        END IF;
+        def := pg_catalog.pg_get_functiondef(f.oid);
+        IF f.lanname = 'sql' THEN
+            def := regexp_replace(def, E'\n LANGUAGE sql\n', E'\n LANGUAGE plpgsql\n');
+        END IF;
+        EXECUTE substr(def, 1, strpos(def, 'AS $function$') - 1) || 'AS ' || quote_literal(body);
+    END LOOP;
+
+    -- Nested distributed execution allowed in every PL/pgSQL function that
+    -- reads or writes a table, by itself or through what it calls. Citus
+    -- pushes a function called in a query on a distributed table into the
+    -- query on the shard (mneme.setting in search's candidates read,
+    -- mneme.search joined with mneme.memories in the context), and by
+    -- default refuses the function's own queries there ("cannot execute a
+    -- distributed query from a query on a shard"). What they read there is
+    -- a reference table (a copy on every node) or the shards of the
+    -- conversation the outer query is on, colocated with it on that node.
+    SELECT 'mneme\.(' || string_agg(c.relname, '|') || ')\M' INTO v_table_re
+      FROM pg_dist_partition p JOIN pg_catalog.pg_class c ON c.oid = p.logicalrelid
+     WHERE c.relnamespace = 'mneme'::regnamespace;
+    v_reached := ARRAY(
+        SELECT p.oid FROM pg_catalog.pg_proc p
+         WHERE p.pronamespace = 'mneme'::regnamespace AND p.prosrc ~ v_table_re);
+    LOOP
+        v_more := ARRAY(
+            SELECT DISTINCT p.oid FROM pg_catalog.pg_proc p,
+                   regexp_matches(p.prosrc, 'mneme\.([a-z_0-9]+)\s*\(', 'g') AS m(name)
+              JOIN pg_catalog.pg_proc q ON q.proname = m.name[1] AND q.pronamespace = 'mneme'::regnamespace
+             WHERE p.pronamespace = 'mneme'::regnamespace AND q.oid = ANY (v_reached) AND NOT p.oid = ANY (v_reached));
+        EXIT WHEN cardinality(v_more) = 0;
+        v_reached := v_reached || v_more;
+    END LOOP;
+    FOR f IN
+        SELECT p.oid FROM pg_catalog.pg_proc p
+         WHERE p.oid = ANY (v_reached) AND p.prokind = 'f'
+           AND p.prolang = (SELECT l.oid FROM pg_catalog.pg_language l WHERE l.lanname = 'plpgsql')
+           AND NOT coalesce('citus.allow_nested_distributed_execution=on' = ANY (p.proconfig), false)
+    LOOP
+        EXECUTE format('ALTER FUNCTION %s SET citus.allow_nested_distributed_execution = on', f.oid::regprocedure);
     END LOOP;
 END
 $citus$;

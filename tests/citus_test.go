@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"net/url"
 	"os"
 	"regexp"
 	"strings"
@@ -131,9 +132,6 @@ func TestMigrateCitusDistributes(t *testing.T) {
 	events, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
 	require.Equal(t, []string{"created", "created"}, events)
-
-	_, err = conn.Exec(ctx, `SELECT mneme.create_tenant('acme')`)
-	require.ErrorContains(t, err, "tenants are not supported on Citus yet")
 
 	var cleanup int64
 	require.NoError(t, conn.QueryRow(ctx, `SELECT mneme.schedule_cleanup()`).Scan(&cleanup))
@@ -371,8 +369,8 @@ func TestCitusContextReadsOneShard(t *testing.T) {
 // retrievability fell below the threshold become inactive with their
 // reason, an expired memory gets its one expired event, and with
 // purge_after_days the inactive ones are purged; a second run finds
-// nothing. (The events on the workers record mneme_owner and the real
-// time, not the cleanup's actor and time: docs/scale.md.)
+// nothing. The events, written on the workers, record the cleanup's actor
+// and the time it ran for.
 func TestCitusCleanup(t *testing.T) {
 	ctx := context.Background()
 	url, conn := citusDatabase(t)
@@ -386,16 +384,27 @@ func TestCitusCleanup(t *testing.T) {
 	}
 	counts := func(at string) map[string]int64 {
 		t.Helper()
-		rows, err := conn.Query(ctx, `SELECT action, count FROM mneme._cleanup(now() + $1::interval, false)`, at)
-		require.NoError(t, err)
 		out := map[string]int64{}
-		for rows.Next() {
-			var a string
-			var n int64
-			require.NoError(t, rows.Scan(&a, &n))
-			out[a] = n
-		}
-		require.NoError(t, rows.Err())
+		// _cleanup at a later time, as the sidecar's cleanup would run it
+		// then: internal, so entered first as the API's calls are
+		require.NoError(t, pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SELECT mneme._enter(NULL)`); err != nil {
+				return err
+			}
+			rows, err := tx.Query(ctx, `SELECT action, count FROM mneme._cleanup(now() + $1::interval, false)`, at)
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				var a string
+				var n int64
+				if err := rows.Scan(&a, &n); err != nil {
+					return err
+				}
+				out[a] = n
+			}
+			return rows.Err()
+		}))
 		return out
 	}
 	// One memory pinned (never inactivated nor purged) whose validity has
@@ -408,6 +417,14 @@ func TestCitusCleanup(t *testing.T) {
 	var reason string
 	require.NoError(t, conn.QueryRow(ctx, `SELECT status_reason FROM mneme.memories WHERE status = 'inactive' LIMIT 1`).Scan(&reason))
 	require.Regexp(t, `^retrievability 0\.[0-9]{4} at [0-9-]+ [0-9:]+ UTC is below inactive_below_r 0\.5$`, reason)
+	// The events, written on the workers, carry the cleanup's actor and the
+	// time it ran for (forwarded by mneme._enter and mneme._set_local).
+	var actor string
+	var years float64
+	require.NoError(t, conn.QueryRow(ctx, `SELECT actor, extract(epoch FROM at - now()) / 86400 / 365.25 FROM mneme.memory_events
+		WHERE event = 'inactivated' LIMIT 1`).Scan(&actor, &years))
+	require.Equal(t, "cleanup", actor)
+	require.InDelta(t, 60, years, 0.1)
 	_, err = conn.Exec(ctx, `SELECT mneme.set_setting('purge_after_days', '1')`)
 	require.NoError(t, err)
 	got = counts("61 years")
@@ -418,4 +435,159 @@ func TestCitusCleanup(t *testing.T) {
 	var left int
 	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM mneme.memories`).Scan(&left))
 	require.Equal(t, 1, left, "the pinned, expired memory is kept")
+}
+
+// citusLogin creates a login role of group (mneme_app, mneme_worker) on the
+// Citus cluster (Citus creates it on the workers too), dropped after the
+// test, and returns its name and the database's URL for it.
+func citusLogin(t *testing.T, conn *pgx.Conn, dbURL, group string) (string, string) {
+	t.Helper()
+	ctx := context.Background()
+	role := strings.TrimPrefix(group, "mneme_") + "_" + strings.ReplaceAll(uuid.NewString()[:13], "-", "")
+	_, err := conn.Exec(ctx, `CREATE ROLE `+role+` LOGIN IN ROLE `+group)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), dbURL)
+		if err != nil {
+			return
+		}
+		defer c.Close(context.Background())
+		_, _ = c.Exec(context.Background(), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1`, role)
+		_, _ = c.Exec(context.Background(), `DROP ROLE IF EXISTS `+role)
+	})
+	u, err := url.Parse(dbURL)
+	require.NoError(t, err)
+	u.User = url.User(role)
+	return role, u.String()
+}
+
+// TestCitusTenants: on the cluster, tenants are kept apart as on one
+// server. Two logins bound to two tenants each find their own memory and
+// nothing of the other's, whether the call is delegated to the worker
+// (SELECT mneme.search(...) alone: the worker's session is the caller's) or
+// run on the coordinator (its statements reach the workers on connections
+// of mneme_owner, which learn the caller from mneme._enter); a login that
+// forges the forwarded settings gets nothing more; an unbound login acts
+// for the tenant it sets; the sidecar's login sees both; the events made on
+// the workers record the real caller; a write into the other tenant's
+// conversation is refused.
+func TestCitusTenants(t *testing.T) {
+	ctx := context.Background()
+	dbURL, conn := citusDatabase(t)
+	_, err := migrate.Run(ctx, dbURL, migrate.Options{Vector: "array", Citus: true})
+	require.NoError(t, err)
+	for _, tn := range []string{"ta", "tb"} {
+		_, err := conn.Exec(ctx, `SELECT mneme.create_tenant($1)`, tn)
+		require.NoError(t, err)
+	}
+	loginA, urlA := citusLogin(t, conn, dbURL, "mneme_app")
+	loginB, urlB := citusLogin(t, conn, dbURL, "mneme_app")
+	_, urlFree := citusLogin(t, conn, dbURL, "mneme_app")
+	_, urlSide := citusLogin(t, conn, dbURL, "mneme_worker")
+	for login, tn := range map[string]string{loginA: "ta", loginB: "tb"} {
+		_, err := conn.Exec(ctx, `SELECT mneme.bind_login($1, $2)`, login, tn)
+		require.NoError(t, err)
+	}
+	as := func(u string) *pgx.Conn {
+		c, err := pgx.Connect(ctx, u)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close(context.Background()) })
+		return c
+	}
+	a, b, free, side := as(urlA), as(urlB), as(urlFree), as(urlSide)
+	convA, convB := uuid.New(), uuid.New()
+	secret := map[uuid.UUID]string{convA: "Ta's codeword is quillfeather.", convB: "Tb's codeword is marrowbone."}
+	for c, who := range map[uuid.UUID]*pgx.Conn{convA: a, convB: b} {
+		_, err := who.Exec(ctx, `SELECT mneme.remember($1, $2)`, c, secret[c])
+		require.NoError(t, err)
+	}
+
+	// What a session finds in a conversation, by each form of call.
+	found := func(c *pgx.Conn, conv uuid.UUID) map[string]string {
+		out := map[string]string{}
+		var s string
+		// delegated: SELECT f(...) alone, simple protocol
+		require.NoError(t, c.QueryRow(ctx, `SELECT coalesce((SELECT string_agg((x).content, ' ') FROM (SELECT mneme.search($1, 'codeword', 5) AS x) y), '')`,
+			pgx.QueryExecModeSimpleProtocol, conv).Scan(&s))
+		out["search in a subquery"] = s
+		rows, err := c.Query(ctx, `SELECT mneme.search($1, 'codeword', 5)`, pgx.QueryExecModeSimpleProtocol, conv)
+		require.NoError(t, err)
+		recs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		out["search delegated"] = strings.Join(recs, " ")
+		for name, q := range map[string]string{
+			"search":        `SELECT coalesce(string_agg(content, ' '), '') FROM mneme.search($1, 'codeword', 5)`,
+			"retrieve":      `SELECT coalesce(string_agg(content, ' '), '') FROM mneme.retrieve($1, 'codeword', 5)`,
+			"context_items": `SELECT coalesce(string_agg(text, ' '), '') FROM mneme.context_items($1, 'codeword', 200)`,
+			"history":       `SELECT coalesce(string_agg(m.content, ' '), '') FROM mneme.search($1, 'codeword', 5) s, mneme.history(s.memory_id) m`,
+		} {
+			require.NoError(t, c.QueryRow(ctx, q, conv).Scan(&s), name)
+			out[name] = s
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name       string
+		conn       *pgx.Conn
+		own, other uuid.UUID
+	}{{"a bound to ta", a, convA, convB}, {"b bound to tb", b, convB, convA}} {
+		for call, got := range found(c.conn, c.own) {
+			require.Contains(t, got, strings.Split(secret[c.own], " ")[3], "%s: %s of its own conversation", c.name, call)
+		}
+		for call, got := range found(c.conn, c.other) {
+			require.NotContains(t, got, strings.Split(secret[c.other], " ")[3], "%s: %s of the other tenant's conversation", c.name, call)
+		}
+	}
+
+	// Forged forwarded settings: the call sets them again; nothing more.
+	var n int
+	require.NoError(t, a.QueryRow(ctx, `SELECT (SELECT count(*) FROM mneme.search($1, 'codeword', 5))
+		FROM (SELECT set_config('mneme.call_tenant', 'tb', true), set_config('mneme.caller_worker', 'on', true),
+		             set_config('mneme.caller', 'mneme_owner', true)) x`, convB).Scan(&n))
+	require.Zero(t, n, "settings forged with set_config")
+	require.NoError(t, pgx.BeginFunc(ctx, a, func(tx pgx.Tx) error {
+		for _, q := range []string{`SET LOCAL mneme.call_tenant = 'tb'`, `SET LOCAL mneme.caller_worker = 'on'`} {
+			if _, err := tx.Exec(ctx, q); err != nil {
+				return err
+			}
+		}
+		return tx.QueryRow(ctx, `SELECT count(*) FROM mneme.search($1, 'codeword', 5)`, convB).Scan(&n)
+	}))
+	require.Zero(t, n, "settings forged with SET LOCAL (which Citus forwards)")
+	_, err = a.Exec(ctx, `SELECT mneme.add_message($1, 'user', 'let me in')`, convB)
+	require.Equal(t, "42501", sqlState(t, err), "a write into the other tenant's conversation")
+
+	// An unbound login acts for the tenant it sets, in its transaction.
+	require.NoError(t, pgx.BeginFunc(ctx, free, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT mneme.set_tenant('tb')`); err != nil {
+			return err
+		}
+		var own, other int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM mneme.search($1, 'codeword', 5)`, convB).Scan(&own); err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM mneme.search($1, 'codeword', 5)`, convA).Scan(&other); err != nil {
+			return err
+		}
+		require.Equal(t, 1, own)
+		require.Zero(t, other)
+		return nil
+	}))
+
+	// The sidecar works for every tenant.
+	for _, conv := range []uuid.UUID{convA, convB} {
+		require.NoError(t, side.QueryRow(ctx, `SELECT count(*) FROM mneme.search($1, 'codeword', 5)`, conv).Scan(&n))
+		require.Equal(t, 1, n)
+		require.NoError(t, side.QueryRow(ctx, `SELECT count(*) FROM mneme.memories WHERE conversation_id = $1`, conv).Scan(&n))
+		require.Equal(t, 1, n)
+	}
+
+	// The events, written by the row trigger on the worker, name the caller
+	// and carry the conversation's tenant.
+	for conv, want := range map[uuid.UUID][2]string{convA: {loginA, "ta"}, convB: {loginB, "tb"}} {
+		var caller, tenant string
+		require.NoError(t, conn.QueryRow(ctx, `SELECT caller, tenant_id FROM mneme.memory_events WHERE conversation_id = $1 AND event = 'created'`, conv).
+			Scan(&caller, &tenant))
+		require.Equal(t, want, [2]string{caller, tenant})
+	}
 }

@@ -533,7 +533,7 @@ func TestEntryPointsRunWithoutJIT(t *testing.T) {
 		       OR has_function_privilege('mneme_worker', p.oid, 'EXECUTE')
 		       OR has_function_privilege('mneme_admin', p.oid, 'EXECUTE'))
 		  AND NOT coalesce('jit=off' = ANY (p.proconfig), false)
-		  AND p.proname NOT IN ('_tenant', '_is_worker', 'change_embedding_dim', 'erase_vacuum_targets')
+		  AND p.proname NOT IN ('_tenant', '_resolve_tenant', '_is_worker', 'change_embedding_dim', 'erase_vacuum_targets')
 		ORDER BY 1`)
 	require.NoError(t, err)
 	missing, err := pgx.CollectRows(rows, pgx.RowTo[string])

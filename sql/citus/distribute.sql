@@ -20,7 +20,8 @@
 --     may link memories of two conversations on two workers;
 --   * no foreign key from a distributed table to a reference table
 --     (message_queue -> tenants is dropped: add_message checks the tenant);
---   * one tenant: the workers cannot tell tenants apart yet (sql/005);
+--   * the caller's tenant forwarded to the workers by every API call
+--     (mneme._enter, sql/950-citus.sql);
 --   * mneme_owner, which owns the SECURITY DEFINER functions, may log in:
 --     Citus opens its connections to the workers as the current role (set
 --     up authentication between the nodes for it, as for any Citus role).
@@ -31,11 +32,6 @@ DO $citus$
 DECLARE
     t text;
 BEGIN
-    -- One tenant only on Citus for now (sql/005-tenants.sql says why).
-    IF EXISTS (SELECT 1 FROM mneme.tenants x WHERE x.id <> 'default') OR EXISTS (SELECT 1 FROM mneme.tenant_logins) THEN
-        RAISE EXCEPTION 'mneme migrate --citus: this database has tenants other than the default one, which a distributed mneme cannot keep apart yet'
-            USING ERRCODE = '0A000', HINT = 'docs/scale.md';
-    END IF;
     FOREACH t IN ARRAY ARRAY['message_queue', 'messages', 'memories', 'jobs', 'review_log', 'memory_events'] LOOP
         EXECUTE format('DROP POLICY IF EXISTS tenant_rows ON mneme.%I', t);
         EXECUTE format('CREATE POLICY tenant_rows ON mneme.%I '
