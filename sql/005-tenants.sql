@@ -213,8 +213,8 @@ COMMENT ON FUNCTION mneme._readable_conversation(uuid) IS
 -- where the caller's login and the transaction's tenant (a setting of the
 -- coordinator's session) are not known. Every API function that reaches a
 -- distributed table calls this first (its first declaration, injected by
--- sql/950-citus.sql). At the top of a call (no mneme function on the stack above the
--- one that entered) it resolves the caller on the node that runs it (the
+-- sql/950-citus.sql). At the top of a call (no mneme function on the
+-- stack above the one that entered) it resolves the caller on the node that runs it (the
 -- coordinator, or the worker a call is delegated to, where the session is
 -- the caller's): its tenant (mneme._resolve_tenant: the login's binding or
 -- the transaction's tenant), whether it is the sidecar, its login; and sets
