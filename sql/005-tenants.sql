@@ -9,10 +9,10 @@
 
 -- The caller's tenant: its login's binding, else the transaction's setting,
 -- else 'default'; a bound login that sets another tenant is refused. On one
--- server mneme._tenant() (goose 00054), which the row policies call, is
--- this; on Citus _tenant() inside the API is the tenant mneme._enter
--- resolved with this at the call's start and forwarded to the workers
--- (sql/950-citus.sql, docs/scale.md).
+-- server mneme._tenant(), which the row policies call, is this (below); on
+-- Citus _tenant() inside the API is the tenant mneme._enter resolved with
+-- this at the call's start and forwarded to the workers (sql/950-citus.sql,
+-- docs/scale.md).
 CREATE OR REPLACE FUNCTION mneme._resolve_tenant()
 RETURNS text
 LANGUAGE plpgsql STABLE PARALLEL SAFE
@@ -39,6 +39,14 @@ $$;
 COMMENT ON FUNCTION mneme._resolve_tenant() IS
     'Internal: the caller''s tenant (login binding, else mneme.tenant, else default; 42501 for a bound login '
     'that set another).';
+
+-- The row policies' tenant (goose 00054 made it with this body; one body
+-- now). Plain SQL without SET: inlined where it is called. On Citus
+-- sql/950-citus.sql replaces it.
+CREATE OR REPLACE FUNCTION mneme._tenant()
+RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$ SELECT mneme._resolve_tenant() $$;
 
 CREATE OR REPLACE FUNCTION mneme.set_tenant(tenant text)
 RETURNS text

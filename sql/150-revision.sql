@@ -421,6 +421,43 @@ COMMENT ON FUNCTION mneme.apply_revision(uuid, text, uuid, text, text, text, boo
 -- -----------------------------------------------------------------------------
 -- Lineage
 -- -----------------------------------------------------------------------------
+-- A lineage's rows: the supersedes chain (depth, memory, relation: self,
+-- replaced, replaced_by), then beside each link the rows that confirmed it
+-- (merged), invalidated it, and what it confirmed or invalidated itself.
+-- mneme.history's chain comes from a recursive read on one server and a
+-- walk a step at a time on Citus; the rows from here on both.
+CREATE OR REPLACE FUNCTION mneme._history_rows(v_d int[], v_ids uuid[], v_rel text[])
+RETURNS TABLE (depth int, relation text, memory_id uuid, status text, status_reason text, content text,
+               supersedes_id uuid, confidence_score real, source_type text, valid_until timestamptz,
+               created_at timestamptz)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    WITH chain AS (
+        SELECT c.d, c.id, c.rel FROM unnest(v_d, v_ids, v_rel) AS c(d, id, rel)
+    ), related AS (
+        SELECT c.d, x.id, 'confirmed_by' AS rel FROM chain c JOIN mneme.memories x ON x.confirms_id = c.id
+        UNION ALL
+        SELECT c.d, x.id, 'invalidated_by' FROM chain c JOIN mneme.memories x ON x.invalidates_id = c.id
+        UNION ALL
+        SELECT c.d, m.confirms_id, 'confirms' FROM chain c JOIN mneme.memories m ON m.id = c.id WHERE m.confirms_id IS NOT NULL
+        UNION ALL
+        SELECT c.d, m.invalidates_id, 'invalidates' FROM chain c JOIN mneme.memories m ON m.id = c.id WHERE m.invalidates_id IS NOT NULL
+    ), lineage AS (
+        SELECT * FROM chain UNION SELECT * FROM related
+    )
+    SELECT l.d, l.rel, x.id, x.status, x.status_reason, x.content, x.supersedes_id, x.confidence_score, x.source_type,
+           x.valid_until, x.created_at
+    FROM lineage l JOIN mneme.memories x ON x.id = l.id
+    ORDER BY l.d, CASE l.rel WHEN 'self' THEN 0 WHEN 'replaced' THEN 0 WHEN 'replaced_by' THEN 0 ELSE 1 END, x.created_at, x.id;
+END
+$$;
+COMMENT ON FUNCTION mneme._history_rows(int[], uuid[], text[]) IS
+    'Internal: mneme.history''s rows for a supersedes chain given as depths, ids and relations.';
+
 -- mneme.history on Citus, which refuses a recursive CTE over a distributed
 -- table without a filter on the conversation ("recursive CTEs are only
 -- supported when they contain a filter on the distribution column"): a
@@ -464,24 +501,7 @@ BEGIN
         v_ids := v_ids || v_front;
         v_rel := v_rel || array_fill('replaced_by'::text, ARRAY[cardinality(v_front)]);
     END LOOP;
-    RETURN QUERY
-    WITH chain AS (
-        SELECT c.d, c.id, c.rel FROM unnest(v_d, v_ids, v_rel) AS c(d, id, rel)
-    ), related AS (
-        SELECT c.d, x.id, 'confirmed_by' AS rel FROM chain c JOIN mneme.memories x ON x.confirms_id = c.id
-        UNION ALL
-        SELECT c.d, x.id, 'invalidated_by' FROM chain c JOIN mneme.memories x ON x.invalidates_id = c.id
-        UNION ALL
-        SELECT c.d, m.confirms_id, 'confirms' FROM chain c JOIN mneme.memories m ON m.id = c.id WHERE m.confirms_id IS NOT NULL
-        UNION ALL
-        SELECT c.d, m.invalidates_id, 'invalidates' FROM chain c JOIN mneme.memories m ON m.id = c.id WHERE m.invalidates_id IS NOT NULL
-    ), lineage AS (
-        SELECT * FROM chain UNION SELECT * FROM related
-    )
-    SELECT l.d, l.rel, x.id, x.status, x.status_reason, x.content, x.supersedes_id, x.confidence_score, x.source_type,
-           x.valid_until, x.created_at
-    FROM lineage l JOIN mneme.memories x ON x.id = l.id
-    ORDER BY l.d, CASE l.rel WHEN 'self' THEN 0 WHEN 'replaced' THEN 0 WHEN 'replaced_by' THEN 0 ELSE 1 END, x.created_at, x.id;
+    RETURN QUERY SELECT * FROM mneme._history_rows(v_d, v_ids, v_rel);
 END
 $$;
 COMMENT ON FUNCTION mneme._history_distributed(uuid) IS
@@ -495,6 +515,10 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
+DECLARE
+    v_d   int[];
+    v_ids uuid[];
+    v_rel text[];
 BEGIN
     IF history.id IS NULL THEN
         RAISE EXCEPTION 'memory_id must not be NULL' USING ERRCODE = '22004';
@@ -507,9 +531,8 @@ BEGIN
         RETURN;
     END IF;
     -- The supersedes chain both ways (depth < 0 what it replaced, > 0 what
-    -- replaced it), then beside each link of it the rows that confirmed it
-    -- (merged), invalidated it, and what it confirmed or invalidated itself.
-    RETURN QUERY
+    -- replaced it); _history_rows adds what stands beside each link.
+    SELECT array_agg(c.d), array_agg(c.id), array_agg(c.rel) INTO v_d, v_ids, v_rel FROM (
     WITH RECURSIVE older AS (
         SELECT 0 AS d, m.id, m.supersedes_id FROM mneme.memories m WHERE m.id = history.id
         UNION ALL
@@ -520,25 +543,11 @@ BEGIN
         UNION ALL
         SELECT n.d + 1, m.id FROM newer n JOIN mneme.memories m ON m.supersedes_id = n.id
         WHERE n.d < 1000
-    ), chain AS (
-        SELECT o.d, o.id, CASE WHEN o.d = 0 THEN 'self' ELSE 'replaced' END AS rel FROM older o
-        UNION
-        SELECT n.d, n.id, CASE WHEN n.d = 0 THEN 'self' ELSE 'replaced_by' END FROM newer n
-    ), related AS (
-        SELECT c.d, x.id, 'confirmed_by' AS rel FROM chain c JOIN mneme.memories x ON x.confirms_id = c.id
-        UNION ALL
-        SELECT c.d, x.id, 'invalidated_by' FROM chain c JOIN mneme.memories x ON x.invalidates_id = c.id
-        UNION ALL
-        SELECT c.d, m.confirms_id, 'confirms' FROM chain c JOIN mneme.memories m ON m.id = c.id WHERE m.confirms_id IS NOT NULL
-        UNION ALL
-        SELECT c.d, m.invalidates_id, 'invalidates' FROM chain c JOIN mneme.memories m ON m.id = c.id WHERE m.invalidates_id IS NOT NULL
-    ), lineage AS (
-        SELECT * FROM chain UNION SELECT * FROM related
     )
-    SELECT l.d, l.rel, x.id, x.status, x.status_reason, x.content, x.supersedes_id, x.confidence_score, x.source_type,
-           x.valid_until, x.created_at
-    FROM lineage l JOIN mneme.memories x ON x.id = l.id
-    ORDER BY l.d, CASE l.rel WHEN 'self' THEN 0 WHEN 'replaced' THEN 0 WHEN 'replaced_by' THEN 0 ELSE 1 END, x.created_at, x.id;
+    SELECT o.d, o.id, CASE WHEN o.d = 0 THEN 'self' ELSE 'replaced' END AS rel FROM older o
+    UNION
+    SELECT n.d, n.id, CASE WHEN n.d = 0 THEN 'self' ELSE 'replaced_by' END FROM newer n) c;
+    RETURN QUERY SELECT * FROM mneme._history_rows(v_d, v_ids, v_rel);
 END
 $$;
 COMMENT ON FUNCTION mneme.history(uuid) IS
