@@ -310,3 +310,33 @@ COMMENT ON FUNCTION mneme.enqueue_job(text, uuid, jsonb, text, timestamptz) IS
     'Inserts a pending job in the caller''s transaction and NOTIFYs mneme_jobs at commit. '
     'A pending duplicate (same dedupe_key, or a second segment job for a conversation) is not inserted; '
     'its id is returned instead.';
+
+-- The functions of schema mneme that name a table matching table_re, by
+-- themselves or through the mneme functions they call (by name, as
+-- mneme.f(...)). For sql/950-citus.sql, which changes those on Citus.
+CREATE OR REPLACE FUNCTION mneme._functions_reaching(table_re text)
+RETURNS oid[]
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_reached oid[];
+    v_more    oid[];
+BEGIN
+    v_reached := ARRAY(
+        SELECT p.oid FROM pg_catalog.pg_proc p
+         WHERE p.pronamespace = 'mneme'::regnamespace AND p.prosrc ~ _functions_reaching.table_re);
+    LOOP
+        v_more := ARRAY(
+            SELECT DISTINCT p.oid FROM pg_catalog.pg_proc p,
+                   regexp_matches(p.prosrc, 'mneme\.([a-z_0-9]+)\s*\(', 'g') AS m(name)
+              JOIN pg_catalog.pg_proc q ON q.proname = m.name[1] AND q.pronamespace = 'mneme'::regnamespace
+             WHERE p.pronamespace = 'mneme'::regnamespace AND q.oid = ANY (v_reached) AND NOT p.oid = ANY (v_reached));
+        EXIT WHEN cardinality(v_more) = 0;
+        v_reached := v_reached || v_more;
+    END LOOP;
+    RETURN v_reached;
+END
+$$;
+COMMENT ON FUNCTION mneme._functions_reaching(text) IS
+    'Internal: the mneme functions that reach a table matching table_re, directly or through the mneme functions they call.';

@@ -304,18 +304,7 @@ $new$),
     SELECT 'mneme\.(' || string_agg(c.relname, '|') || ')\M' INTO v_table_re
       FROM pg_dist_partition p JOIN pg_catalog.pg_class c ON c.oid = p.logicalrelid
      WHERE c.relnamespace = 'mneme'::regnamespace AND p.partmethod = 'h';
-    v_reached := ARRAY(
-        SELECT p.oid FROM pg_catalog.pg_proc p
-         WHERE p.pronamespace = 'mneme'::regnamespace AND p.prosrc ~ v_table_re);
-    LOOP
-        v_more := ARRAY(
-            SELECT DISTINCT p.oid FROM pg_catalog.pg_proc p,
-                   regexp_matches(p.prosrc, 'mneme\.([a-z_0-9]+)\s*\(', 'g') AS m(name)
-              JOIN pg_catalog.pg_proc q ON q.proname = m.name[1] AND q.pronamespace = 'mneme'::regnamespace
-             WHERE p.pronamespace = 'mneme'::regnamespace AND q.oid = ANY (v_reached) AND NOT p.oid = ANY (v_reached));
-        EXIT WHEN cardinality(v_more) = 0;
-        v_reached := v_reached || v_more;
-    END LOOP;
+    v_reached := mneme._functions_reaching(v_table_re);
     FOR f IN
         SELECT p.oid, p.prosrc, p.proname, p.proretset, p.prorettype, l.lanname,
                (SELECT a.n FROM unnest(p.proargnames) WITH ORDINALITY AS a(name, n)
@@ -367,18 +356,7 @@ $new$),
     SELECT 'mneme\.(' || string_agg(c.relname, '|') || ')\M' INTO v_table_re
       FROM pg_dist_partition p JOIN pg_catalog.pg_class c ON c.oid = p.logicalrelid
      WHERE c.relnamespace = 'mneme'::regnamespace;
-    v_reached := ARRAY(
-        SELECT p.oid FROM pg_catalog.pg_proc p
-         WHERE p.pronamespace = 'mneme'::regnamespace AND p.prosrc ~ v_table_re);
-    LOOP
-        v_more := ARRAY(
-            SELECT DISTINCT p.oid FROM pg_catalog.pg_proc p,
-                   regexp_matches(p.prosrc, 'mneme\.([a-z_0-9]+)\s*\(', 'g') AS m(name)
-              JOIN pg_catalog.pg_proc q ON q.proname = m.name[1] AND q.pronamespace = 'mneme'::regnamespace
-             WHERE p.pronamespace = 'mneme'::regnamespace AND q.oid = ANY (v_reached) AND NOT p.oid = ANY (v_reached));
-        EXIT WHEN cardinality(v_more) = 0;
-        v_reached := v_reached || v_more;
-    END LOOP;
+    v_reached := mneme._functions_reaching(v_table_re);
     FOR f IN
         SELECT p.oid FROM pg_catalog.pg_proc p
          WHERE p.oid = ANY (v_reached) AND p.prokind = 'f'
