@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,6 +52,29 @@ func fakeModel(req openai.ChatCompletionRequest) llmtest.Reply {
 	return llmtest.Reply{Content: string(b)}
 }
 
+// testLog writes the daemon's log to the test's (shown when it fails) until
+// the test ends.
+type testLog struct {
+	t    *testing.T
+	mu   sync.Mutex
+	done bool
+}
+
+func newTestLog(t *testing.T) *testLog {
+	l := &testLog{t: t}
+	t.Cleanup(func() { l.mu.Lock(); l.done = true; l.mu.Unlock() })
+	return l
+}
+
+func (l *testLog) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.done {
+		l.t.Log(strings.TrimRight(string(b), "\n"))
+	}
+	return len(b), nil
+}
+
 // TestServePipelines runs the design's example (a Rust conversation) against the daemon as `mneme
 // run` starts it (notify transport, the pipelines registered), messages
 // arriving while it works: with the fake LLM and offline. The sidecar
@@ -73,7 +97,7 @@ func TestServePipelines(t *testing.T) {
 				srv.Default(fakeModel)
 				cfg.LLM = config.Endpoint{BaseURL: srv.URL(), Model: "fake", APIKey: "k"}
 			}
-			log := slog.New(slog.DiscardHandler)
+			log := slog.New(slog.NewTextHandler(newTestLog(t), &slog.HandlerOptions{Level: slog.LevelDebug}))
 			d, err := daemon.New(ctx, cfg, worker, log)
 			require.NoError(t, err)
 			runCtx, cancel := context.WithCancel(ctx)

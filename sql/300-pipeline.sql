@@ -8,15 +8,32 @@
 -- -----------------------------------------------------------------------------
 -- Segmentation
 -- -----------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION mneme.queued_messages(conversation_id uuid, through_id bigint DEFAULT NULL)
+-- before_gap (a check job's read): only the messages before the first gap
+-- among them (segment_gap_seconds, add_message's rule). The message after a
+-- gap starts the next episode and has a forced cut of its own; a check that
+-- read it would judge the boundary at the gap by topic, and could cut
+-- elsewhere first, leaving the gap's cut with a scrap or nothing.
+CREATE OR REPLACE FUNCTION mneme.queued_messages(conversation_id uuid, through_id bigint DEFAULT NULL,
+                                                 before_gap boolean DEFAULT false)
 RETURNS TABLE (id bigint, role text, content text, created_at timestamptz)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
+DECLARE
+    v_gap_id bigint;
 BEGIN
     IF queued_messages.conversation_id IS NULL THEN
         RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF queued_messages.before_gap THEN
+        SELECT min(x.id) INTO v_gap_id FROM (
+            SELECT m.id, m.created_at - lag(m.created_at) OVER (ORDER BY m.id) AS since_prev
+            FROM mneme.messages m
+            WHERE m.conversation_id = queued_messages.conversation_id
+              AND m.consumed_at IS NULL
+              AND (queued_messages.through_id IS NULL OR m.id <= queued_messages.through_id)) x
+        WHERE x.since_prev > make_interval(secs => mneme.setting('segment_gap_seconds')::float8);
     END IF;
     RETURN QUERY
     SELECT m.id, m.role, m.content, m.created_at
@@ -24,11 +41,13 @@ BEGIN
     WHERE m.conversation_id = queued_messages.conversation_id
       AND m.consumed_at IS NULL
       AND (queued_messages.through_id IS NULL OR m.id <= queued_messages.through_id)
+      AND (v_gap_id IS NULL OR m.id < v_gap_id)
     ORDER BY m.id;
 END
 $$;
-COMMENT ON FUNCTION mneme.queued_messages(uuid, bigint) IS
-    'The conversation''s queued (unsegmented) messages in order, up to and including through_id when given.';
+COMMENT ON FUNCTION mneme.queued_messages(uuid, bigint, boolean) IS
+    'The conversation''s queued (unsegmented) messages in order, up to and including through_id when given; '
+    'with before_gap, only those before the first gap longer than segment_gap_seconds among them.';
 
 CREATE OR REPLACE FUNCTION mneme.lock_queued(conversation_id uuid, message_ids bigint[])
 RETURNS boolean

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -447,6 +448,79 @@ func TestPipelineSegmentRace(t *testing.T) {
 	require.Equal(t, []int64{1, 2, 3, 4, 5, 6}, mems[0].SourceIDs)
 	require.Equal(t, 6, e.count(`SELECT count(*) FROM mneme.messages WHERE memory_id = $1`, mems[0].ID))
 	require.Equal(t, 1, e.count(`SELECT count(*) FROM mneme.jobs WHERE kind = 'review'`), "pending reviews handed over once")
+}
+
+// A check reads only the messages before the first gap: the message after
+// a gap starts the next episode and has a forced cut of its own, so a check
+// running beside that cut never judges (or cuts) across the gap.
+func TestPipelineCheckStopsAtGap(t *testing.T) {
+	t.Parallel()
+	e := newPipelineEnv(t, true)
+	var seen []string
+	var mu sync.Mutex
+	e.srv.Default(func(req openai.ChatCompletionRequest) llmtest.Reply {
+		mu.Lock()
+		seen = append(seen, req.Messages[1].Content)
+		mu.Unlock()
+		b, _ := json.Marshal(map[string]any{"action": "skip", "summary": "", "surprise": 0.1, "label": "general", "pinned": false, "facts": []any{}})
+		return llmtest.Reply{Content: string(b)}
+	})
+	e.session(day1, weatherSession)
+	e.session(day1.Add(2*time.Hour), rustSession[:2])
+	ctx := context.Background()
+	var queued, beforeGap int
+	require.NoError(t, e.db.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM mneme.queued_messages($1)),
+		(SELECT count(*) FROM mneme.queued_messages($1, NULL, true))`, e.conv).Scan(&queued, &beforeGap))
+	require.Equal(t, 8, queued)
+	require.Equal(t, 6, beforeGap, "the gap is before the first Rust message")
+
+	job := jobs.Job{ID: 300, Kind: "segment", ConversationID: uuid.NullUUID{UUID: e.conv, Valid: true},
+		Payload: []byte(`{"reason":"check","check":true,"through_message_id":8,"trigger_message_id":8}`), Attempts: 1}
+	require.NoError(t, e.p.Segment(ctx, jobs.Inline(e.db.Pool), job))
+	require.Len(t, seen, 1)
+	require.Contains(t, seen[0], "Wannsee")
+	require.NotContains(t, seen[0], "Rust", "the check read past the gap")
+	require.Empty(t, e.memories())
+}
+
+// A forced cut whose messages another segmentation partly consumed while it
+// decided reads the queue again and still cuts at its boundary: the rest of
+// the episode before the gap is stored, not left queued to be merged into
+// the next one.
+func TestPipelineForcedCutReadsAgainAfterConcurrentCut(t *testing.T) {
+	t.Parallel()
+	e := newPipelineEnv(t, true)
+	ctx := context.Background()
+	var calls atomic.Int32
+	e.srv.Default(func(req openai.ChatCompletionRequest) llmtest.Reply {
+		if calls.Add(1) == 1 {
+			// Another segmentation cuts the first three messages while this
+			// job's model call is in flight.
+			_, err := e.db.Pool.Exec(ctx, `SELECT mneme.create_episode($1,
+				ARRAY(SELECT id FROM mneme.queued_messages($1) ORDER BY id LIMIT 3),
+				'content', 'summary', NULL, 0.5, 'general', false, 3, 5)`, e.conv)
+			if err != nil {
+				t.Error(err)
+			}
+		}
+		return segmentReply("Weather and a bike ride.", "general")
+	})
+	e.session(day1, weatherSession)
+	late := e.say(day1.Add(2*time.Hour).Format(time.RFC3339), "user", "I want to learn Rust this year.")
+	var through int64
+	require.NoError(t, e.db.Pool.QueryRow(ctx, `SELECT max(id) FROM mneme.messages WHERE id < $1`, late).Scan(&through))
+	job := jobs.Job{ID: 301, Kind: "segment", ConversationID: uuid.NullUUID{UUID: e.conv, Valid: true},
+		Payload: []byte(fmt.Sprintf(`{"reason":"gap","check":false,"through_message_id":%d,"trigger_message_id":%d}`, through, late)), Attempts: 1}
+	require.NoError(t, e.p.Segment(ctx, jobs.Inline(e.db.Pool), job))
+	require.EqualValues(t, 2, calls.Load(), "the forced cut decided again on what was left")
+	mems := e.memories()
+	require.Len(t, mems, 2)
+	require.Len(t, mems[0].SourceIDs, 3)
+	require.Len(t, mems[1].SourceIDs, 3, "the rest of the episode before the gap")
+	require.Equal(t, through, mems[1].SourceIDs[2])
+	var queued []int64
+	require.NoError(t, e.db.Pool.QueryRow(ctx, `SELECT array_agg(id) FROM mneme.queued_messages($1)`, e.conv).Scan(&queued))
+	require.Equal(t, []int64{late}, queued, "only the late message is still queued")
 }
 
 // Many offline segmentations racing over a long conversation: every

@@ -114,6 +114,40 @@ func TestDrainRunsEverythingOnce(t *testing.T) {
 	require.Equal(t, map[string]int{"done": 55}, states(t, db))
 }
 
+// A handler whose Commit's fn fails (rolled back) may read again and Commit
+// again in the same run; a Commit after one that completed the job is
+// refused and changes nothing.
+func TestCommitAgainOnlyAfterRollback(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	enqueue(t, db, "k", 1)
+	errRead := errors.New("read again")
+	var second, third error
+	r := jobs.NewRunner(db.Pool, fastOpts())
+	r.Register("k", func(ctx context.Context, st jobs.Store, job jobs.Job) error {
+		err := st.Commit(ctx, func(tx pgx.Tx) error {
+			if err := insertEffect(ctx, tx, job, "rolled back"); err != nil {
+				return err
+			}
+			return errRead
+		})
+		if !errors.Is(err, errRead) {
+			return fmt.Errorf("first commit: %v", err)
+		}
+		second = st.Commit(ctx, func(tx pgx.Tx) error { return insertEffect(ctx, tx, job, "w") })
+		third = st.Commit(ctx, func(tx pgx.Tx) error { return insertEffect(ctx, tx, job, "again") })
+		return nil
+	})
+	require.NoError(t, r.Drain(context.Background()))
+	require.NoError(t, second)
+	require.ErrorContains(t, third, "already committed")
+	requireExactlyOnce(t, db, 1)
+	var worker string
+	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT worker FROM effects`).Scan(&worker))
+	require.Equal(t, "w", worker)
+	require.Equal(t, map[string]int{"done": 1}, states(t, db))
+}
+
 func TestRunnerRetriesThenFails(t *testing.T) {
 	t.Parallel()
 	db := newDB(t)

@@ -22,7 +22,9 @@ type Querier interface {
 type Store interface {
 	Querier
 	// Commit runs fn in one transaction that also completes the job, and
-	// commits. It may be called once per job.
+	// commits. It may be called once per job, and again only after a call
+	// whose fn returned an error (that transaction was rolled back: a
+	// handler may read again and decide again).
 	Commit(ctx context.Context, fn func(tx pgx.Tx) error) error
 }
 
@@ -36,7 +38,8 @@ type beginner interface {
 // the commit: the effect was rolled back and the job's new holder decides.
 var errLeaseLost = errors.New("job lease lost before commit")
 
-// errCommitted guards against a second Commit of one job.
+// errCommitted guards against a second Commit of one job after one that
+// went past its fn.
 var errCommitted = errors.New("job already committed")
 
 // runStore is the runner's Store for one claimed job.
@@ -47,6 +50,7 @@ type runStore struct {
 	attempt int
 	done    bool // Commit succeeded
 	tried   bool // Commit was called
+	final   bool // a Commit went past its fn (completing the job, or failing to)
 }
 
 func (s *runStore) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
@@ -62,7 +66,7 @@ func (s *runStore) QueryRow(ctx context.Context, sql string, args ...any) pgx.Ro
 }
 
 func (s *runStore) Commit(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	if s.tried {
+	if s.final {
 		return fmt.Errorf("commit job %d: %w", s.id, errCommitted)
 	}
 	s.tried = true
@@ -74,6 +78,7 @@ func (s *runStore) Commit(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	if err := fn(tx); err != nil {
 		return err
 	}
+	s.final = true
 	ok, err := complete(ctx, tx, s.id, s.worker, s.attempt)
 	if err != nil {
 		return err

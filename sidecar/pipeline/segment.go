@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -58,12 +59,13 @@ type priorMemory struct {
 // Segment is the handler of kind "segment".
 //
 // It reads the queued messages through the payload's through_message_id
-// (for a check, every queued message: enqueue_segment leaves a pending check
-// alone, so writers never lock it) and the conversation's recent memories, lets the
+// (for a check, every queued message before the first gap: enqueue_segment
+// leaves a pending check alone, so writers never lock it, and the message
+// after a gap has a forced cut of its own) and the conversation's recent memories, lets the
 // segmenter decide and the embedder embed, all with no transaction open.
 // Then, in one short transaction, it locks the conversation's queue: if any
-// message it read was consumed meanwhile, another segmentation ran first and
-// this job does nothing. Otherwise it takes the pending reviews (on every
+// message it read was consumed meanwhile, another segmentation ran first: a
+// check does nothing, a forced cut rolls back and reads again. Otherwise it takes the pending reviews (on every
 // path, create or skip) and enqueues a review job for them, inserts the
 // episodes and drains exactly their messages, and completes the job.
 func (p *Pipelines) Segment(ctx context.Context, db jobs.Store, job jobs.Job) error {
@@ -84,15 +86,41 @@ func (p *Pipelines) Segment(ctx context.Context, db jobs.Store, job jobs.Job) er
 		return err
 	}
 	log := p.log.With("job", job.ID, "conversation", conv, "reason", pl.Reason)
+	// A check whose messages another segmentation consumed first has
+	// nothing left to decide: the next message checks again. A forced cut
+	// is owed to its boundary: it reads what is still queued through it and
+	// decides again.
+	for attempt := 1; ; attempt++ {
+		consumed, err := p.segmentOnce(ctx, db, job, conv, pl, set, log)
+		if err != nil || !consumed || !forced {
+			return err
+		}
+		if attempt == segmentAttempts {
+			return fmt.Errorf("segment job %d: other segmentations consumed its messages %d times in a row; retrying later", job.ID, attempt)
+		}
+		log.Info("segment: the queue changed under the forced cut (another segmentation consumed some of its messages); reading it again")
+	}
+}
 
+// segmentAttempts is how many times a forced cut reads the queue again in
+// one run when other segmentations keep consuming its messages first.
+const segmentAttempts = 5
+
+// segmentOnce reads, decides and writes once. consumed reports that
+// another segmentation consumed some of the messages a forced cut read
+// before it could lock the queue: nothing was written and the job is not
+// complete (its Commit rolled back), so the caller reads again.
+func (p *Pipelines) segmentOnce(ctx context.Context, db jobs.Store, job jobs.Job, conv uuid.UUID, pl segmentPayload,
+	set settings, log *slog.Logger) (consumed bool, err error) {
+	forced := !pl.Check
 	// Reads, no transaction open.
 	through := pl.ThroughMessageID
 	if pl.Check {
-		through = nil // a check segments everything queued when it runs
+		through = nil // a check segments everything queued when it runs, up to a gap
 	}
-	msgs, err := queuedMessages(ctx, db, conv, through)
+	msgs, err := queuedMessages(ctx, db, conv, through, pl.Check)
 	if err != nil {
-		return err
+		return false, err
 	}
 	var eps []episode
 	var embs [][]float32
@@ -100,23 +128,23 @@ func (p *Pipelines) Segment(ctx context.Context, db jobs.Store, job jobs.Job) er
 	if len(msgs) > 0 {
 		prior, err := priorMemories(ctx, db, conv, max(heuristicPrior, llmPrior))
 		if err != nil {
-			return err
+			return false, err
 		}
 		// Decide: the segmenter, then the embedder (model calls).
 		in := segmentInput{Conversation: conv, Messages: msgs, Forced: forced, Prior: prior, Settings: set}
 		if _, ok := p.segmenter.(llmSegmenter); ok {
 			if in.Labels, err = labelVocabulary(ctx, db); err != nil {
-				return err
+				return false, err
 			}
 		}
 		if eps, err = p.segmenter.Segment(ctx, in); err != nil {
-			return fmt.Errorf("segment job %d: %w", job.ID, err)
+			return false, fmt.Errorf("segment job %d: %w", job.ID, err)
 		}
 		if err := extractiveSummaries(ctx, db, conv, eps); err != nil {
-			return fmt.Errorf("segment job %d: %w", job.ID, err)
+			return false, fmt.Errorf("segment job %d: %w", job.ID, err)
 		}
 		if embs, msgEmbs, err = p.embedEpisodes(ctx, eps, set); err != nil {
-			return fmt.Errorf("segment job %d: %w", job.ID, err)
+			return false, fmt.Errorf("segment job %d: %w", job.ID, err)
 		}
 		p.findFacts(eps, set, log)
 	}
@@ -126,13 +154,16 @@ func (p *Pipelines) Segment(ctx context.Context, db jobs.Store, job jobs.Job) er
 	for i, m := range msgs {
 		ids[i] = m.ID
 	}
-	return db.Commit(ctx, func(tx pgx.Tx) error {
+	err = db.Commit(ctx, func(tx pgx.Tx) error {
 		var unchanged bool
 		if err := tx.QueryRow(ctx, `SELECT mneme.lock_queued($1, $2)`, conv, ids).Scan(&unchanged); err != nil {
 			return fmt.Errorf("segment job %d: lock queue: %w", job.ID, err)
 		}
 		if !unchanged {
-			log.Info("segment: the queue changed under the job (another segmentation consumed its messages); nothing to do")
+			if forced {
+				return errQueueChanged // rolled back: the job reads again
+			}
+			log.Info("segment: the queue changed under the check (another segmentation consumed its messages); nothing to do")
 			return nil
 		}
 		if err := p.handOverReviews(ctx, tx, conv, msgs, log); err != nil {
@@ -165,7 +196,15 @@ func (p *Pipelines) Segment(ctx context.Context, db jobs.Store, job jobs.Job) er
 		}
 		return nil
 	})
+	if errors.Is(err, errQueueChanged) {
+		return true, nil
+	}
+	return false, err
 }
+
+// errQueueChanged rolls back a forced cut's transaction when another
+// segmentation consumed some of the messages it read.
+var errQueueChanged = errors.New("the queue changed under the forced cut")
 
 // labelVocabulary reads the labels and their meanings from SQL, the one
 // definition of the vocabulary.
@@ -449,8 +488,8 @@ func (p *Pipelines) handOverReviews(ctx context.Context, tx pgx.Tx, conv uuid.UU
 	return nil
 }
 
-func queuedMessages(ctx context.Context, db jobs.Querier, conv uuid.UUID, through *int64) ([]message, error) {
-	rows, err := db.Query(ctx, `SELECT id, role, content, created_at FROM mneme.queued_messages($1, $2)`, conv, through)
+func queuedMessages(ctx context.Context, db jobs.Querier, conv uuid.UUID, through *int64, beforeGap bool) ([]message, error) {
+	rows, err := db.Query(ctx, `SELECT id, role, content, created_at FROM mneme.queued_messages($1, $2, $3)`, conv, through, beforeGap)
 	if err != nil {
 		return nil, fmt.Errorf("read queued messages: %w", err)
 	}
