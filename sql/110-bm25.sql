@@ -267,8 +267,18 @@ BEGIN
     LOCK TABLE mneme.memories IN SHARE MODE;  -- no writes while the statistics are rebuilt
     IF mneme._is_worker() THEN
         -- The sidecar's role (or a superuser) sees every tenant's memories:
-        -- everything is rebuilt.
-        TRUNCATE mneme.bm25_postings, mneme.bm25_docs, mneme.bm25_terms, mneme.bm25_stats;
+        -- everything is rebuilt. On Citus by DELETE: a TRUNCATE is DDL on
+        -- the shards, which Citus refuses in a transaction that has read
+        -- them over several connections (a check that compares before and
+        -- after in one transaction).
+        IF mneme._distributed('mneme.bm25_postings') THEN
+            DELETE FROM mneme.bm25_postings;
+            DELETE FROM mneme.bm25_docs;
+            DELETE FROM mneme.bm25_terms;
+            DELETE FROM mneme.bm25_stats;
+        ELSE
+            TRUNCATE mneme.bm25_postings, mneme.bm25_docs, mneme.bm25_terms, mneme.bm25_stats;
+        END IF;
         SELECT array_agg(id) INTO v_ids FROM mneme.memories WHERE status = 'active';
     ELSE
         -- Anyone else sees one tenant (row security): only its
@@ -467,11 +477,16 @@ BEGIN
     ), lookups AS MATERIALIZED (
         SELECT coalesce((SELECT th.skips FROM th), false) AND (SELECT count(*) FROM cand) * 4 <= v_dfs[v_last] AS yes
     ), scored AS (
-        SELECT cand.id, round((cand.ps + coalesce((
-                   SELECT sum(v_wts[v_last] * mneme._bm25_tf(p.tf, p.doclen, v_k1, v_b, v_avgdl))
-                   FROM unnest(v_ids) AS c(id), mneme.bm25_postings p
-                   WHERE p.conversation_id = c.id AND p.term = v_terms[v_last] AND p.memory_id = cand.id), 0)) * 1e9) / 1e9 AS score
-        FROM cand
+        -- (A join, not a subquery correlated with cand: Citus refuses those
+        -- when the FROM holds a CTE. The candidates as one array keep the
+        -- lookups by the whole key; an IN over cand let the planner read
+        -- every posting of the term.)
+        SELECT cand.id, round((cand.ps + coalesce(lp.s, 0)) * 1e9) / 1e9 AS score
+        FROM cand LEFT JOIN (
+            SELECT p.memory_id, sum(v_wts[v_last] * mneme._bm25_tf(p.tf, p.doclen, v_k1, v_b, v_avgdl)) AS s
+            FROM unnest(v_ids) AS c(id), mneme.bm25_postings p
+            WHERE p.conversation_id = c.id AND p.term = v_terms[v_last] AND p.memory_id = ANY (ARRAY(SELECT cand.id FROM cand))
+            GROUP BY p.memory_id) lp ON lp.memory_id = cand.id
         WHERE (SELECT l.yes FROM lookups l)
         UNION ALL
         SELECT coalesce(part.id, l.memory_id), round((coalesce(part.ps, 0) + coalesce(l.score, 0)) * 1e9) / 1e9

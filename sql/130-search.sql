@@ -80,9 +80,14 @@ BEGIN
     ), hist AS MATERIALIZED (
         -- Memories outside the BM25 statistics (no longer active) are
         -- tokenised here; active ones are read from their postings.
-        SELECT e.id, mneme.bm25_tsvector(mneme.memory_text(m.title, m.summary, m.content)) AS tsv
-        FROM e JOIN mneme.memories m ON m.id = e.id
-        WHERE NOT EXISTS (SELECT 1 FROM mneme.bm25_docs bd WHERE bd.memory_id = e.id)
+        -- (Read from memories with the conversation in both conditions:
+        -- Citus joins a distributed table to another only on that column.)
+        SELECT m.id, mneme.bm25_tsvector(mneme.memory_text(m.title, m.summary, m.content)) AS tsv
+        FROM mneme.memories m
+        WHERE m.conversation_id = ANY (_belief_candidates.conversation_ids)
+          AND m.id IN (SELECT e.id FROM e)
+          AND NOT EXISTS (SELECT 1 FROM mneme.bm25_docs bd
+                          WHERE bd.memory_id = m.id AND bd.conversation_id = m.conversation_id)
     ), d AS (
         SELECT bd.memory_id AS id, bd.doclen::float8 AS dl FROM mneme.bm25_docs bd WHERE bd.memory_id IN (SELECT e.id FROM e)
         UNION ALL

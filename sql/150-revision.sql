@@ -100,10 +100,14 @@ BEGIN
     -- job: at most extract_facts_max per episode (the facts drawn from its
     -- messages; without an episode, from the fact's own messages). The
     -- segment job keeps to the cap; this is the check no caller bypasses.
-    SELECT coalesce(e.source_message_ids, v_ids), coalesce(e.source_first_at, v_first) INTO v_scope, v_scope_first
-    FROM (SELECT 1) one
-    LEFT JOIN mneme.memories e ON e.id = add_fact.episode_id AND e.conversation_id = add_fact.conversation_id
-                              AND e.kind = 'episodic';
+    -- (A lookup, then the fallback: the same as an outer join of one row
+    -- to the episode, which under row security crashed the Citus 13.2.2
+    -- coordinator, signal 11.)
+    SELECT e.source_message_ids, e.source_first_at INTO v_scope, v_scope_first
+    FROM mneme.memories e
+    WHERE e.id = add_fact.episode_id AND e.conversation_id = add_fact.conversation_id AND e.kind = 'episodic';
+    v_scope := coalesce(v_scope, v_ids);
+    v_scope_first := coalesce(v_scope_first, v_first);
     v_max := mneme.setting('extract_facts_max')::int;
     SELECT count(*) INTO v_n FROM mneme.memories f
     WHERE f.conversation_id = add_fact.conversation_id AND f.created_at >= v_scope_first

@@ -230,11 +230,11 @@ BEGIN
       AND (($8 IS NULL AND $9 IS NULL)
            OR EXISTS (SELECT 1 FROM mneme.memories m WHERE m.id = p.memory_id$old$, $new$
     FROM unnest($2, $3) AS t(term, wt), (
-        SELECT p.memory_id, p.term, p.tf, p.doclen FROM mneme.bm25_postings p
+        SELECT p.conversation_id, p.memory_id, p.term, p.tf, p.doclen FROM mneme.bm25_postings p
         WHERE p.conversation_id = ANY ($1) AND p.term = ANY ($2)) p
     WHERE p.term = t.term AND ($7 IS NULL OR p.memory_id <> ALL ($7))
       AND (($8 IS NULL AND $9 IS NULL)
-           OR EXISTS (SELECT 1 FROM mneme.memories m WHERE m.id = p.memory_id AND m.conversation_id = ANY ($1)$new$),
+           OR EXISTS (SELECT 1 FROM mneme.memories m WHERE m.id = p.memory_id AND m.conversation_id = p.conversation_id$new$),
             ('mneme._bm25_search(uuid[], text, int, timestamptz, timestamptz)'::regprocedure,
              'the terms'' statistics', $old$
         FROM (SELECT DISTINCT u.term FROM unnest(tsvector_to_array(mneme.bm25_tsvector(_bm25_search.query))) AS u(term)) q,
@@ -245,6 +245,28 @@ BEGIN
         JOIN (SELECT t.term, t.df, t.max_tf, t.min_len_per_tf FROM mneme.bm25_terms t
               WHERE t.conversation_id = ANY (v_ids)
                 AND t.term = ANY (tsvector_to_array(mneme.bm25_tsvector(_bm25_search.query)))) bt ON bt.term = q.term$new$),
+            -- The expired memories' postings, counted per term in one
+            -- read (Citus refuses the subqueries correlated with the term).
+            ('mneme._bm25_search(uuid[], text, int, timestamptz, timestamptz)'::regprocedure,
+             'the expired memories'' df', $old$
+        SELECT d.term, d.max_tf, d.min_len, d.df - CASE
+                   WHEN v_expired IS NULL THEN 0
+                   WHEN cardinality(v_expired) < d.df THEN
+                       (SELECT count(*) FROM unnest(v_ids) AS c2(id), unnest(v_expired) AS e(id), LATERAL (
+                            SELECT 1 FROM mneme.bm25_postings p
+                            WHERE p.conversation_id = c2.id AND p.term = d.term AND p.memory_id = e.id LIMIT 1) hit)
+                   ELSE
+                       (SELECT count(*) FROM unnest(v_ids) AS c2(id), mneme.bm25_postings p
+                        WHERE p.conversation_id = c2.id AND p.term = d.term AND p.memory_id = ANY (v_expired))
+               END AS df
+        FROM d$old$, $new$
+        SELECT d.term, d.max_tf, d.min_len, d.df - coalesce(ex.n, 0) AS df
+        FROM d LEFT JOIN (
+            SELECT p.term, count(*) AS n FROM mneme.bm25_postings p
+            WHERE v_expired IS NOT NULL AND p.conversation_id = ANY (v_ids)
+              AND p.term = ANY (tsvector_to_array(mneme.bm25_tsvector(_bm25_search.query)))
+              AND p.memory_id = ANY (v_expired)
+            GROUP BY p.term) ex ON ex.term = d.term$new$),
             -- Reads by id name the conversation too, so they go to its
             -- shard only (on one server the primary key on the id is the
             -- plan, which no statistics can flip: a conversation filter

@@ -121,13 +121,32 @@ func TestBM25TopKSkipsAndIsExact(t *testing.T) {
 		require.NoError(t, err)
 	}
 	const call = `SELECT memory_id, score, rank FROM mneme._bm25_search(ARRAY[$1::uuid], $2, $3, $4, $5)`
+	// internal runs a call of the internal function. On Citus it runs as
+	// mneme's owner on the workers, whose row security shows the rows of
+	// the tenant an API call forwards (mneme._enter): entered as the API
+	// is, in a transaction.
+	internal := func(sql string, args ...any) []rankedHit {
+		t.Helper()
+		if !dbtest.OnCitus() {
+			rows, err := conn.Query(ctx, sql, args...)
+			return rankedHits(t, rows, err)
+		}
+		tx, err := conn.Begin(ctx)
+		require.NoError(t, err)
+		defer tx.Rollback(ctx) //nolint:errcheck
+		_, err = tx.Exec(ctx, `SELECT mneme._enter(NULL)`)
+		require.NoError(t, err)
+		rows, err := tx.Query(ctx, sql, args...)
+		return rankedHits(t, rows, err)
+	}
 	// BM25 from the postings of the live (unexpired) memories, by a query
 	// of its own: it shares with _bm25_search the tokeniser and the
 	// postings, not the statistics (N, df, lengths are counted here) nor the
 	// scoring.
 	const reference = `
 		WITH live AS MATERIALIZED (
-			SELECT d.memory_id, d.doclen, m.created_at FROM mneme.bm25_docs d JOIN mneme.memories m ON m.id = d.memory_id
+			SELECT d.memory_id, d.doclen, m.created_at FROM mneme.bm25_docs d
+			JOIN mneme.memories m ON m.conversation_id = d.conversation_id AND m.id = d.memory_id
 			WHERE d.conversation_id = $1 AND (m.valid_until IS NULL OR m.valid_until > now())
 		), st AS (SELECT count(*)::float8 AS n, avg(doclen)::float8 AS avgdl FROM live
 		), q AS (SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('english', $2))) AS term
@@ -188,34 +207,44 @@ func TestBM25TopKSkipsAndIsExact(t *testing.T) {
 	// among the speaker's postings, all of them): scoring every posting,
 	// skipping.
 	var readSkip, readAll int64
+	found := 0
 	for _, q := range queries {
 		named := strings.Contains(q.text, "Caroline") && q.k <= 10
 		setSkip(1 << 30)
 		before := postingsRead()
-		rows, err := conn.Query(ctx, call, conv, q.text, q.k, q.since, q.until)
-		all := rankedHits(t, rows, err)
+		all := internal(call, conv, q.text, q.k, q.since, q.until)
 		if named {
 			readAll += postingsRead() - before
 		}
 
 		setSkip(0)
 		before = postingsRead()
-		rows, err = conn.Query(ctx, call, conv, q.text, q.k, q.since, q.until)
-		skip := rankedHits(t, rows, err)
+		skip := internal(call, conv, q.text, q.k, q.since, q.until)
 		if named {
 			readSkip += postingsRead() - before
 		}
 
-		rows, err = conn.Query(ctx, reference, pgx.QueryExecModeExec, conv, q.text, q.k, q.since, q.until)
+		rows, err := conn.Query(ctx, reference, pgx.QueryExecModeExec, conv, q.text, q.k, q.since, q.until)
 		ref := rankedHits(t, rows, err)
 
 		// The two paths of _bm25_search: the very same list.
 		require.Equal(t, all, skip, "query %q, k %d, since %v, until %v", q.text, q.k, q.since, q.until)
 		require.NoError(t, sameTopK(ref, skip), "query %q, k %d, since %v, until %v", q.text, q.k, q.since, q.until)
-		require.NotEmpty(t, skip, "query %q", q.text)
+		if len(skip) > 0 {
+			found++
+		}
 	}
+	// Not vacuous: most queries find something (a query of rare words over
+	// a short time range may rightly find nothing).
+	require.Greater(t, found, len(queries)*9/10, "queries that found something")
 	t.Logf("postings read by the queries naming the speaker, k at most 10: %d scoring every posting, %d skipping", readAll, readSkip)
-	require.Less(t, readSkip, readAll/3, "skipping read %d postings, scoring every posting %d", readSkip, readAll)
+	if dbtest.OnCitus() {
+		// The postings are read on the workers; the coordinator's counters
+		// do not see them.
+		t.Log("on Citus: the postings read are not counted (the coordinator's statistics do not see the workers' reads)")
+	} else {
+		require.Less(t, readSkip, readAll/3, "skipping read %d postings, scoring every posting %d", readSkip, readAll)
+	}
 
 	// The bounds follow the memories: texts rewritten with more of a word
 	// (a larger tf, a shorter memory: each raises what a posting can add),
@@ -241,11 +270,9 @@ func TestBM25TopKSkipsAndIsExact(t *testing.T) {
 	const callBoth = `SELECT memory_id, score, rank FROM mneme._bm25_search(ARRAY[$1::uuid, $2::uuid], $3, $4, $5, $6)`
 	for _, q := range queries[:40] {
 		setSkip(1 << 30)
-		rows, err := conn.Query(ctx, callBoth, conv, conv2, q.text, q.k, q.since, q.until)
-		all := rankedHits(t, rows, err)
+		all := internal(callBoth, conv, conv2, q.text, q.k, q.since, q.until)
 		setSkip(0)
-		rows, err = conn.Query(ctx, callBoth, conv, conv2, q.text, q.k, q.since, q.until)
-		skip := rankedHits(t, rows, err)
+		skip := internal(callBoth, conv, conv2, q.text, q.k, q.since, q.until)
 		require.Equal(t, all, skip, "two conversations, query %q, k %d", q.text, q.k)
 	}
 
@@ -259,12 +286,10 @@ func TestBM25TopKSkipsAndIsExact(t *testing.T) {
 	require.Zero(t, broken, "terms whose bounds a posting exceeds")
 	for _, q := range queries[:40] {
 		setSkip(1 << 30)
-		rows, err := conn.Query(ctx, call, conv, q.text, q.k, q.since, q.until)
-		all := rankedHits(t, rows, err)
+		all := internal(call, conv, q.text, q.k, q.since, q.until)
 		setSkip(0)
-		rows, err = conn.Query(ctx, call, conv, q.text, q.k, q.since, q.until)
-		skip := rankedHits(t, rows, err)
-		rows, err = conn.Query(ctx, reference, pgx.QueryExecModeExec, conv, q.text, q.k, q.since, q.until)
+		skip := internal(call, conv, q.text, q.k, q.since, q.until)
+		rows, err := conn.Query(ctx, reference, pgx.QueryExecModeExec, conv, q.text, q.k, q.since, q.until)
 		ref := rankedHits(t, rows, err)
 		require.Equal(t, all, skip, "after the rewrites, query %q, k %d", q.text, q.k)
 		require.NoError(t, sameTopK(ref, skip), "after the rewrites, query %q, k %d", q.text, q.k)

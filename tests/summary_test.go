@@ -102,7 +102,7 @@ func TestSegmentedEpisodesGetExtractiveSummaries(t *testing.T) {
 	require.Positive(t, n)
 	require.Equal(t, n, e.count(`SELECT count(*) FROM mneme.memories m WHERE m.conversation_id = $1 AND m.kind = 'episodic'
 		AND m.summary IS NOT DISTINCT FROM mneme.extractive_summary(m.conversation_id,
-			ARRAY(SELECT msg.role FROM mneme.messages msg WHERE msg.id = ANY (m.source_message_ids) ORDER BY msg.id),
-			ARRAY(SELECT msg.content FROM mneme.messages msg WHERE msg.id = ANY (m.source_message_ids) ORDER BY msg.id))
+			ARRAY(SELECT msg.role FROM mneme.messages msg WHERE msg.conversation_id = m.conversation_id AND msg.id = ANY (m.source_message_ids) ORDER BY msg.id),
+			ARRAY(SELECT msg.content FROM mneme.messages msg WHERE msg.conversation_id = m.conversation_id AND msg.id = ANY (m.source_message_ids) ORDER BY msg.id))
 		AND m.summary IS NOT NULL`, e.conv), "every episode carries its extractive summary")
 }
