@@ -181,10 +181,13 @@ BEGIN
     -- that holds it (create_distributed_function, routed by its first
     -- argument), its statements there on local shards; with scope tenant or
     -- inside a transaction block Citus runs it on the coordinator instead.
+    -- retrieve and the context record their pending review in the
+    -- conversation's queue row, on the same worker: one round trip too.
     FOR r IN
         SELECT p.oid::regprocedure AS fn FROM pg_catalog.pg_proc p
          WHERE p.pronamespace = 'mneme'::regnamespace
-           AND p.proname IN ('search', 'bm25_search', 'vector_search', 'context_items')
+           AND p.proname IN ('search', 'bm25_search', 'vector_search', 'context_items',
+                             'retrieve', 'retrieve_markdown', 'context')
     LOOP
         PERFORM create_distributed_function(r.fn, '$1', colocate_with := 'mneme.memories');
     END LOOP;

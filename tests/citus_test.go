@@ -101,15 +101,20 @@ func TestMigrateCitusDistributes(t *testing.T) {
 	nconn, notices := noticeConn(t, url)
 	_, err = nconn.Exec(ctx, `SET client_min_messages = debug1`)
 	require.NoError(t, err)
-	for _, q := range []string{`SELECT mneme.search($1, 'where does the user live', 1)`, `SELECT mneme.context_items($1, 'where does the user live', 50)`} {
+	for _, q := range []string{`SELECT mneme.search($1, 'where does the user live', 1)`, `SELECT mneme.context_items($1, 'where does the user live', 50)`,
+		`SELECT mneme.retrieve($1, 'where does the user live', 1)`, `SELECT mneme.context($1, 'where does the user live', 50)`} {
 		*notices = nil
 		var record string
 		require.NoError(t, nconn.QueryRow(ctx, q, pgx.QueryExecModeSimpleProtocol, conv).Scan(&record))
 		require.Contains(t, *notices, "pushing down the function call", q)
-		if strings.Contains(q, "search") {
+		if strings.Contains(q, "search") || strings.Contains(q, "retrieve") {
 			require.Contains(t, record, id.String())
 		}
 	}
+	// The delegated retrieve and context recorded their pending reviews.
+	var pending int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT jsonb_array_length(pending_reviews) FROM mneme.message_queue WHERE id = $1`, conv).Scan(&pending))
+	require.Equal(t, 2, pending, "retrieve and context, delegated, recorded their reviews")
 	var bm25Rank *int
 	var got uuid.UUID
 	require.NoError(t, conn.QueryRow(ctx, `SELECT memory_id, bm25_rank FROM mneme.search($1, 'where does the user live', 1)`, conv).
