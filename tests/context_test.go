@@ -13,6 +13,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mneme-memory/mneme/sidecar/dbtest"
 )
 
 // contextItem is one row of mneme.context_items.
@@ -217,6 +219,10 @@ func TestContextBadArguments(t *testing.T) {
 		args := append([]any{e.conv}, c.args...)
 		if !strings.Contains(c.q, "$1") {
 			args = nil
+			if dbtest.OnCitus() {
+				t.Logf("skipped on Citus: %s (a NULL distribution argument of a delegated call crashes the Citus 13.2.2 coordinator; docs/scale.md)", c.q)
+				continue
+			}
 		}
 		_, err := e.db.Pool.Exec(ctx, c.q, args...)
 		require.Error(t, err, c.q)

@@ -516,6 +516,10 @@ func TestRetrieveBadInput(t *testing.T) {
 		{"since after until", `SELECT * FROM mneme.retrieve($1, 'find', 5, NULL, $2, $3)`, []any{conv, now, now.Add(-time.Hour)}, "22023"},
 		{"markdown k", `SELECT mneme.retrieve_markdown($1, 'find', 0)`, []any{conv}, "22023"},
 	} {
+		if c.args == nil && dbtest.OnCitus() {
+			t.Logf("skipped on Citus: %s (a NULL distribution argument of a delegated call crashes the Citus 13.2.2 coordinator; docs/scale.md)", c.sql)
+			continue
+		}
 		_, err := db.Pool.Exec(ctx, c.sql, c.args...)
 		requireSQLState(t, err, c.state)
 	}
