@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mneme-memory/mneme/sidecar/config"
+	"github.com/mneme-memory/mneme/sidecar/daemon"
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
 	"github.com/mneme-memory/mneme/sidecar/embed"
 	"github.com/mneme-memory/mneme/sidecar/migrate"
@@ -595,4 +596,54 @@ func TestCitusTenants(t *testing.T) {
 			Scan(&caller, &tenant))
 		require.Equal(t, want, [2]string{caller, tenant})
 	}
+}
+
+// TestCitusNotifyTransport: the sidecar on the coordinator with the NOTIFY
+// transport and a sweep too slow to matter (an hour) segments a
+// conversation written through add_message and segment_now: the jobs are
+// enqueued by calls that run on the coordinator (add_message is not
+// delegated), so their NOTIFY reaches the sidecar's LISTEN there.
+func TestCitusNotifyTransport(t *testing.T) {
+	ctx := context.Background()
+	url, conn := citusDatabase(t)
+	_, err := migrate.Run(ctx, url, migrate.Options{Vector: "array", Citus: true})
+	require.NoError(t, err)
+	pool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+
+	cfg := config.Config{DatabaseURL: url, Events: config.EventsNotify, Concurrency: 2, PollEvery: time.Hour,
+		MaxAttempts: 5, JobLease: 30 * time.Second, LLMTimeout: 5 * time.Second, EmbedDim: config.DefaultEmbedDim}
+	d, err := daemon.New(ctx, cfg, pool, slog.New(slog.NewTextHandler(testWriter{t}, nil)))
+	require.NoError(t, err)
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- d.Serve(runCtx) }()
+	defer func() { cancel(); require.NoError(t, <-done) }()
+
+	// The sidecar listens (its listening session's last statement), and
+	// has swept once: from now on only a NOTIFY wakes it within the hour.
+	require.Eventually(t, func() bool {
+		var n int
+		_ = conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND query ILIKE 'listen %mneme_jobs%'`).Scan(&n)
+		return n > 0
+	}, 30*time.Second, 50*time.Millisecond, "the sidecar LISTENs on the coordinator")
+	time.Sleep(500 * time.Millisecond)
+
+	conv := uuid.New()
+	base := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	for i, l := range []string{"I keep bees on the roof of my building.", "How many hives do you have?",
+		"Three hives, and the honey is dark this year.", "Dark honey often comes from chestnut trees."} {
+		_, err := pool.Exec(ctx, `SELECT mneme.add_message($1, $2, $3, $4)`, conv, []string{"user", "assistant"}[i%2], l,
+			base.Add(time.Duration(i)*time.Minute))
+		require.NoError(t, err)
+	}
+	_, err = pool.Exec(ctx, `SELECT mneme.segment_now($1)`, conv)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		var n int
+		_ = conn.QueryRow(ctx, `SELECT count(*) FROM mneme.memories WHERE conversation_id = $1`, conv).Scan(&n)
+		return n == 1
+	}, 30*time.Second, 100*time.Millisecond, "segmented after the NOTIFY, long before the sweep")
 }
