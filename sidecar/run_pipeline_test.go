@@ -151,7 +151,8 @@ func TestServePipelines(t *testing.T) {
 
 			rows, err := db.Pool.Query(ctx, `
 				SELECT l.rating, l.stability_after > l.stability_before, m.content LIKE '%Rust%'
-				FROM mneme.review_log l JOIN mneme.memories m ON m.id = l.memory_id WHERE l.conversation_id = $1`, conv)
+				FROM mneme.review_log l JOIN mneme.memories m ON m.conversation_id = l.conversation_id AND m.id = l.memory_id
+				WHERE l.conversation_id = $1`, conv)
 			require.NoError(t, err)
 			defer rows.Close()
 			for rows.Next() {
