@@ -151,8 +151,11 @@ COMMENT ON FUNCTION mneme.claim_jobs(text, int, interval, int) IS
 -- claims running at once), then each candidate locked and claimed by a
 -- statement routed to its conversation's shard (FOR UPDATE SKIP LOCKED
 -- there, its state checked again). No hot spot: no row or table every
--- claim must lock. There is one tenant on Citus (mneme._check_single_tenant_citus),
--- so there is no turn to take between tenants.
+-- claim must lock. Oldest first across tenants: the turns the one-server
+-- claim takes between tenants (mneme.job_turns) are not taken here, since
+-- finding each tenant's oldest job is a read of every shard per tenant and
+-- recording a turn a write to a reference table (every node) per claim;
+-- one tenant's burst can delay the others' jobs on Citus (docs/scale.md).
 CREATE OR REPLACE FUNCTION mneme._claim_jobs_distributed(worker text, max_jobs int, lease interval, max_attempts int)
 RETURNS SETOF mneme.jobs
 LANGUAGE plpgsql
