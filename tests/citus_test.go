@@ -166,6 +166,19 @@ func citusDatabase(t *testing.T) (string, *pgx.Conn) {
 	return db.URL, conn
 }
 
+// citusMigrated is citusDatabase migrated with --citus, and a pool on it.
+func citusMigrated(t *testing.T) (string, *pgx.Conn, *pgxpool.Pool) {
+	t.Helper()
+	ctx := context.Background()
+	url, conn := citusDatabase(t)
+	_, err := migrate.Run(ctx, url, migrate.Options{Vector: "array", Citus: true})
+	require.NoError(t, err)
+	pool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return url, conn, pool
+}
+
 // TestMigrateCitusWithoutCitusFails: `mneme migrate --citus` on a database
 // without the citus extension says what is missing and changes nothing.
 func TestMigrateCitusWithoutCitusFails(t *testing.T) {
@@ -189,12 +202,8 @@ func TestMigrateCitusWithoutCitusFails(t *testing.T) {
 // memory by its id go to its shard.
 func TestCitusPipelineAndCallsByID(t *testing.T) {
 	ctx := context.Background()
-	url, conn := citusDatabase(t)
-	_, err := migrate.Run(ctx, url, migrate.Options{Vector: "array", Citus: true})
-	require.NoError(t, err)
-	pool, err := pgxpool.New(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	_, conn, pool := citusMigrated(t)
+	var err error
 
 	// Two conversations whose shards are on two different workers.
 	var convs []uuid.UUID
@@ -605,12 +614,7 @@ func TestCitusTenants(t *testing.T) {
 // delegated), so their NOTIFY reaches the sidecar's LISTEN there.
 func TestCitusNotifyTransport(t *testing.T) {
 	ctx := context.Background()
-	url, conn := citusDatabase(t)
-	_, err := migrate.Run(ctx, url, migrate.Options{Vector: "array", Citus: true})
-	require.NoError(t, err)
-	pool, err := pgxpool.New(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	url, conn, pool := citusMigrated(t)
 
 	cfg := config.Config{DatabaseURL: url, Events: config.EventsNotify, Concurrency: 2, PollEvery: time.Hour,
 		MaxAttempts: 5, JobLease: 30 * time.Second, LLMTimeout: 5 * time.Second, EmbedDim: config.DefaultEmbedDim}
