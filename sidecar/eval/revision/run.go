@@ -116,11 +116,18 @@ func runConversation(ctx context.Context, pool *pgxpool.Pool, jobs recall.Jobs, 
 	}
 	for i, id := range ids {
 		a := applied{id: id, action: None}
+		// Two reads, each naming the conversation (on Citus a join of the
+		// two tables by memory alone is refused).
 		var reason *string
-		err := pool.QueryRow(ctx, `SELECT m.status, e.reason FROM mneme.memories m
-			LEFT JOIN LATERAL (SELECT reason FROM mneme.memory_events e
-			                   WHERE e.memory_id = m.id AND e.event = 'revised' ORDER BY e.id DESC LIMIT 1) e ON true
-			WHERE m.id = $1`, id).Scan(&a.status, &reason)
+		var conv uuid.UUID
+		err := pool.QueryRow(ctx, `SELECT conversation_id, status FROM mneme.memories WHERE id = $1`, id).Scan(&conv, &a.status)
+		if err == nil {
+			err = pool.QueryRow(ctx, `SELECT reason FROM mneme.memory_events
+				WHERE conversation_id = $1 AND memory_id = $2 AND event = 'revised' ORDER BY id DESC LIMIT 1`, conv, id).Scan(&reason)
+			if errors.Is(err, pgx.ErrNoRows) {
+				err = nil
+			}
+		}
 		if err != nil {
 			return res, fmt.Errorf("read %s: %w", c.Writes[i].Key, err)
 		}
