@@ -146,4 +146,9 @@ func TestBenchScale(t *testing.T) {
 	_, stderr, code := mnemeCmd(t, server, "bench", "scale", "--sizes", "5000,3000")
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, "--sizes")
+
+	// --citus on a server without Citus: a clear error, nothing created.
+	_, stderr, code = mnemeCmd(t, server, "bench", "scale", "--citus", "--sizes", "2000", "--conversations", "40", "--tenants", "4")
+	require.NotEqual(t, 0, code)
+	require.Contains(t, stderr, "Citus coordinator")
 }

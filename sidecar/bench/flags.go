@@ -120,6 +120,7 @@ func (o *ScaleOptions) Bind(fs *flag.FlagSet) (*string, *bool) {
 	fs.IntVar(&o.Tenants, "tenants", 1000, "tenants the conversations belong to")
 	fs.IntVar(&o.Queries, "queries", 50, "timed queries per call and conversation at each size")
 	fs.BoolVar(&o.Fresh, "fresh", false, "drop the benchmark database first")
+	fs.BoolVar(&o.Citus, "citus", false, "DATABASE_URL is a Citus coordinator: the benchmark database is a scratch database on every node, distributed (migrate --citus) and dropped afterwards (--db and --fresh do not apply)")
 	fs.StringVar(&o.Plot, "plot", "", "write an SVG plot of p50 against the database's size to this file")
 	return sizes, fs.Bool("json", false, "print one JSON object")
 }

@@ -38,9 +38,12 @@ type ScaleOptions struct {
 	Tenants       int    // tenants the conversations belong to
 	Queries       int    // timed queries per call and conversation
 	Fresh         bool   // drop the database first
-	Plot          string // an SVG of p50 against size goes here ("": none)
-	Progress      io.Writer
-	Log           *slog.Logger
+	// Citus: Server is a Citus coordinator; the benchmark database is a
+	// scratch database on every node, distributed, dropped afterwards.
+	Citus    bool
+	Plot     string // an SVG of p50 against size goes here ("": none)
+	Progress io.Writer
+	Log      *slog.Logger
 }
 
 // ScaleStep is one size: what the database holds and each call's latency.
@@ -69,6 +72,7 @@ type ScaleGoal struct {
 // ScaleResult is a run.
 type ScaleResult struct {
 	DB            string         `json:"database"`
+	Citus         bool           `json:"citus"` // on a Citus cluster (a scratch database, distributed)
 	Variant       string         `json:"variant"`
 	Conversations int            `json:"conversations"`
 	Tenants       int            `json:"tenants"`
@@ -149,13 +153,24 @@ func Scale(ctx context.Context, o ScaleOptions) (*ScaleResult, error) {
 	if len(o.Sizes) == 0 || o.Conversations < 4 || o.Tenants < 2 || o.Tenants > o.Conversations || o.Queries < 1 {
 		return nil, fmt.Errorf("sizes, at least 4 conversations, 2 to conversations tenants and queries are required")
 	}
-	dsn, err := scaleDatabase(ctx, o, log)
-	if err != nil {
-		return nil, err
+	var dsn string
+	name := o.DB
+	if o.Citus {
+		db, err := scratch.Create(ctx, scratch.Options{Server: o.Server, Prefix: "mneme_bench_scale_", Citus: true, Log: log})
+		if err != nil {
+			return nil, err
+		}
+		defer db.Close()
+		dsn, name = db.URL, db.Name
+	} else {
+		var err error
+		if dsn, err = scaleDatabase(ctx, o, log); err != nil {
+			return nil, err
+		}
 	}
-	res, err := migrate.Run(ctx, dsn, migrate.Options{Vector: "auto", Logger: log})
+	res, err := migrate.Run(ctx, dsn, migrate.Options{Vector: "auto", Logger: log, Citus: o.Citus})
 	if err != nil {
-		return nil, fmt.Errorf("migrate %s: %w", o.DB, err)
+		return nil, fmt.Errorf("migrate %s: %w", name, err)
 	}
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
@@ -166,7 +181,7 @@ func Scale(ctx context.Context, o ScaleOptions) (*ScaleResult, error) {
 	if _, err := conn.Exec(ctx, `SET search_path = mneme, public`); err != nil {
 		return nil, err
 	}
-	out := &ScaleResult{DB: o.DB, Variant: res.Variant, Conversations: o.Conversations, Tenants: o.Tenants, Queries: o.Queries,
+	out := &ScaleResult{DB: name, Citus: o.Citus, Variant: res.Variant, Conversations: o.Conversations, Tenants: o.Tenants, Queries: o.Queries,
 		Probes: map[string]int{"small": probeSmallN, "typical": probeTypicalN, "context": probeEpisodes}}
 	hash := embed.NewHash(res.Dim)
 	if err := scaleSetup(ctx, conn, o, hash); err != nil {
@@ -188,7 +203,7 @@ func Scale(ctx context.Context, o ScaleOptions) (*ScaleResult, error) {
 		if grew {
 			step.BuildSeconds = time.Since(t0).Seconds()
 		}
-		if err := scaleSizes(ctx, conn, &step); err != nil {
+		if err := scaleSizes(ctx, conn, &step, o.Citus); err != nil {
 			return nil, err
 		}
 		if step.Calls, err = scaleTime(ctx, conn, app, o, res.Variant); err != nil {
@@ -396,8 +411,11 @@ func scaleGrow(ctx context.Context, conn *pgx.Conn, o ScaleOptions, hash embed.H
 }
 
 // scaleSizes records the database's size and bytes per memory.
-func scaleSizes(ctx context.Context, conn *pgx.Conn, step *ScaleStep) error {
+func scaleSizes(ctx context.Context, conn *pgx.Conn, step *ScaleStep, citus bool) error {
 	step.BytesPerMemory = map[string]float64{}
+	if citus {
+		return scaleSizesCitus(ctx, conn, step)
+	}
 	if err := conn.QueryRow(ctx, `SELECT pg_database_size(current_database())`).Scan(&step.DBBytes); err != nil {
 		return err
 	}
@@ -408,6 +426,38 @@ func scaleSizes(ctx context.Context, conn *pgx.Conn, step *ScaleStep) error {
 		LEFT JOIN pg_index i ON i.indexrelid = c.oid
 		WHERE c.relname IN ('memories', 'bm25_postings', 'bm25_terms', 'bm25_docs')
 		   OR i.indrelid = 'mneme.memories'::regclass`)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var name string
+		var b float64
+		if err := rows.Scan(&name, &b); err != nil {
+			rows.Close()
+			return err
+		}
+		step.BytesPerMemory[name] = math.Round(b*10) / 10
+	}
+	return rows.Err()
+}
+
+// scaleSizesCitus: on Citus the coordinator's tables are empty shells, so
+// the sizes are the shards' (citus_relation_size: the heap;
+// citus_total_relation_size less citus_table_size: every index of
+// memories together) and the database's on every node.
+func scaleSizesCitus(ctx context.Context, conn *pgx.Conn, step *ScaleStep) error {
+	if err := conn.QueryRow(ctx, `SELECT sum(result::bigint)::bigint
+		FROM run_command_on_all_nodes('SELECT pg_database_size(current_database())')`).Scan(&step.DBBytes); err != nil {
+		return err
+	}
+	rows, err := conn.Query(ctx, `
+		WITH n AS (SELECT greatest(count(*), 1)::float8 AS n FROM mneme.memories)
+		SELECT x.name, x.bytes::float8 / n.n FROM n, (VALUES
+			('memories heap', citus_relation_size('mneme.memories')),
+			('memories indexes', citus_total_relation_size('mneme.memories') - citus_table_size('mneme.memories')),
+			('bm25_postings', citus_relation_size('mneme.bm25_postings')),
+			('bm25_terms', citus_relation_size('mneme.bm25_terms')),
+			('bm25_docs', citus_relation_size('mneme.bm25_docs'))) AS x(name, bytes)`)
 	if err != nil {
 		return err
 	}
@@ -607,6 +657,9 @@ func (r *ScaleResult) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "mneme bench scale: database %s, variant %s, %d conversations over %d tenants, %d queries per call; "+
 		"timed conversations: small %d memories, typical %d, context %d episodes (fixed), huge (the largest, grows)\n",
 		r.DB, r.Variant, r.Conversations, r.Tenants, r.Queries, r.Probes["small"], r.Probes["typical"], r.Probes["context"])
+	if r.Citus {
+		fmt.Fprintln(w, "on Citus: a scratch database distributed by conversation; each call in a transaction (set_tenant), so Citus runs it on the coordinator, every statement routed to the conversation's shard")
+	}
 	for _, s := range r.Steps {
 		fmt.Fprintf(w, "\n%d memories (database %.0f MB, built in %.0f s); bytes per memory:", s.Memories, float64(s.DBBytes)/1e6, s.BuildSeconds)
 		names := make([]string, 0, len(s.BytesPerMemory))
