@@ -461,7 +461,9 @@ CREATE OR REPLACE VIEW mneme.set_aside_messages WITH (security_invoker = true) A
 SELECT m.conversation_id, m.id AS message_id, m.role, m.content, m.created_at,
        m.set_aside_job_id AS job_id, m.consumed_at AS set_aside_at, j.last_error
 FROM mneme.messages m
-LEFT JOIN mneme.jobs j ON j.id = m.set_aside_job_id
+-- (the job is the conversation's segment job: joined on both, so that on
+-- Citus the join stays on the conversation's shard)
+LEFT JOIN mneme.jobs j ON j.conversation_id = m.conversation_id AND j.id = m.set_aside_job_id
 WHERE m.set_aside_job_id IS NOT NULL;
 COMMENT ON VIEW mneme.set_aside_messages IS
     'Messages of segment jobs that failed for good, set aside so their conversation goes on segmenting; '

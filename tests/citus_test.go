@@ -651,3 +651,24 @@ func TestCitusNotifyTransport(t *testing.T) {
 		return n == 1
 	}, 30*time.Second, 100*time.Millisecond, "segmented after the NOTIFY, long before the sweep")
 }
+
+// TestCitusReembedRefused: mneme reembed on a distributed mneme says it
+// does not run there, and changes nothing (the dimension, the embeddings).
+func TestCitusReembedRefused(t *testing.T) {
+	ctx := context.Background()
+	_, conn, _ := citusMigrated(t)
+	conv := uuid.New()
+	_, err := conn.Exec(ctx, `SELECT mneme.remember($1, 'The user keeps bees on the roof.')`, conv)
+	require.NoError(t, err)
+	state := func() string {
+		var s string
+		require.NoError(t, conn.QueryRow(ctx, `SELECT (SELECT value::text FROM mneme.settings WHERE key = 'embedding_dim') || '/' ||
+			(SELECT value::text FROM mneme.settings WHERE key = 'embedder') || '/' ||
+			(SELECT md5(string_agg(embedding::text, ',' ORDER BY id)) FROM mneme.memories)`).Scan(&s))
+		return s
+	}
+	before := state()
+	_, err = migrate.Reembed(ctx, conn, 64, nil)
+	require.ErrorContains(t, err, "does not run on a distributed mneme (Citus)")
+	require.Equal(t, before, state())
+}

@@ -26,6 +26,7 @@ func seedReembed(t *testing.T, db *dbtest.DB) uuid.UUID {
 }
 
 func TestReembedHashChangesDimension(t *testing.T) {
+	skipOnCitusReembed(t)
 	t.Parallel()
 	for _, variant := range variants(t) {
 		t.Run(variant, func(t *testing.T) {
@@ -69,6 +70,7 @@ func TestReembedHashChangesDimension(t *testing.T) {
 }
 
 func TestReembedExternalEmbedder(t *testing.T) {
+	skipOnCitusReembed(t)
 	t.Parallel()
 	db := dbtest.New(t)
 	ctx := context.Background()
@@ -103,6 +105,7 @@ func TestReembedExternalEmbedder(t *testing.T) {
 }
 
 func TestReembedFailureChangesNothing(t *testing.T) {
+	skipOnCitusReembed(t)
 	t.Parallel()
 	db := dbtest.New(t)
 	ctx := context.Background()
@@ -132,4 +135,12 @@ func cosine(a, b []float32) float64 {
 		nb += float64(b[i]) * float64(b[i])
 	}
 	return dot / math.Sqrt(na*nb)
+}
+
+// skipOnCitusReembed: mneme reembed refuses a distributed mneme
+// (TestCitusReembedRefused checks the refusal).
+func skipOnCitusReembed(t *testing.T) {
+	if dbtest.OnCitus() {
+		t.Skip("mneme reembed does not run on Citus (TestCitusReembedRefused; docs/scale.md)")
+	}
 }

@@ -209,7 +209,9 @@ func TestBM25MatchesGoReference(t *testing.T) {
 	exec(`DELETE FROM mneme.memories WHERE id = ANY($1)`, idsA[55:65])
 	exec(`UPDATE mneme.memories SET valid_until = now() - interval '1 second' WHERE id = ANY($1)`, idsA[65:75])
 	exec(`UPDATE mneme.memories SET valid_until = now() + interval '1 day' WHERE id = ANY($1)`, idsA[75:80])
-	exec(`UPDATE mneme.memories SET conversation_id = $2 WHERE id = ANY($1)`, idsA[80:90], convB)
+	if !dbtest.OnCitus() { // Citus refuses to change a row's distribution column
+		exec(`UPDATE mneme.memories SET conversation_id = $2 WHERE id = ANY($1)`, idsA[80:90], convB)
+	}
 	exec(`UPDATE mneme.memories SET summary = content, title = NULL WHERE id = ANY($1)`, idsB[:10])
 	exec(`DELETE FROM mneme.memories WHERE id = ANY($1)`, idsB[10:20])
 	requireSameBM25(t, db.Pool, convA, queries, "after updates and deletes")
