@@ -148,19 +148,35 @@ func (e *lifeEnv) events(id uuid.UUID) []string {
 	return evs
 }
 
-// cleanup at a time: action -> count.
+// cleanup runs the internal _cleanup at a given time. On Citus it runs as
+// mneme's owner on the workers, whose row security shows the rows of the
+// caller an API call forwards (mneme._enter): entered as the API is, in a
+// transaction, as TestCitusCleanup does.
 func (e *lifeEnv) cleanup(at time.Time, dry bool) map[string]int64 {
 	e.t.Helper()
-	rows, err := e.db.Pool.Query(context.Background(), `SELECT action, count FROM mneme._cleanup($1, $2)`, at, dry)
-	require.NoError(e.t, err)
+	ctx := context.Background()
 	out := map[string]int64{}
-	for rows.Next() {
-		var a string
-		var n int64
-		require.NoError(e.t, rows.Scan(&a, &n))
-		out[a] = n
-	}
-	require.NoError(e.t, rows.Err())
+	require.NoError(e.t, pgx.BeginFunc(ctx, e.db.Pool, func(tx pgx.Tx) error {
+		if dbtest.OnCitus() {
+			if _, err := tx.Exec(ctx, `SELECT mneme._enter(NULL)`); err != nil {
+				return err
+			}
+		}
+		rows, err := tx.Query(ctx, `SELECT action, count FROM mneme._cleanup($1, $2)`, at, dry)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var a string
+			var n int64
+			if err := rows.Scan(&a, &n); err != nil {
+				return err
+			}
+			out[a] = n
+		}
+		return rows.Err()
+	}))
 	return out
 }
 
