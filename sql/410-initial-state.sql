@@ -17,27 +17,39 @@ AS $$ SELECT 5.282434422319005::float8 $$;
 COMMENT ON FUNCTION mneme._initial_difficulty() IS
     'Internal: go-fsrs v3''s difficulty after a new card''s first "good" review (tested against go-fsrs).';
 
-CREATE OR REPLACE FUNCTION mneme._initial_stability(label text, surprise float8)
+-- The initial stability of a label from the value of initial_stability_days
+-- passed in: immutable, so a statement over many rows (reset_initial_state's
+-- UPDATE) reads the setting once and calls only immutable functions on its
+-- columns (Citus refuses STABLE functions over columns in an UPDATE).
+CREATE OR REPLACE FUNCTION mneme._initial_stability_of(days jsonb, label text, surprise float8)
 RETURNS float8
-LANGUAGE plpgsql STABLE
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    s   jsonb := mneme.setting('initial_stability_days');
-    key text := mneme._label_key(_initial_stability.label, s);
+    key text := mneme._label_key(_initial_stability_of.label, _initial_stability_of.days);
     v   float8;
 BEGIN
-    IF jsonb_typeof(s) IS DISTINCT FROM 'object' OR jsonb_typeof(s -> key) IS DISTINCT FROM 'number'
-       OR NOT (s ->> key)::float8 > 0 THEN
-        RAISE EXCEPTION 'setting initial_stability_days has no positive number for label "%" (key "%"): %', _initial_stability.label, key, s
+    IF jsonb_typeof(days) IS DISTINCT FROM 'object' OR jsonb_typeof(days -> key) IS DISTINCT FROM 'number'
+       OR NOT (days ->> key)::float8 > 0 THEN
+        RAISE EXCEPTION 'setting initial_stability_days has no positive number for label "%" (key "%"): %', _initial_stability_of.label, key, days
             USING ERRCODE = '22023',
                   HINT = 'a JSON object of days by label, e.g. {"trivial": 3, "temporary": 14, "general": 900, "project": 900, "user_profile": 3650, "important": 3650}';
     END IF;
-    v := (s ->> key)::float8;
+    v := (days ->> key)::float8;
     -- A surprising memory starts stronger: up to 1.5 times for an entirely new one.
-    RETURN v * (1 + 0.5 * least(greatest(coalesce(_initial_stability.surprise, 0), 0), 1));
+    RETURN v * (1 + 0.5 * least(greatest(coalesce(_initial_stability_of.surprise, 0), 0), 1));
 END
 $$;
+COMMENT ON FUNCTION mneme._initial_stability_of(jsonb, text, float8) IS
+    'Internal: the initial stability of a label given the value of initial_stability_days (its own key, else '
+    '"project" for project_*, else "general") times 1 + 0.5 * surprise (clamped to [0, 1]); immutable.';
+
+CREATE OR REPLACE FUNCTION mneme._initial_stability(label text, surprise float8)
+RETURNS float8
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT mneme._initial_stability_of(mneme.setting('initial_stability_days'), label, surprise) $$;
 COMMENT ON FUNCTION mneme._initial_stability(text, float8) IS
     'Internal: initial_stability_days for the label (its own key, else "project" for project_*, else "general") '
     'times 1 + 0.5 * surprise (clamped to [0, 1]).';
@@ -91,7 +103,12 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    n bigint;
+    n    bigint;
+    -- The setting is read once: the statements below call only immutable
+    -- functions on the rows (Citus refuses STABLE ones over columns in an
+    -- UPDATE).
+    days jsonb := mneme.setting('initial_stability_days');
+    d    float8 := mneme._initial_difficulty();
 BEGIN
     IF dry_run IS NULL THEN
         RAISE EXCEPTION 'dry_run must not be NULL' USING ERRCODE = '22004';
@@ -101,16 +118,16 @@ BEGIN
         WHERE (reset_initial_state.conversation_id IS NULL OR m.conversation_id = reset_initial_state.conversation_id)
           AND m.review_count = 0 AND m.status IN ('active', 'inactive')
           AND (m.stability, m.difficulty, m.fsrs_state)
-              IS DISTINCT FROM (mneme._initial_stability(m.label, m.surprise), mneme._initial_difficulty(), 'review');
+              IS DISTINCT FROM (mneme._initial_stability_of(days, m.label, m.surprise), d, 'review');
         RETURN n;
     END IF;
     UPDATE mneme.memories m
-    SET stability = mneme._initial_stability(m.label, m.surprise), difficulty = mneme._initial_difficulty(),
+    SET stability = mneme._initial_stability_of(days, m.label, m.surprise), difficulty = d,
         fsrs_state = 'review', updated_at = now()
     WHERE (reset_initial_state.conversation_id IS NULL OR m.conversation_id = reset_initial_state.conversation_id)
       AND m.review_count = 0 AND m.status IN ('active', 'inactive')
       AND (m.stability, m.difficulty, m.fsrs_state)
-          IS DISTINCT FROM (mneme._initial_stability(m.label, m.surprise), mneme._initial_difficulty(), 'review');
+          IS DISTINCT FROM (mneme._initial_stability_of(days, m.label, m.surprise), d, 'review');
     GET DIAGNOSTICS n = ROW_COUNT;
     RETURN n;
 END
