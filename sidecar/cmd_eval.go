@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -50,9 +51,23 @@ func evalRecall(ctx context.Context, log *slog.Logger, args []string, name, data
 	if err != nil {
 		return err
 	}
+	if *f.Questions != "" {
+		qf, err := os.Create(*f.Questions)
+		if err != nil {
+			return fmt.Errorf("--questions: %w", err)
+		}
+		defer qf.Close()
+		bw := bufio.NewWriter(qf)
+		f.Options.Questions = bw
+	}
 	rep, err := recall.Eval(ctx, f.Options, d)
 	if err != nil {
 		return err
+	}
+	if bw, ok := f.Options.Questions.(*bufio.Writer); ok {
+		if err := bw.Flush(); err != nil {
+			return fmt.Errorf("--questions: %w", err)
+		}
 	}
 	return report(rep, *f.JSON, *f.Plot, rep.WritePlot, rep.WriteTable)
 }

@@ -49,6 +49,10 @@ type Options struct {
 	Log      *slog.Logger // the run's (the scratch database); nil: none
 	PipeLog  *slog.Logger // the pipelines' (they log every episode at info); nil: none
 	Progress io.Writer    // progress bars; nil: none
+	// Questions, when set, receives one JSON line per question, method and
+	// budget (QuestionLine): what each method put inside, for comparing
+	// them question by question. nil: none.
+	Questions io.Writer
 }
 
 // Eval evaluates d on a fresh scratch database (Run).

@@ -20,10 +20,13 @@ type Flags struct {
 	Options Options
 	JSON    *bool
 	Plot    *string
-	quiet   *bool
-	asOf    *string
-	sets    cli.Settings
-	choose  Choices
+	// Questions (--questions) is the file that gets one JSON line per
+	// question, method and budget (QuestionLine); "" none.
+	Questions *string
+	quiet     *bool
+	asOf      *string
+	sets      cli.Settings
+	choose    Choices
 }
 
 // Choices collects --choose key=v1|v2|...: the values of one setting the
@@ -76,6 +79,7 @@ func NewFlags(fs *flag.FlagSet, data, dataHelp string) *Flags {
 	fs.IntVar(&f.Options.Headline, "budget", 1000, "context budget in words of the per-category table (200, 500, 1000 and 2000 are always reported)")
 	f.JSON = fs.Bool("json", false, "print one JSON object instead of the tables")
 	f.Plot = fs.String("plot", "", "write an SVG plot of recall against budget to this file")
+	f.Questions = fs.String("questions", "", "write one JSON line per question, method and budget to this file: the turns each put inside, its recall and measures (to compare methods question by question)")
 	fs.IntVar(&f.Options.Limit, "limit", 0, "evaluate only the first N conversations (0: all)")
 	fs.BoolVar(&f.Options.Keep, "keep-db", false, "keep the scratch database afterwards (its name is logged)")
 	fs.BoolVar(&f.Options.Citus, "citus", false, "DATABASE_URL is a Citus coordinator: the scratch database is created on every node and distributed (migrate --citus; docs/scale.md)")

@@ -46,8 +46,13 @@ type Report struct {
 	acc      map[string]map[int]map[string]*cellAcc    // method -> budget -> category ("" overall)
 	measured map[string]map[int]map[string]*measureAcc // method -> budget -> measure
 	lat      map[string][]time.Duration
-	memTurns int
-	memWords int
+	// questions receives QuestionLines (Options.Questions); conv is the
+	// conversation being measured.
+	questions *json.Encoder
+	conv      string
+	dumpErr   error
+	memTurns  int
+	memWords  int
 }
 
 // EvidenceStats counts the evidence ids of the evaluated questions.
@@ -203,6 +208,22 @@ func (r *Report) addMemories(mems map[uuid.UUID]*Memory) {
 	}
 }
 
+// QuestionLine is one line of Options.Questions: one method's context for
+// one question at one budget.
+type QuestionLine struct {
+	Conversation string             `json:"conversation"`
+	Question     int                `json:"question"` // Question.Index
+	Text         string             `json:"text"`
+	Category     string             `json:"category"`
+	Method       string             `json:"method"`
+	Budget       int                `json:"budget"`
+	Evidence     []string           `json:"evidence"`
+	Inside       []string           `json:"inside"` // the turns inside, in context order
+	Words        int                `json:"words"`
+	Recall       float64            `json:"recall"`
+	Measures     map[string]float64 `json:"measures,omitempty"`
+}
+
 // add scores one method's ranking for one question at every budget.
 func (r *Report) add(method string, q *Question, docs []Doc, took time.Duration) {
 	r.lat[method] = append(r.lat[method], took)
@@ -216,6 +237,15 @@ func (r *Report) add(method string, q *Question, docs []Doc, took time.Duration)
 // ids of the turns inside, in context order, and its words.
 func (r *Report) addContext(method string, q *Question, budget int, inside []string, words int) {
 	recall, hits := evidenceRecall(q.Evidence, inside)
+	var measures map[string]float64
+	if q.Measure != nil {
+		measures = q.Measure(inside)
+	}
+	if r.questions != nil && r.dumpErr == nil {
+		r.dumpErr = r.questions.Encode(QuestionLine{Conversation: r.conv, Question: q.Index, Text: q.Text,
+			Category: q.Category, Method: method, Budget: budget, Evidence: q.Evidence, Inside: inside,
+			Words: words, Recall: round(recall, 4), Measures: measures})
+	}
 	for _, key := range []string{"", q.Category} {
 		a := r.acc[method][budget][key]
 		a.n++
@@ -228,7 +258,7 @@ func (r *Report) addContext(method string, q *Question, budget int, inside []str
 	if q.Measure == nil {
 		return
 	}
-	for name, v := range q.Measure(inside) {
+	for name, v := range measures {
 		a := r.measured[method][budget][name]
 		if a == nil {
 			a = &measureAcc{}

@@ -2,6 +2,7 @@ package recall
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -65,6 +66,9 @@ func run(ctx context.Context, pool *pgxpool.Pool, o Options, d *Data, convs []Co
 		rep.AsOf = o.AsOf.UTC().Format(time.RFC3339)
 	}
 	rep.AgentK = o.AgentK
+	if o.Questions != nil {
+		rep.questions = json.NewEncoder(o.Questions)
+	}
 	if err := rep.readSettings(ctx, pool); err != nil {
 		return nil, err
 	}
@@ -91,6 +95,7 @@ func run(ctx context.Context, pool *pgxpool.Pool, o Options, d *Data, convs []Co
 	for i := range convs {
 		c := &convs[i]
 		qBar.label = "questions " + c.ID
+		rep.conv = c.ID
 		mems, err := loadMemories(ctx, pool, ingested[i], o.Count)
 		if err != nil {
 			return nil, fmt.Errorf("conversation %s: %w", c.ID, err)
@@ -138,6 +143,9 @@ func run(ctx context.Context, pool *pgxpool.Pool, o Options, d *Data, convs []Co
 		}
 	}
 	qBar.done()
+	if rep.dumpErr != nil {
+		return nil, fmt.Errorf("recall: write the questions: %w", rep.dumpErr)
+	}
 	if o.Folds > 1 && len(o.Candidates) > 0 {
 		cv, err := crossValidate(ctx, pool, convs, ingested, o, w.embed, budgets, headline)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/xml"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -309,4 +310,38 @@ func TestRunAsOfDrivesRetrievability(t *testing.T) {
 	}
 	require.Equal(t, 1.0, run(time.Date(2022, 5, 2, 14, 0, 0, 0, time.UTC)))
 	require.Equal(t, 0.0, run(time.Time{}))
+}
+
+// TestRunWritesQuestions: Options.Questions gets one JSON line per
+// question, method and budget, whose recall agrees with the report.
+func TestRunWritesQuestions(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	var out bytes.Buffer
+	rep, err := recall.Run(context.Background(), db.Pool, recall.Options{Budgets: []int{12, 2000}, Headline: 1000, Questions: &out}, load(t))
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	methods := len(recall.Methods)
+	require.Len(t, lines, rep.Questions*methods*len(rep.Budgets))
+	sum := map[string]float64{}
+	n := map[string]int{}
+	for _, l := range lines {
+		var q recall.QuestionLine
+		require.NoError(t, json.Unmarshal([]byte(l), &q), l)
+		require.Contains(t, []string{"syn-1", "syn-2"}, q.Conversation)
+		require.NotEmpty(t, q.Text)
+		require.NotEmpty(t, q.Evidence)
+		require.Contains(t, rep.Budgets, q.Budget)
+		require.LessOrEqual(t, q.Words, q.Budget)
+		key := q.Method + "/" + strconv.Itoa(q.Budget)
+		sum[key] += q.Recall
+		n[key]++
+	}
+	for _, m := range rep.Methods {
+		for _, r := range m.Results {
+			key := m.Name + "/" + strconv.Itoa(r.Budget)
+			require.Equal(t, rep.Questions, n[key], key)
+			require.InDelta(t, r.Overall.Recall, sum[key]/float64(n[key]), 1e-3, key)
+		}
+	}
 }
