@@ -248,7 +248,7 @@ BEGIN
     SELECT n.id INTO v_by FROM mneme.memories n WHERE n.supersedes_id = inspect.id ORDER BY n.created_at DESC LIMIT 1;
     SELECT e.reason INTO v_rev FROM mneme.memory_events e
      WHERE e.memory_id = inspect.id AND e.conversation_id = v_conv AND e.event = 'revised'
-     ORDER BY e.id DESC LIMIT 1;
+     ORDER BY e.at DESC, e.id DESC LIMIT 1;  -- by time: on Citus each node takes ids from its own range
     RETURN QUERY
     SELECT m.id, m.conversation_id, m.kind, m.status, m.status_reason, m.label, m.pinned, m.summary,
            m.content, m.stability, m.difficulty, m.last_reviewed_at, m.review_count, m.supersedes_id, v_by,

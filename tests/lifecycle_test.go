@@ -239,7 +239,14 @@ func TestCleanupRules(t *testing.T) {
 			got := e.cleanup(at, false)
 			require.Equal(t, int64(1), got["expired"])
 			require.Equal(t, int64(0), e.cleanup(at.Add(time.Hour), false)["expired"])
-			require.Equal(t, []string{"created", "expired"}, e.events(expiring))
+			if dbtest.OnCitus() {
+				// The expiry's event is inserted on the coordinator, the
+				// created one by the trigger on the worker: each node takes
+				// ids from its own range of the sequence (docs/scale.md).
+				require.ElementsMatch(t, []string{"created", "expired"}, e.events(expiring))
+			} else {
+				require.Equal(t, []string{"created", "expired"}, e.events(expiring))
+			}
 
 			// Purge: off by default, whatever the time.
 			require.Equal(t, int64(0), e.cleanup(t0.AddDate(5, 0, 0), false)["purged"])
@@ -266,8 +273,13 @@ func TestCleanupRules(t *testing.T) {
 			require.Equal(t, "inactive for more than purge_after_days 90", reasonPurged)
 
 			// Jobs: done ones past retention go, failed ones stay.
-			e.exec(`INSERT INTO mneme.jobs (kind, state, finished_at) VALUES ('noop', 'done', $1), ('noop', 'done', $2), ('noop', 'failed', $1)`,
-				t0, t0.AddDate(0, 0, 99))
+			if dbtest.OnCitus() { // a job of no conversation is the nil conversation's there (its distribution column)
+				e.exec(`INSERT INTO mneme.jobs (conversation_id, kind, state, finished_at) VALUES ($3, 'noop', 'done', $1), ($3, 'noop', 'done', $2), ($3, 'noop', 'failed', $1)`,
+					t0, t0.AddDate(0, 0, 99), uuid.Nil)
+			} else {
+				e.exec(`INSERT INTO mneme.jobs (kind, state, finished_at) VALUES ('noop', 'done', $1), ('noop', 'done', $2), ('noop', 'failed', $1)`,
+					t0, t0.AddDate(0, 0, 99))
+			}
 			got = e.cleanup(t0.AddDate(0, 0, 100), false)
 			require.Equal(t, int64(1), got["jobs_pruned"])
 			var jobs []string

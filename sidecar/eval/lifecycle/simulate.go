@@ -11,6 +11,7 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -143,6 +144,18 @@ func simulate(ctx context.Context, db interface {
 		return sc, fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // the simulation never commits
+	// Not on Citus: the simulation writes memories as the caller and runs
+	// the cleanup (as mneme's owner) in the same transaction, and Citus
+	// refuses to read placements another role modified in the transaction
+	// (25001; docs/scale.md).
+	var citus bool
+	if err := tx.QueryRow(ctx, `SELECT mneme._distributed('mneme.memories')`).Scan(&citus); err != nil {
+		return sc, fmt.Errorf("is mneme distributed: %w", err)
+	}
+	if citus {
+		return sc, errors.New("eval lifecycle does not run on a distributed mneme (Citus): its simulation writes and cleans up " +
+			"in one transaction as two roles, which Citus refuses; run it on one server (the lifecycle rules are the same)")
+	}
 
 	purge := "null"
 	if sc.PurgeAfterDays != nil {
