@@ -390,5 +390,14 @@ $new$),
     LOOP
         EXECUTE format('ALTER FUNCTION %s SET citus.allow_nested_distributed_execution = on', f.oid::regprocedure);
     END LOOP;
+
+    -- The array variant's cosine distance on every worker (by itself Citus
+    -- does not propagate it; made a distributed function without a
+    -- distribution argument, it is). Its operator mneme.<=>, which Citus
+    -- does not propagate at all, is made on the workers after the
+    -- migrate's transaction (sql/citus/workers.sql).
+    IF mneme.setting('vector_variant') #>> '{}' = 'array' THEN
+        PERFORM create_distributed_function('mneme.cosine_distance(real[], real[])');
+    END IF;
 END
 $citus$;

@@ -11,7 +11,8 @@ import "embed"
 var FS embed.FS
 
 // Citus holds the one-time distribution of the tables on a Citus
-// coordinator (`mneme migrate --citus`, docs/scale.md).
+// coordinator (`mneme migrate --citus`, docs/scale.md) and what every
+// migrate of a distributed mneme makes on the workers afterwards.
 //
-//go:embed citus/distribute.sql
+//go:embed citus/distribute.sql citus/workers.sql
 var Citus embed.FS

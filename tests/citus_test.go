@@ -97,6 +97,17 @@ func TestMigrateCitusDistributes(t *testing.T) {
 	_, err = conn.Exec(ctx, `SELECT mneme.remember($1, 'The user owns a small red bicycle.')`, conv)
 	require.NoError(t, err)
 
+	// The array variant's <=> exists on the workers too (Citus does not
+	// propagate CREATE OPERATOR): a bare vector lookup over the shards.
+	var nearest uuid.UUID
+	require.NoError(t, conn.QueryRow(ctx, `SELECT id FROM mneme.memories WHERE conversation_id = $1
+		ORDER BY embedding OPERATOR(mneme.<=>) mneme.hash_embed('lives in Lisbon')::real[] LIMIT 1`, conv).Scan(&nearest))
+	require.Equal(t, id, nearest)
+	var bare int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM (SELECT id FROM mneme.memories
+		ORDER BY embedding OPERATOR(mneme.<=>) mneme.hash_embed('bicycle')::real[] LIMIT 10) x`).Scan(&bare))
+	require.Equal(t, 2, bare)
+
 	// SELECT mneme.search(...) alone is delegated to the conversation's
 	// worker: Citus says so at DEBUG1.
 	nconn, notices := noticeConn(t, url)

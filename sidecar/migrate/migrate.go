@@ -144,6 +144,11 @@ func Run(ctx context.Context, dsn string, opts Options) (Result, error) {
 	if res.SQLFiles, err = applySQL(ctx, conn, res.Variant, res.Distributed); err != nil {
 		return res, err
 	}
+	if res.Distributed {
+		if err := onWorkers(ctx, conn); err != nil {
+			return res, err
+		}
+	}
 	log.Info("migrated", "goose_applied", len(res.Applied), "sql_files", len(res.SQLFiles),
 		"vector", res.Variant, "dim", res.Dim)
 	if res.Citus != "" && !res.Distributed {
@@ -151,6 +156,36 @@ func Run(ctx context.Context, dsn string, opts Options) (Result, error) {
 			"(mneme migrate --citus distributes them; docs/scale.md)", "citus", res.Citus)
 	}
 	return res, nil
+}
+
+// onWorkers runs sql/citus/workers.sql after the migrate's transaction:
+// what Citus does not propagate, made on every worker; an error names the
+// worker that refused.
+func onWorkers(ctx context.Context, conn *pgx.Conn) error {
+	body, err := fs.ReadFile(sqlfiles.Citus, "citus/workers.sql")
+	if err != nil {
+		return err
+	}
+	rows, err := conn.Query(ctx, string(body))
+	if err != nil {
+		return fmt.Errorf("sql/citus/workers.sql: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var host, result string
+		var port int
+		var ok bool
+		if err := rows.Scan(&host, &port, &ok, &result); err != nil {
+			return fmt.Errorf("sql/citus/workers.sql: %w", err)
+		}
+		if !ok {
+			return fmt.Errorf("sql/citus/workers.sql on worker %s:%d: %s", host, port, result)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("sql/citus/workers.sql: %w", err)
+	}
+	return nil
 }
 
 // distribute runs sql/citus/distribute.sql in one transaction: every table
