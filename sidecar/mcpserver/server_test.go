@@ -238,10 +238,10 @@ func TestTools(t *testing.T) {
 		"hint: the reason stays in the tombstone", "the SQL hint reaches the tool error")
 	require.Empty(t, call(t, admin, "erase", map[string]any{"memory_id": berlin.MemoryID, "reason": "user request"}, &done))
 	require.True(t, done.OK)
-	var tombstones, rows int
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE event = 'erased' AND reason = 'user request'),
-		(SELECT count(*) FROM mneme.memories WHERE id = $1) FROM mneme.memory_events WHERE memory_id = $1`, berlin.MemoryID).
-		Scan(&tombstones, &rows))
+	var tombstones, rows int // two statements: Citus refuses a subquery over another distributed table in the target list
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE event = 'erased' AND reason = 'user request')
+		FROM mneme.memory_events WHERE memory_id = $1`, berlin.MemoryID).Scan(&tombstones))
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme.memories WHERE id = $1`, berlin.MemoryID).Scan(&rows))
 	require.Equal(t, 1, tombstones)
 	require.Zero(t, rows)
 	require.Contains(t, call(t, cs, "inspect", map[string]any{"memory_id": berlin.MemoryID}, nil), "P0002")
