@@ -61,7 +61,10 @@ BEGIN
         RAISE EXCEPTION 'unknown tenant %', mneme._quote_prefix(set_tenant.tenant)
             USING ERRCODE = '22023', HINT = 'an admin creates tenants: SELECT mneme.create_tenant(''acme'')';
     END IF;
-    PERFORM set_config('mneme.tenant', set_tenant.tenant, true);
+    -- transaction-local; on Citus forwarded to the workers too, so that
+    -- reads of the tables and views outside the API (an admin's job_stats)
+    -- see the tenant's rows there
+    PERFORM mneme._set_local('mneme.tenant', set_tenant.tenant);
     PERFORM mneme._resolve_tenant();  -- a login bound to another tenant: 42501 here, not at its next call
     RETURN set_tenant.tenant;
 END

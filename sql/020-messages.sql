@@ -396,9 +396,12 @@ BEGIN
     END IF;
     PERFORM mneme._check_length('query', record_retrieval.query, 10000);
     -- Only memories this tenant can read: a review rates what it names, and
-    -- the sidecar that runs it sees every tenant.
+    -- the sidecar that runs it sees every tenant. The ids found in one
+    -- uncorrelated read (Citus refuses a subquery correlated with unnest;
+    -- the ids may be of any conversation of the tenant).
     SELECT x.o INTO v_missing FROM unnest(record_retrieval.memory_ids) WITH ORDINALITY AS x(id, o)
-    WHERE NOT EXISTS (SELECT 1 FROM mneme.memories m WHERE m.id = x.id) ORDER BY x.o LIMIT 1;
+    WHERE x.id <> ALL (ARRAY(SELECT m.id FROM mneme.memories m WHERE m.id = ANY (record_retrieval.memory_ids)))
+    ORDER BY x.o LIMIT 1;
     IF FOUND THEN
         RAISE EXCEPTION 'memory_ids[%] is not a memory of this tenant', v_missing USING ERRCODE = 'P0002',
             HINT = 'record the ids mneme.search returned, in its order';

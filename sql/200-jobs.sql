@@ -170,11 +170,11 @@ BEGIN
     FOR c IN
         (SELECT x.conversation_id, x.id, 1 AS pass, x.locked_until AS due FROM mneme.jobs x
           WHERE x.state = 'running' AND x.locked_until < now()
-          ORDER BY x.locked_until, x.id LIMIT 2 * _claim_jobs_distributed.max_jobs + 4)
+          ORDER BY x.locked_until, x.id LIMIT 2 * _claim_jobs_distributed.max_jobs::bigint + 4)
         UNION ALL
         (SELECT x.conversation_id, x.id, 2, x.run_at FROM mneme.jobs x
           WHERE x.state = 'pending' AND x.run_at <= now()
-          ORDER BY x.run_at, x.id LIMIT 2 * _claim_jobs_distributed.max_jobs + 4)
+          ORDER BY x.run_at, x.id LIMIT 2 * _claim_jobs_distributed.max_jobs::bigint + 4)
         ORDER BY 3, 4, 2
     LOOP
         EXIT WHEN v_n >= _claim_jobs_distributed.max_jobs;

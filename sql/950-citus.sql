@@ -176,6 +176,18 @@ BEGIN
         EXECUTE format('DROP TRIGGER %I ON %s', t.tgname, t.tgrelid::regclass);
         EXECUTE body;
     END LOOP;
+    -- The copies as the originals are: owned by mneme_owner, executable by
+    -- no one else (a new function is executable by PUBLIC, and a copy of a
+    -- SECURITY DEFINER function would run as the role that migrates). The
+    -- triggers run them as whoever writes: mneme_owner inside the API.
+    FOR f IN
+        SELECT p.oid::regprocedure AS sig FROM pg_catalog.pg_proc p
+         WHERE p.pronamespace = 'mneme'::regnamespace
+           AND p.proname ~ ('^(' || (SELECT string_agg(q.proname, '|') FROM pg_catalog.pg_proc q WHERE q.oid = ANY (v_copied)) || ')_[0-9]+$')
+    LOOP
+        EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f.sig);
+        EXECUTE format('ALTER FUNCTION %s OWNER TO mneme_owner', f.sig);
+    END LOOP;
 
     -- Delegation: a read that names one conversation runs on the worker
     -- that holds it (create_distributed_function, routed by its first
@@ -389,6 +401,21 @@ $new$),
            AND NOT coalesce('citus.allow_nested_distributed_execution=on' = ANY (p.proconfig), false)
     LOOP
         EXECUTE format('ALTER FUNCTION %s SET citus.allow_nested_distributed_execution = on', f.oid::regprocedure);
+    END LOOP;
+
+    -- No JIT inside a call (as sql/900-access.sql sets on one server): the
+    -- SQL functions re-created as PL/pgSQL above are entry points too.
+    FOR f IN
+        SELECT p.oid::regprocedure AS sig FROM pg_catalog.pg_proc p
+         WHERE p.pronamespace = 'mneme'::regnamespace AND p.prokind = 'f'
+           AND p.prolang = (SELECT l.oid FROM pg_catalog.pg_language l WHERE l.lanname = 'plpgsql')
+           AND (has_function_privilege('mneme_app', p.oid, 'EXECUTE')
+                OR has_function_privilege('mneme_worker', p.oid, 'EXECUTE')
+                OR has_function_privilege('mneme_admin', p.oid, 'EXECUTE'))
+           AND NOT coalesce('jit=off' = ANY (p.proconfig), false)
+           AND p.proname NOT IN ('_tenant', '_resolve_tenant', '_is_worker', 'change_embedding_dim', 'erase_vacuum_targets')
+    LOOP
+        EXECUTE format('ALTER FUNCTION %s SET jit = off', f.sig);
     END LOOP;
 
     -- The array variant's cosine distance on every worker (by itself Citus

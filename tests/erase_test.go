@@ -155,7 +155,7 @@ func TestErase(t *testing.T) {
 			}
 			require.NotEqual(t, uuid.Nil, secret.ID)
 			require.Equal(t, 1, e.count(`SELECT count(*) FROM mneme.jobs j, mneme.memories m WHERE j.kind = 'review'
-				AND m.id = $1 AND j.payload -> 'context_message_ids' @> to_jsonb(m.source_message_ids[1])`, secret.ID),
+				AND m.id = $1 AND j.conversation_id = m.conversation_id AND j.payload -> 'context_message_ids' @> to_jsonb(m.source_message_ids[1])`, secret.ID),
 				"the review job queued at the secret's segmentation names its messages")
 			require.Contains(t, e.search("vault combination linden teapot", 3), secret.ID)
 			e.say(day4.Format(time.RFC3339), "user", "The tomatoes are ripening nicely now.") // cuts the garden episode: reviews

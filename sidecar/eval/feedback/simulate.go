@@ -3,6 +3,7 @@ package feedback
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -83,6 +84,18 @@ func Run(ctx context.Context, db interface {
 		return res, fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // the simulation never commits
+	// Not on Citus: the simulation writes memories as the caller and
+	// searches and reviews through the API (as mneme's owner) in the same
+	// transaction, and Citus refuses to read placements another role
+	// modified in the transaction (25001; docs/scale.md).
+	var citus bool
+	if err := tx.QueryRow(ctx, `SELECT mneme._distributed('mneme.memories')`).Scan(&citus); err != nil {
+		return res, fmt.Errorf("is mneme distributed: %w", err)
+	}
+	if citus {
+		return res, errors.New("eval feedback does not run on a distributed mneme (Citus): its simulation writes and searches " +
+			"in one transaction as two roles, which Citus refuses; run it on one server (the review rules are the same)")
+	}
 
 	var now time.Time
 	if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
