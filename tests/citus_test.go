@@ -97,6 +97,17 @@ func TestMigrateCitusDistributes(t *testing.T) {
 	_, err = conn.Exec(ctx, `SELECT mneme.remember($1, 'The user owns a small red bicycle.')`, conv)
 	require.NoError(t, err)
 
+	// The per-shard copies of the triggers' functions are mneme_owner's
+	// and no login's to call (a new function is PUBLIC's; a copy of a
+	// SECURITY DEFINER one would run as the migrating role).
+	var copies, open int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE pg_get_userbyid(p.proowner) <> 'mneme_owner'
+			OR has_function_privilege('mneme_app', p.oid, 'EXECUTE') OR has_function_privilege('mneme_worker', p.oid, 'EXECUTE')
+			OR has_function_privilege('mneme_admin', p.oid, 'EXECUTE'))
+		FROM pg_proc p WHERE p.pronamespace = 'mneme'::regnamespace AND p.proname ~ '_[0-9]{4,}$'`).Scan(&copies, &open))
+	require.Positive(t, copies)
+	require.Zero(t, open, "per-shard copies a login may call, or not owned by mneme_owner")
+
 	// The array variant's <=> exists on the workers too (Citus does not
 	// propagate CREATE OPERATOR): a bare vector lookup over the shards.
 	var nearest uuid.UUID
