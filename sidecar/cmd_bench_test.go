@@ -13,6 +13,7 @@ import (
 
 	"github.com/mneme-memory/mneme/sidecar/bench"
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
+	"github.com/mneme-memory/mneme/sidecar/scratch"
 )
 
 // mnemeCmd runs this test binary as the real `mneme` with args and
@@ -130,14 +131,26 @@ func TestBenchScale(t *testing.T) {
 		require.Positive(t, s.BuildSeconds, "built")
 		require.Positive(t, s.DBBytes)
 		require.Positive(t, s.BytesPerMemory["memories heap"])
-		for conv, calls := range map[string][]string{"small": {"search", "retrieve", "BM25 leg", "vector leg", "bare vector top-10"},
-			"typical": {"search", "search, scope tenant"}, "huge": {"search"}, "context": {"context_items", "context"}} {
+		for conv, calls := range map[string][]string{"small": {"search", "retrieve", "BM25 leg", "vector leg", "bare vector top-10", "search, bound login", "retrieve, bound login"},
+			"typical": {"search", "search, scope tenant", "search, bound login"}, "huge": {"search"},
+			"context": {"context_items", "context", "context_items, bound login"}} {
 			for _, call := range calls {
 				require.Positive(t, s.Calls[conv][call].P50, "%s on %s", call, conv)
 			}
 		}
 	}
 	require.NotEmpty(t, res.Goals)
+	// The run's logins are gone, and the binding of the bound one with them.
+	dbURL, err := scratch.WithDatabase(server, name)
+	require.NoError(t, err)
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	require.NoError(t, err)
+	var bindings, logins int
+	require.NoError(t, conn.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM mneme.tenant_logins),
+		(SELECT count(*) FROM pg_roles WHERE rolname LIKE 'mneme\_bench\_app\_%')`).Scan(&bindings, &logins))
+	conn.Close(context.Background())
+	require.Zero(t, bindings)
+	require.Zero(t, logins)
 	again := run()
 	for _, s := range again.Steps {
 		require.Zero(t, s.BuildSeconds, "the database is reused, not rebuilt")

@@ -192,6 +192,11 @@ func Scale(ctx context.Context, o ScaleOptions) (*ScaleResult, error) {
 		return nil, err
 	}
 	defer drop()
+	bound, dropBound, err := scaleBound(ctx, conn, dsn)
+	if err != nil {
+		return nil, err
+	}
+	defer dropBound()
 	cum := scaleWeights(o.Conversations)
 	for _, n := range o.Sizes {
 		step := ScaleStep{Memories: n}
@@ -206,7 +211,7 @@ func Scale(ctx context.Context, o ScaleOptions) (*ScaleResult, error) {
 		if err := scaleSizes(ctx, conn, &step, o.Citus); err != nil {
 			return nil, err
 		}
-		if step.Calls, err = scaleTime(ctx, conn, app, o, res.Variant); err != nil {
+		if step.Calls, err = scaleTime(ctx, conn, app, bound, o, res.Variant); err != nil {
 			return nil, err
 		}
 		log.Info("bench scale: step measured", "memories", n, "build_s", step.BuildSeconds)
@@ -506,14 +511,49 @@ func scaleApp(ctx context.Context, conn *pgx.Conn, dsn string) (*pgx.Conn, func(
 	return app, func() { app.Close(context.Background()); drop() }, nil
 }
 
+// scaleBound creates a second mneme_app login for the run, bound to the
+// probe conversations' tenant (mneme.bind_login), and connects as it: its
+// calls need no set_tenant, so each is made alone, outside a transaction,
+// as an application with one login per tenant makes it (what Citus
+// delegates to the conversation's worker whole).
+func scaleBound(ctx context.Context, conn *pgx.Conn, dsn string) (*pgx.Conn, func(), error) {
+	boundURL, drop, err := appLogin(ctx, conn, dsn)
+	if err != nil {
+		return nil, nil, err
+	}
+	u, err := url.Parse(boundURL)
+	if err != nil {
+		drop()
+		return nil, nil, err
+	}
+	role := u.User.Username()
+	if _, err := conn.Exec(ctx, `SELECT mneme.bind_login($1, $2)`, role, probeTenant); err != nil {
+		drop()
+		return nil, nil, fmt.Errorf("bind the application role to tenant %s: %w", probeTenant, err)
+	}
+	unbind := func() {
+		_, _ = conn.Exec(context.Background(), `SELECT mneme.unbind_login($1)`, role)
+		drop()
+	}
+	bound, err := pgx.Connect(ctx, boundURL)
+	if err != nil {
+		unbind()
+		return nil, nil, fmt.Errorf("connect as the bound application role: %w", err)
+	}
+	return bound, func() { bound.Close(context.Background()); unbind() }, nil
+}
+
 // The calls timed on each conversation. $1 conversation, $2 query text.
 var scaleCalls = []struct {
 	name, sql string
 	owner     bool     // run as the database owner (the bare index lookup: mneme_app reads no table)
 	on        []string // conversations it runs on
+	// bound: made alone (no transaction, no set_tenant) by the login bound
+	// to the probe tenant (scaleBound); only on its conversations.
+	bound bool
 }{
 	{"bare vector top-10", `SELECT count(*) FROM (SELECT m.id FROM mneme.memories m WHERE m.conversation_id = $1 AND m.status = 'active'
-		ORDER BY m.embedding <=> mneme.hash_embed($2)::mneme.embedding LIMIT 10) x`, true, []string{"small", "typical", "huge"}},
+		ORDER BY m.embedding <=> mneme.hash_embed($2)::mneme.embedding LIMIT 10) x`, true, []string{"small", "typical", "huge"}, false},
 	// The same top 10, exact: the conversation's rows through the btree on
 	// conversation_id, every distance computed (the query embedded once, in
 	// a subquery), sorted (OFFSET 0 keeps the
@@ -522,22 +562,25 @@ var scaleCalls = []struct {
 	// plan and loses rows to the filter).
 	{"bare exact top-10", `SELECT count(*) FROM (SELECT x.id FROM (SELECT m.id, m.embedding <=> (SELECT mneme.hash_embed($2)::mneme.embedding) AS d
 		FROM mneme.memories m WHERE m.conversation_id = $1 AND m.status = 'active' OFFSET 0) x ORDER BY x.d LIMIT 10) y`,
-		true, []string{"small", "typical", "huge"}},
+		true, []string{"small", "typical", "huge"}, false},
 	// (array variant: not on huge, where evaluating <=> per row takes seconds
 	// a query; see scaleTime)
-	{"BM25 leg", `SELECT count(*) FROM mneme.bm25_search($1, $2, 100)`, false, []string{"small", "typical", "huge"}},
-	{"vector leg", `SELECT count(*) FROM mneme.vector_search($1, mneme.hash_embed($2), 100)`, false, []string{"small", "typical", "huge"}},
-	{"search", `SELECT count(*) FROM mneme.search($1, $2, 10)`, false, []string{"small", "typical", "huge"}},
-	{"retrieve", `SELECT count(*) FROM mneme.retrieve($1, $2, 10)`, false, []string{"small", "typical", "huge"}},
-	{"search, scope tenant", `SELECT count(*) FROM mneme.search($1, $2, 10, scope => 'tenant')`, false, []string{"typical"}},
-	{"context_items", `SELECT count(*) FROM mneme.context_items($1, $2, 1000)`, false, []string{"context"}},
-	{"context", `SELECT length(mneme.context($1, $2, 1000, record => false))`, false, []string{"context"}},
+	{"BM25 leg", `SELECT count(*) FROM mneme.bm25_search($1, $2, 100)`, false, []string{"small", "typical", "huge"}, false},
+	{"vector leg", `SELECT count(*) FROM mneme.vector_search($1, mneme.hash_embed($2), 100)`, false, []string{"small", "typical", "huge"}, false},
+	{"search", `SELECT count(*) FROM mneme.search($1, $2, 10)`, false, []string{"small", "typical", "huge"}, false},
+	{"retrieve", `SELECT count(*) FROM mneme.retrieve($1, $2, 10)`, false, []string{"small", "typical", "huge"}, false},
+	{"search, scope tenant", `SELECT count(*) FROM mneme.search($1, $2, 10, scope => 'tenant')`, false, []string{"typical"}, false},
+	{"context_items", `SELECT count(*) FROM mneme.context_items($1, $2, 1000)`, false, []string{"context"}, false},
+	{"context", `SELECT length(mneme.context($1, $2, 1000, record => false))`, false, []string{"context"}, false},
+	{"search, bound login", `SELECT count(*) FROM mneme.search($1, $2, 10)`, false, []string{"small", "typical"}, true},
+	{"retrieve, bound login", `SELECT count(*) FROM mneme.retrieve($1, $2, 10)`, false, []string{"small", "typical"}, true},
+	{"context_items, bound login", `SELECT count(*) FROM mneme.context_items($1, $2, 1000)`, false, []string{"context"}, true},
 }
 
 // scaleTime times every call on every conversation, interleaved (each round
 // runs each call once), as the owner for the bare lookup and as the
 // application login in the conversation's tenant for the API.
-func scaleTime(ctx context.Context, conn, app *pgx.Conn, o ScaleOptions, variant string) (map[string]map[string]Latencies, error) {
+func scaleTime(ctx context.Context, conn, app, bound *pgx.Conn, o ScaleOptions, variant string) (map[string]map[string]Latencies, error) {
 	convs := map[string]uuid.UUID{"small": probeSmall, "typical": probeTypical, "huge": bulkConv(0), "context": probeContext}
 	tenant := map[string]string{"small": probeTenant, "typical": probeTenant, "context": probeTenant, "huge": tenantOf(0, o.Tenants)}
 	words := map[string][]string{}
@@ -565,9 +608,13 @@ func scaleTime(ctx context.Context, conn, app *pgx.Conn, o ScaleOptions, variant
 				ws := words[name]
 				q := ws[r.IntN(len(ws))] + " " + ws[r.IntN(len(ws))] + " " + ws[r.IntN(len(ws))]
 				var took time.Duration
-				if c.owner {
+				if c.owner || c.bound {
+					on := conn
+					if c.bound {
+						on = bound
+					}
 					t0 := time.Now()
-					if _, err := conn.Exec(ctx, c.sql, convs[name], q); err != nil {
+					if _, err := on.Exec(ctx, c.sql, convs[name], q); err != nil {
 						return nil, fmt.Errorf("%s on %s: %w", c.name, name, err)
 					}
 					took = time.Since(t0)
@@ -658,7 +705,8 @@ func (r *ScaleResult) WriteTable(w io.Writer) {
 		"timed conversations: small %d memories, typical %d, context %d episodes (fixed), huge (the largest, grows)\n",
 		r.DB, r.Variant, r.Conversations, r.Tenants, r.Queries, r.Probes["small"], r.Probes["typical"], r.Probes["context"])
 	if r.Citus {
-		fmt.Fprintln(w, "on Citus: a scratch database distributed by conversation; each call in a transaction (set_tenant), so Citus runs it on the coordinator, every statement routed to the conversation's shard")
+		fmt.Fprintln(w, "on Citus: a scratch database distributed by conversation; each call in a transaction (set_tenant), so Citus runs it on the coordinator, every statement routed to the conversation's shard; "+
+			"the \"bound login\" calls are made alone by a login bound to the tenant, which Citus delegates to the conversation's worker whole")
 	}
 	for _, s := range r.Steps {
 		fmt.Fprintf(w, "\n%d memories (database %.0f MB, built in %.0f s); bytes per memory:", s.Memories, float64(s.DBBytes)/1e6, s.BuildSeconds)
@@ -670,14 +718,14 @@ func (r *ScaleResult) WriteTable(w io.Writer) {
 		for _, k := range names {
 			fmt.Fprintf(w, " %s %.0f,", k, s.BytesPerMemory[k])
 		}
-		fmt.Fprintf(w, "\n  %-22s %-8s %9s %9s %9s\n", "call (ms)", "conv", "p50", "p95", "p99")
+		fmt.Fprintf(w, "\n  %-28s %-8s %9s %9s %9s\n", "call (ms)", "conv", "p50", "p95", "p99")
 		for _, c := range scaleCalls {
 			for _, conv := range c.on {
 				l, ok := s.Calls[conv][c.name]
 				if !ok {
 					continue // not timed there (see scaleTime)
 				}
-				fmt.Fprintf(w, "  %-22s %-8s %9.2f %9.2f %9.2f\n", c.name, conv, l.P50, l.P95, l.P99)
+				fmt.Fprintf(w, "  %-28s %-8s %9.2f %9.2f %9.2f\n", c.name, conv, l.P50, l.P95, l.P99)
 			}
 		}
 	}
