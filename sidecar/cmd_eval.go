@@ -51,21 +51,22 @@ func evalRecall(ctx context.Context, log *slog.Logger, args []string, name, data
 	if err != nil {
 		return err
 	}
+	var questions *bufio.Writer
 	if *f.Questions != "" {
 		qf, err := os.Create(*f.Questions)
 		if err != nil {
 			return fmt.Errorf("--questions: %w", err)
 		}
 		defer qf.Close()
-		bw := bufio.NewWriter(qf)
-		f.Options.Questions = bw
+		questions = bufio.NewWriter(qf)
+		f.Options.Questions = questions
 	}
 	rep, err := recall.Eval(ctx, f.Options, d)
 	if err != nil {
 		return err
 	}
-	if bw, ok := f.Options.Questions.(*bufio.Writer); ok {
-		if err := bw.Flush(); err != nil {
+	if questions != nil {
+		if err := questions.Flush(); err != nil {
 			return fmt.Errorf("--questions: %w", err)
 		}
 	}

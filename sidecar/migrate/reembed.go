@@ -30,9 +30,9 @@ func Reembed(ctx context.Context, conn *pgx.Conn, dim int, embed EmbedFunc) (int
 	// columns (with the triggers that name them dropped and created again,
 	// and the domain replaced) ended in a distributed deadlock on the test
 	// cluster (docs/scale.md). Refused before anything changes.
-	var citus bool
-	if err := tx.QueryRow(ctx, `SELECT mneme._distributed('mneme.memories')`).Scan(&citus); err != nil {
-		return 0, fmt.Errorf("is mneme distributed: %w", err)
+	citus, err := Distributed(ctx, tx)
+	if err != nil {
+		return 0, err
 	}
 	if citus {
 		return 0, errors.New("mneme reembed does not run on a distributed mneme (Citus) yet: choose the dimension at migrate time " +
@@ -94,4 +94,16 @@ func fillEmbeddings(ctx context.Context, tx pgx.Tx, dim int, embed EmbedFunc) er
 		}
 	}
 	return nil
+}
+
+// Distributed reports whether mneme's tables are distributed by Citus
+// (mneme._distributed), for the commands that refuse to run there.
+func Distributed(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) (bool, error) {
+	var d bool
+	if err := q.QueryRow(ctx, `SELECT mneme._distributed('mneme.memories')`).Scan(&d); err != nil {
+		return false, fmt.Errorf("is mneme distributed: %w", err)
+	}
+	return d, nil
 }

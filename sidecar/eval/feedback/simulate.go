@@ -14,6 +14,7 @@ import (
 
 	"github.com/mneme-memory/mneme/sidecar/fsrs"
 	"github.com/mneme-memory/mneme/sidecar/jobs"
+	"github.com/mneme-memory/mneme/sidecar/migrate"
 )
 
 // Policy is what happens to FSRS state after a retrieval.
@@ -88,11 +89,9 @@ func Run(ctx context.Context, db interface {
 	// searches and reviews through the API (as mneme's owner) in the same
 	// transaction, and Citus refuses to read placements another role
 	// modified in the transaction (25001; docs/scale.md).
-	var citus bool
-	if err := tx.QueryRow(ctx, `SELECT mneme._distributed('mneme.memories')`).Scan(&citus); err != nil {
-		return res, fmt.Errorf("is mneme distributed: %w", err)
-	}
-	if citus {
+	if citus, err := migrate.Distributed(ctx, tx); err != nil {
+		return res, err
+	} else if citus {
 		return res, errors.New("eval feedback does not run on a distributed mneme (Citus): its simulation writes and searches " +
 			"in one transaction as two roles, which Citus refuses; run it on one server (the review rules are the same)")
 	}

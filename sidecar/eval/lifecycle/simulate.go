@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mneme-memory/mneme/sidecar/fsrs"
+	"github.com/mneme-memory/mneme/sidecar/migrate"
 )
 
 // Labels in report order (project_garden stands for project_*).
@@ -148,11 +149,9 @@ func simulate(ctx context.Context, db interface {
 	// the cleanup (as mneme's owner) in the same transaction, and Citus
 	// refuses to read placements another role modified in the transaction
 	// (25001; docs/scale.md).
-	var citus bool
-	if err := tx.QueryRow(ctx, `SELECT mneme._distributed('mneme.memories')`).Scan(&citus); err != nil {
-		return sc, fmt.Errorf("is mneme distributed: %w", err)
-	}
-	if citus {
+	if citus, err := migrate.Distributed(ctx, tx); err != nil {
+		return sc, err
+	} else if citus {
 		return sc, errors.New("eval lifecycle does not run on a distributed mneme (Citus): its simulation writes and cleans up " +
 			"in one transaction as two roles, which Citus refuses; run it on one server (the lifecycle rules are the same)")
 	}
