@@ -95,7 +95,9 @@ BEGIN
         IF NOT f.inlined THEN
             EXECUTE format('ALTER FUNCTION %s SECURITY DEFINER', f.sig);
         END IF;
-        IF f.plpgsql AND f.name = ANY (app || worker || admin) THEN
+        -- (PL/pgSQL, and SQL that is not inlined: on Citus, 950-citus.sql
+        -- re-creates those as PL/pgSQL with their settings)
+        IF (f.plpgsql OR NOT f.inlined) AND f.name = ANY (app || worker || admin) THEN
             -- No JIT inside a call: mneme's statements run for milliseconds,
             -- but the planner's guesses for unnest and regexp splits can pass
             -- jit_above_cost, and compiling then takes far longer than the

@@ -403,21 +403,6 @@ $new$),
         EXECUTE format('ALTER FUNCTION %s SET citus.allow_nested_distributed_execution = on', f.oid::regprocedure);
     END LOOP;
 
-    -- No JIT inside a call (as sql/900-access.sql sets on one server): the
-    -- SQL functions re-created as PL/pgSQL above are entry points too.
-    FOR f IN
-        SELECT p.oid::regprocedure AS sig FROM pg_catalog.pg_proc p
-         WHERE p.pronamespace = 'mneme'::regnamespace AND p.prokind = 'f'
-           AND p.prolang = (SELECT l.oid FROM pg_catalog.pg_language l WHERE l.lanname = 'plpgsql')
-           AND (has_function_privilege('mneme_app', p.oid, 'EXECUTE')
-                OR has_function_privilege('mneme_worker', p.oid, 'EXECUTE')
-                OR has_function_privilege('mneme_admin', p.oid, 'EXECUTE'))
-           AND NOT coalesce('jit=off' = ANY (p.proconfig), false)
-           AND p.proname NOT IN ('_tenant', '_resolve_tenant', '_is_worker', 'change_embedding_dim', 'erase_vacuum_targets')
-    LOOP
-        EXECUTE format('ALTER FUNCTION %s SET jit = off', f.sig);
-    END LOOP;
-
     -- The array variant's cosine distance on every worker (by itself Citus
     -- does not propagate it; made a distributed function without a
     -- distribution argument, it is). Its operator mneme.<=>, which Citus
