@@ -99,6 +99,16 @@ func TestBenchIngest(t *testing.T) {
 	require.Positive(t, res.SegmentJobs)
 	require.Positive(t, res.Memories, "the sidecars segmented what was written")
 	require.Positive(t, res.Lag.P50)
+	require.Positive(t, res.AddMessage.P50)
+	require.Len(t, res.Goals, 2, "throughput and lag, pass or not")
+	// The test server runs on this machine: where the CPU went, by class.
+	require.NotNil(t, res.CPU)
+	classes := map[string]float64{}
+	for _, c := range res.CPU.Shares {
+		classes[c.Class] = c.Cores
+	}
+	require.Positive(t, classes["the writers' backends (add_message)"], "%v", classes)
+	require.Contains(t, classes, "this process (the writers' and the sidecars' Go code)")
 
 	_, stderr, code = mnemeCmd(t, server, "bench", "ingest", "--conversations", "0")
 	require.Equal(t, 2, code)
@@ -132,7 +142,7 @@ func TestBenchScale(t *testing.T) {
 		require.Positive(t, s.DBBytes)
 		require.Positive(t, s.BytesPerMemory["memories heap"])
 		for conv, calls := range map[string][]string{"small": {"search", "retrieve", "BM25 leg", "vector leg", "bare vector top-10", "search, bound login", "retrieve, bound login"},
-			"typical": {"search", "search, scope tenant", "search, bound login"}, "huge": {"search"},
+			"typical": {"search", "search, scope tenant", "search, bound login", "PostgreSQL hybrid_search, top 10"}, "huge": {"search"},
 			"context": {"context_items", "context", "context_items, bound login"}} {
 			for _, call := range calls {
 				require.Positive(t, s.Calls[conv][call].P50, "%s on %s", call, conv)
@@ -140,6 +150,19 @@ func TestBenchScale(t *testing.T) {
 		}
 	}
 	require.NotEmpty(t, res.Goals)
+	// A missed latency goal comes with where the call's time goes.
+	for _, g := range res.Goals {
+		if g.Pass || g.NotApplicable {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(g.Goal, "context_items p"):
+			require.NotEmpty(t, res.ContextSteps, g.Goal)
+		case strings.HasPrefix(g.Goal, "search p50"), strings.HasPrefix(g.Goal, "retrieve p50"):
+			require.NotEmpty(t, res.SearchSteps, g.Goal)
+			require.Contains(t, res.SearchSteps[0].Plan, "(actual time=", "an EXPLAIN ANALYZE plan")
+		}
+	}
 	// The run's logins are gone, and the binding of the bound one with them.
 	dbURL, err := scratch.WithDatabase(server, name)
 	require.NoError(t, err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,7 +33,8 @@ type IngestOptions struct {
 	Keep          bool          // keep the scratch database (its name is logged)
 	Log           *slog.Logger
 
-	variant string // what migrate chose
+	variant string    // what migrate chose
+	cpu     *cpuProbe // nil: the server runs elsewhere
 }
 
 // IngestResult is one run.
@@ -58,7 +60,20 @@ type IngestResult struct {
 	// Backlog is how long the sidecars took, once the writers stopped, to
 	// run every job left.
 	BacklogSeconds float64 `json:"backlog_seconds"`
+	// AddMessage is the writers' add_message calls as they saw them.
+	AddMessage Latencies `json:"add_message_ms"`
+	// CPU: where the machine's CPU went while the writers wrote (when the
+	// server runs on this machine; see cpu.go).
+	CPU *CPUReport `json:"cpu,omitempty"`
+	// Goals: the issue's ingest goals, pass or not, for this run.
+	Goals []ScaleGoal `json:"goals"`
 }
+
+// The ingest goals: sustained messages/s and segmentation lag p95.
+const (
+	ingestGoalRate  = 2000
+	ingestGoalLagMS = 5000
+)
 
 // Ingest measures sustained add_message throughput with the sidecars
 // running the real pipelines (offline), and how far segmentation lags
@@ -107,6 +122,19 @@ func Ingest(ctx context.Context, o IngestOptions) ([]IngestResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	appRole, dbName := pcfg.ConnConfig.User, pcfg.ConnConfig.Database
+	o.cpu = newCPUProbe(ctx, pool, func(p serverProcess) string {
+		switch {
+		case p.BackendType == "client backend" && p.User == appRole:
+			return "the writers' backends (add_message)"
+		case p.BackendType == "client backend" && p.Database == dbName:
+			return "the sidecars' backends (jobs, claims, listeners)"
+		case p.BackendType == "walsender":
+			return "the server's WAL senders"
+		default:
+			return "the server's other processes (WAL writer, checkpointer, autovacuum, other databases)"
+		}
+	})
 	maxConv := 0
 	for _, n := range o.Conversations {
 		maxConv = max(maxConv, n)
@@ -211,6 +239,14 @@ func ingestRun(ctx context.Context, pool, writerPool *pgxpool.Pool, o IngestOpti
 		writers = min(nconv, o.Writers)
 	}
 	res.Writers = writers
+	var cpu0 cpuSnapshot
+	if o.cpu != nil {
+		var err error
+		if cpu0, err = o.cpu.snapshot(ctx); err != nil {
+			return res, fmt.Errorf("CPU snapshot: %w", err)
+		}
+	}
+	took := make([][]float64, writers) // each writer's add_message latencies, ms
 	var wg sync.WaitGroup
 	start := time.Now()
 	for w := 0; w < writers; w++ {
@@ -225,9 +261,11 @@ func ingestRun(ctx context.Context, pool, writerPool *pgxpool.Pool, o IngestOpti
 						time.Sleep(time.Until(due))
 						sent0++
 					}
+					t0 := time.Now()
 					_, err := writerPool.Exec(ctx, `SELECT mneme.add_message($1, $2, $3)`, convs[c],
 						[]string{"user", "assistant"}[i%2], ingestText(c, i))
 					if err == nil {
+						took[w] = append(took[w], float64(time.Since(t0).Microseconds())/1000)
 						sent.Add(1)
 					} else if failures.Add(1) == 1 {
 						log.Warn("add_message failed", "err", err)
@@ -241,6 +279,19 @@ func ingestRun(ctx context.Context, pool, writerPool *pgxpool.Pool, o IngestOpti
 	res.Messages, res.Failures = sent.Load(), failures.Load()
 	res.PerSecond = float64(res.Messages) / res.Seconds
 	writeEnd := time.Now()
+	if o.cpu != nil {
+		cpu1, err := o.cpu.snapshot(ctx)
+		if err != nil {
+			return res, fmt.Errorf("CPU snapshot: %w", err)
+		}
+		r := o.cpu.report(cpu0, cpu1, "this process (the writers' and the sidecars' Go code)")
+		res.CPU = &r
+	}
+	var all []float64
+	for _, t := range took {
+		all = append(all, t...)
+	}
+	res.AddMessage = percentiles(all)
 
 	// Let the sidecars finish what the writers left: cut every
 	// conversation's tail and wait for the queue to drain.
@@ -287,6 +338,12 @@ func ingestRun(ctx context.Context, pool, writerPool *pgxpool.Pool, o IngestOpti
 		Scan(&res.SegmentJobs, &res.FailedJobs, &res.Memories); err != nil {
 		return res, err
 	}
+	res.Goals = []ScaleGoal{
+		{Goal: fmt.Sprintf("messages/s sustained over %d conversations, at least", nconv), Measured: math.Round(res.PerSecond),
+			Limit: ingestGoalRate, Pass: res.PerSecond >= ingestGoalRate*0.99},
+		{Goal: fmt.Sprintf("segmentation lag p95 ms over %d conversations, at most", nconv), Measured: math.Round(res.Lag.P95),
+			Limit: ingestGoalLagMS, Pass: res.Lag.P95 <= ingestGoalLagMS},
+	}
 	log.Info("bench ingest", "conversations", nconv, "messages_per_sec", int(res.PerSecond), "lag_p95_ms", res.Lag.P95)
 	return res, nil
 }
@@ -307,5 +364,25 @@ func WriteIngestTable(w io.Writer, results []IngestResult) {
 	for _, r := range results {
 		fmt.Fprintf(w, "  %-13d %7d %9d %9d %9.0f %11d %9d %9.0f %9.0f %9.0f %10.1f %8d\n", r.Conversations, r.Writers, r.Messages,
 			r.Failures, r.PerSecond, r.SegmentJobs, r.Memories, r.Lag.P50, r.Lag.P95, r.Lag.P99, r.BacklogSeconds, r.FailedJobs)
+	}
+	for _, r := range results {
+		fmt.Fprintf(w, "\n%d conversations: add_message as the writers saw it p50 %.2f ms, p95 %.2f, p99 %.2f\n",
+			r.Conversations, r.AddMessage.P50, r.AddMessage.P95, r.AddMessage.P99)
+		if r.CPU != nil {
+			fmt.Fprintf(w, "  where the CPU went while the writers wrote (%.0f s): the machine %.2f of %d cores busy\n",
+				r.CPU.Seconds, r.CPU.MachineCores, r.CPU.Cores)
+			for _, c := range r.CPU.Shares {
+				fmt.Fprintf(w, "    %5.2f cores  %s\n", c.Cores, c.Class)
+			}
+		} else {
+			fmt.Fprintln(w, "  (the server runs on another machine: no CPU breakdown)")
+		}
+		for _, g := range r.Goals {
+			mark := "FAIL"
+			if g.Pass {
+				mark = "pass"
+			}
+			fmt.Fprintf(w, "  %s  %-60s %8.0f (goal %.0f)\n", mark, g.Goal, g.Measured, g.Limit)
+		}
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/clip"
 	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/embed"
+	"github.com/mneme-memory/mneme/sidecar/eval/pghybrid"
 	"github.com/mneme-memory/mneme/sidecar/eval/plot"
 	"github.com/mneme-memory/mneme/sidecar/eval/recall"
 	"github.com/mneme-memory/mneme/sidecar/migrate"
@@ -83,6 +84,9 @@ type ScaleResult struct {
 	// ContextSteps: where context_items's time goes at the largest size,
 	// when its latency goal is missed (auto_explain of one call).
 	ContextSteps []SlowStep `json:"context_items_steps,omitempty"`
+	// SearchSteps: where search's time goes on the typical conversation at
+	// the largest size, when its goal against the bare top-10 is missed.
+	SearchSteps []SlowStep `json:"search_steps,omitempty"`
 }
 
 // The timed conversations. small and typical hold synthetic memories,
@@ -187,6 +191,12 @@ func Scale(ctx context.Context, o ScaleOptions) (*ScaleResult, error) {
 	if err := scaleSetup(ctx, conn, o, hash); err != nil {
 		return nil, err
 	}
+	// The hybrid search people write in PostgreSQL, over a copy of the same
+	// memories in its own table (package pghybrid).
+	hybrid, err := pghybrid.New(ctx, conn, nil)
+	if err != nil {
+		return nil, err
+	}
 	app, drop, err := scaleApp(ctx, conn, dsn)
 	if err != nil {
 		return nil, err
@@ -208,25 +218,78 @@ func Scale(ctx context.Context, o ScaleOptions) (*ScaleResult, error) {
 		if grew {
 			step.BuildSeconds = time.Since(t0).Seconds()
 		}
+		// (before the sizes: the database's size includes the copy)
+		if err := scaleHybrid(ctx, conn, hybrid, o, n); err != nil {
+			return nil, fmt.Errorf("the hybrid baseline's copy: %w", err)
+		}
 		if err := scaleSizes(ctx, conn, &step, o.Citus); err != nil {
 			return nil, err
 		}
-		if step.Calls, err = scaleTime(ctx, conn, app, bound, o, res.Variant); err != nil {
+		if step.Calls, err = scaleTime(ctx, conn, app, bound, hybrid, o, res.Variant); err != nil {
 			return nil, err
 		}
 		log.Info("bench scale: step measured", "memories", n, "build_s", step.BuildSeconds)
 		out.Steps = append(out.Steps, step)
 	}
 	out.Goals = scaleGoals(out.Steps, res.Variant)
-	for _, g := range out.Goals {
-		if strings.HasPrefix(g.Goal, "context_items p") && !g.Pass {
-			if out.ContextSteps, err = explainContext(ctx, dsn); err != nil {
-				return nil, fmt.Errorf("explain context_items: %w", err)
+	// Where a latency goal is missed, where the call's time goes.
+	missed := func(prefix string) bool {
+		for _, g := range out.Goals {
+			if strings.HasPrefix(g.Goal, prefix) && !g.Pass && !g.NotApplicable {
+				return true
 			}
-			break
+		}
+		return false
+	}
+	if missed("context_items p") {
+		if out.ContextSteps, err = explainCall(ctx, dsn, probeContext, `SELECT count(*) FROM mneme.context_items($1, $2, 1000)`); err != nil {
+			return nil, fmt.Errorf("explain context_items: %w", err)
+		}
+	}
+	if missed("search p50") || missed("retrieve p50") {
+		if out.SearchSteps, err = explainCall(ctx, dsn, probeTypical, `SELECT count(*) FROM mneme.search($1, $2, 10)`); err != nil {
+			return nil, fmt.Errorf("explain search: %w", err)
 		}
 	}
 	return out, nil
+}
+
+// scaleHybrid fills the hybrid baseline's table with a copy of the
+// memories (its dia_id the memory's id) when it does not hold as many:
+// copied again whole, in chunks of the memories' key order.
+func scaleHybrid(ctx context.Context, conn *pgx.Conn, h *pghybrid.Baseline, o ScaleOptions, n int) error {
+	var have, want int64
+	if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM eval_baseline.turns), (SELECT count(*) FROM mneme.memories)`).Scan(&have, &want); err != nil {
+		return err
+	}
+	if have == want {
+		return nil
+	}
+	if _, err := conn.Exec(ctx, `TRUNCATE eval_baseline.turns`); err != nil {
+		return err
+	}
+	bar := recall.NewProgress(o.Progress, fmt.Sprintf("copy %d memories for the hybrid baseline", n), int(want))
+	var from *uuid.UUID
+	for {
+		var to *uuid.UUID
+		if err := conn.QueryRow(ctx, `SELECT max(x.id::text)::uuid FROM (SELECT m.id FROM mneme.memories m
+			WHERE $1::uuid IS NULL OR m.id > $1 ORDER BY m.id LIMIT $2) x`, from, scaleChunk).Scan(&to); err != nil {
+			return err
+		}
+		if to == nil {
+			break
+		}
+		added, err := h.AddRows(ctx, `SELECT m.conversation_id::text, m.id::text, '', m.content, m.embedding::real[]
+			FROM mneme.memories m WHERE ($1::uuid IS NULL OR m.id > $1) AND m.id <= $2`, from, to)
+		if err != nil {
+			return err
+		}
+		bar.Add(int(added))
+		from = to
+	}
+	bar.Done()
+	_, err := conn.Exec(ctx, `VACUUM ANALYZE eval_baseline.turns`)
+	return err
 }
 
 // scaleDatabase creates the benchmark database if it does not exist (or
@@ -572,6 +635,9 @@ var scaleCalls = []struct {
 	{"search, scope tenant", `SELECT count(*) FROM mneme.search($1, $2, 10, scope => 'tenant')`, false, []string{"typical"}, false},
 	{"context_items", `SELECT count(*) FROM mneme.context_items($1, $2, 1000)`, false, []string{"context"}, false},
 	{"context", `SELECT length(mneme.context($1, $2, 1000, record => false))`, false, []string{"context"}, false},
+	// The hybrid baseline (pghybrid), top 10 like search, over its copy of
+	// the memories: its own table, no row security, run as the owner.
+	{hybridCall, "", true, []string{"small", "typical", "huge"}, false},
 	// The form Citus delegates: the call alone in the target list (not
 	// SELECT ... FROM the call, which Citus plans on the coordinator).
 	{"search, bound login", `SELECT mneme.search($1, $2, 10)`, false, []string{"small", "typical"}, true},
@@ -579,10 +645,13 @@ var scaleCalls = []struct {
 	{"context_items, bound login", `SELECT mneme.context_items($1, $2, 1000)`, false, []string{"context"}, true},
 }
 
+// hybridCall is the hybrid baseline's line (pghybrid.Search, not SQL here).
+const hybridCall = "PostgreSQL hybrid_search, top 10"
+
 // scaleTime times every call on every conversation, interleaved (each round
 // runs each call once), as the owner for the bare lookup and as the
 // application login in the conversation's tenant for the API.
-func scaleTime(ctx context.Context, conn, app, bound *pgx.Conn, o ScaleOptions, variant string) (map[string]map[string]Latencies, error) {
+func scaleTime(ctx context.Context, conn, app, bound *pgx.Conn, hybrid *pghybrid.Baseline, o ScaleOptions, variant string) (map[string]map[string]Latencies, error) {
 	convs := map[string]uuid.UUID{"small": probeSmall, "typical": probeTypical, "huge": bulkConv(0), "context": probeContext}
 	tenant := map[string]string{"small": probeTenant, "typical": probeTenant, "context": probeTenant, "huge": tenantOf(0, o.Tenants)}
 	words := map[string][]string{}
@@ -610,7 +679,13 @@ func scaleTime(ctx context.Context, conn, app, bound *pgx.Conn, o ScaleOptions, 
 				ws := words[name]
 				q := ws[r.IntN(len(ws))] + " " + ws[r.IntN(len(ws))] + " " + ws[r.IntN(len(ws))]
 				var took time.Duration
-				if c.owner || c.bound {
+				if c.name == hybridCall {
+					t0 := time.Now()
+					if _, err := hybrid.Search(ctx, convs[name].String(), q, 10); err != nil {
+						return nil, fmt.Errorf("%s on %s: %w", c.name, name, err)
+					}
+					took = time.Since(t0)
+				} else if c.owner || c.bound {
 					on := conn
 					if c.bound {
 						on = bound
@@ -731,9 +806,15 @@ func (r *ScaleResult) WriteTable(w io.Writer) {
 			}
 		}
 	}
-	if len(r.ContextSteps) > 0 {
-		fmt.Fprintln(w, "\nwhere context_items's time goes (auto_explain of one call, nested statements, slowest first):")
-		for i, st := range r.ContextSteps {
+	for _, e := range []struct {
+		call  string
+		steps []SlowStep
+	}{{"context_items", r.ContextSteps}, {"search (typical conversation)", r.SearchSteps}} {
+		if len(e.steps) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\nwhere %s's time goes (auto_explain of one call, nested statements, slowest first):\n", e.call)
+		for i, st := range e.steps {
 			if i == 8 {
 				break
 			}
@@ -763,7 +844,7 @@ func (r *ScaleResult) WritePlot(w io.Writer) error {
 		YFormat: func(v float64) string { return fmt.Sprintf("%g", v) }}
 	for _, l := range []struct{ conv, call string }{
 		{"typical", "search"}, {"typical", "retrieve"}, {"typical", "BM25 leg"}, {"typical", "vector leg"},
-		{"small", "search"}, {"context", "context_items"}, {"huge", "search"}, {"huge", "BM25 leg"},
+		{"typical", hybridCall}, {"small", "search"}, {"context", "context_items"}, {"huge", "search"}, {"huge", "BM25 leg"},
 	} {
 		sr := plot.Series{Label: l.call + ", " + l.conv, Dashed: l.conv == "huge"}
 		for _, s := range r.Steps {
@@ -788,10 +869,11 @@ type SlowStep struct {
 
 var autoExplainRE = regexp.MustCompile(`(?s)duration: ([0-9.]+) ms\s+plan:\s*\nQuery Text:(.*?)\n([A-Z].*)`)
 
-// explainContext runs context_items once on the context conversation with
-// auto_explain logging every nested statement (ANALYZE) as notices, and
-// returns the statements, slowest first: where a call's time goes.
-func explainContext(ctx context.Context, dsn string) ([]SlowStep, error) {
+// explainCall runs a call ($1 the conversation, $2 three of its words)
+// with auto_explain logging every nested statement (ANALYZE) as
+// notices, and returns the statements, slowest first: where the call's
+// time goes.
+func explainCall(ctx context.Context, dsn string, conv uuid.UUID, call string) ([]SlowStep, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return nil, err
@@ -812,13 +894,17 @@ func explainContext(ctx context.Context, dsn string) ([]SlowStep, error) {
 	var words string
 	if err := conn.QueryRow(ctx, `SELECT string_agg(w, ' ') FROM (SELECT unnest(string_to_array(s.content, ' ')) AS w
 		FROM (SELECT content FROM mneme.memories WHERE conversation_id = $1 ORDER BY id LIMIT 1) s) x WHERE w ~ '^[a-z]+$'`,
-		probeContext).Scan(&words); err != nil {
+		conv).Scan(&words); err != nil {
 		return nil, err
 	}
 	q := strings.Join(strings.Fields(words)[:min(3, len(strings.Fields(words)))], " ")
-	notices = nil
-	if _, err := conn.Exec(ctx, `SELECT count(*) FROM mneme.context_items($1, $2, 1000)`, probeContext, q); err != nil {
-		return nil, err
+	// Warmed (plans cached, pages read) by two calls first; the third's
+	// statements are reported.
+	for i := 0; i < 3; i++ {
+		notices = nil
+		if _, err := conn.Exec(ctx, call, conv, q); err != nil {
+			return nil, err
+		}
 	}
 	var steps []SlowStep
 	for _, n := range notices {

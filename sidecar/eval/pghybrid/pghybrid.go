@@ -49,6 +49,7 @@ type Baseline struct {
 	// Vector is the form of the vector leg: "pgvector" (a vector(dim)
 	// column, pgvector's cosine distance) or "array" (real[], exact cosine).
 	Vector string
+	typ    string // the embedding column's type
 	query  string
 	insert string
 }
@@ -134,7 +135,7 @@ func New(ctx context.Context, db DB, embed Embedder) (*Baseline, error) {
 	if _, err := db.Exec(ctx, fmt.Sprintf(pgHybridTable, typ)); err != nil {
 		return nil, fmt.Errorf("%s table: %w", name, err)
 	}
-	h.query = fmt.Sprintf(pgHybridQuery, typ, dist)
+	h.typ, h.query = typ, fmt.Sprintf(pgHybridQuery, typ, dist)
 	h.insert = fmt.Sprintf(`INSERT INTO eval_baseline.turns (conv, dia_id, speaker, content, embedding)
 		VALUES ($1, $2, $3, $4, coalesce($5::real[], mneme.hash_embed($4))::%s)`, typ)
 	return h, nil
@@ -170,6 +171,20 @@ func (h *Baseline) Add(ctx context.Context, conv string, turns []Turn) error {
 		}
 	}
 	return nil
+}
+
+// AddRows inserts the rows of a query in one statement: each row a turn's
+// conv, dia_id, speaker and content (text) and its embedding (real[]; NULL:
+// mneme.hash_embed of the content). For tables too large to send turn by
+// turn (mneme bench scale copies mneme's memories). Returns the rows added.
+func (h *Baseline) AddRows(ctx context.Context, query string, args ...any) (int64, error) {
+	tag, err := h.db.Exec(ctx, fmt.Sprintf(`INSERT INTO eval_baseline.turns (conv, dia_id, speaker, content, embedding)
+		SELECT s.conv, s.dia_id, s.speaker, s.content, coalesce(s.embedding, mneme.hash_embed(s.content))::%s
+		FROM (%s) AS s(conv, dia_id, speaker, content, embedding)`, h.typ, query), args...)
+	if err != nil {
+		return 0, fmt.Errorf("%s: add rows: %w", name, err)
+	}
+	return tag.RowsAffected(), nil
 }
 
 // Search is hybrid_search(question, match_count) over one conversation's

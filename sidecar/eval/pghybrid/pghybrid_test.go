@@ -110,3 +110,30 @@ func TestPGHybridUsesTheEmbedder(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "D1:3", got[0].DiaID, "full text and the embedder agree: %s", dias(got))
 }
+
+// TestPGHybridAddRows: turns added by a query in one statement (NULL
+// embedding: the hash embedder in SQL) rank as the same turns added one by
+// one do; a query that fails adds nothing and says so.
+func TestPGHybridAddRows(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	ctx := context.Background()
+	h, err := New(ctx, db.Pool, nil)
+	require.NoError(t, err)
+	require.NoError(t, h.Add(ctx, "a", pgHybridTurns))
+	n, err := h.AddRows(ctx, `SELECT 'b', dia_id, speaker, content, NULL::real[] FROM eval_baseline.turns WHERE conv = $1`, "a")
+	require.NoError(t, err)
+	require.EqualValues(t, len(pgHybridTurns), n)
+	for _, q := range []string{"which train tickets to Lisbon did Cleo book?", "Lisbon weather", "the cat"} {
+		a, err := h.Search(ctx, "a", q, 10)
+		require.NoError(t, err)
+		b, err := h.Search(ctx, "b", q, 10)
+		require.NoError(t, err)
+		require.Equal(t, dias(a), dias(b), q)
+	}
+	_, err = h.AddRows(ctx, `SELECT 'c', 'x', 'y', 'z', NULL::real[] FROM no_such_table`)
+	require.ErrorContains(t, err, "pg_hybrid: add rows")
+	var c int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM eval_baseline.turns WHERE conv = 'c'`).Scan(&c))
+	require.Zero(t, c)
+}
