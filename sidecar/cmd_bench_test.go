@@ -182,6 +182,15 @@ func TestBenchScale(t *testing.T) {
 	_, stderr, code := mnemeCmd(t, server, "bench", "scale", "--sizes", "5000,3000")
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, "--sizes")
+	_, stderr, code = mnemeCmd(t, server, "bench", "scale", "--vector", "faiss")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, `--vector "faiss"`)
+	// The kept database keeps its variant: asking for the other is refused.
+	other := map[string]string{"array": "pgvector", "pgvector": "array"}[res.Variant]
+	_, stderr, code = mnemeCmd(t, server, "bench", "scale", "--sizes", "2000,4000", "--conversations", "40", "--tenants", "4",
+		"--queries", "2", "--db", name, "--vector", other)
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "asked for "+other)
 
 	// --citus on a server without Citus: a clear error, nothing created
 	// (not where the suite runs on a Citus coordinator).

@@ -419,30 +419,13 @@ func TestCitusCleanup(t *testing.T) {
 			require.NoError(t, conn.QueryRow(ctx, `SELECT mneme.remember($1, $2)`, c, text).Scan(&expiring))
 		}
 	}
+	// _cleanup at a later time, as the sidecar's cleanup would run it then:
+	// internal, so entered first as the API's calls are
 	counts := func(at string) map[string]int64 {
 		t.Helper()
-		out := map[string]int64{}
-		// _cleanup at a later time, as the sidecar's cleanup would run it
-		// then: internal, so entered first as the API's calls are
-		require.NoError(t, pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, `SELECT mneme._enter(NULL)`); err != nil {
-				return err
-			}
-			rows, err := tx.Query(ctx, `SELECT action, count FROM mneme._cleanup(now() + $1::interval, false)`, at)
-			if err != nil {
-				return err
-			}
-			for rows.Next() {
-				var a string
-				var n int64
-				if err := rows.Scan(&a, &n); err != nil {
-					return err
-				}
-				out[a] = n
-			}
-			return rows.Err()
-		}))
-		return out
+		var when time.Time
+		require.NoError(t, conn.QueryRow(ctx, `SELECT now() + $1::interval`, at).Scan(&when))
+		return runCleanup(t, conn, when, false, true)
 	}
 	// One memory pinned (never inactivated nor purged) whose validity has
 	// passed: expired, kept.

@@ -148,16 +148,25 @@ func (e *lifeEnv) events(id uuid.UUID) []string {
 	return evs
 }
 
-// cleanup runs the internal _cleanup at a given time. On Citus it runs as
-// mneme's owner on the workers, whose row security shows the rows of the
-// caller an API call forwards (mneme._enter): entered as the API is, in a
-// transaction, as TestCitusCleanup does.
+// cleanup runs the internal _cleanup at a given time (entered first on
+// Citus; see runCleanup).
 func (e *lifeEnv) cleanup(at time.Time, dry bool) map[string]int64 {
 	e.t.Helper()
+	return runCleanup(e.t, e.db.Pool, at, dry, dbtest.OnCitus())
+}
+
+// runCleanup runs the internal _cleanup at a given time, in a transaction,
+// and returns its action counts. enter: on Citus it runs as mneme's owner
+// on the workers, whose row security shows the rows of the caller an API
+// call forwards (mneme._enter), so it enters first, as the API's calls do.
+func runCleanup(t *testing.T, db interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, at time.Time, dry, enter bool) map[string]int64 {
+	t.Helper()
 	ctx := context.Background()
 	out := map[string]int64{}
-	require.NoError(e.t, pgx.BeginFunc(ctx, e.db.Pool, func(tx pgx.Tx) error {
-		if dbtest.OnCitus() {
+	require.NoError(t, pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		if enter {
 			if _, err := tx.Exec(ctx, `SELECT mneme._enter(NULL)`); err != nil {
 				return err
 			}

@@ -33,7 +33,16 @@ func (o *RetrieveOptions) Validate() error {
 	if o.Citus && (o.Tenants > 0 || o.Reuse != "") {
 		return errors.New("--citus takes neither --tenants (one tenant on Citus) nor --reuse")
 	}
-	return nil
+	return validVector(o.Vector)
+}
+
+// validVector checks --vector.
+func validVector(v string) error {
+	switch v {
+	case "auto", "pgvector", "array":
+		return nil
+	}
+	return fmt.Errorf("--vector %q: use auto, pgvector or array", v)
 }
 
 // Bind binds mneme bench events' flags; it returns --transports and --json.
@@ -97,10 +106,8 @@ func (o *IngestOptions) Validate(convs string) error {
 		o.Writers < 0 || o.Writers > 200 {
 		return errors.New("--duration must be positive, --sidecars 1 to 16, --concurrency positive, --preload and --rate 0 or more, --writers 0 to 200")
 	}
-	switch o.Vector {
-	case "auto", "pgvector", "array":
-	default:
-		return fmt.Errorf("--vector %q: use auto, pgvector or array", o.Vector)
+	if err := validVector(o.Vector); err != nil {
+		return err
 	}
 	for _, s := range strings.Split(convs, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -122,6 +129,7 @@ func (o *ScaleOptions) Bind(fs *flag.FlagSet) (*string, *bool) {
 	fs.BoolVar(&o.Fresh, "fresh", false, "drop the benchmark database first")
 	fs.BoolVar(&o.Citus, "citus", false, "DATABASE_URL is a Citus coordinator: the benchmark database is a scratch database on every node, distributed (migrate --citus) and dropped afterwards (--db and --fresh do not apply)")
 	fs.StringVar(&o.Plot, "plot", "", "write an SVG plot of p50 against the database's size to this file")
+	fs.StringVar(&o.Vector, "vector", "auto", "embedding variant of a new benchmark database: auto, pgvector or array (a kept database keeps its own)")
 	return sizes, fs.Bool("json", false, "print one JSON object")
 }
 
@@ -129,6 +137,9 @@ func (o *ScaleOptions) Bind(fs *flag.FlagSet) (*string, *bool) {
 func (o *ScaleOptions) Validate(sizes string) error {
 	if o.Conversations < 4 || o.Tenants < 2 || o.Tenants > o.Conversations || o.Queries < 1 || o.DB == "" {
 		return errors.New("--conversations must be at least 4, --tenants 2 to conversations, --queries positive, --db a name")
+	}
+	if err := validVector(o.Vector); err != nil {
+		return err
 	}
 	prev := 0
 	for _, s := range strings.Split(sizes, ",") {
