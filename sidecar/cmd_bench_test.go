@@ -109,6 +109,15 @@ func TestBenchIngest(t *testing.T) {
 	}
 	require.Positive(t, classes["the writers' backends (add_message)"], "%v", classes)
 	require.Contains(t, classes, "this process (the writers' and the sidecars' Go code)")
+	// A missed goal comes with where one add_message's time goes, as the
+	// writers' login runs it; the login's auto_explain settings are reset.
+	for _, g := range res.Goals {
+		if !g.Pass {
+			require.NotEmpty(t, res.AddMessageSteps, g.Goal)
+			require.Contains(t, res.AddMessageSteps[0].Query, "mneme.add_message")
+			require.Contains(t, res.AddMessageSteps[0].Plan, "(actual time=")
+		}
+	}
 
 	_, stderr, code = mnemeCmd(t, server, "bench", "ingest", "--conversations", "0")
 	require.Equal(t, 2, code)

@@ -11,8 +11,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/mneme-memory/mneme/sidecar/clip"
 	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/daemon"
 	"github.com/mneme-memory/mneme/sidecar/migrate"
@@ -67,6 +70,9 @@ type IngestResult struct {
 	CPU *CPUReport `json:"cpu,omitempty"`
 	// Goals: the issue's ingest goals, pass or not, for this run.
 	Goals []ScaleGoal `json:"goals"`
+	// AddMessageSteps: when a goal is missed, where one add_message's time
+	// goes, as the writers' login runs it (auto_explain of a warmed call).
+	AddMessageSteps []SlowStep `json:"add_message_steps,omitempty"`
 }
 
 // The ingest goals: sustained messages/s and segmentation lag p95.
@@ -192,6 +198,14 @@ func Ingest(ctx context.Context, o IngestOptions) ([]IngestResult, error) {
 		r, err := ingestRun(ctx, pool, writerPool, o, n, log)
 		if err != nil {
 			return out, err
+		}
+		for _, g := range r.Goals {
+			if !g.Pass {
+				if r.AddMessageSteps, err = explainAddMessage(ctx, pool, appURL); err != nil {
+					return out, fmt.Errorf("explain add_message: %w", err)
+				}
+				break
+			}
 		}
 		select {
 		case err := <-errs:
@@ -348,6 +362,45 @@ func ingestRun(ctx context.Context, pool, writerPool *pgxpool.Pool, o IngestOpti
 	return res, nil
 }
 
+// explainAddMessage calls add_message three times on a new conversation
+// as the writers' login, with auto_explain reporting the third's
+// statements: an application's login may neither LOAD auto_explain nor
+// set its parameters, so the owner sets them for that login (ALTER ROLE
+// ... SET, reset afterwards) and a new connection of it has them.
+func explainAddMessage(ctx context.Context, pool *pgxpool.Pool, appURL string) ([]SlowStep, error) {
+	cfg, err := pgx.ParseConfig(appURL)
+	if err != nil {
+		return nil, err
+	}
+	role := pgx.Identifier{cfg.User}.Sanitize()
+	set := []string{"session_preload_libraries = 'auto_explain'"}
+	set = append(set, autoExplainSettings...)
+	for _, s := range set {
+		if _, err := pool.Exec(ctx, "ALTER ROLE "+role+" SET "+s); err != nil {
+			return nil, fmt.Errorf("auto_explain for %s (needs a superuser): %w", cfg.User, err)
+		}
+	}
+	defer func() { _, _ = pool.Exec(context.Background(), "ALTER ROLE "+role+" RESET ALL") }()
+	var notices []string
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) { notices = append(notices, n.Message) }
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, `SET client_min_messages = notice`); err != nil {
+		return nil, err
+	}
+	conv := uuid.New()
+	for i := 0; i < 3; i++ {
+		notices = nil
+		if _, err := conn.Exec(ctx, `SELECT mneme.add_message($1, $2, $3)`, conv, []string{"user", "assistant"}[i%2], ingestText(0, i)); err != nil {
+			return nil, err
+		}
+	}
+	return slowSteps(notices), nil
+}
+
 // ingestText is message i of conversation c: a topic every twelve
 // messages, so the offline segmenter finds episodes as well as the
 // 30-message forced cut.
@@ -376,6 +429,15 @@ func WriteIngestTable(w io.Writer, results []IngestResult) {
 			}
 		} else {
 			fmt.Fprintln(w, "  (the server runs on another machine: no CPU breakdown)")
+		}
+		if len(r.AddMessageSteps) > 0 {
+			fmt.Fprintln(w, "  where one add_message's time goes, as the writers' login runs it (auto_explain of a warmed call, nested statements, slowest first):")
+			for i, st := range r.AddMessageSteps {
+				if i == 8 {
+					break
+				}
+				fmt.Fprintf(w, "    %8.2f ms  %s\n                %s\n", st.MS, st.Query, clip.String(st.Plan, 150))
+			}
 		}
 		for _, g := range r.Goals {
 			mark := "FAIL"

@@ -893,8 +893,11 @@ func explainCall(ctx context.Context, dsn string, conv uuid.UUID, call string) (
 		return nil, err
 	}
 	defer conn.Close(context.Background())
-	for _, s := range []string{`LOAD 'auto_explain'`, `SET auto_explain.log_min_duration = 0`, `SET auto_explain.log_nested_statements = on`,
-		`SET auto_explain.log_analyze = on`, `SET auto_explain.log_level = notice`, `SET client_min_messages = notice`} {
+	setup := []string{`LOAD 'auto_explain'`, `SET client_min_messages = notice`}
+	for _, s := range autoExplainSettings {
+		setup = append(setup, "SET "+s)
+	}
+	for _, s := range setup {
 		if _, err := conn.Exec(ctx, s); err != nil {
 			return nil, fmt.Errorf("auto_explain: %w", err)
 		}
@@ -914,6 +917,16 @@ func explainCall(ctx context.Context, dsn string, conv uuid.UUID, call string) (
 			return nil, err
 		}
 	}
+	return slowSteps(notices), nil
+}
+
+// autoExplainSettings make auto_explain report every statement, nested
+// ones too, with ANALYZE, as notices.
+var autoExplainSettings = []string{"auto_explain.log_min_duration = 0", "auto_explain.log_nested_statements = on",
+	"auto_explain.log_analyze = on", "auto_explain.log_level = notice"}
+
+// slowSteps parses auto_explain's notices: the statements, slowest first.
+func slowSteps(notices []string) []SlowStep {
 	var steps []SlowStep
 	for _, n := range notices {
 		m := autoExplainRE.FindStringSubmatch(n)
@@ -927,5 +940,5 @@ func explainCall(ctx context.Context, dsn string, conv uuid.UUID, call string) (
 		steps = append(steps, SlowStep{MS: ms, Query: clip.String(query, 90), Plan: strings.Join(plan[:min(3, len(plan))], " | ")})
 	}
 	sort.SliceStable(steps, func(i, j int) bool { return steps[i].MS > steps[j].MS })
-	return steps, nil
+	return steps
 }
