@@ -12,7 +12,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mneme-memory/mneme/sidecar/clip"
@@ -381,24 +380,13 @@ func explainAddMessage(ctx context.Context, pool *pgxpool.Pool, appURL string) (
 		}
 	}
 	defer func() { _, _ = pool.Exec(context.Background(), "ALTER ROLE "+role+" RESET ALL") }()
-	var notices []string
-	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) { notices = append(notices, n.Message) }
-	conn, err := pgx.ConnectConfig(ctx, cfg)
+	e, err := newExplainer(ctx, cfg, nil)
 	if err != nil {
 		return nil, err
 	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, `SET client_min_messages = notice`); err != nil {
-		return nil, err
-	}
-	conv := uuid.New()
-	for i := 0; i < 3; i++ {
-		notices = nil
-		if _, err := conn.Exec(ctx, `SELECT mneme.add_message($1, $2, $3)`, conv, []string{"user", "assistant"}[i%2], ingestText(0, i)); err != nil {
-			return nil, err
-		}
-	}
-	return slowSteps(notices), nil
+	defer e.close()
+	// (one conversation: each call appends a message to it)
+	return e.steps(ctx, `SELECT mneme.add_message($1, 'user', $2)`, uuid.New(), ingestText(0, 1))
 }
 
 // ingestText is message i of conversation c: a topic every twelve

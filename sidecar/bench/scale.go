@@ -877,48 +877,70 @@ type SlowStep struct {
 
 var autoExplainRE = regexp.MustCompile(`(?s)duration: ([0-9.]+) ms\s+plan:\s*\nQuery Text:(.*?)\n([A-Z].*)`)
 
-// explainCall runs a call ($1 the conversation, $2 three of its words)
-// with auto_explain logging every nested statement (ANALYZE) as
-// notices, and returns the statements, slowest first: where the call's
-// time goes.
+// explainCall runs a call ($1 the conversation, $2 three of its words) as
+// the owner, with auto_explain reporting every nested statement: where
+// the call's time goes.
 func explainCall(ctx context.Context, dsn string, conv uuid.UUID, call string) ([]SlowStep, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return nil, err
 	}
-	var notices []string
-	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) { notices = append(notices, n.Message) }
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close(context.Background())
-	setup := []string{`LOAD 'auto_explain'`, `SET client_min_messages = notice`}
+	setup := []string{`LOAD 'auto_explain'`}
 	for _, s := range autoExplainSettings {
 		setup = append(setup, "SET "+s)
 	}
-	for _, s := range setup {
-		if _, err := conn.Exec(ctx, s); err != nil {
-			return nil, fmt.Errorf("auto_explain: %w", err)
-		}
+	e, err := newExplainer(ctx, cfg, setup)
+	if err != nil {
+		return nil, err
 	}
+	defer e.close()
 	var words string
-	if err := conn.QueryRow(ctx, `SELECT string_agg(w, ' ') FROM (SELECT unnest(string_to_array(s.content, ' ')) AS w
+	if err := e.conn.QueryRow(ctx, `SELECT string_agg(w, ' ') FROM (SELECT unnest(string_to_array(s.content, ' ')) AS w
 		FROM (SELECT content FROM mneme.memories WHERE conversation_id = $1 ORDER BY id LIMIT 1) s) x WHERE w ~ '^[a-z]+$'`,
 		conv).Scan(&words); err != nil {
 		return nil, err
 	}
 	q := strings.Join(strings.Fields(words)[:min(3, len(strings.Fields(words)))], " ")
-	// Warmed (plans cached, pages read) by two calls first; the third's
-	// statements are reported.
+	return e.steps(ctx, call, conv, q)
+}
+
+// explainer is a connection whose statements auto_explain reports as
+// notices (its settings made by setup, or the login's own).
+type explainer struct {
+	conn    *pgx.Conn
+	notices []string
+}
+
+func newExplainer(ctx context.Context, cfg *pgx.ConnConfig, setup []string) (*explainer, error) {
+	e := &explainer{}
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) { e.notices = append(e.notices, n.Message) }
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range append(setup, `SET client_min_messages = notice`) {
+		if _, err := conn.Exec(ctx, s); err != nil {
+			conn.Close(context.Background())
+			return nil, fmt.Errorf("auto_explain: %w", err)
+		}
+	}
+	e.conn = conn
+	return e, nil
+}
+
+// steps runs a statement three times, warmed (plans cached, pages read)
+// by the first two, and returns the third's statements, slowest first.
+func (e *explainer) steps(ctx context.Context, sql string, args ...any) ([]SlowStep, error) {
 	for i := 0; i < 3; i++ {
-		notices = nil
-		if _, err := conn.Exec(ctx, call, conv, q); err != nil {
+		e.notices = nil
+		if _, err := e.conn.Exec(ctx, sql, args...); err != nil {
 			return nil, err
 		}
 	}
-	return slowSteps(notices), nil
+	return slowSteps(e.notices), nil
 }
+
+func (e *explainer) close() { e.conn.Close(context.Background()) }
 
 // autoExplainSettings make auto_explain report every statement, nested
 // ones too, with ANALYZE, as notices.
