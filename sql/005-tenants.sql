@@ -167,8 +167,10 @@ DECLARE
 BEGIN
     FOREACH t IN ARRAY ARRAY['messages', 'memories', 'jobs', 'review_log', 'memory_events'] LOOP
         EXECUTE format('DROP TRIGGER IF EXISTS %I ON mneme.%I', t || '_tenant', t);
-        EXECUTE format('CREATE TRIGGER %I BEFORE INSERT ON mneme.%I FOR EACH ROW EXECUTE FUNCTION mneme.tenant_fill_trg()',
-                       t || '_tenant', t);
+        -- (WHEN: a row whose tenant is given, as add_message and the
+        -- segment job give it, does not call the function at all)
+        EXECUTE format('CREATE TRIGGER %I BEFORE INSERT ON mneme.%I FOR EACH ROW WHEN (NEW.tenant_id IS NULL) '
+                       'EXECUTE FUNCTION mneme.tenant_fill_trg()', t || '_tenant', t);
     END LOOP;
 END
 $$;

@@ -495,7 +495,8 @@ func TestJobPayloadRules(t *testing.T) {
 }
 
 // TestInlinedHelpersStayInlinable: the helpers the ranking calls per row
-// are plain immutable SQL without SET and stay SECURITY INVOKER (the
+// (and add_message's blank check, per message) are plain immutable SQL
+// without SET and stay SECURITY INVOKER (the
 // access script keeps such functions so), which is what lets the planner
 // inline them; made SECURITY DEFINER or given a SET they would be called
 // once per row.
@@ -507,12 +508,12 @@ func TestInlinedHelpersStayInlinable(t *testing.T) {
 		                                      AND p.provolatile = 'i' THEN 'inlinable' ELSE 'not inlinable' END
 		FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
 		WHERE p.pronamespace = 'mneme'::regnamespace
-		  AND p.proname IN ('_retrievability', '_bm25_weight', '_bm25_tf', '_label_key', '_word_separator')
+		  AND p.proname IN ('_retrievability', '_bm25_weight', '_bm25_tf', '_label_key', '_word_separator', '_is_blank')
 		ORDER BY 1`)
 	require.NoError(t, err)
 	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
-	require.Equal(t, []string{"_bm25_tf: inlinable", "_bm25_weight: inlinable", "_label_key: inlinable",
+	require.Equal(t, []string{"_bm25_tf: inlinable", "_bm25_weight: inlinable", "_is_blank: inlinable", "_label_key: inlinable",
 		"_retrievability: inlinable", "_word_separator: inlinable"}, got)
 }
 
