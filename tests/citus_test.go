@@ -133,11 +133,17 @@ func TestMigrateCitusDistributes(t *testing.T) {
 		if strings.Contains(q, "search") || strings.Contains(q, "retrieve") {
 			require.Contains(t, record, id.String())
 		}
+		// The same with the conversation bound as a parameter (the extended
+		// protocol, a prepared statement: what drivers send by default).
+		*notices = nil
+		_, err := nconn.Exec(ctx, q, conv)
+		require.NoError(t, err)
+		require.Contains(t, *notices, "pushing down the function call", q+", bound parameter")
 	}
 	// The delegated retrieve and context recorded their pending reviews.
 	var pending int
 	require.NoError(t, conn.QueryRow(ctx, `SELECT jsonb_array_length(pending_reviews) FROM mneme.message_queue WHERE id = $1`, conv).Scan(&pending))
-	require.Equal(t, 2, pending, "retrieve and context, delegated, recorded their reviews")
+	require.Equal(t, 4, pending, "retrieve and context, delegated (twice each: literal and bound), recorded their reviews")
 	var bm25Rank *int
 	var got uuid.UUID
 	require.NoError(t, conn.QueryRow(ctx, `SELECT memory_id, bm25_rank FROM mneme.search($1, 'where does the user live', 1)`, conv).
