@@ -257,7 +257,9 @@ func TestRetrievePgvectorRecall(t *testing.T) {
 		}
 		ann[i].top = ids(search(t, db.Pool, "search", convID, qs[i], 10, qembs[i]))
 	}
-	require.Greater(t, hnswScans(t, db.Pool), before, "the HNSW index was not used")
+	if !dbtest.OnCitus() { // (on Citus the shards' indexes count their scans, on the workers)
+		require.Greater(t, hnswScans(t, db.Pool), before, "the HNSW index was not used")
+	}
 
 	// The leg sizes the HNSW candidate list to the rows it wants and leaves
 	// the caller's setting as it was, even inside the caller's transaction.

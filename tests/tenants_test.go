@@ -720,7 +720,9 @@ func TestHNSWUnderRowSecurityReturnsFullK(t *testing.T) {
 		var legRows, searchRows, foreign int
 		require.NoError(t, tx.QueryRow(ctx, `SELECT count(*) FROM mneme.vector_search($1, $2, 100)`, mine, qe).Scan(&legRows))
 		require.NoError(t, tx.QueryRow(ctx, scans).Scan(&after))
-		require.Greater(t, after, before, "the HNSW index served the leg")
+		if !dbtest.OnCitus() { // (on Citus the shards' indexes count their scans, on the workers)
+			require.Greater(t, after, before, "the HNSW index served the leg")
+		}
 		var got []uuid.UUID
 		require.NoError(t, tx.QueryRow(ctx, `SELECT array_agg(memory_id) FROM mneme.search($1, $2, 100, $3)`, mine, q, qe).Scan(&got))
 		searchRows = len(got)
