@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"sort"
@@ -139,7 +140,7 @@ func (p *cpuProbe) report(a, b cpuSnapshot, self string) CPUReport {
 	return r
 }
 
-func round2(v float64) float64 { return float64(int64(v*100+0.5)) / 100 }
+func round2(v float64) float64 { return math.Round(v*100) / 100 }
 
 // procCPU is a process's user + system CPU seconds so far.
 func procCPU(pid int) (float64, bool) {

@@ -14,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/mneme-memory/mneme/sidecar/clip"
 	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/daemon"
 	"github.com/mneme-memory/mneme/sidecar/migrate"
@@ -353,6 +352,8 @@ func ingestRun(ctx context.Context, pool, writerPool *pgxpool.Pool, o IngestOpti
 	}
 	res.Goals = []ScaleGoal{
 		{Goal: fmt.Sprintf("messages/s sustained over %d conversations, at least", nconv), Measured: math.Round(res.PerSecond),
+			// (1% short passes: writers paced at exactly the goal's rate
+			// measure a little under it over the run)
 			Limit: ingestGoalRate, Pass: res.PerSecond >= ingestGoalRate*0.99},
 		{Goal: fmt.Sprintf("segmentation lag p95 ms over %d conversations, at most", nconv), Measured: math.Round(res.Lag.P95),
 			Limit: ingestGoalLagMS, Pass: res.Lag.P95 <= ingestGoalLagMS},
@@ -419,20 +420,8 @@ func WriteIngestTable(w io.Writer, results []IngestResult) {
 			fmt.Fprintln(w, "  (the server runs on another machine: no CPU breakdown)")
 		}
 		if len(r.AddMessageSteps) > 0 {
-			fmt.Fprintln(w, "  where one add_message's time goes, as the writers' login runs it (auto_explain of a warmed call, nested statements, slowest first):")
-			for i, st := range r.AddMessageSteps {
-				if i == 8 {
-					break
-				}
-				fmt.Fprintf(w, "    %8.2f ms  %s\n                %s\n", st.MS, st.Query, clip.String(st.Plan, 150))
-			}
+			writeSlowSteps(w, "add_message (as the writers' login runs it)", r.AddMessageSteps, "  ")
 		}
-		for _, g := range r.Goals {
-			mark := "FAIL"
-			if g.Pass {
-				mark = "pass"
-			}
-			fmt.Fprintf(w, "  %s  %-60s %8.0f (goal %.0f)\n", mark, g.Goal, g.Measured, g.Limit)
-		}
+		writeGoals(w, r.Goals, "  ")
 	}
 }

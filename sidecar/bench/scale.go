@@ -818,19 +818,18 @@ func (r *ScaleResult) WriteTable(w io.Writer) {
 		call  string
 		steps []SlowStep
 	}{{"context_items", r.ContextSteps}, {"search (typical conversation)", r.SearchSteps}} {
-		if len(e.steps) == 0 {
-			continue
-		}
-		fmt.Fprintf(w, "\nwhere %s's time goes (auto_explain of one call, nested statements, slowest first):\n", e.call)
-		for i, st := range e.steps {
-			if i == 8 {
-				break
-			}
-			fmt.Fprintf(w, "  %8.2f ms  %s\n              %s\n", st.MS, st.Query, clip.String(st.Plan, 150))
+		if len(e.steps) > 0 {
+			fmt.Fprintln(w)
+			writeSlowSteps(w, e.call, e.steps, "")
 		}
 	}
 	fmt.Fprintln(w, "\ngoals")
-	for _, g := range r.Goals {
+	writeGoals(w, r.Goals, "  ")
+}
+
+// writeGoals prints goals, one line each, pass, FAIL or n/a.
+func writeGoals(w io.Writer, goals []ScaleGoal, indent string) {
+	for _, g := range goals {
 		mark := "FAIL"
 		switch {
 		case g.NotApplicable:
@@ -838,7 +837,19 @@ func (r *ScaleResult) WriteTable(w io.Writer) {
 		case g.Pass:
 			mark = "pass"
 		}
-		fmt.Fprintf(w, "  %s  %-70s %8.2f (limit %.1f)\n", mark, g.Goal, g.Measured, g.Limit)
+		fmt.Fprintf(w, "%s%s  %-70s %8.2f (limit %.1f)\n", indent, mark, g.Goal, g.Measured, g.Limit)
+	}
+}
+
+// writeSlowSteps prints where a call's time goes: its slowest eight
+// statements, with the start of each plan.
+func writeSlowSteps(w io.Writer, call string, steps []SlowStep, indent string) {
+	fmt.Fprintf(w, "%swhere %s's time goes (auto_explain of a warmed call, nested statements, slowest first):\n", indent, call)
+	for i, st := range steps {
+		if i == 8 {
+			break
+		}
+		fmt.Fprintf(w, "%s  %8.2f ms  %s\n%s              %s\n", indent, st.MS, st.Query, indent, clip.String(st.Plan, 150))
 	}
 }
 
