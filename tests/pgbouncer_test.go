@@ -150,3 +150,108 @@ func TestPooledDetectsPgBouncer(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, pooled, "through PgBouncer")
 }
+
+// What fails through PgBouncer 1.18 in transaction pooling, and the working
+// configuration. pgx's default mode (cache_statement) prepares a named
+// statement per query on the server connection it happens to get; another
+// client's connection that prepares the same query on that server
+// connection fails (prepared statements in transaction pooling need
+// PgBouncer 1.21 and max_prepared_statements). pgx's exec and
+// simple_protocol modes name no statement: uuids, text and a real[]
+// embedding pass as parameters, interleaved over the one server connection.
+func TestPgBouncerPreparedStatements(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.New(t)
+	appURL := db.As(t, "mneme_app")
+	bouncer := dbtest.PgBouncer(t, loginOf(t, appURL))
+	viaPool, err := bouncer.URL(appURL)
+	require.NoError(t, err)
+	conv := uuid.New()
+	_, err = db.Pool.Exec(ctx, `SELECT mneme.remember($1, 'Alice lives in Lisbon')`, conv)
+	require.NoError(t, err)
+	const q = `SELECT count(*) FROM mneme.search($1, $2, 5, $3)`
+	query := "where does Alice live?"
+	var embedding []float32
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.hash_embed($1)`, query).Scan(&embedding))
+
+	connect := func(mode string) *pgx.Conn {
+		conn, err := pgx.Connect(ctx, viaPool+"&default_query_exec_mode="+mode)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = conn.Close(ctx) })
+		return conn
+	}
+	t.Run("default cache_statement fails", func(t *testing.T) {
+		a, b := connect("cache_statement"), connect("cache_statement")
+		var n int
+		require.NoError(t, a.QueryRow(ctx, q, conv, query, embedding).Scan(&n))
+		require.Equal(t, 1, n)
+		err := b.QueryRow(ctx, q, conv, query, embedding).Scan(&n)
+		require.Error(t, err, "a second client prepares the same statement on the same server connection")
+		t.Logf("pgx cache_statement through PgBouncer 1.18: %v", err)
+		require.Equal(t, "42P05", sqlState(t, err))
+		require.Contains(t, err.Error(), "prepared statement \"stmtcache_")
+	})
+	for _, mode := range []string{"exec", "simple_protocol"} {
+		t.Run(mode+" works", func(t *testing.T) {
+			a, b := connect(mode), connect(mode)
+			for range 10 {
+				for _, c := range []*pgx.Conn{a, b} {
+					var n int
+					require.NoError(t, c.QueryRow(ctx, q, conv, query, embedding).Scan(&n))
+					require.Equal(t, 1, n)
+				}
+			}
+		})
+	}
+}
+
+// A login an admin bound to a tenant works through PgBouncer as directly:
+// PgBouncer logs into the server as the client's login (a pool per login),
+// so session_user, which the binding keys on, is the login itself.
+func TestPgBouncerBoundLogin(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.New(t)
+	for _, tn := range []string{"ta", "tb"} {
+		_, err := db.Pool.Exec(ctx, `SELECT mneme.create_tenant($1)`, tn)
+		require.NoError(t, err)
+	}
+	boundURL, freeURL := db.As(t, "mneme_app"), db.As(t, "mneme_app")
+	_, err := db.Pool.Exec(ctx, `SELECT mneme.bind_login($1, 'ta')`, loginOf(t, boundURL))
+	require.NoError(t, err)
+	bouncer := dbtest.PgBouncer(t, loginOf(t, boundURL), loginOf(t, freeURL))
+	viaBound, err := bouncer.URL(boundURL)
+	require.NoError(t, err)
+	viaFree, err := bouncer.URL(freeURL)
+	require.NoError(t, err)
+	bound, free := pooledConn(t, viaBound), pooledConn(t, viaFree)
+
+	convA, convB := uuid.New(), uuid.New()
+	var id uuid.UUID
+	require.NoError(t, bound.QueryRow(ctx, `SELECT mneme.remember($1, 'Ta''s codeword is quillfeather.')`, convA).Scan(&id),
+		"a bound login writes its tenant's memory without naming it")
+	require.NoError(t, pgx.BeginFunc(ctx, free, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT mneme.set_tenant('tb')`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `SELECT mneme.remember($1, 'Tb''s codeword is marrowbone.')`, convB)
+		return err
+	}))
+	var tenant string
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT tenant_id FROM mneme.memories WHERE id = $1`, id).Scan(&tenant))
+	require.Equal(t, "ta", tenant)
+
+	for range 3 {
+		var got string
+		require.NoError(t, bound.QueryRow(ctx, `SELECT coalesce(string_agg(content, ' '), '') FROM mneme.search($1, 'codeword', 5)`, convA).Scan(&got))
+		require.Equal(t, "Ta's codeword is quillfeather.", got)
+		require.NoError(t, bound.QueryRow(ctx, `SELECT coalesce(string_agg(content, ' '), '') FROM mneme.search($1, 'codeword', 5)`, convB).Scan(&got))
+		require.Empty(t, got, "tb's conversation does not exist for ta's login")
+		err := pgx.BeginFunc(ctx, bound, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `SELECT mneme.set_tenant('tb')`)
+			return err
+		})
+		require.Equal(t, "42501", sqlState(t, err), "a bound login cannot choose another tenant through the pool")
+	}
+}
