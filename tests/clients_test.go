@@ -155,40 +155,69 @@ func TestClientExamples(t *testing.T) {
 	}
 }
 
-// node-postgres with a named statement ({name, text, values}) fails
-// through PgBouncer 1.18 in transaction pooling once a second client
-// prepares the same name on the one server connection; without a name
-// (loop.mjs) it works.
-func TestNodePostgresNamedStatementsThroughPgBouncer(t *testing.T) {
+// Prepared statements through PgBouncer 1.18 in transaction pooling, in
+// the other two drivers (pgx: TestPgBouncerPreparedStatements): once a
+// second client prepares a statement of the same name on the one server
+// connection, it fails with 42P05. node-postgres prepares only when a
+// query is given a name; psycopg after prepare_threshold (5) executions of
+// one query on a connection. Without a name, and with prepare_threshold
+// None (loop.mjs, loop.py), the same calls work.
+func TestDriversPreparedStatementsThroughPgBouncer(t *testing.T) {
 	t.Parallel()
-	clientPrograms(t)
+	programs := clientPrograms(t)
 	db := dbtest.New(t)
 	appURL := db.As(t, "mneme_app")
 	bouncer := dbtest.PgBouncer(t, loginOf(t, appURL))
 	viaPool, err := bouncer.URL(appURL)
 	require.NoError(t, err)
-	const script = `import pg from 'pg';
+	const nodeScript = `import pg from 'pg';
 const a = new pg.Client({ connectionString: process.env.DATABASE_URL });
 const b = new pg.Client({ connectionString: process.env.DATABASE_URL });
 await a.connect(); await b.connect();
 const q = (name) => ({ name, text: 'SELECT count(*) FROM mneme.search($1, $2, 5)', values: ['7f1c2f9e-0000-4000-8000-000000000001', 'Alice'] });
 const out = {};
-await a.query(q(undefined)); await b.query(q(undefined)); out.unnamed = 'ok';
+for (let i = 0; i < 10; i++) { await a.query(q(undefined)); await b.query(q(undefined)); }
+out.fixed = 'ok';
 await a.query(q('mneme_search'));
-try { await b.query(q('mneme_search')); out.named = 'ok'; } catch (e) { out.named = e.code + ' ' + e.message; }
+try { await b.query(q('mneme_search')); out.failing = 'ok'; } catch (e) { out.failing = e.code + ' ' + e.message; }
 console.log(JSON.stringify(out));
 await a.end(); await b.end();
 `
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", "--input-type=module", "-e", script)
-	cmd.Dir = filepath.Join("..", "docs", "clients")
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+viaPool)
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, string(out))
-	var got struct{ Unnamed, Named string }
-	require.NoError(t, json.Unmarshal(out, &got), string(out))
-	t.Logf("node-postgres through PgBouncer 1.18: %s", out)
-	require.Equal(t, "ok", got.Unnamed)
-	require.Equal(t, `42P05 prepared statement "mneme_search" already exists`, got.Named)
+	const pythonScript = `import json, os, uuid
+import psycopg
+def run(**kw):
+    a = psycopg.connect(os.environ["DATABASE_URL"], autocommit=True, **kw)
+    b = psycopg.connect(os.environ["DATABASE_URL"], autocommit=True, **kw)
+    try:
+        for _ in range(10):
+            for c in (a, b):
+                c.execute("SELECT count(*) FROM mneme.search(%s, %s, 5)", (uuid.uuid4(), "Alice")).fetchone()
+        return "ok"
+    except psycopg.Error as e:
+        return e.sqlstate + " " + e.diag.message_primary
+print(json.dumps({"fixed": run(prepare_threshold=None), "failing": run()}))
+`
+	for _, c := range []struct {
+		lang    string
+		argv    []string
+		failing string
+	}{
+		{"node", []string{"node", "--input-type=module", "-e", nodeScript}, `42P05 prepared statement "mneme_search" already exists`},
+		{"python", []string{programs["python"][0], "-c", pythonScript}, `42P05 prepared statement "_pg3_0" already exists`},
+	} {
+		t.Run(c.lang, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, c.argv[0], c.argv[1:]...)
+			cmd.Dir = filepath.Join("..", "docs", "clients") // node finds pg in node_modules here
+			cmd.Env = append(os.Environ(), "DATABASE_URL="+viaPool)
+			out, err := cmd.CombinedOutput()
+			require.NoError(t, err, string(out))
+			var got struct{ Fixed, Failing string }
+			require.NoError(t, json.Unmarshal(out, &got), string(out))
+			t.Logf("%s through PgBouncer 1.18: %s", c.lang, out)
+			require.Equal(t, "ok", got.Fixed)
+			require.Equal(t, c.failing, got.Failing)
+		})
+	}
 }
