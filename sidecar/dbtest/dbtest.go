@@ -329,7 +329,10 @@ func (d *DB) PoolAs(t testing.TB, group string, attributes ...string) (*pgxpool.
 // 1: one server connection per database and login) in front of the test
 // server, admitting logins (the roles of As URLs, or "postgres"), and stops
 // it after the test. Its URL method turns a URL of the server into one of
-// the pool. docs/clients.md says what works through it.
+// the pool. auth_type is trust: the server must admit these logins from
+// loopback without a password, as the private cluster does (an external
+// DATABASE_URL that needs passwords is not supported). docs/clients.md
+// says what works through it.
 func PgBouncer(t testing.TB, logins ...string) *cluster.PgBouncer {
 	t.Helper()
 	u, err := url.Parse(ServerURL(t))
