@@ -38,8 +38,18 @@ var uuidRE = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}
 // manager's, without Debian's packages). None: a failure saying why.
 func pythonWithPsycopg(t *testing.T) string {
 	t.Helper()
+	p, err := findPython(os.Getenv("MNEME_PYTHON"), "/usr/bin/python3", "python3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// findPython returns the first of candidates that imports psycopg 3, or an
+// error naming each one tried and why it did not do.
+func findPython(candidates ...string) (string, error) {
 	var tried []string
-	for _, c := range []string{os.Getenv("MNEME_PYTHON"), "/usr/bin/python3", "python3"} {
+	for _, c := range candidates {
 		if c == "" {
 			continue
 		}
@@ -50,14 +60,24 @@ func pythonWithPsycopg(t *testing.T) string {
 		}
 		out, err := exec.Command(p, "-c", "import psycopg; print(psycopg.__version__)").CombinedOutput()
 		if err == nil && strings.HasPrefix(string(out), "3.") {
-			return p
+			return p, nil
 		}
 		tried = append(tried, fmt.Sprintf("%s: %v %s", p, err, lastLine(string(out))))
 	}
-	t.Fatalf("no Python interpreter with psycopg 3 for docs/clients/loop.py; tried:\n  %s\n"+
+	return "", fmt.Errorf("no Python interpreter with psycopg 3 for docs/clients/loop.py; tried:\n  %s\n"+
 		"install Debian's python3-psycopg (apt-get install python3-psycopg; .ci/run does) or set MNEME_PYTHON to an interpreter that has psycopg 3",
 		strings.Join(tried, "\n  "))
-	return ""
+}
+
+// Without an interpreter that has psycopg the test says which it tried and
+// what to install.
+func TestFindPythonSaysWhy(t *testing.T) {
+	t.Parallel()
+	_, err := findPython("/nonexistent/python3", "false")
+	require.Error(t, err)
+	for _, want := range []string{"/nonexistent/python3: ", "/false: exit status 1", "apt-get install python3-psycopg", "MNEME_PYTHON"} {
+		require.ErrorContains(t, err, want)
+	}
 }
 
 func lastLine(s string) string {
