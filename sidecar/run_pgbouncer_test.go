@@ -17,8 +17,9 @@ import (
 // `mneme run` with a DATABASE_URL that points at PgBouncer (transaction
 // pooling): every transport that needs a session (notify, replication,
 // auto) is refused with a clear error before anything is written (no
-// cleanup job scheduled); poll, which needs none, runs through the pool in
-// pgx's exec mode and does a job. The same URL pointed at PostgreSQL
+// cleanup job scheduled), and so is poll in pgx's default mode (named
+// prepared statements); poll, which needs no session, runs through the
+// pool in pgx's exec mode and does a job. The same URL pointed at PostgreSQL
 // itself runs (TestServe).
 func TestRunRefusesPgBouncer(t *testing.T) {
 	db := dbtest.New(t, dbtest.WithVector("array"))
@@ -45,6 +46,16 @@ func TestRunRefusesPgBouncer(t *testing.T) {
 			require.Zero(t, jobs, "nothing written before the refusal")
 		})
 	}
+	t.Run("poll with named statements", func(t *testing.T) {
+		t.Setenv("MNEME_EVENTS", "poll")
+		t.Setenv("DATABASE_URL", viaPool) // pgx's default mode, cache_statement
+		err := cmdRun(context.Background(), log, nil)
+		require.True(t, errors.Is(err, events.ErrPooled), "%v", err)
+		require.ErrorContains(t, err, "add default_query_exec_mode=exec to DATABASE_URL")
+		var jobs int
+		require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM mneme.jobs`).Scan(&jobs))
+		require.Zero(t, jobs, "nothing written before the refusal")
+	})
 	t.Run("poll", func(t *testing.T) {
 		t.Setenv("MNEME_EVENTS", "poll")
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

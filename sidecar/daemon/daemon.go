@@ -122,8 +122,9 @@ func runnerOptions(cfg config.Config, log *slog.Logger, m metrics.Sidecar) jobs.
 // reverse order, letting in-flight jobs finish.
 func (d *Daemon) Serve(ctx context.Context) error {
 	cfg, pool, runner, reg, log := d.cfg, d.pool, d.Runner, d.reg, d.log
-	// Before anything is written: a transport that needs a session refuses
-	// a DATABASE_URL that reaches the server through PgBouncer.
+	// Before anything is written: a transport that needs a session (and
+	// poll with pgx's named statements) refuses a DATABASE_URL that reaches
+	// the server through PgBouncer.
 	if err := events.CheckDirect(ctx, pool, cfg.Events); err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -38,21 +39,27 @@ func Pooled(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
 // transaction pooling does not give; poll needs none.
 func NeedsSession(transport string) bool { return transport != Poll }
 
-// CheckDirect refuses a pool behind a connection pooler when transport
-// needs a session (an error wrapping ErrPooled); nil otherwise.
+// CheckDirect refuses a pool behind a connection pooler (an error wrapping
+// ErrPooled) when transport needs a session, and for poll when pgx would
+// prepare named statements (its default mode), which another client's
+// transaction on the same server connection breaks before PgBouncer 1.21;
+// nil for a direct connection.
 func CheckDirect(ctx context.Context, pool *pgxpool.Pool, transport string) error {
-	if !NeedsSession(transport) {
-		return nil
-	}
 	pooled, err := Pooled(ctx, pool)
-	if err != nil {
+	if err != nil || !pooled {
 		return err
 	}
-	if pooled {
+	if NeedsSession(transport) {
 		return fmt.Errorf("%w (the backend's process id is not the one the connection was given): "+
 			"MNEME_EVENTS=%s needs a session of its own (LISTEN/NOTIFY or logical replication), which a pooler "+
 			"does not keep; point the sidecar's DATABASE_URL at PostgreSQL itself (the pool is for the "+
 			"application's calls; docs/clients.md, \"Behind a pool\")", ErrPooled, transport)
 	}
-	return nil
+	switch pool.Config().ConnConfig.DefaultQueryExecMode {
+	case pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol:
+		return nil
+	}
+	return fmt.Errorf("%w (the backend's process id is not the one the connection was given): "+
+		"MNEME_EVENTS=poll works through it only without named prepared statements: add "+
+		"default_query_exec_mode=exec to DATABASE_URL, or point it at PostgreSQL itself (docs/clients.md, \"Behind a pool\")", ErrPooled)
 }
