@@ -45,6 +45,9 @@ var ErrNoPgBouncer = errors.New("pgbouncer not found (looked at $PGBOUNCER, PATH
 // Debian's /usr/sbin/pgbouncer (not on a non-root PATH).
 func FindPgBouncer() (string, error) {
 	if p := os.Getenv("PGBOUNCER"); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("%w: PGBOUNCER=%s: %v", ErrNoPgBouncer, p, err)
+		}
 		return p, nil
 	}
 	if p, err := exec.LookPath("pgbouncer"); err == nil {
@@ -56,11 +59,12 @@ func FindPgBouncer() (string, error) {
 	return "", ErrNoPgBouncer
 }
 
-// StartPgBouncer writes a configuration into dir (created if needed) and
-// starts PgBouncer on a free loopback port, in the foreground of a child
-// process that dies with the caller. PgBouncer refuses to run as root: as
-// root it runs as the server's user, as the cluster does.
-func StartPgBouncer(ctx context.Context, dir string, opts PgBouncerOptions) (*PgBouncer, error) {
+// StartPgBouncer writes a configuration into a new directory under the
+// system's temp dir (Stop removes it) and starts PgBouncer on a free
+// loopback port, in the foreground of a child process that dies with the
+// caller. PgBouncer refuses to run as root: as root it runs as the
+// server's user, as the cluster does.
+func StartPgBouncer(ctx context.Context, opts PgBouncerOptions) (*PgBouncer, error) {
 	bin, err := FindPgBouncer()
 	if err != nil {
 		return nil, err
@@ -83,12 +87,18 @@ func StartPgBouncer(ctx context.Context, dir string, opts PgBouncerOptions) (*Pg
 			return nil, err
 		}
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("pgbouncer directory: %w", err)
-	}
 	port, err := freePort()
 	if err != nil {
 		return nil, err
+	}
+	// Under the temp dir, not a caller's directory: the server's user must
+	// reach it.
+	dir, err := os.MkdirTemp("", "mneme-pgbouncer-")
+	if err != nil {
+		return nil, fmt.Errorf("pgbouncer directory: %w", err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("pgbouncer directory: %w", err)
 	}
 	var users strings.Builder
 	for _, u := range opts.Users {
@@ -112,6 +122,7 @@ ignore_startup_parameters = extra_float_digits
 		filepath.Join(dir, "pgbouncer.log"))
 	for name, body := range map[string]string{"users.txt": users.String(), "pgbouncer.ini": ini} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			_ = os.RemoveAll(dir)
 			return nil, fmt.Errorf("pgbouncer %s: %w", name, err)
 		}
 	}
@@ -122,17 +133,20 @@ ignore_startup_parameters = extra_float_digits
 	b.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL}
 	if cred != nil {
 		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
+			_ = os.RemoveAll(dir)
 			return nil, fmt.Errorf("pgbouncer directory: %w", err)
 		}
 		b.cmd.Dir = "/"
 	}
 	out, err := os.Create(filepath.Join(dir, "stderr.log"))
 	if err != nil {
+		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("pgbouncer output: %w", err)
 	}
 	b.cmd.Stdout, b.cmd.Stderr = out, out
 	if err := b.cmd.Start(); err != nil {
 		out.Close()
+		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("start pgbouncer: %w", err)
 	}
 	go func() {
@@ -141,7 +155,7 @@ ignore_startup_parameters = extra_float_digits
 		close(b.done)
 	}()
 	if err := b.waitReady(ctx); err != nil {
-		_ = b.Stop()
+		_ = b.Stop() // after waitReady read the log into err
 		return nil, err
 	}
 	return b, nil
@@ -188,19 +202,22 @@ func (b *PgBouncer) URL(serverURL string) (string, error) {
 	return u.String(), nil
 }
 
-// Stop terminates PgBouncer and waits for it. Safe to call twice.
+// Stop terminates PgBouncer, waits for it and removes its directory. Safe
+// to call twice.
 func (b *PgBouncer) Stop() error {
 	select {
 	case <-b.done:
-		return nil
 	default:
+		_ = b.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-b.done:
+		case <-time.After(10 * time.Second):
+			_ = b.cmd.Process.Kill()
+			<-b.done
+		}
 	}
-	_ = b.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-b.done:
-	case <-time.After(10 * time.Second):
-		_ = b.cmd.Process.Kill()
-		<-b.done
+	if err := os.RemoveAll(b.Dir); err != nil {
+		return fmt.Errorf("remove %s: %w", b.Dir, err)
 	}
 	return nil
 }

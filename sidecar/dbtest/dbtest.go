@@ -343,13 +343,7 @@ func PgBouncer(t testing.TB, logins ...string) *cluster.PgBouncer {
 	if err != nil {
 		t.Fatalf("server URL %s: no port: %v", ServerURL(t), err)
 	}
-	dir, err := os.MkdirTemp("", "mneme-test-pgbouncer-")
-	if err != nil {
-		t.Fatalf("pgbouncer directory: %v", err)
-	}
-	_ = os.Chmod(dir, 0o755)
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	b, err := cluster.StartPgBouncer(context.Background(), dir, cluster.PgBouncerOptions{
+	b, err := cluster.StartPgBouncer(context.Background(), cluster.PgBouncerOptions{
 		ServerHost: u.Hostname(), ServerPort: port, Users: logins,
 	})
 	if err != nil {
