@@ -132,7 +132,8 @@ func TestPgBouncerTenantsInterleaved(t *testing.T) {
 }
 
 // The pooler probe: directly the backend's process id is the one the
-// connection was given; through PgBouncer it is not.
+// connection was given; through PgBouncer it is not. The server_version
+// PgBouncer reports is the server's, so it cannot tell.
 func TestPooledDetectsPgBouncer(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -149,6 +150,17 @@ func TestPooledDetectsPgBouncer(t *testing.T) {
 	pooled, err = events.Pooled(ctx, pool)
 	require.NoError(t, err)
 	require.True(t, pooled, "through PgBouncer")
+
+	// What does not tell: PgBouncer passes the server's version on.
+	direct, err := db.Pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer direct.Release()
+	viaBouncer, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer viaBouncer.Release()
+	version := direct.Conn().PgConn().ParameterStatus("server_version")
+	require.NotEmpty(t, version)
+	require.Equal(t, version, viaBouncer.Conn().PgConn().ParameterStatus("server_version"))
 }
 
 // What fails through PgBouncer 1.18 in transaction pooling, and the working
