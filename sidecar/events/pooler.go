@@ -16,7 +16,7 @@ var ErrPooled = errors.New("DATABASE_URL reaches PostgreSQL through a connection
 
 // Pooled reports whether the pool's server sits behind a connection
 // pooler. A pooler answers the client's startup itself and hands out a
-// cancel key of its own (BackendKeyData; PgBouncer's is random), so the
+// cancel key of its own (BackendKeyData, which PgBouncer makes up), so the
 // process id the connection was given is not that of the backend running
 // its queries; directly, or through a TCP proxy or port mapping that passes
 // the key on, the two are the same. No admin console is needed, and
