@@ -50,6 +50,7 @@ func retrievabilityPlot(m Memory, reviews []Review, now time.Time) (template.HTM
 	var past, future plot.Series
 	past.Label, future.Label = "retrievability", "ahead (no review)"
 	future.Dashed = true
+	past.NoPoints, future.NoPoints = true, true
 	add := func(t time.Time, r float64) {
 		if !t.After(now) {
 			past.X, past.Y = append(past.X, x(t)), append(past.Y, r)

@@ -76,10 +76,10 @@ func seed(t testing.TB, pool *pgxpool.Pool, tenant, secret string) seeded {
 			s.Conv, ids[6:10]).Scan(&s.Second); err != nil {
 			return err
 		}
-		if err := tx.QueryRow(ctx, `SELECT mneme.remember($1, $2, 'user_profile', at => now() - interval '2 days')`, s.Conv, imgText).Scan(&s.Paris); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT mneme.remember($1, $2, 'user_profile', at => now() - interval '60 days')`, s.Conv, imgText).Scan(&s.Paris); err != nil {
 			return err
 		}
-		if err := tx.QueryRow(ctx, `SELECT mneme.remember($1, 'Alice moved to Berlin', 'user_profile', supersedes => $2)`, s.Conv, s.Paris).Scan(&s.Berlin); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT mneme.remember($1, 'Alice moved to Berlin', 'user_profile', supersedes => $2, at => now() - interval '40 days')`, s.Conv, s.Paris).Scan(&s.Berlin); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `SELECT mneme.apply_review($1, 'good', 40, 4.5, 'review', now() - interval '1 day', 'heuristic',

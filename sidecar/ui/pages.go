@@ -42,11 +42,13 @@ func (s *Server) pageIndex(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, http.StatusOK, "index", page{Title: "Conversations", Data: convs})
 }
 
-// msgView is a message with the gap before it, when that gap is a session
-// gap (over segment_gap_seconds).
+// msgView is a message as the page shows it, formatted here (a template
+// calls a function per field through reflection: 2,000 messages made that
+// most of the page's time), with the session gap before it.
 type msgView struct {
-	Message
-	Gap time.Duration
+	ID                int64
+	Role, Content, At string
+	Gap               time.Duration
 }
 
 // episode is a run of messages that went into one memory (or are still
@@ -55,6 +57,8 @@ type episode struct {
 	Memory   *MemoryRow
 	MemoryID *uuid.UUID
 	Queued   bool
+	// Gap is the session gap before its first message, if any.
+	Gap      time.Duration
 	Messages []msgView
 }
 
@@ -110,7 +114,7 @@ func (s *Server) conversation(ctx context.Context, r *http.Request, id uuid.UUID
 		byID[d.Memories[i].ID] = &d.Memories[i]
 	}
 	for i, m := range msgs {
-		v := msgView{Message: m}
+		v := msgView{ID: m.ID, Role: m.Role, Content: m.Content, At: m.At.UTC().Format("2006-01-02 15:04:05")}
 		if i > 0 && m.At.Sub(msgs[i-1].At) > d.GapLimit {
 			v.Gap = m.At.Sub(msgs[i-1].At)
 		}
@@ -118,7 +122,8 @@ func (s *Server) conversation(ctx context.Context, r *http.Request, id uuid.UUID
 		same := n > 0 && ((m.MemoryID == nil && d.Episodes[n-1].MemoryID == nil && d.Episodes[n-1].Queued == (m.ConsumedAt == nil)) ||
 			(m.MemoryID != nil && d.Episodes[n-1].MemoryID != nil && *m.MemoryID == *d.Episodes[n-1].MemoryID))
 		if !same {
-			e := episode{MemoryID: m.MemoryID, Queued: m.MemoryID == nil && m.ConsumedAt == nil}
+			e := episode{MemoryID: m.MemoryID, Queued: m.MemoryID == nil && m.ConsumedAt == nil, Gap: v.Gap}
+			v.Gap = 0 // shown between the episodes
 			if m.MemoryID != nil {
 				e.Memory = byID[*m.MemoryID]
 			}
