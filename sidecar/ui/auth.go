@@ -35,7 +35,9 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 				}
 				// The cookie carries it from now on; the URL loses it, so it
 				// stays out of the history and of shared links.
-				http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: s.token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+				// Lax: a shared link opened from elsewhere still carries it;
+				// state changes need the CSRF token besides.
+				http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: s.token, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode})
 				u := *r.URL
 				v := u.Query()
 				v.Del("token")

@@ -195,6 +195,7 @@ func TestBrowser(t *testing.T) {
 			require.GreaterOrEqual(t, eval[int](t, b, `document.querySelectorAll('#plot svg polyline').length`), 1, "the curve")
 			require.Contains(t, text(t, b, "#plot"), "good · heuristic", "the review marked on the plot")
 			require.Contains(t, text(t, b, "#reviews"), "where does Alice live")
+			require.Contains(t, text(t, b, "#plot"), "matched: where does Alice live", "the review's queries in its marker's tooltip")
 			require.Equal(t, 2, eval[int](t, b, `document.querySelectorAll('#lineage a.node').length`), "Paris and Berlin")
 			require.Contains(t, text(t, b, "#events"), "created")
 			if shots {

@@ -94,7 +94,12 @@ func retrievabilityPlot(m Memory, reviews []Review, now time.Time) (template.HTM
 		if len(reviews) <= 6 {
 			label += " · " + rv.Reviewer
 		}
-		c.Markers = append(c.Markers, plot.Marker{X: x(rv.At), Label: label})
+		title := fmt.Sprintf("%s: %s by %s, stability %.1f → %.1f days", rv.At.UTC().Format("2006-01-02 15:04"), rv.Rating, rv.Reviewer,
+			rv.StabilityBefore, rv.StabilityAfter)
+		if len(rv.Queries) > 0 {
+			title += "; matched: " + strings.Join(rv.Queries, "; ")
+		}
+		c.Markers = append(c.Markers, plot.Marker{X: x(rv.At), Label: label, Title: title})
 	}
 	var b bytes.Buffer
 	if err := c.WriteSVG(&b); err != nil {

@@ -47,6 +47,8 @@ type Chart struct {
 type Marker struct {
 	X     float64
 	Label string
+	// Title, when set, is the marker's tooltip (an SVG title).
+	Title string
 }
 
 // WriteSVG draws the chart.
@@ -130,6 +132,9 @@ func (c Chart) WriteSVG(w io.Writer) error {
 	// lower (about 7 pixels a character).
 	lastEnd, level := math.Inf(-1), 0
 	for _, m := range c.Markers {
+		if m.Title != "" {
+			fmt.Fprintf(&s, `<g><title>%s</title>`, html.EscapeString(m.Title))
+		}
 		fmt.Fprintf(&s, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#999" stroke-dasharray="4 3"/>`+"\n", x(m.X), top, x(m.X), top+ph)
 		if x(m.X)+4 < lastEnd {
 			level++
@@ -138,6 +143,9 @@ func (c Chart) WriteSVG(w io.Writer) error {
 		}
 		lastEnd = math.Max(lastEnd, x(m.X)+4+7*float64(len([]rune(m.Label))))
 		fmt.Fprintf(&s, `<text x="%.1f" y="%.1f" fill="#666">%s</text>`+"\n", x(m.X)+4, top+14+14*float64(level), html.EscapeString(m.Label))
+		if m.Title != "" {
+			s.WriteString("</g>\n")
+		}
 	}
 	for i, sr := range c.Series {
 		color := Colors[i%len(Colors)]
