@@ -458,29 +458,50 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
+DECLARE
+    v_tenant text := mneme._tenant();
 BEGIN
     IF conversations.k IS NULL OR conversations.k < 1 OR conversations.k > 10000 THEN
         RAISE EXCEPTION 'k must be between 1 and 10000, got %', coalesce(conversations.k::text, 'NULL')
             USING ERRCODE = '22023', HINT = 'k is how many conversations to list, the most recently active first';
     END IF;
+    -- The transaction's tenant only (the sidecar's login too, which row
+    -- security lets see every tenant). The job counts by the tenant's
+    -- indexes (pending: jobs_ready_tenant_idx, failed:
+    -- jobs_failed_tenant_idx; running jobs are few), never a read of the
+    -- whole queue: the jobs table has no index by conversation.
     RETURN QUERY
-    SELECT q.id,
-           (SELECT count(*) FROM mneme.messages m WHERE m.conversation_id = q.id),
-           (SELECT count(*) FROM mneme.messages m WHERE m.conversation_id = q.id AND m.consumed_at IS NULL),
-           (SELECT count(*) FROM mneme.memories r WHERE r.conversation_id = q.id),
-           (SELECT count(*) FROM mneme.memories r WHERE r.conversation_id = q.id AND r.status = 'active'),
-           q.last_message_at,
-           (SELECT count(*) FROM mneme.jobs j WHERE j.conversation_id = q.id AND j.state IN ('pending', 'running')),
-           (SELECT count(*) FROM mneme.jobs j WHERE j.conversation_id = q.id AND j.state = 'failed'),
-           coalesce(jsonb_array_length(q.pending_reviews), 0)
-    FROM mneme.message_queue q
-    WHERE q.tenant_id = mneme._tenant() OR mneme._is_worker()
-    ORDER BY coalesce(q.last_message_at, q.updated_at) DESC, q.id
-    LIMIT conversations.k;
+    WITH c AS (
+        SELECT q.id, q.last_message_at, q.pending_reviews, q.updated_at
+        FROM mneme.message_queue q
+        WHERE q.tenant_id = v_tenant
+        ORDER BY coalesce(q.last_message_at, q.updated_at) DESC, q.id
+        LIMIT conversations.k
+    ), j AS (
+        SELECT x.conversation_id, count(*) FILTER (WHERE x.state <> 'failed') AS open, count(*) FILTER (WHERE x.state = 'failed') AS failed
+        FROM (SELECT p.conversation_id, p.state FROM mneme.jobs p WHERE p.tenant_id = v_tenant AND p.state = 'pending'
+              UNION ALL
+              SELECT r.conversation_id, r.state FROM mneme.jobs r WHERE r.state = 'running' AND r.tenant_id = v_tenant
+              UNION ALL
+              SELECT f.conversation_id, f.state FROM mneme.jobs f WHERE f.tenant_id = v_tenant AND f.state = 'failed') x
+        WHERE x.conversation_id IN (SELECT c.id FROM c)
+        GROUP BY x.conversation_id
+    )
+    SELECT c.id,
+           (SELECT count(*) FROM mneme.messages m WHERE m.conversation_id = c.id),
+           (SELECT count(*) FROM mneme.messages m WHERE m.conversation_id = c.id AND m.consumed_at IS NULL),
+           (SELECT count(*) FROM mneme.memories r WHERE r.conversation_id = c.id),
+           (SELECT count(*) FROM mneme.memories r WHERE r.conversation_id = c.id AND r.status = 'active'),
+           c.last_message_at,
+           coalesce(j.open, 0),
+           coalesce(j.failed, 0),
+           coalesce(jsonb_array_length(c.pending_reviews), 0)
+    FROM c LEFT JOIN j ON j.conversation_id = c.id
+    ORDER BY coalesce(c.last_message_at, c.updated_at) DESC, c.id;
 END
 $$;
 COMMENT ON FUNCTION mneme.conversations(int) IS
-    'The transaction''s tenant''s conversations, the most recently active first (at most k, 1..10000): messages '
+    'The transaction''s tenant''s conversations (the sidecar''s login too: one tenant), the most recently active first (at most k, 1..10000): messages '
     '(all, and still queued for segmentation), memories (all, and active), the last message''s time, jobs pending '
     'or running and failed, and pending review entries. No side effects.';
 

@@ -301,7 +301,7 @@ func readJobs(ctx context.Context, tx pgx.Tx) ([]JobStat, []FailedJob, error) {
 		return nil, nil, fmt.Errorf("read job_stats: %w", err)
 	}
 	rows, err = tx.Query(ctx, `SELECT id, kind, conversation_id, attempts, max_attempts, last_error, updated_at
-	        FROM mneme.jobs WHERE state = 'failed' ORDER BY updated_at DESC, id DESC LIMIT 200`)
+	        FROM mneme.jobs WHERE state = 'failed' AND tenant_id = mneme._tenant() ORDER BY updated_at DESC, id DESC LIMIT 200`)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read failed jobs: %w", err)
 	}
