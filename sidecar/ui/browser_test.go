@@ -52,9 +52,12 @@ func browser(t *testing.T) context.Context {
 	ctx, cancelCtx := chromedp.NewContext(actx)
 	t.Cleanup(func() { cancelCtx(); cancelAlloc() })
 	// The first run starts the browser; no timeout on it (it would stop
-	// the browser), a check that it came up instead.
+	// the browser), a watchdog that stops it if it never comes up.
 	start := time.Now()
-	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate("about:blank")), "start Chromium")
+	watchdog := time.AfterFunc(3*time.Minute, cancelAlloc) // a browser that never comes up stops the wait
+	err := chromedp.Do(ctx, chromedp.Navigate("about:blank"))
+	watchdog.Stop()
+	require.NoError(t, err, "start Chromium (%s)", browserPath(t))
 	t.Logf("Chromium started in %s", time.Since(start).Round(time.Millisecond))
 	return ctx
 }
@@ -146,6 +149,7 @@ func repoRoot(t *testing.T) string {
 // conversation and memory pages (not blank; written to docs/ with
 // MNEME_UI_SCREENSHOTS=docs).
 func TestBrowser(t *testing.T) {
+	browserPath(t) // before any database: without Chromium, fail at once
 	for i, variant := range variants(t) {
 		t.Run(variant, func(t *testing.T) {
 			ctx := context.Background()
