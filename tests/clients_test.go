@@ -65,7 +65,7 @@ func findPython(candidates ...string) (string, error) {
 		tried = append(tried, fmt.Sprintf("%s: %v %s", p, err, lastLine(string(out))))
 	}
 	return "", fmt.Errorf("no Python interpreter with psycopg 3 for docs/clients/loop.py; tried:\n  %s\n"+
-		"install Debian's python3-psycopg (apt-get install python3-psycopg; .ci/run does) or set MNEME_PYTHON to an interpreter that has psycopg 3",
+		"install Debian's python3-psycopg (apt-get install python3-psycopg; make test does) or set MNEME_PYTHON to an interpreter that has psycopg 3",
 		strings.Join(tried, "\n  "))
 }
 
@@ -92,10 +92,10 @@ func clientPrograms(t *testing.T) map[string][]string {
 	root, err := filepath.Abs("..")
 	require.NoError(t, err)
 	if _, err := exec.LookPath("node"); err != nil {
-		t.Fatalf("node is not installed: docs/clients/loop.mjs needs it (apt-get install nodejs npm; .ci/run does)")
+		t.Fatalf("node is not installed: docs/clients/loop.mjs needs it (apt-get install nodejs npm; make test does)")
 	}
 	if _, err := os.Stat(filepath.Join(root, "docs", "clients", "node_modules", "pg")); err != nil {
-		t.Fatalf("node-postgres is not installed: run `npm ci` in docs/clients (make test does, scripts/clients-deps.sh)")
+		t.Fatalf("node-postgres is not installed: run `npm ci` in docs/clients (make test does, scripts/test-deps.sh)")
 	}
 	return map[string][]string{
 		"python": {pythonWithPsycopg(t), "docs/clients/loop.py"},

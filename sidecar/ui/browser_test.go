@@ -31,7 +31,7 @@ func browserPath(t *testing.T) string {
 		}
 	}
 	t.Fatal("no Chromium on PATH: the browser tests of mneme ui need it (Debian/Ubuntu: apt-get install chromium; " +
-		".ci/run installs it; or set MNEME_UI_BROWSER to a Chrome binary)")
+		"make test installs it with apt-get; or set MNEME_UI_BROWSER to a Chrome binary)")
 	return ""
 }
 
