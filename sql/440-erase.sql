@@ -50,8 +50,10 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_ids uuid[];
-    v_n   bigint;
+    v_ids     uuid[];
+    v_n       bigint;
+    v_tenant  text;
+    v_queries text[];
 BEGIN
     IF erase_conversation.conversation_id IS NULL THEN
         RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
@@ -75,6 +77,36 @@ BEGIN
     WHERE e.conversation_id = erase_conversation.conversation_id AND e.reason IS NOT NULL;
     PERFORM mneme._set_local('mneme.erasing', '');
 
+    -- Every query typed in the conversation, wherever a copy was recorded:
+    -- with scope tenant it retrieved other conversations' memories, whose
+    -- review log quotes it (review_log.asked_in is the asking conversation;
+    -- its review jobs and pending reviews hold the ones not reviewed yet).
+    -- The ratings stay: they hold no text.
+    SELECT q.tenant_id INTO v_tenant FROM mneme.message_queue q WHERE q.id = erase_conversation.conversation_id;
+    v_queries := ARRAY(
+        SELECT e ->> 'query'
+        FROM mneme.message_queue q,
+             jsonb_array_elements(CASE WHEN jsonb_typeof(q.pending_reviews) = 'array' THEN q.pending_reviews ELSE '[]' END) e
+        WHERE q.id = erase_conversation.conversation_id AND e ->> 'query' IS NOT NULL
+        UNION
+        SELECT e ->> 'query'
+        FROM mneme.jobs j,
+             jsonb_array_elements(CASE WHEN jsonb_typeof(j.payload -> 'reviews') = 'array' THEN j.payload -> 'reviews' ELSE '[]' END) e
+        WHERE j.conversation_id = erase_conversation.conversation_id AND e ->> 'query' IS NOT NULL
+        UNION
+        SELECT unnest(l.matched_queries) FROM mneme.review_log l
+        WHERE l.asked_in = erase_conversation.conversation_id
+           OR l.job_id IN (SELECT j.id FROM mneme.jobs j
+                           WHERE j.conversation_id = erase_conversation.conversation_id AND j.kind = 'review'));
+    IF cardinality(v_queries) > 0 THEN
+        UPDATE mneme.review_log l
+        SET matched_queries = ARRAY(SELECT x FROM unnest(l.matched_queries) WITH ORDINALITY AS u(x, o)
+                                    WHERE NOT x = ANY (v_queries) ORDER BY o)
+        WHERE l.tenant_id = coalesce(v_tenant, mneme._tenant()) AND l.matched_queries && v_queries;
+    END IF;
+    UPDATE mneme.review_log l SET asked_in = NULL
+    WHERE l.asked_in = erase_conversation.conversation_id AND l.tenant_id = coalesce(v_tenant, mneme._tenant());
+
     -- Every job of the conversation: its payload may quote it. A job running
     -- now loses its lease and rolls back when it tries to complete.
     DELETE FROM mneme.jobs j WHERE j.conversation_id = erase_conversation.conversation_id;
@@ -92,7 +124,8 @@ END
 $$;
 COMMENT ON FUNCTION mneme.erase_conversation(uuid, text) IS
     'mneme.erase for a whole conversation: every memory, message (queued ones too), job, review log row, pending '
-    'review and the speakers; tombstones remain (an "erased" event per memory and one for the conversation, '
+    'review and the speakers, and every copy of a query typed in it (also in the review log of other conversations'' '
+    'memories it retrieved with scope tenant); tombstones remain (an "erased" event per memory and one for the conversation, '
     'memory_id NULL). Returns the number of memories erased.';
 
 -- -----------------------------------------------------------------------------
