@@ -1,0 +1,154 @@
+package tests
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mneme-memory/mneme/sidecar/dbtest"
+)
+
+// A bound admin stays in its tenant: it may not unbind or rebind itself,
+// bind or unbind other logins, create tenants or change the settings (they
+// are global), and it reads no other tenant's memories; what stays inside
+// its tenant (search, erase) works. An unbound admin (the operator) may do
+// all of it. Each refusal leaves the bindings and settings as they were.
+func TestBoundAdminStaysInItsTenant(t *testing.T) {
+	t.Parallel()
+	for _, variant := range variants(t) {
+		t.Run(variant, func(t *testing.T) {
+			ctx := context.Background()
+			db := dbtest.New(t, dbtest.WithVector(variant))
+			op, _ := db.PoolAs(t, "mneme_admin")
+			bound, boundURL := db.PoolAs(t, "mneme_admin")
+			_, appBURL := db.PoolAs(t, "mneme_app")
+			_, freeURL := db.PoolAs(t, "mneme_app")
+			app, _ := db.PoolAs(t, "mneme_app")
+			for _, tn := range []string{"ta", "tb"} {
+				_, err := op.Exec(ctx, `SELECT mneme.create_tenant($1)`, tn)
+				require.NoError(t, err, "an unbound admin creates tenants")
+			}
+			convA, convB := uuid.New(), uuid.New()
+			var memA uuid.UUID
+			require.NoError(t, inTenant(t, app, "ta", func(tx pgx.Tx) error {
+				return tx.QueryRow(ctx, `SELECT mneme.remember($1, 'Ta keeps the ledger in the blue cabinet.')`, convA).Scan(&memA)
+			}))
+			require.NoError(t, inTenant(t, app, "tb", func(tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, `SELECT mneme.remember($1, 'Tb keeps the ledger in the red cabinet.')`, convB)
+				return err
+			}))
+			boundLogin, appB := loginOf(t, boundURL), loginOf(t, appBURL)
+			for login, tn := range map[string]string{boundLogin: "ta", appB: "tb"} {
+				_, err := op.Exec(ctx, `SELECT mneme.bind_login($1, $2)`, login, tn)
+				require.NoError(t, err, "an unbound admin binds logins")
+			}
+			bindings := func() string {
+				var s string
+				require.NoError(t, db.Pool.QueryRow(ctx, `SELECT coalesce(string_agg(login || '=' || tenant_id, ',' ORDER BY login), '') FROM mneme.tenant_logins`).Scan(&s))
+				return s
+			}
+			settings := func() string {
+				var s string
+				require.NoError(t, db.Pool.QueryRow(ctx, `SELECT md5(string_agg(key || value::text, ',' ORDER BY key)) FROM mneme.settings`).Scan(&s))
+				return s
+			}
+			beforeB, beforeS := bindings(), settings()
+
+			for _, c := range []struct {
+				q    string
+				args []any
+			}{
+				{`SELECT mneme.unbind_login(session_user)`, nil},
+				{`SELECT mneme.bind_login(session_user, 'tb')`, nil},
+				{`SELECT mneme.bind_login(session_user, 'ta')`, nil},
+				{`SELECT mneme.bind_login($1, 'ta')`, []any{appB}},
+				{`SELECT mneme.unbind_login($1)`, []any{appB}},
+				{`SELECT mneme.bind_login($1, 'ta')`, []any{loginOf(t, freeURL)}},
+				{`SELECT mneme.create_tenant('tc')`, nil},
+				{`SELECT mneme.set_setting('inactive_below_r', '0.99')`, nil},
+				{`SELECT mneme.set_setting('purge_after_days', '0.00001')`, nil},
+				{`SELECT mneme.set_tenant('tb')`, nil},
+			} {
+				_, err := bound.Exec(ctx, c.q, c.args...)
+				require.Equal(t, "42501", sqlState(t, err), c.q)
+			}
+			require.Equal(t, beforeB, bindings(), "no binding changed")
+			require.Equal(t, beforeS, settings(), "no setting changed")
+			require.Zero(t, rowCount(t, db, `SELECT count(*) FROM mneme.tenants WHERE id = 'tc'`))
+
+			// Inside its tenant it works; the other tenant is not there.
+			var got string
+			require.NoError(t, bound.QueryRow(ctx, `SELECT coalesce(string_agg(content, ' '), '') FROM mneme.search($1, 'ledger cabinet', 5)`, convB).Scan(&got))
+			require.Empty(t, got, "tb's memories do not exist for a login bound to ta")
+			require.NoError(t, bound.QueryRow(ctx, `SELECT coalesce(string_agg(content, ' '), '') FROM mneme.search($1, 'ledger cabinet', 5)`, convA).Scan(&got))
+			require.Contains(t, got, "blue cabinet")
+			_, err := bound.Exec(ctx, `SELECT mneme.erase($1, 'tenant admin request')`, memA)
+			require.NoError(t, err, "a bound admin erases in its tenant")
+			_, err = bound.Exec(ctx, `SELECT * FROM mneme.cleanup(dry_run => true)`)
+			require.NoError(t, err)
+
+			// The operator may do what the bound admin may not.
+			_, err = op.Exec(ctx, `SELECT mneme.set_setting('inactive_below_r', '0.4')`)
+			require.NoError(t, err)
+			var was bool
+			require.NoError(t, op.QueryRow(ctx, `SELECT mneme.unbind_login($1)`, boundLogin).Scan(&was))
+			require.True(t, was)
+			_, err = bound.Exec(ctx, `SELECT mneme.create_tenant('tc')`)
+			require.NoError(t, err, "unbound again, it is an operator")
+		})
+	}
+}
+
+// A job touches only rows of its own conversation's tenant: a review job
+// (or a revise job) of a conversation of ta that names a memory of tb
+// fails, and the memory is neither rated nor revised. Reachable only with
+// the worker role (here the test's superuser, as the sidecar).
+func TestJobsTouchOnlyTheirTenant(t *testing.T) {
+	t.Parallel()
+	for _, variant := range variants(t) {
+		t.Run(variant, func(t *testing.T) {
+			ctx := context.Background()
+			e := newPipelineEnv(t, false, dbtest.WithVector(variant))
+			for _, tn := range []string{"ta", "tb"} {
+				_, err := e.db.Pool.Exec(ctx, `SELECT mneme.create_tenant($1)`, tn)
+				require.NoError(t, err)
+			}
+			convA, convB := uuid.New(), uuid.New()
+			var memB uuid.UUID
+			require.NoError(t, inTenant(t, e.db.Pool, "tb", func(tx pgx.Tx) error {
+				return tx.QueryRow(ctx, `SELECT mneme.remember($1, 'Tb keeps the ledger in the red cabinet.', at => $2)`, convB, day1).Scan(&memB)
+			}))
+			require.NoError(t, inTenant(t, e.db.Pool, "ta", func(tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, `SELECT mneme.add_message($1, 'user', 'Hello from ta.')`, convA)
+				return err
+			}))
+			e.drain()
+			events := rowCount(t, e.db, `SELECT count(*) FROM mneme.memory_events WHERE memory_id = $1`, memB)
+
+			reviews, _ := json.Marshal([]map[string]any{{"query": "ledger", "memory_ids": []uuid.UUID{memB}}})
+			review, _ := json.Marshal(map[string]any{"reviews": json.RawMessage(reviews), "reviewed_at": day3,
+				"context": []map[string]any{{"id": 1, "role": "user", "content": "the red cabinet ledger again", "at": day3}}})
+			revise, _ := json.Marshal(map[string]any{"memory_id": memB})
+			for kind, payload := range map[string][]byte{"review": review, "revise": revise} {
+				err := inTenant(t, e.db.Pool, "ta", func(tx pgx.Tx) error {
+					_, err := tx.Exec(ctx, `SELECT mneme.enqueue_job($1, $2, $3)`, kind, convA, payload)
+					return err
+				})
+				if err != nil { // refused when enqueued: as good
+					require.Contains(t, []string{"42501", "22023"}, sqlState(t, err), kind)
+					continue
+				}
+			}
+			e.drain()
+			require.Zero(t, rowCount(t, e.db, `SELECT count(*) FROM mneme.review_log WHERE memory_id = $1`, memB), "tb's memory is not rated")
+			require.Equal(t, events, rowCount(t, e.db, `SELECT count(*) FROM mneme.memory_events WHERE memory_id = $1`, memB),
+				"tb's memory is not revised")
+			require.Zero(t, rowCount(t, e.db, `SELECT count(*) FROM mneme.jobs WHERE conversation_id = $1 AND state = 'done'`, convA),
+				"no job of ta that names tb's memory completes")
+		})
+	}
+}
