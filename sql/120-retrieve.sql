@@ -11,6 +11,13 @@
 -- planner inlines it into the ranking query (a call with SET costs ~7 us per
 -- candidate). Only pg_catalog functions and operators, schema-qualified, so
 -- a caller's search_path cannot swap them.
+-- Clamped so that no stored row can make it overflow (issue 38: a
+-- stability of 1e-308 made t / S overflow, 22003, in every search and
+-- cleanup of the tenant): the stability to [1e-6, 1e9] days (NaN counts as
+-- 1e9: greatest and least sort it above every number) and both times to
+-- years 1 to 9999, so t / S stays below 4e12 and R above 5e-7. go-fsrs'
+-- stabilities lie far inside (0.01 to 36500 days, mneme._fsrs_ok), so the
+-- result equals go-fsrs' there (TestRetrievabilityMatchesGoFSRS).
 CREATE OR REPLACE FUNCTION mneme._retrievability(stability float8, last timestamptz, at timestamptz)
 RETURNS float8
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -18,9 +25,12 @@ AS $$
 SELECT pg_catalog.power(
            1::float8 OPERATOR(pg_catalog.+)
                (((pg_catalog.power(0.9::float8, 1::float8 OPERATOR(pg_catalog./) '-0.5'::float8) OPERATOR(pg_catalog.-) 1::float8)
-                 OPERATOR(pg_catalog.*) greatest((pg_catalog.date_part('epoch', _retrievability.at OPERATOR(pg_catalog.-) _retrievability.last)
+                 OPERATOR(pg_catalog.*) greatest((pg_catalog.date_part('epoch',
+                                                      least(greatest(_retrievability.at, '0001-01-01 00:00:00+00'::timestamptz), '9999-12-31 23:59:59+00'::timestamptz)
+                                                      OPERATOR(pg_catalog.-)
+                                                      least(greatest(_retrievability.last, '0001-01-01 00:00:00+00'::timestamptz), '9999-12-31 23:59:59+00'::timestamptz))
                                                   OPERATOR(pg_catalog./) 86400::float8), 0::float8))
-                OPERATOR(pg_catalog./) _retrievability.stability),
+                OPERATOR(pg_catalog./) least(greatest(_retrievability.stability, '1e-6'::float8), '1e9'::float8)),
            '-0.5'::float8)
 $$;
 COMMENT ON FUNCTION mneme._retrievability(float8, timestamptz, timestamptz) IS

@@ -310,7 +310,8 @@ BEGIN
         SELECT m.id, m.kind, m.summary, m.content, m.created_at, f.bm25_rank AS br, f.vector_rank AS vr,
                f.bm25_score AS bs, f.vector_distance AS vd,
                m.title, m.label, m.pinned, m.status, m.confidence_score,
-               power(greatest(m.confidence_score, 0)::float8, v_cw) AS cf,
+               -- clamped: a stored confidence of 1e-300 to the power 10 underflowed (22003)
+               power(least(greatest(m.confidence_score::float8, '1e-6'::float8), 1::float8), v_cw) AS cf,
                coalesce(1 / (v_rrf_k + f.bm25_rank), 0) + v_vec_w * coalesce(1 / (v_rrf_k + f.vector_rank), 0) AS rrf,
                CASE WHEN m.pinned THEN 1::float8
                     ELSE mneme._retrievability(m.stability, m.last_reviewed_at, v_at) END AS ret,
