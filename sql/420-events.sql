@@ -127,8 +127,11 @@ DECLARE
 BEGIN
     IF TG_OP = 'INSERT' THEN
         INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, at)
+        -- At the real time of the write (mneme._event_at), not created_at:
+        -- that is when the thing was said, which the caller gives (remember's
+        -- at, a message's time) and which may be 1901 or an hour ahead.
         SELECT n.id, n.conversation_id, 'created', mneme._created_reason(n.source_type, n.kind, n.label, n.stability),
-               v_actor, n.created_at
+               v_actor, v_at
         FROM new_rows n ORDER BY n.created_at, n.id;
     ELSIF TG_OP = 'UPDATE' THEN
         INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, at)
@@ -172,7 +175,7 @@ BEGIN
     IF TG_OP = 'INSERT' THEN
         INSERT INTO mneme.memory_events (id, caller, memory_id, conversation_id, event, reason, actor, at)
         VALUES (nextval('mneme.memory_events_id_seq'), mneme._caller(), NEW.id, NEW.conversation_id, 'created', mneme._created_reason(NEW.source_type, NEW.kind, NEW.label, NEW.stability),
-                v_actor, NEW.created_at);
+                v_actor, v_at);
     ELSIF TG_OP = 'UPDATE' THEN
         IF OLD.pinned IS DISTINCT FROM NEW.pinned THEN
             INSERT INTO mneme.memory_events (id, caller, memory_id, conversation_id, event, reason, actor, at)
@@ -224,7 +227,7 @@ BEGIN
     INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, review_log_id, at)
     SELECT n.memory_id, n.conversation_id, 'reviewed',
            format('%s (%s%s)', n.rating, n.reviewer, CASE WHEN n.defaulted THEN ', defaulted' ELSE '' END),
-           'review', n.id, n.reviewed_at
+           'review', n.id, mneme._event_at()  -- the write's time; review_log.reviewed_at keeps the conversation's
     FROM new_rows n ORDER BY n.id;
     RETURN NULL;
 END
@@ -241,7 +244,7 @@ BEGIN
     INSERT INTO mneme.memory_events (id, caller, memory_id, conversation_id, event, reason, actor, review_log_id, at)
     VALUES (nextval('mneme.memory_events_id_seq'), mneme._caller(), NEW.memory_id, NEW.conversation_id, 'reviewed',
             format('%s (%s%s)', NEW.rating, NEW.reviewer, CASE WHEN NEW.defaulted THEN ', defaulted' ELSE '' END),
-            'review', NEW.id, NEW.reviewed_at);
+            'review', NEW.id, mneme._event_at());
     RETURN NULL;
 END
 $$;

@@ -152,3 +152,50 @@ func TestJobsTouchOnlyTheirTenant(t *testing.T) {
 		})
 	}
 }
+
+// The audit trail takes its time and its reasons from mneme, not from the
+// caller: an event is dated at the real time of the write (remember's `at`
+// stays the memory's time: when the thing was said), and a caller's SET
+// of the settings mneme's functions pass reasons through is ignored.
+func TestEventsTakeNoTimeOrReasonFromTheCaller(t *testing.T) {
+	t.Parallel()
+	for _, variant := range variants(t) {
+		t.Run(variant, func(t *testing.T) {
+			ctx := context.Background()
+			db := dbtest.New(t, dbtest.WithVector(variant))
+			app, _ := db.PoolAs(t, "mneme_app")
+			conv := uuid.New()
+			var old, ahead uuid.UUID
+			require.NoError(t, app.QueryRow(ctx, `SELECT mneme.remember($1, 'The mill was built by my great-grandfather.', at => '1901-02-03')`, conv).Scan(&old))
+			require.NoError(t, app.QueryRow(ctx, `SELECT mneme.remember($1, 'The meeting starts in an hour.', at => now() + interval '59 minutes')`, conv).Scan(&ahead))
+			for _, id := range []uuid.UUID{old, ahead} {
+				var late bool
+				require.NoError(t, db.Pool.QueryRow(ctx, `SELECT abs(extract(epoch FROM e.at - now())) > 300
+					FROM mneme.memory_events e WHERE e.memory_id = $1 AND e.event = 'created'`, id).Scan(&late))
+				require.False(t, late, "the created event of %s is dated now", id)
+			}
+			require.Equal(t, "1901-02-03", rowText(t, db, `SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') FROM mneme.memories WHERE id = $1`, old),
+				"the memory keeps when it was said")
+
+			// A reason planted through the session's settings is not recorded.
+			_, err := db.Pool.Exec(ctx, `UPDATE mneme.memories SET status = 'inactive', status_reason = 'faded' WHERE id = $1`, old)
+			require.NoError(t, err)
+			conn, err := app.Acquire(ctx)
+			require.NoError(t, err)
+			defer conn.Release()
+			for _, q := range []string{`SET mneme.event_reason = 'planted by the app'`, `SET mneme.delete_reason = 'planted by the app'`,
+				`SET mneme.delete_event = 'erased'`, `SET mneme.erasing = 'on'`} {
+				_, err = conn.Exec(ctx, q)
+				require.NoError(t, err)
+			}
+			_, err = conn.Exec(ctx, `SELECT mneme.pin($1)`, old)
+			require.NoError(t, err)
+			require.Zero(t, rowCount(t, db, `SELECT count(*) FROM mneme.memory_events WHERE reason LIKE '%planted%'`))
+			require.Equal(t, "pinned", rowText(t, db, `SELECT reason FROM mneme.memory_events WHERE memory_id = $1 AND event = 'reactivated'`, old))
+			_, err = conn.Exec(ctx, `SELECT mneme.forget($1, 'no longer true')`, ahead)
+			require.NoError(t, err)
+			require.Equal(t, 1, rowCount(t, db, `SELECT count(*) FROM mneme.memory_events WHERE memory_id = $1 AND event = 'forgotten' AND reason LIKE '%no longer true%'`, ahead),
+				"a reason given as an argument is recorded")
+		})
+	}
+}
