@@ -164,7 +164,10 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     PERFORM mneme._require_unbound('create tenants');
-    IF create_tenant.tenant IS NULL OR create_tenant.tenant !~ '^[a-z0-9][a-z0-9_-]{0,62}$' THEN
+    IF create_tenant.tenant IS NULL THEN
+        RAISE EXCEPTION 'tenant must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF create_tenant.tenant !~ '^[a-z0-9][a-z0-9_-]{0,62}$' THEN
         RAISE EXCEPTION 'tenant id %: want 1 to 63 lower-case letters, digits, _ or -, starting with a letter or digit',
             mneme._quote_prefix(create_tenant.tenant) USING ERRCODE = '22023';
     END IF;

@@ -231,9 +231,14 @@ BEGIN
     IF vector_search.embedding IS NULL THEN
         RETURN;
     END IF;
-    IF vector_search.k IS NULL OR vector_search.k < 1 THEN
+    IF vector_search.k IS NULL THEN
+        RAISE EXCEPTION 'k must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF vector_search.k < 1 THEN
         RAISE EXCEPTION 'k must be at least 1' USING ERRCODE = '22023';
     END IF;
+    PERFORM mneme._check_time('since', vector_search.since);
+    PERFORM mneme._check_time('until', vector_search.until);
     PERFORM mneme.check_embedding(vector_search.embedding);
     IF vector_search.since > vector_search.until THEN
         RAISE EXCEPTION 'since (%) is after until (%)', vector_search.since, vector_search.until USING ERRCODE = '22023',

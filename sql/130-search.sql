@@ -146,13 +146,23 @@ BEGIN
     IF _check_search_arguments.conversation_id IS NULL THEN
         RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
     END IF;
-    IF _check_search_arguments.query IS NULL OR mneme._is_blank(_check_search_arguments.query) THEN
-        RAISE EXCEPTION 'query must not be NULL or empty' USING ERRCODE = '22023',
+    -- The rule for every argument of the API: NULL where a value is
+    -- needed is 22004; a value that is there but wrong (blank text, out of
+    -- range) is 22023 (docs/sql-api.md).
+    IF _check_search_arguments.query IS NULL THEN
+        RAISE EXCEPTION 'query must not be NULL' USING ERRCODE = '22004',
+            HINT = 'pass the text to search for, e.g. the user''s latest message';
+    END IF;
+    IF mneme._is_blank(_check_search_arguments.query) THEN
+        RAISE EXCEPTION 'query must not be empty' USING ERRCODE = '22023',
             HINT = 'pass the text to search for, e.g. the user''s latest message';
     END IF;
     PERFORM mneme._check_length('query', _check_search_arguments.query, 10000);
-    IF _check_search_arguments.k IS NULL OR _check_search_arguments.k < 1 OR _check_search_arguments.k > 100 THEN
-        RAISE EXCEPTION 'k must be between 1 and 100, got %', coalesce(_check_search_arguments.k::text, 'NULL')
+    IF _check_search_arguments.k IS NULL THEN
+        RAISE EXCEPTION 'k must not be NULL' USING ERRCODE = '22004', HINT = 'omit k for the default';
+    END IF;
+    IF _check_search_arguments.k < 1 OR _check_search_arguments.k > 100 THEN
+        RAISE EXCEPTION 'k must be between 1 and 100, got %', _check_search_arguments.k
             USING ERRCODE = '22023';
     END IF;
     IF _check_search_arguments.at IS NULL THEN
@@ -165,6 +175,8 @@ BEGIN
     END IF;
     PERFORM mneme._check_time('at', _check_search_arguments.at);
     PERFORM mneme._check_time('as_of', _check_search_arguments.as_of);
+    PERFORM mneme._check_time('since', _check_search_arguments.since);  -- ±infinity: 22008, as documented
+    PERFORM mneme._check_time('until', _check_search_arguments.until);
 END
 $$;
 COMMENT ON FUNCTION mneme._check_search_arguments(uuid, text, int, timestamptz, timestamptz, timestamptz, timestamptz) IS

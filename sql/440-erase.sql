@@ -4,6 +4,21 @@
 -- Idempotent: re-applied on every `mneme migrate` (CREATE OR REPLACE only).
 -- =============================================================================
 
+-- When the last erase happened, in any tenant (mneme.erasures, one row, no
+-- tenant, no content), for mneme.erase_vacuum_targets.
+CREATE OR REPLACE FUNCTION mneme._note_erase()
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO mneme.erasures AS x (id, last_erase_at) VALUES (true, now())
+    ON CONFLICT (id) DO UPDATE SET last_erase_at = greatest(x.last_erase_at, EXCLUDED.last_erase_at);
+END
+$$;
+COMMENT ON FUNCTION mneme._note_erase() IS
+    'Internal (erase): records the time of the latest erase in mneme.erasures, which erase_vacuum_targets reads.';
+
 -- -----------------------------------------------------------------------------
 -- Erase: the right to be forgotten
 -- -----------------------------------------------------------------------------
@@ -19,7 +34,7 @@ BEGIN
         RAISE EXCEPTION 'memory_id must not be NULL' USING ERRCODE = '22004';
     END IF;
     IF erase.reason IS NULL OR mneme._is_blank(erase.reason) THEN
-        RAISE EXCEPTION 'erase needs a reason' USING ERRCODE = '22023',
+        RAISE EXCEPTION 'erase needs a reason' USING ERRCODE = CASE WHEN erase.reason IS NULL THEN '22004' ELSE '22023' END,
             HINT = 'the reason stays in the tombstone (mneme.memory_events); do not quote the erased content in it';
     END IF;
     PERFORM mneme._check_length('reason', erase.reason, 2000);
@@ -36,6 +51,7 @@ BEGIN
     UPDATE mneme.memory_events e SET reason = NULL WHERE e.memory_id = erase.memory_id AND e.reason IS NOT NULL;
     PERFORM mneme._set_local('mneme.erasing', '');
     PERFORM mneme._remove_memories(ARRAY[erase.memory_id], 'erased', erase.reason);
+    PERFORM mneme._note_erase();
 END
 $$;
 COMMENT ON FUNCTION mneme.erase(uuid, text) IS
@@ -59,7 +75,8 @@ BEGIN
         RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
     END IF;
     IF erase_conversation.reason IS NULL OR mneme._is_blank(erase_conversation.reason) THEN
-        RAISE EXCEPTION 'erase_conversation needs a reason' USING ERRCODE = '22023',
+        RAISE EXCEPTION 'erase_conversation needs a reason'
+            USING ERRCODE = CASE WHEN erase_conversation.reason IS NULL THEN '22004' ELSE '22023' END,
             HINT = 'the reason stays in the tombstone (mneme.memory_events); do not quote the erased content in it';
     END IF;
     PERFORM mneme._check_length('reason', erase_conversation.reason, 2000);
@@ -119,6 +136,7 @@ BEGIN
     INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, at)
     VALUES (NULL, erase_conversation.conversation_id, 'erased',
             format('conversation erased (%s memories): %s', v_n, erase_conversation.reason), mneme._event_actor(), now());
+    PERFORM mneme._note_erase();
     RETURN v_n;
 END
 $$;
@@ -148,15 +166,16 @@ JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'mneme'
 WHERE c.relkind = 'r'
   AND c.relname IN ('memories', 'messages', 'message_queue', 'jobs', 'review_log', 'memory_events',
                     'bm25_docs', 'bm25_postings', 'bm25_terms')
-  -- an erase since the last vacuum of memories (every erase deletes there)
-  AND EXISTS (SELECT 1 FROM mneme.memory_events e
-              WHERE e.event = 'erased'
-                AND e.at > (SELECT coalesce(greatest(s.last_vacuum, s.last_autovacuum), '-infinity')
-                            FROM pg_catalog.pg_stat_user_tables s
-                            WHERE s.schemaname = 'mneme' AND s.relname = 'memories'))
+  -- an erase since the last vacuum of memories, in any tenant: from
+  -- mneme.erasures, which has no tenant (the events' row security showed
+  -- an unbound admin only tenant default's erases; issue 38)
+  AND EXISTS (SELECT 1 FROM mneme.erasures x
+              WHERE x.last_erase_at > (SELECT coalesce(greatest(s.last_vacuum, s.last_autovacuum), '-infinity')
+                                       FROM pg_catalog.pg_stat_user_tables s
+                                       WHERE s.schemaname = 'mneme' AND s.relname = 'memories'))
 ORDER BY 1
 $$;
 COMMENT ON FUNCTION mneme.erase_vacuum_targets() IS
-    'The tables an erase touched when an erase happened after the last (auto)vacuum of mneme.memories (empty '
-    'otherwise), and whether the calling role may VACUUM them (their owner or a superuser). The cleanup job '
+    'The tables an erase touched when an erase (in any tenant: mneme.erasures) happened after the last (auto)vacuum '
+    'of mneme.memories (empty otherwise), and whether the calling role may VACUUM them (their owner or a superuser). The cleanup job '
     'vacuums them so erased text leaves the dead tuples; a role that may not gets the command to hand on.';

@@ -199,3 +199,64 @@ func TestEventsTakeNoTimeOrReasonFromTheCaller(t *testing.T) {
 		})
 	}
 }
+
+// The smaller rules of issue 38: since and until outside years 1 to 9999
+// (±infinity) are 22008 like every time argument; a NULL where a value is
+// needed is 22004 (k, query), a wrong value 22023; and
+// erase_vacuum_targets reports an erase in any tenant, also to an admin
+// that is not in that tenant.
+func TestArgumentRulesAndVacuumTargetsAcrossTenants(t *testing.T) {
+	t.Parallel()
+	for _, variant := range variants(t) {
+		t.Run(variant, func(t *testing.T) {
+			ctx := context.Background()
+			db := dbtest.New(t, dbtest.WithVector(variant))
+			app := appWithTenants(t, db, "ta")
+			conv := uuid.New()
+			var id uuid.UUID
+			require.NoError(t, inTenant(t, app, "ta", func(tx pgx.Tx) error {
+				return tx.QueryRow(ctx, `SELECT mneme.remember($1, 'The spare key is under the third flowerpot.')`, conv).Scan(&id)
+			}))
+			for _, c := range []struct{ q, code string }{
+				{`SELECT * FROM mneme.search($1, 'key', since => '-infinity')`, "22008"},
+				{`SELECT * FROM mneme.search($1, 'key', until => 'infinity')`, "22008"},
+				{`SELECT * FROM mneme.retrieve($1, 'key', 5, since => '-infinity', until => 'infinity')`, "22008"},
+				{`SELECT mneme.context($1, 'key', 100, since => 'infinity')`, "22008"},
+				{`SELECT * FROM mneme.bm25_search($1, 'key', 5, since => '-infinity')`, "22008"},
+				{`SELECT * FROM mneme.search($1, 'key', k => NULL)`, "22004"},
+				{`SELECT * FROM mneme.search($1, NULL)`, "22004"},
+				{`SELECT * FROM mneme.search($1, 'key', k => 0)`, "22023"},
+				{`SELECT * FROM mneme.search($1, '   ')`, "22023"},
+				{`SELECT mneme.remember($1, NULL)`, "22004"},
+			} {
+				err := inTenant(t, app, "ta", func(tx pgx.Tx) error {
+					_, err := tx.Exec(ctx, c.q, conv)
+					return err
+				})
+				require.Equal(t, c.code, sqlState(t, err), c.q)
+			}
+
+			admin, _ := db.PoolAs(t, "mneme_admin") // unbound, no tenant set: tenant default
+			targets := func() int {
+				return func() int {
+					var n int
+					require.NoError(t, admin.QueryRow(ctx, `SELECT count(*) FROM mneme.erase_vacuum_targets()`).Scan(&n))
+					return n
+				}()
+			}
+			_, err := db.Pool.Exec(ctx, `VACUUM mneme.memories`)
+			require.NoError(t, err)
+			require.Zero(t, targets(), "no erase since the last vacuum")
+			require.NoError(t, inTenant(t, app, "ta", func(tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, `SELECT mneme.remember($1, 'A second thing to erase.')`, conv)
+				return err
+			}))
+			err = inTenant(t, admin, "ta", func(tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, `SELECT mneme.erase($1, 'user request')`, id)
+				return err
+			})
+			require.NoError(t, err)
+			require.Positive(t, targets(), "an erase in ta is seen by an admin outside ta")
+		})
+	}
+}
