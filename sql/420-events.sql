@@ -85,14 +85,46 @@ AS $$ SELECT CASE $1 WHEN 'superseded' THEN 'superseded' WHEN 'invalidated' THEN
 COMMENT ON FUNCTION mneme._status_event(text) IS
     'Internal: the event of a memory whose status became status.';
 
+-- The reason a mneme function gave for the status change its UPDATE makes
+-- (setting mneme.event_reason), counted only beneath the functions that set
+-- it (apply_revision, reactivate): any session may SET the setting, and a
+-- reason an application planted that way before mneme.pin was recorded as
+-- the reason of a "reactivated" event (issue 38). The call stack cannot be
+-- planted. On Citus the trigger runs on a worker, where the coordinator's
+-- stack is not seen: there the setting counts as before (docs/scale.md).
+CREATE OR REPLACE FUNCTION mneme._event_reason()
+RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_reason text := nullif(pg_catalog.current_setting('mneme.event_reason', true), '');
+    v_stack  text;
+BEGIN
+    IF v_reason IS NULL THEN
+        RETURN NULL;
+    END IF;
+    IF mneme._distributed('mneme.memories') THEN
+        RETURN v_reason;
+    END IF;
+    GET DIAGNOSTICS v_stack = PG_CONTEXT;
+    IF v_stack ~ '(^|\n)PL/pgSQL function mneme\.(apply_revision|reactivate)\(' THEN
+        RETURN v_reason;
+    END IF;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION mneme._event_reason() IS
+    'Internal: the reason mneme.apply_revision or mneme.reactivate set for the status change under way '
+    '(setting mneme.event_reason), NULL when no such function is on the call stack (a caller''s own SET counts for nothing).';
+
 CREATE OR REPLACE FUNCTION mneme._status_reason(
     status text, status_reason text, reviewed_at timestamptz, old_reviewed_at timestamptz,
     pinned boolean, old_pinned boolean, confirmed_at timestamptz, old_confirmed_at timestamptz)
 RETURNS text
 LANGUAGE sql STABLE PARALLEL SAFE
 AS $$ SELECT CASE WHEN $1 <> 'active' THEN $2
-                  WHEN nullif(pg_catalog.current_setting('mneme.event_reason', true), '') IS NOT NULL
-                      THEN pg_catalog.current_setting('mneme.event_reason', true)
+                  WHEN mneme._event_reason() IS NOT NULL THEN mneme._event_reason()
                   WHEN $3 > $4 THEN 'reviewed'
                   WHEN $5 AND NOT $6 THEN 'pinned'
                   WHEN $7 > coalesce($8, '-infinity') THEN 'reconfirmed'

@@ -104,17 +104,6 @@ BEGIN
             -- call (300 ms in a 10 ms extractive_summary). Set on the entry
             -- points, it holds for every statement and trigger they run.
             EXECUTE format('ALTER FUNCTION %s SET jit = off', f.sig);
-            -- The settings through which mneme's own functions tell the
-            -- event triggers why a row changed (mneme.event_reason,
-            -- mneme.delete_event, mneme.delete_reason) or that an erase
-            -- is clearing reasons (mneme.erasing) start empty in every
-            -- call: a caller's own SET of them (SET mneme.event_reason =
-            -- '...' before pin planted the reason of a "reactivated"
-            -- event, issue 38) counts for nothing. Reasons come from the
-            -- API's arguments only; what a function sets inside counts
-            -- until it returns.
-            EXECUTE format('ALTER FUNCTION %s SET mneme.event_reason = %L SET mneme.delete_event = %L '
-                           'SET mneme.delete_reason = %L SET mneme.erasing = %L', f.sig, '', '', '', '');
         END IF;
         IF f.name = ANY (app) THEN
             EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO mneme_app, mneme_worker, mneme_admin', f.sig);

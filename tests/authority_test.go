@@ -196,6 +196,21 @@ func TestEventsTakeNoTimeOrReasonFromTheCaller(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, 1, rowCount(t, db, `SELECT count(*) FROM mneme.memory_events WHERE memory_id = $1 AND event = 'forgotten' AND reason LIKE '%no longer true%'`, ahead),
 				"a reason given as an argument is recorded")
+			// mneme's own reasons still are: reactivate by hand, as an admin
+			// whose session planted another.
+			var third uuid.UUID
+			require.NoError(t, app.QueryRow(ctx, `SELECT mneme.remember($1, 'The gate code changes monthly.')`, conv).Scan(&third))
+			_, err = db.Pool.Exec(ctx, `UPDATE mneme.memories SET status = 'inactive', status_reason = 'faded' WHERE id = $1`, third)
+			require.NoError(t, err)
+			admin, _ := db.PoolAs(t, "mneme_admin")
+			aconn, err := admin.Acquire(ctx)
+			require.NoError(t, err)
+			defer aconn.Release()
+			_, err = aconn.Exec(ctx, `SET mneme.event_reason = 'planted by the admin'`)
+			require.NoError(t, err)
+			_, err = aconn.Exec(ctx, `SELECT mneme.reactivate($1)`, third)
+			require.NoError(t, err)
+			require.Equal(t, "reactivated by hand", rowText(t, db, `SELECT reason FROM mneme.memory_events WHERE memory_id = $1 AND event = 'reactivated'`, third))
 		})
 	}
 }
