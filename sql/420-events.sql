@@ -91,7 +91,7 @@ COMMENT ON FUNCTION mneme._status_event(text) IS
 -- reason an application planted that way before mneme.pin was recorded as
 -- the reason of a "reactivated" event (issue 38). The call stack cannot be
 -- planted. On Citus the trigger runs on a worker, where the coordinator's
--- stack is not seen: there the setting counts as before (docs/scale.md).
+-- stack is not seen: there the setting counts as before (docs/forgetting.md).
 CREATE OR REPLACE FUNCTION mneme._event_reason()
 RETURNS text
 LANGUAGE plpgsql STABLE
