@@ -327,7 +327,9 @@ BEGIN
                coalesce(1 / (v_rrf_k + f.bm25_rank), 0) + v_vec_w * coalesce(1 / (v_rrf_k + f.vector_rank), 0) AS rrf,
                CASE WHEN m.pinned THEN 1::float8
                     ELSE mneme._retrievability(m.stability, m.last_reviewed_at, v_at) END AS ret,
-               coalesce((v_weights ->> mneme._label_key(m.label, v_weights))::float8, 1::float8) AS w
+               -- (a weight an older release accepted, down to 1e-307, clamped like the rows' values)
+               least(greatest(coalesce((v_weights ->> mneme._label_key(m.label, v_weights))::float8, 1::float8),
+                              '1e-6'::float8), '1e6'::float8) AS w
         -- The candidates by primary key (= ANY of their ids): joined on f's
         -- ids alone, the planner scanned every memory of every conversation
         -- (95 ms at 100,000 memories, bench retrieve). Their conversations

@@ -87,6 +87,10 @@ func TestExtremeValuesCannotBreakSearch(t *testing.T) {
 				}
 			}
 			check(db.Pool, all)
+			// A weight an older release accepted, written as it was stored.
+			_, err = db.Pool.Exec(ctx, `UPDATE mneme.settings SET value = '{"general": 1e-307}' WHERE key = 'label_weights'`)
+			require.NoError(t, err)
+			check(db.Pool, all)
 			app, _ := db.PoolAs(t, "mneme_app")
 			check(app, reads)
 			admin, _ := db.PoolAs(t, "mneme_admin")
