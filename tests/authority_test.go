@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
@@ -15,8 +16,10 @@ import (
 // A bound admin stays in its tenant: it may not unbind or rebind itself,
 // bind or unbind other logins, create tenants or change the settings (they
 // are global), and it reads no other tenant's memories; what stays inside
-// its tenant (search, erase) works. An unbound admin (the operator) may do
-// all of it. Each refusal leaves the bindings and settings as they were.
+// its tenant (search, erase, cleanup) works. Both directions: an admin
+// bound to ta against tb, and one bound to tb against ta. An unbound admin
+// (the operator) may do all of it. Each refusal leaves the bindings and
+// settings as they were.
 func TestBoundAdminStaysInItsTenant(t *testing.T) {
 	t.Parallel()
 	for _, variant := range variants(t) {
@@ -24,7 +27,9 @@ func TestBoundAdminStaysInItsTenant(t *testing.T) {
 			ctx := context.Background()
 			db := dbtest.New(t, dbtest.WithVector(variant))
 			op, _ := db.PoolAs(t, "mneme_admin")
-			bound, boundURL := db.PoolAs(t, "mneme_admin")
+			boundA, boundAURL := db.PoolAs(t, "mneme_admin")
+			boundB, boundBURL := db.PoolAs(t, "mneme_admin")
+			_, appAURL := db.PoolAs(t, "mneme_app")
 			_, appBURL := db.PoolAs(t, "mneme_app")
 			_, freeURL := db.PoolAs(t, "mneme_app")
 			app, _ := db.PoolAs(t, "mneme_app")
@@ -32,17 +37,18 @@ func TestBoundAdminStaysInItsTenant(t *testing.T) {
 				_, err := op.Exec(ctx, `SELECT mneme.create_tenant($1)`, tn)
 				require.NoError(t, err, "an unbound admin creates tenants")
 			}
-			convA, convB := uuid.New(), uuid.New()
-			var memA uuid.UUID
-			require.NoError(t, inTenant(t, app, "ta", func(tx pgx.Tx) error {
-				return tx.QueryRow(ctx, `SELECT mneme.remember($1, 'Ta keeps the ledger in the blue cabinet.')`, convA).Scan(&memA)
-			}))
-			require.NoError(t, inTenant(t, app, "tb", func(tx pgx.Tx) error {
-				_, err := tx.Exec(ctx, `SELECT mneme.remember($1, 'Tb keeps the ledger in the red cabinet.')`, convB)
-				return err
-			}))
-			boundLogin, appB := loginOf(t, boundURL), loginOf(t, appBURL)
-			for login, tn := range map[string]string{boundLogin: "ta", appB: "tb"} {
+			conv := map[string]uuid.UUID{"ta": uuid.New(), "tb": uuid.New()}
+			mem := map[string]uuid.UUID{}
+			for tn, color := range map[string]string{"ta": "blue", "tb": "red"} {
+				var id uuid.UUID
+				require.NoError(t, inTenant(t, app, tn, func(tx pgx.Tx) error {
+					return tx.QueryRow(ctx, `SELECT mneme.remember($1, $2)`, conv[tn], "The ledger is in the "+color+" cabinet.").Scan(&id)
+				}))
+				mem[tn] = id
+			}
+			logins := map[string]string{loginOf(t, boundAURL): "ta", loginOf(t, boundBURL): "tb",
+				loginOf(t, appAURL): "ta", loginOf(t, appBURL): "tb"}
+			for login, tn := range logins {
 				_, err := op.Exec(ctx, `SELECT mneme.bind_login($1, $2)`, login, tn)
 				require.NoError(t, err, "an unbound admin binds logins")
 			}
@@ -59,45 +65,64 @@ func TestBoundAdminStaysInItsTenant(t *testing.T) {
 			beforeB, beforeS := bindings(), settings()
 
 			for _, c := range []struct {
-				q    string
-				args []any
+				name             string
+				pool             *pgxpool.Pool
+				own, other       string
+				ownApp, otherApp string
 			}{
-				{`SELECT mneme.unbind_login(session_user)`, nil},
-				{`SELECT mneme.bind_login(session_user, 'tb')`, nil},
-				{`SELECT mneme.bind_login(session_user, 'ta')`, nil},
-				{`SELECT mneme.bind_login($1, 'ta')`, []any{appB}},
-				{`SELECT mneme.unbind_login($1)`, []any{appB}},
-				{`SELECT mneme.bind_login($1, 'ta')`, []any{loginOf(t, freeURL)}},
-				{`SELECT mneme.create_tenant('tc')`, nil},
-				{`SELECT mneme.set_setting('inactive_below_r', '0.99')`, nil},
-				{`SELECT mneme.set_setting('purge_after_days', '0.00001')`, nil},
-				{`SELECT mneme.set_tenant('tb')`, nil},
+				{"bound to ta", boundA, "ta", "tb", loginOf(t, appAURL), loginOf(t, appBURL)},
+				{"bound to tb", boundB, "tb", "ta", loginOf(t, appBURL), loginOf(t, appAURL)},
 			} {
-				_, err := bound.Exec(ctx, c.q, c.args...)
-				require.Equal(t, "42501", sqlState(t, err), c.q)
+				t.Run(c.name, func(t *testing.T) {
+					for _, q := range []struct {
+						sql  string
+						args []any
+					}{
+						{`SELECT mneme.unbind_login(session_user)`, nil},
+						{`SELECT mneme.bind_login(session_user, $1)`, []any{c.other}},
+						{`SELECT mneme.bind_login(session_user, $1)`, []any{c.own}},
+						{`SELECT mneme.bind_login($1, $2)`, []any{c.otherApp, c.own}},
+						{`SELECT mneme.unbind_login($1)`, []any{c.otherApp}},
+						{`SELECT mneme.unbind_login($1)`, []any{c.ownApp}},
+						{`SELECT mneme.bind_login($1, $2)`, []any{loginOf(t, freeURL), c.own}},
+						{`SELECT mneme.create_tenant('tc')`, nil},
+						{`SELECT mneme.set_setting('inactive_below_r', '0.99')`, nil},
+						{`SELECT mneme.set_setting('purge_after_days', '0.00001')`, nil},
+						{`SELECT mneme.set_tenant($1)`, []any{c.other}},
+					} {
+						_, err := c.pool.Exec(ctx, q.sql, q.args...)
+						require.Equal(t, "42501", sqlState(t, err), "%s %v", q.sql, q.args)
+					}
+					require.Equal(t, beforeB, bindings(), "no binding changed")
+					require.Equal(t, beforeS, settings(), "no setting changed")
+					require.Zero(t, rowCount(t, db, `SELECT count(*) FROM mneme.tenants WHERE id = 'tc'`))
+
+					// Inside its tenant it works; the other tenant is not there.
+					var got string
+					require.NoError(t, c.pool.QueryRow(ctx, `SELECT coalesce(string_agg(content, ' '), '') FROM mneme.search($1, 'ledger cabinet', 5)`,
+						conv[c.other]).Scan(&got))
+					require.Empty(t, got, "the other tenant's memories do not exist for it")
+					_, err := c.pool.Exec(ctx, `SELECT mneme.erase($1, 'tenant admin request')`, mem[c.other])
+					require.Equal(t, "P0002", sqlState(t, err), "nor can it erase them")
+					require.NoError(t, c.pool.QueryRow(ctx, `SELECT coalesce(string_agg(content, ' '), '') FROM mneme.search($1, 'ledger cabinet', 5)`,
+						conv[c.own]).Scan(&got))
+					require.Contains(t, got, "cabinet")
+					_, err = c.pool.Exec(ctx, `SELECT * FROM mneme.cleanup(dry_run => true)`)
+					require.NoError(t, err)
+					_, err = c.pool.Exec(ctx, `SELECT mneme.erase($1, 'tenant admin request')`, mem[c.own])
+					require.NoError(t, err, "a bound admin erases in its tenant")
+				})
 			}
-			require.Equal(t, beforeB, bindings(), "no binding changed")
-			require.Equal(t, beforeS, settings(), "no setting changed")
-			require.Zero(t, rowCount(t, db, `SELECT count(*) FROM mneme.tenants WHERE id = 'tc'`))
+			require.Equal(t, 2, rowCount(t, db, `SELECT count(*) FROM mneme.memory_events WHERE event = 'erased' AND memory_id = ANY ($1)`,
+				[]uuid.UUID{mem["ta"], mem["tb"]}), "each erased by its own tenant's admin")
 
-			// Inside its tenant it works; the other tenant is not there.
-			var got string
-			require.NoError(t, bound.QueryRow(ctx, `SELECT coalesce(string_agg(content, ' '), '') FROM mneme.search($1, 'ledger cabinet', 5)`, convB).Scan(&got))
-			require.Empty(t, got, "tb's memories do not exist for a login bound to ta")
-			require.NoError(t, bound.QueryRow(ctx, `SELECT coalesce(string_agg(content, ' '), '') FROM mneme.search($1, 'ledger cabinet', 5)`, convA).Scan(&got))
-			require.Contains(t, got, "blue cabinet")
-			_, err := bound.Exec(ctx, `SELECT mneme.erase($1, 'tenant admin request')`, memA)
-			require.NoError(t, err, "a bound admin erases in its tenant")
-			_, err = bound.Exec(ctx, `SELECT * FROM mneme.cleanup(dry_run => true)`)
-			require.NoError(t, err)
-
-			// The operator may do what the bound admin may not.
-			_, err = op.Exec(ctx, `SELECT mneme.set_setting('inactive_below_r', '0.4')`)
+			// The operator may do what the bound admins may not.
+			_, err := op.Exec(ctx, `SELECT mneme.set_setting('inactive_below_r', '0.4')`)
 			require.NoError(t, err)
 			var was bool
-			require.NoError(t, op.QueryRow(ctx, `SELECT mneme.unbind_login($1)`, boundLogin).Scan(&was))
+			require.NoError(t, op.QueryRow(ctx, `SELECT mneme.unbind_login($1)`, loginOf(t, boundAURL)).Scan(&was))
 			require.True(t, was)
-			_, err = bound.Exec(ctx, `SELECT mneme.create_tenant('tc')`)
+			_, err = boundA.Exec(ctx, `SELECT mneme.create_tenant('tc')`)
 			require.NoError(t, err, "unbound again, it is an operator")
 		})
 	}
@@ -133,6 +158,7 @@ func TestJobsTouchOnlyTheirTenant(t *testing.T) {
 			review, _ := json.Marshal(map[string]any{"reviews": json.RawMessage(reviews), "reviewed_at": day3,
 				"context": []map[string]any{{"id": 1, "role": "user", "content": "the red cabinet ledger again", "at": day3}}})
 			revise, _ := json.Marshal(map[string]any{"memory_id": memB})
+			enqueued := 0
 			for kind, payload := range map[string][]byte{"review": review, "revise": revise} {
 				err := inTenant(t, e.db.Pool, "ta", func(tx pgx.Tx) error {
 					_, err := tx.Exec(ctx, `SELECT mneme.enqueue_job($1, $2, $3)`, kind, convA, payload)
@@ -142,8 +168,11 @@ func TestJobsTouchOnlyTheirTenant(t *testing.T) {
 					require.Contains(t, []string{"42501", "22023"}, sqlState(t, err), kind)
 					continue
 				}
+				enqueued++
 			}
 			e.drain()
+			require.Equal(t, enqueued, rowCount(t, e.db, `SELECT count(*) FROM mneme.jobs WHERE conversation_id = $1 AND state = 'failed'
+				AND last_error LIKE '%another tenant%'`, convA), "each fails, saying why")
 			require.Zero(t, rowCount(t, e.db, `SELECT count(*) FROM mneme.review_log WHERE memory_id = $1`, memB), "tb's memory is not rated")
 			require.Equal(t, events, rowCount(t, e.db, `SELECT count(*) FROM mneme.memory_events WHERE memory_id = $1`, memB),
 				"tb's memory is not revised")
