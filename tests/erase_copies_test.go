@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -167,8 +168,9 @@ func TestReviewRacingAnEraseLeavesNoQuery(t *testing.T) {
 			asked := make(chan struct{})
 			release := make(chan struct{})
 			ids := regexp.MustCompile(`### Memory ([0-9a-f-]{36})`)
+			var once sync.Once
 			e.srv.Default(func(req openai.ChatCompletionRequest) llmtest.Reply {
-				close(asked)
+				once.Do(func() { close(asked) })
 				<-release // the model is slow: the erase happens meanwhile
 				var rs []map[string]string
 				for _, m := range ids.FindAllStringSubmatch(req.Messages[1].Content, -1) {
