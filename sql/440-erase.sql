@@ -4,20 +4,22 @@
 -- Idempotent: re-applied on every `mneme migrate` (CREATE OR REPLACE only).
 -- =============================================================================
 
--- When the last erase happened, in any tenant (mneme.erasures, one row, no
--- tenant, no content), for mneme.erase_vacuum_targets.
+-- That an erase happened, in any tenant (mneme.erasures: a time, no tenant,
+-- no content), for mneme.erase_vacuum_targets. One row per transaction
+-- (an insert, never an update of a shared row: concurrent erases, several
+-- in one transaction each, never wait on each other here).
 CREATE OR REPLACE FUNCTION mneme._note_erase()
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    INSERT INTO mneme.erasures AS x (id, last_erase_at) VALUES (true, now())
-    ON CONFLICT (id) DO UPDATE SET last_erase_at = greatest(x.last_erase_at, EXCLUDED.last_erase_at);
+    INSERT INTO mneme.erasures (erased_at)
+    SELECT now() WHERE NOT EXISTS (SELECT 1 FROM mneme.erasures x WHERE x.erased_at >= now());
 END
 $$;
 COMMENT ON FUNCTION mneme._note_erase() IS
-    'Internal (erase): records the time of the latest erase in mneme.erasures, which erase_vacuum_targets reads.';
+    'Internal (erase): records in mneme.erasures that an erase happened now, which erase_vacuum_targets reads.';
 
 -- -----------------------------------------------------------------------------
 -- Erase: the right to be forgotten
@@ -170,7 +172,7 @@ WHERE c.relkind = 'r'
   -- mneme.erasures, which has no tenant (the events' row security showed
   -- an unbound admin only tenant default's erases; issue 38)
   AND EXISTS (SELECT 1 FROM mneme.erasures x
-              WHERE x.last_erase_at > (SELECT coalesce(greatest(s.last_vacuum, s.last_autovacuum), '-infinity')
+              WHERE x.erased_at > (SELECT coalesce(greatest(s.last_vacuum, s.last_autovacuum), '-infinity')
                                        FROM pg_catalog.pg_stat_user_tables s
                                        WHERE s.schemaname = 'mneme' AND s.relname = 'memories'))
 ORDER BY 1
