@@ -100,6 +100,9 @@ AS $$
 DECLARE
     v jsonb;
 BEGIN
+    IF setting.key IS NULL THEN
+        RAISE EXCEPTION 'key must not be NULL' USING ERRCODE = '22004', HINT = 'SELECT key FROM mneme.settings lists the settings';
+    END IF;
     SELECT s.value INTO v FROM mneme.settings s WHERE s.key = setting.key;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'unknown mneme setting key %', mneme._quote_prefix(setting.key)
@@ -125,8 +128,8 @@ BEGIN
         RAISE EXCEPTION 'setting "%" is fixed at migrate time', set_setting.key
             USING ERRCODE = '55000', HINT = 're-embedding into a new dimension is a command: mneme reembed';
     END IF;
-    IF set_setting.value IS NULL THEN
-        RAISE EXCEPTION 'setting "%" needs a value', set_setting.key USING ERRCODE = '22004';
+    IF set_setting.key IS NULL OR set_setting.value IS NULL THEN
+        RAISE EXCEPTION 'setting "%" needs a key and a value', coalesce(set_setting.key, 'NULL') USING ERRCODE = '22004';
     END IF;
     IF NOT EXISTS (SELECT 1 FROM mneme.settings s WHERE s.key = set_setting.key) THEN
         RAISE EXCEPTION 'unknown mneme setting key %', mneme._quote_prefix(set_setting.key)

@@ -76,6 +76,9 @@ AS $$
 DECLARE
     v_dim int := mneme.setting('embedding_dim')::int;
 BEGIN
+    IF check_embedding.embedding IS NULL THEN
+        RAISE EXCEPTION 'embedding must not be NULL' USING ERRCODE = '22004';
+    END IF;
     IF array_ndims(check_embedding.embedding) IS DISTINCT FROM 1 OR array_length(check_embedding.embedding, 1) <> v_dim THEN
         RAISE EXCEPTION 'query embedding has % dimensions, the database uses %',
             coalesce(array_length(check_embedding.embedding, 1), 0), v_dim
