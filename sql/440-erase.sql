@@ -113,10 +113,10 @@ BEGIN
              jsonb_array_elements(CASE WHEN jsonb_typeof(j.payload -> 'reviews') = 'array' THEN j.payload -> 'reviews' ELSE '[]' END) e
         WHERE j.conversation_id = erase_conversation.conversation_id AND e ->> 'query' IS NOT NULL
         UNION
+        -- (asked_in is indexed; goose 00070 filled it for the rows written
+        -- before it whose review job was still kept)
         SELECT unnest(l.matched_queries) FROM mneme.review_log l
-        WHERE l.asked_in = erase_conversation.conversation_id
-           OR l.job_id IN (SELECT j.id FROM mneme.jobs j
-                           WHERE j.conversation_id = erase_conversation.conversation_id AND j.kind = 'review'));
+        WHERE l.asked_in = erase_conversation.conversation_id);
     IF cardinality(v_queries) > 0 THEN
         UPDATE mneme.review_log l
         SET matched_queries = ARRAY(SELECT x FROM unnest(l.matched_queries) WITH ORDINALITY AS u(x, o)
