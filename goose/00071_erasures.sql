@@ -12,8 +12,12 @@ CREATE TABLE mneme.erasures (
     erased_at timestamptz NOT NULL
 );
 CREATE INDEX erasures_erased_at_idx ON mneme.erasures (erased_at);
+-- Every tenant's erases: the owner (who migrates) is not held by row
+-- security while it is not forced.
+ALTER TABLE mneme.memory_events NO FORCE ROW LEVEL SECURITY;
 INSERT INTO mneme.erasures (erased_at)
 SELECT max(e.at) FROM mneme.memory_events e WHERE e.event = 'erased' HAVING max(e.at) IS NOT NULL;
+ALTER TABLE mneme.memory_events FORCE ROW LEVEL SECURITY;
 
 -- +goose Down
 DROP TABLE mneme.erasures;
