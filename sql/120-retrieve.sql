@@ -15,9 +15,10 @@
 -- stability of 1e-308 made t / S overflow, 22003, in every search and
 -- cleanup of the tenant): the stability to [1e-6, 1e9] days (NaN counts as
 -- 1e9: greatest and least sort it above every number) and both times to
--- years 1 to 9999, so t / S stays below 4e12 and R above 5e-7. go-fsrs'
--- stabilities lie far inside (0.01 to 36500 days, mneme._fsrs_ok), so the
--- result equals go-fsrs' there (TestRetrievabilityMatchesGoFSRS).
+-- years 1 to 9999, so t / S stays below 4e12 and R above 5e-7. The
+-- stabilities mneme writes lie inside (mneme._fsrs_ok: at most 36500 days;
+-- go-fsrs' smallest initial stability is 0.1 day), so the result equals
+-- go-fsrs' there (TestRetrievabilityMatchesGoFSRS).
 CREATE OR REPLACE FUNCTION mneme._retrievability(stability float8, last timestamptz, at timestamptz)
 RETURNS float8
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
