@@ -467,8 +467,11 @@ AS $$
 DECLARE
     v_tenant text := mneme._tenant();
 BEGIN
-    IF conversations.k IS NULL OR conversations.k < 1 OR conversations.k > 10000 THEN
-        RAISE EXCEPTION 'k must be between 1 and 10000, got %', coalesce(conversations.k::text, 'NULL')
+    IF conversations.k IS NULL THEN
+        RAISE EXCEPTION 'k must not be NULL' USING ERRCODE = '22004', HINT = 'omit k for the default';
+    END IF;
+    IF conversations.k < 1 OR conversations.k > 10000 THEN
+        RAISE EXCEPTION 'k must be between 1 and 10000, got %', conversations.k
             USING ERRCODE = '22023', HINT = 'k is how many conversations to list, the most recently active first';
     END IF;
     -- The transaction's tenant only (the sidecar's login too, which row
