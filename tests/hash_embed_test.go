@@ -117,7 +117,7 @@ func TestHashEmbedRejectsEmptyText(t *testing.T) {
 		requireSQLState(t, err, "22023")
 	}
 	_, err := db.Pool.Exec(ctx, `SELECT mneme.hash_embed(NULL)`)
-	requireSQLState(t, err, "22023")
+	requireSQLState(t, err, "22004") // NULL where a value is needed (docs/sql-api.md)
 	_, err = db.Pool.Exec(ctx, `SELECT mneme.hash_embed('abc', 1)`)
 	requireSQLState(t, err, "22023")
 }
