@@ -401,7 +401,7 @@ func TestAddMessageBadInput(t *testing.T) {
 		message string
 	}{
 		{"null conversation", `SELECT mneme.add_message(NULL, 'user', 'hello there', $1)`, []any{later}, "22004", "conversation_id"},
-		{"null content", `SELECT mneme.add_message($1, 'user', NULL, $2)`, []any{c.id, later}, "22023", "content"},
+		{"null content", `SELECT mneme.add_message($1, 'user', NULL, $2)`, []any{c.id, later}, "22004", "content"},
 		{"empty content", `SELECT mneme.add_message($1, 'user', '', $2)`, []any{c.id, later}, "22023", "content"},
 		{"blank content", `SELECT mneme.add_message($1, 'user', E' \n\t', $2)`, []any{c.id, later}, "22023", "content"},
 		{"unknown role", `SELECT mneme.add_message($1, 'robot', 'hello there', $2)`, []any{c.id, later}, "22023", "unknown role"},

@@ -104,7 +104,7 @@ func TestHashEmbedRejectsEmptyText(t *testing.T) {
 		require.Equal(t, "22023", sqlState(t, err))
 	}
 	_, err := db.Pool.Exec(ctx, `SELECT mneme.hash_embed(NULL)`)
-	require.Equal(t, "22023", sqlState(t, err))
+	require.Equal(t, "22004", sqlState(t, err)) // NULL where a value is needed (docs/sql-api.md)
 	_, err = db.Pool.Exec(ctx, `SELECT mneme.hash_embed('abc', 1)`)
 	require.Equal(t, "22023", sqlState(t, err))
 }

@@ -508,9 +508,9 @@ func TestRetrieveBadInput(t *testing.T) {
 	}{
 		{"k 0", `SELECT * FROM mneme.retrieve($1, 'find', 0)`, []any{conv}, "22023"},
 		{"k 101", `SELECT * FROM mneme.retrieve($1, 'find', 101)`, []any{conv}, "22023"},
-		{"k NULL", `SELECT * FROM mneme.search($1, 'find', NULL)`, []any{conv}, "22023"},
+		{"k NULL", `SELECT * FROM mneme.search($1, 'find', NULL)`, []any{conv}, "22004"},
 		{"empty query", `SELECT * FROM mneme.retrieve($1, '  ')`, []any{conv}, "22023"},
-		{"NULL query", `SELECT * FROM mneme.search($1, NULL)`, []any{conv}, "22023"},
+		{"NULL query", `SELECT * FROM mneme.search($1, NULL)`, []any{conv}, "22004"},
 		{"NULL conversation", `SELECT * FROM mneme.retrieve(NULL, 'find')`, nil, "22004"},
 		{"wrong dimension", `SELECT * FROM mneme.retrieve($1, 'find', 5, '{1,2,3}')`, []any{conv}, "22023"},
 		{"zero embedding", `SELECT * FROM mneme.search($1, 'find', 5, array_fill(0::real, ARRAY[256]))`, []any{conv}, "22023"},
