@@ -278,9 +278,9 @@ func TestRetrievabilityMatchesGoFSRS(t *testing.T) {
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.retrievability(5, now() + interval '1 day')`).Scan(&r))
 	require.Equal(t, 1.0, r)
 	_, err := db.Pool.Exec(ctx, `SELECT mneme.retrievability(0, now())`)
-	requireSQLState(t, err, "22023")
+	require.Equal(t, "22023", sqlState(t, err))
 	_, err = db.Pool.Exec(ctx, `SELECT mneme.retrievability(NULL, now())`)
-	requireSQLState(t, err, "22004")
+	require.Equal(t, "22004", sqlState(t, err))
 }
 
 // ---------------------------------------------------------------------------
@@ -344,7 +344,7 @@ func addMemory(t *testing.T, db *dbtest.DB, conv uuid.UUID, content string, cols
 
 func TestRetrieveRanking(t *testing.T) {
 	t.Parallel()
-	for _, variant := range vectorVariants(t) {
+	for _, variant := range variants(t) {
 		t.Run(variant, func(t *testing.T) {
 			db := dbtest.New(t, dbtest.WithVector(variant))
 			ctx := context.Background()
@@ -523,7 +523,7 @@ func TestRetrieveBadInput(t *testing.T) {
 			continue
 		}
 		_, err := db.Pool.Exec(ctx, c.sql, c.args...)
-		requireSQLState(t, err, c.state)
+		require.Equal(t, c.state, sqlState(t, err))
 	}
 	// Nothing was recorded by the failed calls.
 	var n int
@@ -538,7 +538,7 @@ func TestRetrieveBadInput(t *testing.T) {
 
 func TestRetrieveEmbedderModes(t *testing.T) {
 	t.Parallel()
-	for _, variant := range vectorVariants(t) {
+	for _, variant := range variants(t) {
 		t.Run(variant, func(t *testing.T) {
 			db := dbtest.New(t, dbtest.WithVector(variant))
 			ctx := context.Background()
