@@ -484,22 +484,14 @@ RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    v_through bigint;
 BEGIN
     IF NEW.state = 'failed' THEN
-        -- A segment job reads everything queued when it runs: it failed on
-        -- the messages through the last one its payload names (the message
-        -- that enqueued it), or on all of them when it names none. Read
-        -- without a cast that can throw: this runs inside fail_job and the
-        -- claim, and an error here would leave the job running and fail
-        -- every claim (payloads enqueued before the rules checked ranges).
-        SELECT max(x.v::bigint) INTO v_through
-        FROM (VALUES (NEW.payload ->> 'through_message_id'), (NEW.payload ->> 'trigger_message_id')) AS x(v)
-        WHERE x.v ~ '^[0-9]{1,18}$';
+        -- A segment job reads everything queued when it runs
+        -- (mneme.queued_sessions), so it failed on all of it. Nothing of the
+        -- payload is read: this runs inside fail_job and the claim, where a
+        -- cast that throws would leave the job running and fail every claim.
         UPDATE mneme.messages m SET consumed_at = now(), set_aside_job_id = NEW.id
-         WHERE m.conversation_id = NEW.conversation_id AND m.consumed_at IS NULL
-           AND (v_through IS NULL OR m.id <= v_through);
+         WHERE m.conversation_id = NEW.conversation_id AND m.consumed_at IS NULL;
     ELSE
         UPDATE mneme.messages m SET consumed_at = NULL, set_aside_job_id = NULL
          WHERE m.set_aside_job_id = NEW.id;

@@ -152,7 +152,7 @@ func (p *Pipelines) segmentOnce(ctx context.Context, db jobs.Store, job jobs.Job
 		if !unchanged {
 			return errQueueChanged // rolled back: the job reads again
 		}
-		if err := p.handOverReviews(ctx, tx, conv, msgs, log); err != nil {
+		if err := p.handOverReviews(ctx, tx, conv, reviewContext(eps, msgs), log); err != nil {
 			return fmt.Errorf("segment job %d: %w", job.ID, err)
 		}
 		if len(eps) == 0 {
@@ -186,6 +186,20 @@ func (p *Pipelines) segmentOnce(ctx context.Context, db jobs.Store, job jobs.Job
 		return true, nil
 	}
 	return false, err
+}
+
+// reviewContext is what a review the job hands over judges by: the
+// messages of the episodes it stores, or, when it stores none, every
+// message it read.
+func reviewContext(eps []episode, read []message) []message {
+	if len(eps) == 0 {
+		return read
+	}
+	var out []message
+	for _, e := range eps {
+		out = append(out, e.Messages...)
+	}
+	return out
 }
 
 // errQueueChanged rolls back a segment job's transaction when another
