@@ -25,8 +25,8 @@ type segmentPayload struct {
 	Check            bool   `json:"check"`
 	ThroughMessageID *int64 `json:"through_message_id"`
 	TriggerMessageID *int64 `json:"trigger_message_id"`
-	// NextThroughMessageID is a later forced cut asked for while this one
-	// was pending (mneme.enqueue_segment); the follow-up enqueues it.
+	// NextThroughMessageID: written by releases before issue 37 (a cut
+	// asked for while another was pending); read only to accept them.
 	NextThroughMessageID *int64 `json:"next_through_message_id"`
 }
 
