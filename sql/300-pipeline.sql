@@ -128,12 +128,14 @@ COMMENT ON FUNCTION mneme.lock_queued(uuid, bigint[]) IS
     'Locks the conversation''s queue row until the end of the transaction and reports whether every given '
     'message is still queued (false: another segmentation consumed some of them first).';
 
--- After a segment job whose read stopped at its limit (a backlog longer
--- than mneme.queued_sessions returns at once): the messages after the
--- last one it read get a job of their own. A job reads the whole queue, so
--- nothing else is owed: messages that arrived during the job enqueued
--- theirs. Before next_through_id: replaced, not overloaded (calls would be
--- ambiguous); next_through_id is no longer used.
+-- At the end of every segment job, under the queue row lock: messages
+-- queued after the last one it read get a job of their own. They are past
+-- the read's limit (a backlog longer than mneme.queued_sessions returns at
+-- once), or a writer committed them after the job read the queue and found
+-- the job still pending, so enqueued none: without this, a gap message
+-- that arrived so would leave the session before it unstored until the
+-- next message. Before next_through_id: replaced, not overloaded (calls
+-- would be ambiguous); next_through_id is no longer used.
 CREATE OR REPLACE FUNCTION mneme._segment_followup(conversation_id uuid, through_id bigint, next_through_id bigint DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql
@@ -157,8 +159,8 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION mneme._segment_followup(uuid, bigint, bigint) IS
-    'Internal to the segment job: when its read stopped at its limit, enqueues the job for the messages queued '
-    'after through_id (NULL when there are none).';
+    'Internal to the segment job: enqueues the job (or returns the pending one) for the messages queued after '
+    'through_id, the last it read (0: none); NULL when there are none.';
 
 -- An FSRS state a row may hold: finite stability above 0 (at most 100
 -- years), difficulty 1 to 10. NaN passes "> 0" in PostgreSQL: checked apart.

@@ -171,14 +171,20 @@ func (p *Pipelines) segmentOnce(ctx context.Context, db jobs.Store, job jobs.Job
 				}
 			}
 		}
-		if read.Truncated && len(msgs) > 0 {
-			var next *int64
-			if err := tx.QueryRow(ctx, `SELECT mneme._segment_followup($1, $2)`, conv, msgs[len(msgs)-1].ID).Scan(&next); err != nil {
-				return fmt.Errorf("segment job %d: follow-up: %w", job.ID, err)
-			}
-			if next != nil {
-				log.Info("segment: the queue is longer than one read; the rest gets its own job", "next_job", *next)
-			}
+		// Messages after the last one read (past the read's limit, or
+		// committed since the read by a writer that found this job pending
+		// and enqueued none) get a job of their own: under the queue row
+		// lock, every writer before it has committed.
+		var lastRead int64
+		if len(msgs) > 0 {
+			lastRead = msgs[len(msgs)-1].ID
+		}
+		var next *int64
+		if err := tx.QueryRow(ctx, `SELECT mneme._segment_followup($1, $2)`, conv, lastRead).Scan(&next); err != nil {
+			return fmt.Errorf("segment job %d: follow-up: %w", job.ID, err)
+		}
+		if next != nil {
+			log.Debug("segment: messages after the ones read get their own job", "next_job", *next, "truncated", read.Truncated)
 		}
 		return nil
 	})
