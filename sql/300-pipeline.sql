@@ -134,7 +134,8 @@ COMMENT ON FUNCTION mneme.lock_queued(uuid, bigint[]) IS
 -- once), or a writer committed them after the job read the queue and found
 -- the job still pending, so enqueued none: without this, a gap message
 -- that arrived so would leave the session before it unstored until the
--- next message. Before next_through_id: replaced, not overloaded (calls
+-- next message. So do a segment_now mark the job did not see. Before
+-- next_through_id: replaced, not overloaded (calls
 -- would be ambiguous); next_through_id is no longer used.
 CREATE OR REPLACE FUNCTION mneme._segment_followup(conversation_id uuid, through_id bigint, next_through_id bigint DEFAULT NULL)
 RETURNS bigint
@@ -152,6 +153,13 @@ BEGIN
     WHERE m.conversation_id = _segment_followup.conversation_id AND m.consumed_at IS NULL
       AND m.id > _segment_followup.through_id;
     IF v_last IS NULL THEN
+        -- A segment_now committed after the job read the queue: its mark is
+        -- on a message the job read as open (the job stores a session it
+        -- saw closed whole, so a mark still queued is one it did not see).
+        SELECT max(m.id) INTO v_last FROM mneme.messages m
+        WHERE m.conversation_id = _segment_followup.conversation_id AND m.consumed_at IS NULL AND m.ends_session;
+    END IF;
+    IF v_last IS NULL THEN
         RETURN NULL;
     END IF;
     RETURN mneme.enqueue_segment(_segment_followup.conversation_id, jsonb_build_object('reason', 'followup',
@@ -160,7 +168,7 @@ END
 $$;
 COMMENT ON FUNCTION mneme._segment_followup(uuid, bigint, bigint) IS
     'Internal to the segment job: enqueues the job (or returns the pending one) for the messages queued after '
-    'through_id, the last it read (0: none); NULL when there are none.';
+    'through_id, the last it read (0: none), or for a segment_now mark still queued; NULL when there are none.';
 
 -- An FSRS state a row may hold: finite stability above 0 (at most 100
 -- years), difficulty 1 to 10. NaN passes "> 0" in PostgreSQL: checked apart.
