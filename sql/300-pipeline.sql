@@ -56,9 +56,10 @@ COMMENT ON FUNCTION mneme.queued_messages(uuid, bigint, boolean) IS
 -- message segment_now ended a session (ends_session), and after a hole
 -- (messages between two queued ones that are not queued: set aside, then
 -- put back by retry_job). closed: the session will get no more messages
--- (another session follows it in the queue, or segment_now ended it), so
--- it is segmented whole; the last session read is otherwise open, and may
--- still grow. Computed from the messages alone, whichever job reads them:
+-- (another session follows it in the queue, segment_now ended it, or the
+-- message after it is not queued), so it is segmented whole; the last
+-- session read is otherwise open, and may still grow. Computed from the
+-- messages alone, whichever job reads them:
 -- every gap is a boundary wherever it lies in the queue.
 CREATE OR REPLACE FUNCTION mneme.queued_sessions(conversation_id uuid, max_messages int)
 RETURNS TABLE (id bigint, role text, content text, created_at timestamptz, session int, closed boolean)
@@ -94,6 +95,12 @@ BEGIN
     )
     SELECT s.id, s.role, s.content, s.created_at, s.session::int,
            s.session < max(s.session) OVER () OR bool_or(s.ends_session) OVER (PARTITION BY s.session)
+           -- the last one read, followed by a message that is not queued
+           -- (set-aside messages put back by retry_job): it cannot grow
+           OR coalesce((SELECT x.consumed_at IS NOT NULL FROM mneme.messages x
+                         WHERE x.conversation_id = queued_sessions.conversation_id
+                           AND x.id > (SELECT max(q.id) FROM q)
+                         ORDER BY x.id LIMIT 1), false)
       FROM s ORDER BY s.id;
 END
 $$;

@@ -526,3 +526,34 @@ func TestSegmentJobFollowsUpWhatItDidNotSee(t *testing.T) {
 		})
 	}
 }
+
+// TestRetriedMessagesAreSegmented: messages set aside by a segment job that
+// failed for good, put back by retry_job after later messages became
+// episodes, are a session of their own (no episode joins them to the
+// later ones) and closed (nothing can follow them), so they are stored.
+func TestRetriedMessagesAreSegmented(t *testing.T) {
+	t.Parallel()
+	e := newPipelineEnv(t, false)
+	ctx := context.Background()
+	e.session(day1, weatherSession)
+	var failed int64
+	require.NoError(t, e.db.Pool.QueryRow(ctx, `SELECT id FROM mneme.jobs WHERE kind = 'segment' AND state = 'pending'`).Scan(&failed))
+	// The job fails for good (as fail_job records it): its queue is set aside.
+	_, err := e.db.Pool.Exec(ctx, `UPDATE mneme.jobs SET state = 'failed', last_error = 'model down' WHERE id = $1`, failed)
+	require.NoError(t, err)
+	require.Equal(t, 6, e.count(`SELECT count(*) FROM mneme.set_aside_messages`))
+	e.session(day1.Add(10*time.Minute), rustSession) // within the gap of the weather turns
+	e.segmentNow()
+	e.drain()
+	require.Len(t, e.memories(), 1)
+	_, err = e.db.Pool.Exec(ctx, `SELECT mneme.retry_job($1)`, failed)
+	require.NoError(t, err)
+	e.drain()
+	requireNoEpisodeCrossesAGap(t, e.db.Pool)
+	var spans [][]int64
+	for _, m := range e.memories() {
+		spans = append(spans, m.SourceIDs)
+	}
+	require.ElementsMatch(t, [][]int64{{1, 2, 3, 4, 5, 6}, {7, 8, 9, 10, 11, 12}}, spans)
+	require.Zero(t, e.count(`SELECT count(*) FROM mneme.messages WHERE consumed_at IS NULL`))
+}
