@@ -241,7 +241,7 @@ func forcedOnlyModel(req openai.ChatCompletionRequest) llmtest.Reply {
 // messages gives them; "Hello again." waits in the queue.
 func TestLiveWeatherRust(t *testing.T) {
 	t.Parallel()
-	for _, variant := range vectorVariants(t) {
+	for _, variant := range variants(t) {
 		for _, withLLM := range []bool{false, true} {
 			t.Run(variant+"/"+map[bool]string{false: "offline", true: "llm"}[withLLM], func(t *testing.T) {
 				now := time.Now().UTC().Truncate(time.Second)
@@ -291,7 +291,7 @@ func TestLiveWeatherRust(t *testing.T) {
 // two episodes, the gap between them, live and drained.
 func TestLiveFiveMessagesSegmentNow(t *testing.T) {
 	t.Parallel()
-	for _, variant := range vectorVariants(t) {
+	for _, variant := range variants(t) {
 		t.Run(variant, func(t *testing.T) {
 			base := time.Now().UTC().Add(-3 * time.Hour).Truncate(time.Second)
 			var script []liveMsg
@@ -326,7 +326,7 @@ func TestLiveFiveMessagesSegmentNow(t *testing.T) {
 // pauses of 3 s are gaps. Live equals drained.
 func TestLiveLateAndOutOfOrderMessages(t *testing.T) {
 	t.Parallel()
-	for _, variant := range vectorVariants(t) {
+	for _, variant := range variants(t) {
 		t.Run(variant, func(t *testing.T) {
 			ctx := context.Background()
 			base := time.Now().UTC().Add(-5 * time.Hour).Truncate(time.Second)
@@ -440,7 +440,7 @@ func randomScript(rng *rand.Rand, nConv, perConv int, start time.Time) []liveMsg
 // a drain of the same messages on a fresh database (offline segmenter).
 func TestLiveEqualsDrained(t *testing.T) {
 	t.Parallel()
-	for _, variant := range vectorVariants(t) {
+	for _, variant := range variants(t) {
 		t.Run(variant, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(37, 2))
 			const nConv = 4
