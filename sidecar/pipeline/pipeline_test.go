@@ -196,3 +196,23 @@ func TestMatchedQueries(t *testing.T) {
 	require.True(t, strings.HasPrefix(got, `"q0" (2 times), "q1", `))
 	require.True(t, strings.HasSuffix(got, `"q19", and 5 more (26 matches in all)`), got)
 }
+
+// TestCutEpisodesOpenMaxMessagesProgresses: with the default settings an
+// open session of segment_max_messages (30) messages always has an episode
+// the offline segmenter can store, so the job never has to store it whole
+// (the one timing-dependent fallback, docs/pipelines.md).
+func TestCutEpisodesOpenMaxMessagesProgresses(t *testing.T) {
+	rng := rand.New(rand.NewPCG(37, 3))
+	defaults := settings{Window: 2, EpisodeMin: 4, EpisodeMax: 8, ShiftSimilarity: 0.10}
+	for trial := range 1000 {
+		embs := make([][]float32, 30)
+		for i := range embs {
+			v := make([]float32, 8)
+			for k := range v {
+				v[k] = float32(rng.NormFloat64())
+			}
+			embs[i] = v
+		}
+		require.NotEmpty(t, cutEpisodes(embs, false, defaults), "trial %d", trial)
+	}
+}
