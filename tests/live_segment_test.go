@@ -22,6 +22,7 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/daemon"
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
 	"github.com/mneme-memory/mneme/sidecar/embed"
+	"github.com/mneme-memory/mneme/sidecar/llm"
 	"github.com/mneme-memory/mneme/sidecar/llm/llmtest"
 	"github.com/mneme-memory/mneme/sidecar/pipeline"
 )
@@ -176,16 +177,11 @@ func requireNoEpisodeCrossesAGap(t *testing.T, pool *pgxpool.Pool) {
 }
 
 // drainedSpans adds the same messages to a fresh database with no sidecar
-// running, drains it (mneme run --drain's runner, offline) and returns each
-// conversation's episodes.
-func drainedSpans(t *testing.T, variant string, script []liveMsg, nConv int, gapSeconds string) [][][]int {
+// running, drains it (mneme run --drain's runner, offline, or with the fake
+// LLM at llmURL) and returns each conversation's episodes.
+func drainedSpans(t *testing.T, variant string, script []liveMsg, nConv int, llmURL string) [][][]int {
 	t.Helper()
 	db := dbtest.New(t, dbtest.WithVector(variant))
-	ctx := context.Background()
-	if gapSeconds != "" {
-		_, err := db.Pool.Exec(ctx, `SELECT mneme.set_setting('segment_gap_seconds', $1::jsonb)`, gapSeconds)
-		require.NoError(t, err)
-	}
 	convs := make([]uuid.UUID, nConv)
 	for i := range convs {
 		convs[i] = uuid.New()
@@ -194,7 +190,11 @@ func drainedSpans(t *testing.T, variant string, script []liveMsg, nConv int, gap
 		addLive(t, db.Pool, convs, m)
 	}
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	drainJobs(t, db.Pool, pipeline.Deps{Embedder: embed.NewHash(config.DefaultEmbedDim), Log: log}, log)
+	deps := pipeline.Deps{Embedder: embed.NewHash(config.DefaultEmbedDim), Log: log}
+	if llmURL != "" {
+		deps.LLM = llm.New(config.Endpoint{BaseURL: llmURL, Model: "fake", APIKey: "k"}, 5*time.Second)
+	}
+	drainJobs(t, db.Pool, deps, log)
 	requireNoEpisodeCrossesAGap(t, db.Pool)
 	out := make([][][]int, nConv)
 	for i, c := range convs {
@@ -247,21 +247,21 @@ func TestLiveWeatherRust(t *testing.T) {
 				now := time.Now().UTC().Truncate(time.Second)
 				script := weatherRustScript(now)
 				want := [][]int{{1, 2, 3, 4, 5, 6}, {7, 8, 9, 10, 11, 12}}
-				if !withLLM {
-					require.Equal(t, [][][]int{want}, drainedSpans(t, variant, script, 1, ""), "drained")
+				newLLM := func() string {
+					if !withLLM {
+						return ""
+					}
+					srv := llmtest.New(t)
+					srv.Default(forcedOnlyModel)
+					return srv.URL()
 				}
+				require.Equal(t, [][][]int{want}, drainedSpans(t, variant, script, 1, newLLM()), "drained")
 				rng := rand.New(rand.NewPCG(37, uint64(len(variant))))
 				for rep := range 3 {
 					db := dbtest.New(t, dbtest.WithVector(variant))
 					_, workerURL := db.PoolAs(t, "mneme_worker")
 					app, _ := db.PoolAs(t, "mneme_app")
-					llmURL := ""
-					if withLLM {
-						srv := llmtest.New(t)
-						srv.Default(forcedOnlyModel)
-						llmURL = srv.URL()
-					}
-					s := startSidecar(t, workerURL, llmURL)
+					s := startSidecar(t, workerURL, newLLM())
 					conv := []uuid.UUID{uuid.New()}
 					for _, m := range script {
 						addLive(t, app, conv, m)
