@@ -184,8 +184,7 @@ COMMENT ON FUNCTION mneme._check_time(text, timestamptz) IS
 -- and range: an id is a whole JSON number from 1 to 2^63-1 (bigint), a
 -- uuid a uuid string, a time an RFC 3339 string, a flag a boolean. A
 -- payload a rule lets through never fails its handler's decoding, nor a
--- cast in SQL (the set-aside trigger reads a failed segment job's
--- through_message_id). The jsonpath is lax: .type() does not unwrap arrays
+-- cast in SQL that reads it. The jsonpath is lax: .type() does not unwrap arrays
 -- (so [5] is no id), a filter does (so the ranges are checked apart from
 -- the types), and a missing optional field matches nothing.
 WITH fields (kind, path, type, required) AS (VALUES

@@ -232,8 +232,8 @@ BEGIN
     -- a segment job reads the whole queue when it runs and cuts it at every
     -- gap and segment_now mark (mneme.queued_sessions), so a later cut
     -- needs no second job and no change to the pending one's payload (the
-    -- payload says why it was enqueued; the set-aside trigger reads its
-    -- ids). No row lock on the pending job: a writer's open transaction must
+    -- payload only says why it was enqueued). No row lock on the pending
+    -- job: a writer's open transaction must
     -- not hide it from claim_jobs (SKIP LOCKED). A job claimed meanwhile may
     -- have read the queue before this message: then a new one is enqueued.
     SELECT j.id INTO v_id FROM mneme.jobs j

@@ -73,11 +73,16 @@ BEGIN
         EXCEPTION WHEN OTHERS THEN
             GET STACKED DIAGNOSTICS v_err = MESSAGE_TEXT;
             RAISE WARNING 'mneme: job % cannot be marked failed: %', v_id, v_err;
-            UPDATE mneme.jobs j
-               SET locked_until = now() + interval '1 hour', updated_at = now(),
-                   last_error = left(format('lease expired on its last attempt, and failing it failed: %s; previous error: %s',
-                                            v_err, coalesce(j.last_error, 'none')), 10000)
-             WHERE j.id = v_id;
+            BEGIN
+                UPDATE mneme.jobs j
+                   SET locked_until = now() + interval '1 hour', updated_at = now(),
+                       last_error = left(format('lease expired on its last attempt, and failing it failed: %s; previous error: %s',
+                                                v_err, coalesce(j.last_error, 'none')), 10000)
+                 WHERE j.id = v_id;
+            EXCEPTION WHEN OTHERS THEN
+                GET STACKED DIAGNOSTICS v_err = MESSAGE_TEXT;
+                RAISE WARNING 'mneme: job % cannot be set aside either: %', v_id, v_err;
+            END;
         END;
     END LOOP;
 END

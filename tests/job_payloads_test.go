@@ -184,3 +184,45 @@ func TestBadJobRowStopsNoQueue(t *testing.T) {
 		"the other tenant's segmentation ran")
 	require.Zero(t, e.count(`SELECT count(*) FROM mneme.jobs WHERE conversation_id = $1 AND state <> 'done'`, convs["globex"]))
 }
+
+// TestClaimSurvivesAJobThatCannotFail: when failing one expired job throws
+// (here a trigger of the test's own that refuses it), the claim still
+// answers, fails the other expired jobs, and sets the one aside for an hour
+// with the error kept; the sidecar's login (mneme_worker) claims.
+func TestClaimSurvivesAJobThatCannotFail(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	ctx := context.Background()
+	worker, _ := db.PoolAs(t, "mneme_worker")
+	var good, bad int64
+	for _, id := range []*int64{&good, &bad} {
+		require.NoError(t, db.Pool.QueryRow(ctx, `INSERT INTO mneme.jobs (kind, payload, state, attempts, max_attempts, locked_by,
+			locked_until, tenant_id) VALUES ('noop', '{}', 'running', 2, 2, 'crashed', now() - interval '1 minute', 'default')
+			RETURNING id`).Scan(id))
+	}
+	_, err := db.Pool.Exec(ctx, fmt.Sprintf(`
+		CREATE FUNCTION public.refuse_failing() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF NEW.id = %d AND NEW.state = 'failed' THEN
+				RAISE EXCEPTION 'this row refuses to fail';
+			END IF;
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER refuse_failing BEFORE UPDATE ON mneme.jobs FOR EACH ROW EXECUTE FUNCTION public.refuse_failing();`, bad))
+	require.NoError(t, err)
+	rows, err := worker.Query(ctx, `SELECT id FROM mneme.claim_jobs('probe', 5, '1 minute')`)
+	require.NoError(t, err)
+	claimed, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	require.NoError(t, err, "the claim answers")
+	require.Empty(t, claimed)
+	var state, lastErr string
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT state, last_error FROM mneme.jobs WHERE id = $1`, good).Scan(&state, &lastErr))
+	require.Equal(t, "failed", state)
+	require.Contains(t, lastErr, "lease expired on attempt 2 of 2")
+	var later bool
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT state, last_error, locked_until > now() + interval '50 minutes'
+		FROM mneme.jobs WHERE id = $1`, bad).Scan(&state, &lastErr, &later))
+	require.Equal(t, "running", state)
+	require.True(t, later, "left out of claims for an hour")
+	require.Contains(t, lastErr, "this row refuses to fail")
+}
