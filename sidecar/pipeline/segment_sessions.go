@@ -14,8 +14,9 @@ import (
 // when the job ran: it reads the queue split into sessions
 // (mneme.queued_sessions: a new session at every gap longer than
 // segment_gap_seconds, after a segment_now mark, at a hole), and no episode
-// crosses a session's start. A closed session (another follows it, or
-// segment_now ended it) is stored whole; the open one, the last, may still
+// crosses a session's start. A closed session (another follows it,
+// segment_now ended it, or a message that is not queued follows it) is
+// stored whole; the open one, the last, may still
 // grow: the offline segmenter stores of it only the episodes no later
 // message can change (cutEpisodes), so a check now, a check later and a
 // drain of everything at once store the same episodes.
