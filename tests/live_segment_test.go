@@ -235,8 +235,9 @@ func forcedOnlyModel(req openai.ChatCompletionRequest) llmtest.Reply {
 
 // TestLiveWeatherRust is the scenario with the sidecar live: the
 // thirteen messages added one after another while it runs, three times
-// (waiting for the sidecar after every message, at full speed, and with
-// random pauses), offline and with an LLM. The episodes are the weather
+// (waiting for the sidecar after every message, at full speed with the
+// model's first forced cut failing and retried, and with random pauses),
+// offline and with an LLM. The episodes are the weather
 // turns 1-6 and the Rust turns 7-12 every time, as a drain of the same
 // messages gives them; "Hello again." waits in the queue.
 func TestLiveWeatherRust(t *testing.T) {
@@ -247,21 +248,29 @@ func TestLiveWeatherRust(t *testing.T) {
 				now := time.Now().UTC().Truncate(time.Second)
 				script := weatherRustScript(now)
 				want := [][]int{{1, 2, 3, 4, 5, 6}, {7, 8, 9, 10, 11, 12}}
-				newLLM := func() string {
+				// The model answers garbage to its first forced cut when
+				// failFirst: that attempt fails and the job is retried.
+				newLLM := func(failFirst bool) string {
 					if !withLLM {
 						return ""
 					}
 					srv := llmtest.New(t)
-					srv.Default(forcedOnlyModel)
+					var failed atomic.Bool
+					srv.Default(func(req openai.ChatCompletionRequest) llmtest.Reply {
+						if failFirst && strings.Contains(req.Messages[1].Content, "The cut is forced") && failed.CompareAndSwap(false, true) {
+							return llmtest.Reply{Content: "not json"}
+						}
+						return forcedOnlyModel(req)
+					})
 					return srv.URL()
 				}
-				require.Equal(t, [][][]int{want}, drainedSpans(t, variant, script, 1, newLLM()), "drained")
+				require.Equal(t, [][][]int{want}, drainedSpans(t, variant, script, 1, newLLM(false)), "drained")
 				rng := rand.New(rand.NewPCG(37, uint64(len(variant))))
 				for rep := range 3 {
 					db := dbtest.New(t, dbtest.WithVector(variant))
 					_, workerURL := db.PoolAs(t, "mneme_worker")
 					app, _ := db.PoolAs(t, "mneme_app")
-					s := startSidecar(t, workerURL, newLLM())
+					s := startSidecar(t, workerURL, newLLM(rep == 1))
 					conv := []uuid.UUID{uuid.New()}
 					for _, m := range script {
 						addLive(t, app, conv, m)
