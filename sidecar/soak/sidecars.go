@@ -77,13 +77,24 @@ func (f *fleet) chaos(ctx context.Context, rng *lockedRand) error {
 		}
 		f.mu.Lock()
 		s := f.slots[slot]
+		first, second := f.kills+f.stops == 0, f.slots[1] == nil && f.started < 3
 		f.mu.Unlock()
+		// Every run kills the primary first and then starts the second
+		// sidecar; chance decides the rest.
+		if first {
+			slot = 0
+			f.mu.Lock()
+			s = f.slots[0]
+			f.mu.Unlock()
+		} else if second {
+			slot, s = 1, nil
+		}
 		switch {
 		case s == nil:
 			if err := f.start(slot); err != nil {
 				return err
 			}
-		case rng.Intn(4) == 0:
+		case !first && rng.Intn(4) == 0:
 			s.stop()
 			f.mu.Lock()
 			f.slots[slot], f.stops = nil, f.stops+1
