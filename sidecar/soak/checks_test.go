@@ -97,6 +97,11 @@ func TestCheckReviewsAndErased(t *testing.T) {
 	iv := checkReviews(s, led)
 	require.True(t, iv.Pass, iv.Examples)
 	require.True(t, checkErased(s, led).Pass, "a marker quoted by a query that stays may stay")
+	s.markersFound["zqhhhhh"] = []string{"message_queue", "memories"}
+	iv = checkErased(s, led)
+	require.False(t, iv.Pass, "... where queries go, not in a memory")
+	require.Contains(t, iv.Examples[0], "zqhhhhhhhhh (planted in a remember) is still in memories")
+	s.markersFound["zqhhhhh"] = []string{"message_queue"}
 
 	s.jobQueries["q1 zqhhhhhhhhh"] = 1 // taken twice
 	s.jobQueries["q2 zqkkkkkkkkk"] = 1 // kept although it returned an erased memory

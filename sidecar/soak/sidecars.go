@@ -267,7 +267,7 @@ func (s *inProcess) exited() error {
 }
 
 // errorLog keeps the sidecars' warnings and errors: the report counts them
-// and quotes the first few.
+// and quotes the first five of each.
 type errorLog struct {
 	mu     sync.Mutex
 	errors int
@@ -285,13 +285,14 @@ func (l *errorLog) line(name, s string) {
 	switch {
 	case strings.Contains(s, "level=ERROR"):
 		l.errors++
+		if l.errors <= 5 {
+			l.first = append(l.first, name+": "+s)
+		}
 	case strings.Contains(s, "level=WARN"):
 		l.warns++
-	default:
-		return
-	}
-	if len(l.first) < 10 {
-		l.first = append(l.first, name+": "+s)
+		if l.warns <= 5 {
+			l.first = append(l.first, name+": "+s)
+		}
 	}
 }
 

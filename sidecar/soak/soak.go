@@ -172,7 +172,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w.write(runCtx, c, crng, stopAt)
+			// The writers stop between calls (at stopAt, or when ctx ends): a
+			// call cancelled midway could commit unseen, in no ledger.
+			w.write(ctx, c, crng, stopAt)
 			if c.Doomed {
 				// erased whole a moment after its last message, its jobs
 				// perhaps in flight
