@@ -226,7 +226,7 @@ func TestBenchSoak(t *testing.T) {
 	}
 	for _, r := range runs {
 		t.Run(r.vector+"/"+r.sidecars, func(t *testing.T) {
-			args := []string{"bench", "soak", "--duration", "12s", "--chaos-every", "2s", "--vector", r.vector, "--json"}
+			args := []string{"bench", "soak", "--duration", "12s", "--chaos-every", "2s", "--settle", "30s", "--vector", r.vector, "--json"}
 			if r.sidecars == "in-process" {
 				args = append(args, "--in-process")
 			}

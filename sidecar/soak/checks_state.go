@@ -203,7 +203,7 @@ func checkCalls(led *ledger, f *fleet) Invariant {
 		iv.fail("%s", c)
 	}
 	iv.Pass = iv.Failed == 0
-	iv.Detail = fmt.Sprintf("%d calls (%s); %d out-of-order messages refused with 22008 as expected; %d unexpected errors; %d sidecars exited on their own",
+	iv.Detail = fmt.Sprintf("%d calls (%s); %d bad inputs (messages out of time order, job payloads that are no bigint) refused as expected; %d unexpected errors; %d sidecars exited on their own",
 		iv.Checked-led.rejected, countsString(led.counts), led.rejected, led.unexpectedN, len(f.crashed))
 	return iv
 }

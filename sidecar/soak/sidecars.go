@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mneme-memory/mneme/sidecar/clip"
 	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/daemon"
 )
@@ -276,7 +277,7 @@ type errorLog struct {
 }
 
 func (l *errorLog) line(name, s string) {
-	s = strings.TrimSpace(s)
+	s = clip.String(s, 400)
 	if s == "" {
 		return
 	}

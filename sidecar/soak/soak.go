@@ -183,6 +183,20 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			}
 		}()
 	}
+	worker, err := pgxpool.New(ctx, lg.workerURL)
+	if err != nil {
+		return nil, fmt.Errorf("connect as the worker login: %w", err)
+	}
+	pools = append(pools, worker)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case <-runCtx.Done():
+		case <-time.After(o.Duration / 3):
+			w.poison(ctx, worker)
+		}
+	}()
 	bg := make(chan error, 2)
 	er := &eraser{w: w}
 	go func() { bg <- f.chaos(runCtx, rng) }()

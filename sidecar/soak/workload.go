@@ -402,6 +402,31 @@ func (w *workload) eraseConversation(ctx context.Context, c *conversation) {
 	c.mu.Unlock()
 }
 
+// poison is issue 37's bad job, as the sidecar's own login could enqueue
+// it: segment payloads whose message id is no bigint, in a conversation
+// of their own. Refused with a data exception (class 22) is right; so is a
+// job that ends failed with its error (the jobs check); a queue that stops
+// for every tenant is not (the jobs check again: every other job waits).
+func (w *workload) poison(ctx context.Context, worker *pgxpool.Pool) {
+	for i, payload := range []string{`{"check": false, "through_message_id": 1.5}`, `{"check": false, "through_message_id": 1e300}`} {
+		conv := uuid.New()
+		if _, err := w.apps[i%len(w.apps)].Exec(ctx, `SELECT mneme.add_message($1, 'user', 'a conversation for a bad job')`, conv); err != nil {
+			w.led.fail("add_message", err)
+			continue
+		}
+		_, err := worker.Exec(ctx, `SELECT mneme.enqueue_job('segment', $1, $2::jsonb)`, conv, payload)
+		var pgErr *pgconn.PgError
+		switch {
+		case err == nil:
+			w.led.call("enqueue_job (bad payload accepted)")
+		case errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "22"):
+			w.led.reject()
+		default:
+			w.led.fail("enqueue_job with a bad payload", err)
+		}
+	}
+}
+
 // asAdmin runs a statement as the admin login in tenant t's transaction.
 func (w *workload) asAdmin(ctx context.Context, t int, sql string, args ...any) error {
 	return pgx.BeginFunc(ctx, w.admin, func(tx pgx.Tx) error {
