@@ -20,7 +20,7 @@ func (o *Options) Bind(fs *flag.FlagSet) *bool {
 	fs.DurationVar(&o.Gap, "gap", 3*time.Second, "segment_gap_seconds of the run (the message times are on a clock compressed to it)")
 	fs.DurationVar(&o.Lease, "lease", 3*time.Second, "MNEME_JOB_LEASE of the sidecars")
 	fs.IntVar(&o.Concurrency, "concurrency", 2, "jobs each sidecar runs at once")
-	fs.DurationVar(&o.Settle, "settle", 2*time.Minute, "at most this long for the queue to empty after the writers stop")
+	fs.DurationVar(&o.Settle, "settle", time.Minute, "at most this long for the queue to empty after the writers stop")
 	fs.StringVar(&o.Vector, "vector", "auto", "embedding variant: auto, pgvector or array")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the run's database (its name is logged)")
 	return fs.Bool("json", false, "print one JSON object")
