@@ -446,4 +446,3 @@ type lockedRand struct {
 
 func (l *lockedRand) Float64() float64 { l.mu.Lock(); defer l.mu.Unlock(); return l.r.Float64() }
 func (l *lockedRand) Intn(n int) int   { l.mu.Lock(); defer l.mu.Unlock(); return l.r.Intn(n) }
-func (l *lockedRand) Int63() int64     { l.mu.Lock(); defer l.mu.Unlock(); return l.r.Int63() }
