@@ -126,8 +126,8 @@ func checkReviews(s *snapshot, led *ledger) Invariant {
 		iv.fail("review_log: %s", d)
 	}
 	iv.Pass = iv.Failed == 0
-	iv.Detail = fmt.Sprintf("%d retrievals and contexts: %d still pending, %d taken into review jobs; not recorded or removed: %s; review_log rows applied twice: %d",
-		iv.Checked, pending, inJobs, countsString(why), len(s.reviewTwice))
+	iv.Detail = fmt.Sprintf("%d retrievals and contexts: %d still pending, %d taken into review jobs; not recorded or removed: %s; "+
+		"%d reviews applied (review_log), %d of a memory twice by one job", iv.Checked, pending, inJobs, countsString(why), s.reviewsApplied, len(s.reviewTwice))
 	return iv
 }
 

@@ -23,6 +23,7 @@ type snapshot struct {
 	pendingQueries map[string]int
 	jobQueries     map[string]int
 	reviewTwice    []string            // (job, memory) pairs of review_log with more than one row
+	reviewsApplied int                 // rows of review_log
 	markersFound   map[string][]string // marker (its first 7 letters) -> tables holding it
 	erasedLeft     []string            // rows left of conversations erased whole
 }
@@ -123,6 +124,9 @@ func readSnapshot(ctx context.Context, pool *pgxpool.Pool, erasedConvs []uuid.UU
 		return nil, fmt.Errorf("read review_log: %w", err)
 	}
 	if s.reviewTwice, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		return nil, fmt.Errorf("read review_log: %w", err)
+	}
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM mneme.review_log`).Scan(&s.reviewsApplied); err != nil {
 		return nil, fmt.Errorf("read review_log: %w", err)
 	}
 	if err := s.scanMarkers(ctx, pool); err != nil {
