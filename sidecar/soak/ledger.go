@@ -150,12 +150,10 @@ func (l *ledger) addRetrieval(r retrieval) {
 	l.mu.Unlock()
 }
 
-func (l *ledger) addErased(ep *erasedEpisode, memory uuid.UUID, sources []int64) {
+func (l *ledger) addErased(eps []erasedEpisode, memory uuid.UUID, sources []int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if ep != nil {
-		l.erasedEpisodes = append(l.erasedEpisodes, *ep)
-	}
+	l.erasedEpisodes = append(l.erasedEpisodes, eps...)
 	l.erasedMemories[memory] = true
 	for _, id := range sources {
 		l.erasedMessages[id] = true

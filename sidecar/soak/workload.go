@@ -297,12 +297,11 @@ func (e *eraser) eraseOne(ctx context.Context, random bool) (bool, error) {
 		order = "random()"
 	}
 	var id, conv uuid.UUID
-	var tenant, kind string
-	var sources []int64
-	err := w.owner.QueryRow(ctx, `SELECT id, conversation_id, tenant_id, kind, coalesce(source_message_ids, '{}')
+	var tenant string
+	err := w.owner.QueryRow(ctx, `SELECT id, conversation_id, tenant_id
 		FROM mneme.memories WHERE content ~ $1 AND tenant_id LIKE 'soak\_t%' AND NOT id = ANY ($2)
 		ORDER BY `+order+` LIMIT 1`, markerPattern, e.tried()).
-		Scan(&id, &conv, &tenant, &kind, &sources)
+		Scan(&id, &conv, &tenant)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}
@@ -314,24 +313,44 @@ func (e *eraser) eraseOne(ctx context.Context, random bool) (bool, error) {
 	if _, err := fmt.Sscanf(tenant, "soak_t%d", &t); err != nil || t >= len(w.apps) {
 		return false, fmt.Errorf("memory %s of unknown tenant %q", id, tenant)
 	}
-	// What the erase deletes of the conversation's messages (an episode's,
-	// a fact's and those of the facts taken along): the ids before and after.
-	// Nothing else deletes messages of a conversation the soak keeps.
-	msgIDs := func() (map[int64]bool, error) {
+	// What the erase deletes of the conversation (an episode and its
+	// messages, a fact's messages, what is taken along: the facts of those
+	// messages, the episode a fact came from): its messages and episodes
+	// before and after. Nothing else deletes them in a conversation the soak
+	// keeps, and one erase runs at a time.
+	state := func() (map[int64]bool, map[uuid.UUID][]int64, error) {
 		rows, err := w.owner.Query(ctx, `SELECT id FROM mneme.messages WHERE conversation_id = $1`, conv)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-		out := make(map[int64]bool, len(ids))
-		for _, i := range ids {
-			out[i] = true
+		if err != nil {
+			return nil, nil, err
 		}
-		return out, err
+		msgs := make(map[int64]bool, len(ids))
+		for _, i := range ids {
+			msgs[i] = true
+		}
+		rows, err = w.owner.Query(ctx, `SELECT id, coalesce(source_message_ids, '{}') FROM mneme.memories
+			WHERE conversation_id = $1 AND kind = 'episodic'`, conv)
+		if err != nil {
+			return nil, nil, err
+		}
+		eps := map[uuid.UUID][]int64{}
+		for rows.Next() {
+			var id uuid.UUID
+			var src []int64
+			if err := rows.Scan(&id, &src); err != nil {
+				rows.Close()
+				return nil, nil, err
+			}
+			eps[id] = src
+		}
+		return msgs, eps, rows.Err()
 	}
-	before, err := msgIDs()
+	msgsBefore, epsBefore, err := state()
 	if err != nil {
-		return false, fmt.Errorf("messages before an erase: %w", err)
+		return false, fmt.Errorf("the conversation before an erase: %w", err)
 	}
 	err = w.asAdmin(ctx, t, `SELECT mneme.erase($1, 'soak: planted marker')`, id)
 	var pgErr *pgconn.PgError
@@ -343,21 +362,23 @@ func (e *eraser) eraseOne(ctx context.Context, random bool) (bool, error) {
 		return true, nil
 	}
 	w.led.call("erase")
-	after, err := msgIDs()
+	msgsAfter, epsAfter, err := state()
 	if err != nil {
-		return false, fmt.Errorf("messages after an erase: %w", err)
+		return false, fmt.Errorf("the conversation after an erase: %w", err)
 	}
 	var deleted []int64
-	for i := range before {
-		if !after[i] {
+	for i := range msgsBefore {
+		if !msgsAfter[i] {
 			deleted = append(deleted, i)
 		}
 	}
-	var ep *erasedEpisode
-	if kind == "episodic" {
-		ep = &erasedEpisode{Conversation: conv, MemoryID: id, MessageIDs: sources}
+	var eps []erasedEpisode
+	for e, src := range epsBefore {
+		if _, ok := epsAfter[e]; !ok {
+			eps = append(eps, erasedEpisode{Conversation: conv, MemoryID: e, MessageIDs: src})
+		}
 	}
-	w.led.addErased(ep, id, deleted)
+	w.led.addErased(eps, id, deleted)
 	return true, nil
 }
 
