@@ -60,8 +60,8 @@ func (o *Options) Validate() error {
 
 // WriteTable prints the result for a person.
 func (r *Result) WriteTable(w io.Writer) {
-	fmt.Fprintf(w, "mneme bench soak: seed %d, vector %s, %s sidecars, %d tenants, %d conversations, writers for %.0f s, settle %.1f s\n",
-		r.Seed, r.Variant, r.Sidecars, r.Tenants, r.Conversations, r.WriteSeconds, r.SettleSeconds)
+	fmt.Fprintf(w, "mneme bench soak: seed %d, vector %s, %s sidecars (lease %s, chaos every %s), %d tenants, %d conversations, gap %s, writers for %.0f s, settle %.1f s\n",
+		r.Seed, r.Variant, r.Sidecars, r.Lease, r.ChaosEvery, r.Tenants, r.Conversations, r.Gap, r.WriteSeconds, r.SettleSeconds)
 	fmt.Fprintf(w, "  throughput: %.1f messages/s, %.1f calls/s (%d calls), %.1f jobs/s (%d jobs)\n",
 		r.MessagesPerSec, r.CallsPerSec, r.Calls, r.JobsPerSec, r.Jobs)
 	fmt.Fprintf(w, "  sidecars: %d starts, %d kills, %d graceful stops; their log: %d errors, %d warnings\n",

@@ -52,6 +52,9 @@ type Result struct {
 	Sidecars        string      `json:"sidecars"`
 	Tenants         int         `json:"tenants"`
 	Conversations   int         `json:"conversations"`
+	Gap             string      `json:"gap"`
+	Lease           string      `json:"lease"`
+	ChaosEvery      string      `json:"chaos_every"`
 	WriteSeconds    float64     `json:"write_seconds"`
 	SettleSeconds   float64     `json:"settle_seconds"`
 	Messages        int         `json:"messages"`
@@ -98,7 +101,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	rng := &lockedRand{r: rand.New(rand.NewSource(o.Seed))}
 	res := &Result{Seed: o.Seed, Sidecars: map[bool]string{false: "process", true: "in-process"}[o.InProcess],
-		Tenants: o.Tenants, Conversations: o.Conversations}
+		Tenants: o.Tenants, Conversations: o.Conversations, Gap: o.Gap.String(), Lease: o.Lease.String(), ChaosEvery: o.ChaosEvery.String()}
 	log.Info("soak: starting", "seed", o.Seed, "duration", o.Duration, "sidecars", res.Sidecars)
 
 	db, err := scratch.Create(ctx, scratch.Options{Server: o.Server, Prefix: "mneme_soak_", Keep: o.Keep, Log: log})
