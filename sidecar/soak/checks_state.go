@@ -114,6 +114,12 @@ func checkReviews(s *snapshot, led *ledger) Invariant {
 			if r.Context {
 				call = "context"
 			}
+			if reason == "removed with an erased memory" {
+				// docs/sidecar.md: a retrieval that races the erase of a
+				// memory it returned records it after the erase removed
+				// the rest
+				reason += " (recorded while that memory was erased?)"
+			}
 			iv.fail("%s %q in conversation %s (%d memories): found %d times pending and %d in review jobs, want %d %s",
 				call, r.Query, r.Conversation.ID, len(r.MemoryIDs), p, j, want, reason)
 			continue
