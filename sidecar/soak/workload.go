@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -47,9 +48,18 @@ const markerLetters = "ghjkmnpqrstvwxz"
 // markerPattern finds markers in any text (a row cast to text).
 const markerPattern = `zq[ghjkmnpqrstvwxz]{9}`
 
+// markers counts the markers made: a marker's first seven letters (what
+// the scan compares, since BM25 terms are stems) are "zq" and this count
+// in base 15, so no two markers share them; four random letters follow.
+var markers atomic.Int64
+
 func newMarker(rng *rand.Rand) string {
 	b := []byte("zq")
-	for range 9 {
+	for n, i := markers.Add(1), 0; i < 5; i++ {
+		b = append(b, markerLetters[n%int64(len(markerLetters))])
+		n /= int64(len(markerLetters))
+	}
+	for range 4 {
 		b = append(b, markerLetters[rng.Intn(len(markerLetters))])
 	}
 	return string(b)
