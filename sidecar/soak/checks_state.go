@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -115,13 +116,10 @@ func checkReviews(s *snapshot, led *ledger) Invariant {
 				call = "context"
 			}
 			if reason == "removed with an erased memory" {
-				// docs/sidecar.md: a retrieval that races the erase of a
-				// memory it returned records it after the erase removed
-				// the rest
-				reason += " (recorded while that memory was erased?)"
+				reason += raceNote(r, led)
 			}
-			iv.fail("%s %q in conversation %s (%d memories): found %d times pending and %d in review jobs, want %d %s",
-				call, r.Query, r.Conversation.ID, len(r.MemoryIDs), p, j, want, reason)
+			iv.fail("%s %q (scope %s) in conversation %s (%d memories): found %d times pending and %d in review jobs, want %d %s",
+				call, r.Query, r.Scope, r.Conversation.ID, len(r.MemoryIDs), p, j, want, reason)
 			continue
 		}
 		if reason != "" {
@@ -135,6 +133,29 @@ func checkReviews(s *snapshot, led *ledger) Invariant {
 	iv.Detail = fmt.Sprintf("%d retrievals and contexts: %d still pending, %d taken into review jobs; not recorded or removed: %s; "+
 		"%d reviews applied (review_log), %d of a memory twice by one job", iv.Checked, pending, inJobs, countsString(why), s.reviewsApplied, len(s.reviewTwice))
 	return iv
+}
+
+// raceNote says whether the erase of a memory the retrieval returned ran
+// while the retrieval did (docs/sidecar.md: a retrieval that races the
+// erase records its review after the erase removed the others).
+func raceNote(r retrieval, led *ledger) string {
+	for _, id := range r.MemoryIDs {
+		d, ok := led.erasedDuring[id]
+		if !ok {
+			continue
+		}
+		const hms = "15:04:05.000"
+		switch {
+		case d[0].Before(r.End) && d[1].After(r.Start):
+			return fmt.Sprintf(": memory %s was erased by a call that ran while it did (%s to %s, the retrieval %s to %s): the retrieve/erase race",
+				id, d[0].Format(hms), d[1].Format(hms), r.Start.Format(hms), r.End.Format(hms))
+		case !d[1].After(r.Start):
+			return fmt.Sprintf(": memory %s was erased %s before the retrieval started, which returned it nonetheless", id, r.Start.Sub(d[1]).Round(time.Millisecond))
+		default:
+			return fmt.Sprintf(": memory %s was erased %s after the retrieval returned (the erase missed its committed review)", id, d[0].Sub(r.End).Round(time.Millisecond))
+		}
+	}
+	return ": the memory was taken along by an erase"
 }
 
 // checkErased: no marker is in any row of any table of schema mneme where

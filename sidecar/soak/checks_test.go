@@ -89,7 +89,7 @@ func TestCheckReviewsAndErased(t *testing.T) {
 	led.addRetrieval(retrieval{Conversation: c, Query: "q1 zqhhhhhhhhh", MemoryIDs: []uuid.UUID{kept}})
 	led.addRetrieval(retrieval{Conversation: c, Query: "q2 zqkkkkkkkkk", MemoryIDs: []uuid.UUID{kept, gone}})
 	led.addRetrieval(retrieval{Conversation: c, Query: "q3"})
-	led.addErased(nil, gone, nil)
+	led.addErased(nil, gone, nil, [2]time.Time{})
 	led.plant("zqhhhhhhhhh", &planted{Kind: "remember", Conversation: c})
 	led.plant("zqkkkkkkkkk", &planted{Kind: "remember", Conversation: c})
 	s := &snapshot{tombstones: map[uuid.UUID]bool{}, pendingQueries: map[string]int{"q1 zqhhhhhhhhh": 1},
@@ -128,4 +128,26 @@ func TestCheckJobs(t *testing.T) {
 	require.Contains(t, iv.Examples[0], "running past its lease")
 	require.Contains(t, iv.Examples[1], "failed without an error")
 	require.Contains(t, iv.Examples[2], "waits for a retry")
+}
+
+// A review kept although its retrieval returned an erased memory says
+// whether the erase ran while the retrieval did.
+func TestRaceNote(t *testing.T) {
+	led := newLedger()
+	c := testConversation(led)
+	x := uuid.New()
+	t0 := time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
+	r := retrieval{Conversation: c, Query: "q", MemoryIDs: []uuid.UUID{uuid.New(), x}, Start: t0, End: t0.Add(10 * time.Millisecond)}
+	led.addErased(nil, x, nil, [2]time.Time{t0.Add(5 * time.Millisecond), t0.Add(20 * time.Millisecond)})
+	require.Contains(t, raceNote(r, led), "the retrieve/erase race")
+	led.addErased(nil, x, nil, [2]time.Time{t0.Add(time.Second), t0.Add(2 * time.Second)})
+	require.Contains(t, raceNote(r, led), "after the retrieval returned (the erase missed its committed review)")
+	led.addErased(nil, x, nil, [2]time.Time{t0.Add(-time.Second), t0.Add(-500 * time.Millisecond)})
+	require.Contains(t, raceNote(r, led), "before the retrieval started")
+
+	s := &snapshot{tombstones: map[uuid.UUID]bool{}, pendingQueries: map[string]int{}, jobQueries: map[string]int{"q": 1}}
+	led.addRetrieval(r)
+	iv := checkReviews(s, led)
+	require.False(t, iv.Pass)
+	require.Contains(t, iv.Examples[0], "before the retrieval started")
 }

@@ -77,6 +77,8 @@ type retrieval struct {
 	Query        string
 	MemoryIDs    []uuid.UUID // what the call returned (and so recorded)
 	Context      bool
+	Scope        string
+	Start, End   time.Time // when the call was made and returned
 }
 
 // erasedEpisode is an episode the soak erased, as it was just before: the
@@ -95,7 +97,8 @@ type ledger struct {
 	retrievals     []retrieval
 	erasedEpisodes []erasedEpisode
 	erasedMemories map[uuid.UUID]bool
-	erasedMessages map[int64]bool // source messages of the memories the soak erased (erase deletes them)
+	erasedDuring   map[uuid.UUID][2]time.Time // when the erase call that erased it ran (taken along: the call's)
+	erasedMessages map[int64]bool             // source messages of the memories the soak erased (erase deletes them)
 	markers        map[string]*planted
 	counts         map[string]int // calls by kind (successful)
 	rejected       int            // bad input refused as expected (out-of-order times)
@@ -106,6 +109,7 @@ type ledger struct {
 func newLedger() *ledger {
 	return &ledger{byID: map[uuid.UUID]*conversation{}, erasedMemories: map[uuid.UUID]bool{},
 		erasedMessages: map[int64]bool{},
+		erasedDuring:   map[uuid.UUID][2]time.Time{},
 		markers:        map[string]*planted{}, counts: map[string]int{}}
 }
 
@@ -150,11 +154,15 @@ func (l *ledger) addRetrieval(r retrieval) {
 	l.mu.Unlock()
 }
 
-func (l *ledger) addErased(eps []erasedEpisode, memory uuid.UUID, sources []int64) {
+func (l *ledger) addErased(eps []erasedEpisode, memory uuid.UUID, sources []int64, during [2]time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.erasedEpisodes = append(l.erasedEpisodes, eps...)
 	l.erasedMemories[memory] = true
+	l.erasedDuring[memory] = during
+	for _, e := range eps {
+		l.erasedDuring[e.MemoryID] = during
+	}
 	for _, id := range sources {
 		l.erasedMessages[id] = true
 	}

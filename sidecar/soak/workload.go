@@ -184,6 +184,7 @@ func (w *workload) between(ctx context.Context, c *conversation, rng *rand.Rand,
 			scope = "tenant"
 		}
 		q := query()
+		t0 := time.Now()
 		rows, err := app.Query(ctx, `SELECT memory_id FROM mneme.retrieve($1, $2, 5, scope => $3)`, c.ID, q, scope)
 		var ids []uuid.UUID
 		if err == nil {
@@ -196,9 +197,10 @@ func (w *workload) between(ctx context.Context, c *conversation, rng *rand.Rand,
 			return
 		}
 		w.led.call("retrieve")
-		w.led.addRetrieval(retrieval{Conversation: c, Query: q, MemoryIDs: ids})
+		w.led.addRetrieval(retrieval{Conversation: c, Query: q, MemoryIDs: ids, Scope: scope, Start: t0, End: time.Now()})
 	case r < 0.12:
 		q := query()
+		t0 := time.Now()
 		ids, err := w.context(ctx, app, c.ID, q)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -207,7 +209,7 @@ func (w *workload) between(ctx context.Context, c *conversation, rng *rand.Rand,
 			return
 		}
 		w.led.call("context")
-		w.led.addRetrieval(retrieval{Conversation: c, Query: q, MemoryIDs: ids, Context: true})
+		w.led.addRetrieval(retrieval{Conversation: c, Query: q, MemoryIDs: ids, Context: true, Scope: "conversation", Start: t0, End: time.Now()})
 	case r < 0.15:
 		text := fmt.Sprintf("Note about the %s: the user likes %s.", topics[topic][0], topics[topic][rng.Intn(7)])
 		if c.Marked && rng.Intn(5) > 0 {
@@ -362,7 +364,9 @@ func (e *eraser) eraseOne(ctx context.Context, random bool) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("the conversation before an erase: %w", err)
 	}
+	t0 := time.Now()
 	err = w.asAdmin(ctx, t, `SELECT mneme.erase($1, 'soak: planted marker')`, id)
+	span := [2]time.Time{t0, time.Now()}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "P0002" {
 		return true, nil // taken along by an erase before (a fact, a merged duplicate)
@@ -388,7 +392,7 @@ func (e *eraser) eraseOne(ctx context.Context, random bool) (bool, error) {
 			eps = append(eps, erasedEpisode{Conversation: conv, MemoryID: e, MessageIDs: src})
 		}
 	}
-	w.led.addErased(eps, id, deleted)
+	w.led.addErased(eps, id, deleted, span)
 	return true, nil
 }
 
