@@ -30,6 +30,8 @@ func commands() []cli.Command {
 		{Name: "psql", Args: "[psql arguments]", Summary: "open psql on $DATABASE_URL, or on the demo cluster", Run: cmdPsql},
 		{Name: "slot", Args: "show|drop", Summary: "show or drop the replication slot ($MNEME_SLOT) of the replication transport", Run: cmdSlot},
 		{Name: "reembed", Args: "[--dim N]", Summary: "change the embedding dimension and re-embed every memory", Run: cmdReembed},
+		{Name: "export", Args: "[--tenant T] [--conversation C ...] [--embeddings] [-o FILE]", Summary: "write a tenant's memory as versioned JSON Lines (docs/export.md)", Run: cmdExport},
+		{Name: "import", Args: "[--tenant T] [--conversations keep|new] [--from mneme|mem0] FILE", Summary: "read an export (or mem0's exported memories) into a tenant", Run: cmdImport},
 		{Name: "bench", Args: "<name> [flags]", Summary: "run a benchmark", Subs: []cli.Command{
 			{Name: "retrieve", Args: "[flags]", Summary: "latency of mneme.retrieve (k=10) beside bare vector and BM25 top-10", Run: cmdBenchRetrieve},
 			{Name: "events", Args: "[flags]", Summary: "per transport: commit-to-handler latency and jobs/s with a no-op handler", Run: cmdBenchEvents},

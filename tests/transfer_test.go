@@ -1,0 +1,235 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mneme-memory/mneme/sidecar/dbtest"
+	"github.com/mneme-memory/mneme/sidecar/transfer"
+)
+
+// transferSource fills a database with what an export must carry: episodes
+// and extracted facts from conversations, remembered facts (a duplicate
+// that merges, a move that supersedes), reviews, a forgotten, a pinned and
+// an erased memory, a conversation erased whole, pending reviews and a
+// changed setting. It returns the conversations that hold memories.
+func transferSource(t *testing.T, variant string) (*pipelineEnv, []uuid.UUID) {
+	t.Helper()
+	ctx := context.Background()
+	e := newPipelineEnv(t, false, dbtest.WithVector(variant))
+	exec := func(q string, args ...any) {
+		t.Helper()
+		_, err := e.db.Pool.Exec(ctx, q, args...)
+		require.NoError(t, err, q)
+	}
+	exec(`SELECT mneme.set_setting('segment_shift_similarity', '-1')`)
+	exec(`SELECT mneme.set_setting('rrf_k', '50')`)
+	e2, gone := *e, *e
+	e2.conv, gone.conv = uuid.New(), uuid.New()
+	t0 := time.Now().UTC().Truncate(time.Minute).Add(-10 * 24 * time.Hour)
+	d1, d3 := t0, t0.Add(48*time.Hour)
+	stated, later := t0.Add(-2*time.Hour), t0.Add(-time.Hour)
+	e.session(d1, [][2]string{
+		{"user", "I live in the town of Millbrook near the river."},
+		{"assistant", "Millbrook sounds like a quiet place by the water."},
+		{"user", "My dog is called Rufus and he loves the riverbank."},
+		{"assistant", "Rufus is a fine name for a river dog."},
+		{"user", "We walk there every morning before work."},
+		{"assistant", "Morning walks by the river are a good habit."},
+	})
+	exec(`SELECT mneme.remember($1, 'My codeword is tangerine.', at => $2)`, e.conv, stated)
+	exec(`SELECT mneme.remember($1, 'My codeword is tangerine.', at => $2)`, e.conv, stated)
+	exec(`SELECT mneme.remember($1, 'I live in Oslo.', at => $2)`, e.conv, stated)
+	exec(`SELECT mneme.remember($1, 'I live in Bergen.', at => $2)`, e.conv, later)
+	exec(`SELECT mneme.remember($1, 'My bank opens at nine.', at => $2, label => 'important')`, e2.conv, stated)
+	exec(`SELECT mneme.remember($1, 'The secret project is called Nightjar.', at => $2)`, gone.conv, stated)
+	exec(`SELECT mneme.segment_now($1)`, e.conv)
+	e.drain()
+	e.search("where does the user live", 5)
+	e.search("what is the dog called", 5)
+	e.session(d3, [][2]string{
+		{"user", "Back again: the weather turned cold."}, {"assistant", "Wrap up warm then."},
+		{"user", "I bought a new coat yesterday for the walks with Rufus."}, {"assistant", "A good coat makes winter easier."},
+		{"user", "It is a green one."},
+	})
+	exec(`SELECT mneme.segment_now($1)`, e.conv)
+	e.drain()
+	require.Positive(t, e.count(`SELECT count(*) FROM mneme.review_log`), "reviews ran")
+	require.Positive(t, e.count(`SELECT count(*) FROM mneme.memories WHERE status = 'merged'`), "a duplicate merged")
+	require.Positive(t, e.count(`SELECT count(*) FROM mneme.memories WHERE status = 'superseded'`), "a move superseded")
+	var bank, code uuid.UUID
+	require.NoError(t, e.db.Pool.QueryRow(ctx, `SELECT id FROM mneme.memories WHERE content LIKE 'My bank%'`).Scan(&bank))
+	exec(`SELECT mneme.pin($1)`, bank)
+	require.NoError(t, e.db.Pool.QueryRow(ctx, `SELECT id FROM mneme.memories WHERE content LIKE 'My codeword%' AND status = 'active'`).Scan(&code))
+	exec(`SELECT mneme.forget($1, 'the user took it back')`, code)
+	var erased uuid.UUID
+	require.NoError(t, e.db.Pool.QueryRow(ctx, `SELECT id FROM mneme.memories WHERE conversation_id = $1 AND kind = 'semantic'
+		AND source_type = 'extracted' AND status = 'active' ORDER BY id LIMIT 1`, e.conv).Scan(&erased))
+	exec(`SELECT mneme.erase($1, 'user request')`, erased)
+	exec(`SELECT mneme.erase_conversation($1, 'user request')`, gone.conv)
+	e.search("the green coat", 5) // pending, not reviewed yet
+	// A queued message (not segmented yet) is carried too.
+	e.say(d3.Add(time.Hour).Format(time.RFC3339), "user", "One more thing about the coat.")
+	return e, []uuid.UUID{e.conv, e2.conv}
+}
+
+func exportAll(t *testing.T, url string, o transfer.ExportOptions) []byte {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var buf bytes.Buffer
+	_, err = transfer.Export(ctx, conn, &buf, o)
+	require.NoError(t, err)
+	return buf.Bytes()
+}
+
+func importFile(t *testing.T, url string, file []byte, o transfer.ImportOptions) (transfer.Result, error) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	return transfer.Import(ctx, conn, bytes.NewReader(file), o)
+}
+
+// withoutExportTime drops the header's time: the one field two exports of
+// the same rows differ in.
+func withoutExportTime(t *testing.T, file []byte) string {
+	t.Helper()
+	lines := strings.SplitN(string(file), "\n", 2)
+	require.Len(t, lines, 2)
+	i := strings.Index(lines[0], `"exported_at": "`)
+	require.Positive(t, i, lines[0])
+	return lines[0][:i] + lines[0][i+len(`"exported_at": "`)+27:] + "\n" + lines[1]
+}
+
+// Export, import into a fresh database, export again: the same file but
+// the header's time, in both vector variants, with and without embeddings;
+// search, context_items, inspect and history answer the same on both.
+func TestTransferRoundTrip(t *testing.T) {
+	t.Parallel()
+	for _, variant := range variants(t) {
+		t.Run(variant, func(t *testing.T) {
+			src, convs := transferSource(t, variant)
+			for _, emb := range []bool{false, true} {
+				first := exportAll(t, src.db.URL, transfer.ExportOptions{Embeddings: emb, MnemeVersion: "test"})
+				require.Contains(t, string(first), `"event": "erased"`, "the erased memory's tombstone is exported")
+				require.Contains(t, string(first), `"erased": true`, "the conversation erased whole is exported")
+				require.NotContains(t, string(first), "Nightjar", "an erased conversation's content is not exported")
+				require.Equal(t, emb, strings.Contains(string(first), `"embedding": [`))
+
+				dst := dbtest.New(t, dbtest.WithVector(variant))
+				res, err := importFile(t, dst.URL, first, transfer.ImportOptions{Settings: true})
+				require.NoError(t, err)
+				require.Equal(t, emb, res.KeptEmbedding)
+				require.EqualValues(t, 0, res.DroppedLinks)
+				second := exportAll(t, dst.URL, transfer.ExportOptions{Embeddings: emb, MnemeVersion: "test"})
+				require.Equal(t, withoutExportTime(t, first), withoutExportTime(t, second))
+
+				// Embeddings too, when they were not in the file (recomputed).
+				if !emb {
+					withEmb := exportAll(t, src.db.URL, transfer.ExportOptions{Embeddings: true, MnemeVersion: "test"})
+					again := exportAll(t, dst.URL, transfer.ExportOptions{Embeddings: true, MnemeVersion: "test"})
+					require.Equal(t, withoutExportTime(t, withEmb), withoutExportTime(t, again))
+				}
+				sameAnswers(t, src.db.Pool, dst.Pool, convs)
+
+				// Importing the same file again changes nothing: every
+				// conversation is there already (a resumed import).
+				res, err = importFile(t, dst.URL, first, transfer.ImportOptions{Settings: true})
+				require.NoError(t, err)
+				require.EqualValues(t, 0, res.Conversations)
+				require.Positive(t, res.Skipped)
+				third := exportAll(t, dst.URL, transfer.ExportOptions{Embeddings: emb, MnemeVersion: "test"})
+				require.Equal(t, withoutExportTime(t, first), withoutExportTime(t, third))
+			}
+		})
+	}
+}
+
+// sameAnswers compares the read calls on two databases holding the same
+// memory: message ids differ between them, so turns are compared by text.
+func sameAnswers(t *testing.T, a, b *pgxpool.Pool, convs []uuid.UUID) {
+	t.Helper()
+	at := time.Now().UTC().Truncate(time.Second)
+	queries := []string{"where does the user live", "dog by the river", "codeword", "green coat", "bank"}
+	dump := func(p *pgxpool.Pool, q string, args ...any) string {
+		t.Helper()
+		rows, err := p.Query(context.Background(), q, args...)
+		require.NoError(t, err)
+		defer rows.Close()
+		var out []string
+		for rows.Next() {
+			v, err := rows.Values()
+			require.NoError(t, err)
+			for i, x := range v {
+				if b, ok := x.([16]byte); ok {
+					v[i] = uuid.UUID(b).String()
+				}
+			}
+			out = append(out, fmt.Sprint(v...))
+		}
+		require.NoError(t, rows.Err())
+		return strings.Join(out, "\n")
+	}
+	for _, c := range convs {
+		for _, q := range queries {
+			s := `SELECT memory_id, kind, summary, content, score, rrf, bm25_rank, vector_rank, retrievability, label, pinned, status
+				FROM mneme.search($1, $2, 10, at => $3)`
+			require.Equal(t, dump(a, s, c, q, at), dump(b, s, c, q, at), "search %q", q)
+			ci := `SELECT item, memory_id, kind, label, score, first_at, words, text FROM mneme.context_items($1, $2, 300, at => $3)`
+			require.Equal(t, dump(a, ci, c, q, at), dump(b, ci, c, q, at), "context_items %q", q)
+		}
+		ids := dump(a, `SELECT id FROM mneme.memories WHERE conversation_id = $1 ORDER BY id`, c)
+		require.Equal(t, ids, dump(b, `SELECT id FROM mneme.memories WHERE conversation_id = $1 ORDER BY id`, c))
+		for _, id := range strings.Split(ids, "\n") {
+			in := `SELECT memory_id, conversation_id, kind, status, status_reason, label, pinned, summary, content, stability, difficulty,
+				last_reviewed_at, review_count, supersedes_id, superseded_by, created_at, confidence_score, source_type, source_ref,
+				(SELECT array_agg(g.content ORDER BY u.o) FROM unnest(i.source_message_ids) WITH ORDINALITY u(mid, o)
+				 JOIN mneme.messages g ON g.id = u.mid), valid_until, last_confirmed_at, confirms_id, invalidates_id, slot, revision
+				FROM mneme.inspect($1::uuid) i`
+			require.Equal(t, dump(a, in, id), dump(b, in, id), "inspect %s", id)
+			h := `SELECT * FROM mneme.history($1::uuid)`
+			require.Equal(t, dump(a, h, id), dump(b, h, id), "history %s", id)
+		}
+	}
+}
+
+// mneme.export_conversation, as mneme_app for its own tenant, gives the
+// lines `mneme export --conversation` writes.
+func TestTransferExportConversationSQL(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src, convs := transferSource(t, "array")
+	app, _ := src.db.PoolAs(t, "mneme_app")
+	rows, err := app.Query(ctx, `SELECT l::text FROM mneme.export_conversation($1) l`, convs[0])
+	require.NoError(t, err)
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	fromSQL := strings.Join(lines, "\n") + "\n"
+	fromGo := exportAll(t, src.db.URL, transfer.ExportOptions{Conversations: []uuid.UUID{convs[0]}, MnemeVersion: "sql"})
+	require.Equal(t, withoutExportTime(t, []byte(fromSQL)), withoutExportTime(t, fromGo))
+
+	// Another tenant's conversation is not there for it.
+	_, err = src.db.Pool.Exec(ctx, `SELECT mneme.create_tenant('other')`)
+	require.NoError(t, err)
+	tx, err := app.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck
+	_, err = tx.Exec(ctx, `SELECT mneme.set_tenant('other')`)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `SELECT count(*) FROM mneme.export_conversation($1)`, convs[0])
+	require.Error(t, err)
+	require.Equal(t, "P0002", sqlState(t, err))
+}
