@@ -374,11 +374,69 @@ BEGIN
         RAISE EXCEPTION 'conversation % does not exist in this tenant', import_memories.conversation_id USING ERRCODE = 'P0002';
     END IF;
     PERFORM mneme._set_local('mneme.importing', 'on');
+    BEGIN
+        PERFORM mneme._import_memory_rows(import_memories.conversation_id, import_memories.lines);
+    EXCEPTION WHEN unique_violation THEN
+        -- Row security hides the other row (and the key from the error):
+        -- find the id that collides, one probe insert at a time.
+        PERFORM mneme._import_collision(import_memories.conversation_id, import_memories.lines);
+        RAISE;
+    END;
+    PERFORM mneme._set_local('mneme.importing', '');
+
+    RETURN QUERY
+    SELECT (x.l ->> 'id')::uuid, k, (x.l ->> k)::uuid
+    FROM jsonb_array_elements(import_memories.lines) AS x(l), unnest(ARRAY['supersedes_id', 'confirms_id', 'invalidates_id']) k
+    WHERE x.l ->> k IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM mneme.memories m WHERE m.id = (x.l ->> k)::uuid);
+END
+$$;
+COMMENT ON FUNCTION mneme.import_memories(uuid, jsonb) IS
+    'Import: inserts memory lines into a conversation as they were (FSRS state, status, times, provenance), with '
+    'no events (the file''s follow); BM25 and, with the built-in embedder, missing embeddings are computed by the '
+    'usual triggers. Returns the lineage links whose target is not in yet (mneme.import_links sets them later). '
+    '23505 naming the id for a memory id another conversation or tenant holds.';
+
+CREATE OR REPLACE FUNCTION mneme._import_collision(conversation_id uuid, lines jsonb)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v uuid;
+BEGIN
+    FOR v IN SELECT (l ->> 'id')::uuid FROM jsonb_array_elements(_import_collision.lines) l LOOP
+        BEGIN
+            INSERT INTO mneme.memories (id, conversation_id, tenant_id, kind, content, summary, stability, difficulty,
+                                        fsrs_state, label, status, created_at, last_reviewed_at, updated_at)
+            VALUES (v, _import_collision.conversation_id, mneme._tenant(), 'semantic', 'probe', 'probe', 1, 5,
+                    'review', 'general', 'merged', now(), now(), now());
+            RAISE EXCEPTION USING ERRCODE = 'P0004';  -- undo the probe
+        EXCEPTION
+            WHEN assert_failure THEN NULL;
+            WHEN unique_violation THEN
+                RAISE EXCEPTION 'memory % is held by another conversation or tenant', v USING ERRCODE = '23505',
+                    DETAIL = format('Key (id)=(%s) already exists.', v),
+                    HINT = 'import with --conversations new to give the file''s conversations and memories new ids';
+        END;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION mneme._import_collision(uuid, jsonb) IS
+    'Internal: after a unique violation in mneme.import_memories, raises 23505 naming the first memory id of lines '
+    'that another row holds.';
+
+CREATE OR REPLACE FUNCTION mneme._import_memory_rows(conversation_id uuid, lines jsonb)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
     -- Lineage links whose target exists (already, or in this batch: the
     -- foreign keys are checked at the statement's end) are set now; the
     -- others are returned, for the importer to set once their target is in.
     WITH src AS (
-        SELECT l, (l ->> 'id')::uuid AS id FROM jsonb_array_elements(import_memories.lines) AS x(l)
+        SELECT l, (l ->> 'id')::uuid AS id FROM jsonb_array_elements(_import_memory_rows.lines) AS x(l)
     ), known AS (
         SELECT s.id FROM src s
         UNION ALL
@@ -390,7 +448,7 @@ BEGIN
                                 last_reviewed_at, review_count, label, pinned, status, status_reason, confidence_score,
                                 valid_until, last_confirmed_at, source_type, source_ref, supersedes_id, confirms_id,
                                 invalidates_id, slot, metadata, created_at, updated_at, embedding)
-    SELECT s.id, import_memories.conversation_id, mneme._tenant(), s.l ->> 'kind', s.l ->> 'title', s.l ->> 'content',
+    SELECT s.id, _import_memory_rows.conversation_id, mneme._tenant(), s.l ->> 'kind', s.l ->> 'title', s.l ->> 'content',
            s.l ->> 'summary',
            CASE WHEN s.l ? 'source_message_ids' THEN ARRAY(SELECT jsonb_array_elements_text(s.l -> 'source_message_ids')::bigint) END,
            mneme._import_time(s.l -> 'source_first_at'), mneme._import_time(s.l -> 'source_last_at'),
@@ -405,19 +463,10 @@ BEGIN
            s.l ->> 'slot', coalesce(s.l -> 'metadata', '{}'), mneme._import_time(s.l -> 'created_at'),
            mneme._import_time(s.l -> 'updated_at'), mneme._import_embedding(s.l -> 'embedding')
     FROM src s;
-    PERFORM mneme._set_local('mneme.importing', '');
-
-    RETURN QUERY
-    SELECT (x.l ->> 'id')::uuid, k, (x.l ->> k)::uuid
-    FROM jsonb_array_elements(import_memories.lines) AS x(l), unnest(ARRAY['supersedes_id', 'confirms_id', 'invalidates_id']) k
-    WHERE x.l ->> k IS NOT NULL
-      AND NOT EXISTS (SELECT 1 FROM mneme.memories m WHERE m.id = (x.l ->> k)::uuid);
 END
 $$;
-COMMENT ON FUNCTION mneme.import_memories(uuid, jsonb) IS
-    'Import: inserts memory lines into a conversation as they were (FSRS state, status, times, provenance), with '
-    'no events (the file''s follow); BM25 and, with the built-in embedder, missing embeddings are computed by the '
-    'usual triggers. Returns the lineage links whose target is not in yet (mneme.import_links sets them later).';
+COMMENT ON FUNCTION mneme._import_memory_rows(uuid, jsonb) IS
+    'Internal: the insert of mneme.import_memories.';
 
 CREATE OR REPLACE FUNCTION mneme.import_links(links jsonb)
 RETURNS TABLE (memory_id uuid, link text, target uuid)

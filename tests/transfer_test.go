@@ -233,3 +233,129 @@ func TestTransferExportConversationSQL(t *testing.T) {
 	require.Error(t, err)
 	require.Equal(t, "P0002", sqlState(t, err))
 }
+
+// fileLines splits an export into its lines (no trailing empty one).
+func fileLines(file []byte) []string {
+	return strings.Split(strings.TrimSuffix(string(file), "\n"), "\n")
+}
+
+func joinLines(lines []string) []byte { return []byte(strings.Join(lines, "\n") + "\n") }
+
+// Bad files get an error naming the line, and the conversation the bad
+// line is in stays as it was; the conversations before it are in, and
+// the good file imported afterwards resumes. Run as mneme_admin.
+func TestTransferBadFiles(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src, convs := transferSource(t, "array")
+	good := exportAll(t, src.db.URL, transfer.ExportOptions{})
+	want := withoutExportTime(t, good)
+	lines := fileLines(good)
+	// Conversations are in id order: the second one's first line.
+	sort := convs[0].String() > convs[1].String()
+	firstConv, secondConv := convs[0], convs[1]
+	if sort {
+		firstConv, secondConv = convs[1], convs[0]
+	}
+	secondAt, memoryInSecond := -1, -1
+	for i, l := range lines {
+		if strings.Contains(l, `"type": "conversation"`) && strings.Contains(l, secondConv.String()) {
+			secondAt = i
+		}
+		if secondAt >= 0 && memoryInSecond < 0 && strings.Contains(l, `"type": "memory"`) {
+			memoryInSecond = i
+		}
+	}
+	require.Positive(t, secondAt)
+	require.Positive(t, memoryInSecond)
+	count := func(db *dbtest.DB, c uuid.UUID) int {
+		var n int
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme.memories WHERE conversation_id = $1`, c).Scan(&n))
+		return n
+	}
+
+	cases := []struct {
+		name     string
+		file     []byte
+		line     int    // the line the error names (1-based)
+		msg      string // in the error
+		imported bool   // the first conversation is in afterwards
+	}{
+		{"truncated in a line", joinLines(append(append([]string{}, lines[:memoryInSecond]...), lines[memoryInSecond][:40])),
+			memoryInSecond + 1, "", true},
+		{"truncated between lines", joinLines(lines[:memoryInSecond+1]), memoryInSecond + 2, "ends without its end line", true},
+		{"wrong version", joinLines(append([]string{strings.Replace(lines[0], `"version": 1`, `"version": 2`, 1)}, lines[1:]...)),
+			1, "format version 2 is not supported", false},
+		{"a line failing validation", joinLines(append(append(append([]string{}, lines[:memoryInSecond]...),
+			strings.Replace(lines[memoryInSecond], `"status": "`, `"status": "bogus`, 1)), lines[memoryInSecond+1:]...)),
+			memoryInSecond + 1, `status "bogus`, true},
+		{"an unknown field", joinLines(append(append(append([]string{}, lines[:memoryInSecond]...),
+			strings.Replace(lines[memoryInSecond], `{"id": `, `{"colour": "red", "id": `, 1)), lines[memoryInSecond+1:]...)),
+			memoryInSecond + 1, `unknown field "colour"`, true},
+		{"a lost line", joinLines(append(append([]string{}, lines[:len(lines)-2]...), lines[len(lines)-1])),
+			len(lines) - 1, "the end line counts", true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dst := dbtest.New(t, dbtest.WithVector("array"))
+			admin := dst.As(t, "mneme_admin")
+			_, err := importFile(t, admin, c.file, transfer.ImportOptions{Settings: true})
+			require.Error(t, err)
+			require.ErrorIs(t, err, transfer.ErrFormat)
+			require.Contains(t, err.Error(), fmt.Sprintf("line %d:", c.line))
+			require.Contains(t, err.Error(), c.msg)
+			if c.name != "a lost line" {
+				require.Zero(t, count(dst, secondConv), "the conversation of the bad line is not imported")
+			}
+			require.Equal(t, c.imported, count(dst, firstConv) > 0)
+			// The good file afterwards: the import resumes.
+			res, err := importFile(t, admin, good, transfer.ImportOptions{Settings: true})
+			require.NoError(t, err)
+			if c.imported {
+				require.Positive(t, res.Skipped)
+			}
+			require.Equal(t, want, withoutExportTime(t, exportAll(t, dst.URL, transfer.ExportOptions{})))
+		})
+	}
+
+	t.Run("colliding ids", func(t *testing.T) {
+		dst := dbtest.New(t, dbtest.WithVector("array"))
+		admin := dst.As(t, "mneme_admin")
+		_, err := importFile(t, admin, good, transfer.ImportOptions{Tenant: "acme"})
+		require.NoError(t, err)
+		// The same ids into another tenant: refused, naming the line.
+		_, err = importFile(t, admin, good, transfer.ImportOptions{Tenant: "beta"})
+		require.ErrorIs(t, err, transfer.ErrCollision)
+		require.Contains(t, err.Error(), "belongs to another tenant")
+		// A new conversation id but the memories' ids: the memory line.
+		moved := bytes.ReplaceAll(good, []byte(firstConv.String()), []byte(uuid.New().String()))
+		movedLines := fileLines(moved)
+		memLine := -1
+		for i, l := range movedLines {
+			if strings.Contains(l, `"type": "memory"`) {
+				memLine = i + 1
+				break
+			}
+		}
+		_, err = importFile(t, admin, moved, transfer.ImportOptions{Tenant: "beta"})
+		require.ErrorIs(t, err, transfer.ErrCollision)
+		require.Contains(t, err.Error(), fmt.Sprintf("line %d:", memLine))
+		var n int
+		require.NoError(t, dst.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme.memories WHERE tenant_id = 'beta'`).Scan(&n))
+		require.Zero(t, n, "nothing of the refused conversation is in")
+		// With new ids the file goes in, twice.
+		for range 2 {
+			res, err := importFile(t, admin, good, transfer.ImportOptions{Tenant: "beta", NewIDs: true})
+			require.NoError(t, err)
+			require.EqualValues(t, 3, res.Conversations, "two conversations and the one erased whole")
+		}
+		var acme, beta int
+		require.NoError(t, dst.Pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE tenant_id = 'acme'), count(*) FILTER (WHERE tenant_id = 'beta')
+			FROM mneme.memories`).Scan(&acme, &beta))
+		require.Equal(t, 2*acme, beta)
+		// The copies answer like the original.
+		var ids [2]uuid.UUID
+		require.NoError(t, dst.Pool.QueryRow(ctx, `SELECT (SELECT id FROM mneme.message_queue WHERE tenant_id = 'acme' ORDER BY id LIMIT 1),
+			(SELECT id FROM mneme.message_queue WHERE tenant_id = 'beta' ORDER BY id LIMIT 1)`).Scan(&ids[0], &ids[1]))
+	})
+}

@@ -168,12 +168,21 @@ func (im *importer) run(r io.Reader) error {
 			if err := decodeStrict(b, &e); err != nil {
 				return lineErr(n, "end: %v", err)
 			}
-			if err := im.finish(); err != nil {
+			// Checked before the last conversation commits: a line lost
+			// from it leaves it out.
+			convs := im.res.Conversations + im.res.Skipped
+			if im.cur != nil {
+				convs++
+			}
+			if e.Lines != im.lines || e.Conversations != convs {
+				return lineErr(n, "the end line counts %d lines and %d conversations, the file has %d and %d",
+					e.Lines, e.Conversations, im.lines, convs)
+			}
+			if err := im.applySettings(); err != nil {
 				return err
 			}
-			if e.Lines != im.lines || e.Conversations != im.res.Conversations+im.res.Skipped {
-				return lineErr(n, "the end line counts %d lines and %d conversations, the file has %d and %d",
-					e.Lines, e.Conversations, im.lines, im.res.Conversations+im.res.Skipped)
+			if err := im.finish(); err != nil {
+				return err
 			}
 			ended = true
 			continue
