@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -358,4 +359,75 @@ func TestTransferBadFiles(t *testing.T) {
 		require.NoError(t, dst.Pool.QueryRow(ctx, `SELECT (SELECT id FROM mneme.message_queue WHERE tenant_id = 'acme' ORDER BY id LIMIT 1),
 			(SELECT id FROM mneme.message_queue WHERE tenant_id = 'beta' ORDER BY id LIMIT 1)`).Scan(&ids[0], &ids[1]))
 	})
+}
+
+// A mem0 export in the documented shape (a list of get_all's memory
+// objects): each becomes a remembered memory, one conversation per user,
+// with its time and the mem0 object as provenance, and a revise job; a
+// second import adds nothing; a bad memory stops the import before any
+// write, naming it.
+func TestTransferMem0(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.New(t)
+	admin := db.As(t, "mneme_admin")
+	file, err := os.ReadFile("testdata/mem0-export.json")
+	require.NoError(t, err)
+	run := func(b []byte, o transfer.Mem0Options) (transfer.Mem0Result, error) {
+		conn, err := pgx.Connect(ctx, admin)
+		require.NoError(t, err)
+		defer conn.Close(ctx)
+		return transfer.ImportMem0(ctx, conn, bytes.NewReader(b), o)
+	}
+	res, err := run(file, transfer.Mem0Options{Tenant: "acme"})
+	require.NoError(t, err)
+	require.EqualValues(t, 3, res.Memories)
+	require.Len(t, res.Conversations, 2)
+	alex := transfer.Mem0Conversation("user", "alex")
+	require.Equal(t, alex, res.Conversations["user:alex"])
+
+	var n int
+	var created time.Time
+	var sourceType, ref, hash string
+	var conf float32
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) OVER (), created_at, source_type, source_ref, metadata #>> '{mem0,hash}', confidence_score
+		FROM mneme.memories WHERE conversation_id = $1 AND tenant_id = 'acme' AND content = 'Travelling to Paris in May'`, alex).
+		Scan(&n, &created, &sourceType, &ref, &hash, &conf))
+	require.True(t, created.Equal(time.Date(2023, 2, 26, 6, 57, 0, 108347000, time.UTC)), created)
+	require.Equal(t, "import", sourceType)
+	require.Equal(t, "mem0:f38b689d-6b24-45b7-bced-17fbb4d8bac7", ref)
+	require.Equal(t, "62bc074f56d1f909f1b4c2b639f56f6a", hash)
+	require.InDelta(t, 0.8, conf, 1e-6)
+	var cat string
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT metadata #>> '{mem0,metadata,category}' FROM mneme.memories
+		WHERE conversation_id = $1 AND content LIKE 'Is vegetarian%'`, alex).Scan(&cat))
+	require.Equal(t, "food", cat)
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme.jobs WHERE kind = 'revise' AND tenant_id = 'acme'`).Scan(&n))
+	require.Equal(t, 3, n, "each memory is revised like any write")
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme.memory_events WHERE event = 'created' AND tenant_id = 'acme'`).Scan(&n))
+	require.Equal(t, 3, n)
+
+	// Again, and as get_all's {"results": [...]}: nothing new.
+	res, err = run([]byte(`{"results": `+string(file)+`, "count": 3}`), transfer.Mem0Options{Tenant: "acme"})
+	require.NoError(t, err)
+	require.EqualValues(t, 0, res.Memories)
+	require.EqualValues(t, 3, res.Skipped)
+
+	// By agent: the memory without an agent goes to the conversation of none.
+	res, err = run(file, transfer.Mem0Options{Tenant: "agents", By: "agent"})
+	require.NoError(t, err)
+	require.Contains(t, res.Conversations, "agent:travel-agent")
+
+	// Bad files: nothing written.
+	for name, bad := range map[string]string{
+		"no memory text": `[{"id": "a", "memory": "ok"}, {"id": "b", "memory": "  "}]`,
+		"a bad time":     `[{"id": "a", "memory": "ok", "created_at": "yesterday"}]`,
+		"truncated":      string(file[:len(file)/2]),
+		"not a list":     `"hello"`,
+	} {
+		_, err := run([]byte(bad), transfer.Mem0Options{Tenant: "bad"})
+		require.ErrorIs(t, err, transfer.ErrFormat, name)
+	}
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme.memories WHERE tenant_id = 'bad'`).Scan(&n))
+	require.Zero(t, n)
 }

@@ -58,11 +58,11 @@ func Mem0Conversation(by, id string) uuid.UUID {
 // objects, or get_all's {"results": [...]}) from r and remembers each
 // (mneme.import_fact): one conversation per user (agent, run), the
 // original time kept, the mem0 object as provenance; the revise jobs then
-// handle duplicates and contradictions as for any write. Streaming, in
-// transactions of Batch memories; a memory imported before is skipped, so
-// a repeated or resumed import adds nothing twice. Every memory is checked
-// before anything is written: a bad one stops the import with an error
-// naming it.
+// handle duplicates and contradictions as for any write. The file is read
+// and every memory checked before anything is written (a bad one stops
+// the import, naming it); then they are written in transactions of Batch.
+// A memory imported before is skipped, so a repeated or resumed import
+// adds nothing twice.
 func ImportMem0(ctx context.Context, conn *pgx.Conn, r io.Reader, o Mem0Options) (Mem0Result, error) {
 	res := Mem0Result{Conversations: map[string]uuid.UUID{}}
 	if o.By == "" {
@@ -74,10 +74,8 @@ func ImportMem0(ctx context.Context, conn *pgx.Conn, r io.Reader, o Mem0Options)
 	if o.Batch <= 0 {
 		o.Batch = 500
 	}
-	// Two passes over the file would need it twice; a check pass over a
-	// stream is the same decoder run to the end, so the file is validated
-	// while it is spooled into batches and nothing is written until every
-	// memory passed.
+	// mem0's export is one JSON document, so its memories are held (they
+	// are small: text and a few fields each).
 	var all []mem0Item
 	err := decodeMem0(r, func(i int, m mem0Memory, raw json.RawMessage) error {
 		it, err := m.item(i, raw, o.By)
