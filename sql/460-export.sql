@@ -157,13 +157,19 @@ BEGIN
         WITH seqs AS (
             SELECT g.id, row_number() OVER (ORDER BY g.id) AS seq
             FROM mneme.messages g WHERE g.conversation_id = export_lines.conversation_id
+        ), sources AS (
+            -- one hash join for the conversation, not a scan per memory
+            SELECT m.id, jsonb_agg(s.seq ORDER BY u.ord) AS seqs
+            FROM mneme.memories m
+            CROSS JOIN LATERAL unnest(m.source_message_ids) WITH ORDINALITY AS u(mid, ord)
+            JOIN seqs s ON s.id = u.mid
+            WHERE m.conversation_id = export_lines.conversation_id
+            GROUP BY m.id
         )
         SELECT jsonb_strip_nulls(jsonb_build_object(
                    'type', 'memory', 'conversation', m.conversation_id, 'id', m.id, 'kind', m.kind, 'title', m.title,
                    'content', m.content, 'summary', m.summary,
-                   'source_messages', (SELECT jsonb_agg(s.seq ORDER BY u.ord)
-                                       FROM unnest(m.source_message_ids) WITH ORDINALITY AS u(mid, ord)
-                                       JOIN seqs s ON s.id = u.mid),
+                   'source_messages', src.seqs,
                    'source_first_at', mneme._export_time(m.source_first_at), 'source_last_at', mneme._export_time(m.source_last_at),
                    'surprise', m.surprise, 'stability', m.stability, 'difficulty', m.difficulty, 'fsrs_state', m.fsrs_state,
                    'last_reviewed_at', mneme._export_time(m.last_reviewed_at), 'review_count', m.review_count,
@@ -176,6 +182,7 @@ BEGIN
                    'embedding', CASE WHEN export_lines.embeddings THEN mneme._export_embedding(m.embedding::real[]) END))
                || jsonb_build_object('metadata', m.metadata)
         FROM mneme.memories m
+        LEFT JOIN sources src ON src.id = m.id
         WHERE m.conversation_id = export_lines.conversation_id
         ORDER BY m.created_at, m.id;
     END IF;
@@ -252,39 +259,9 @@ COMMENT ON FUNCTION mneme.export_conversation(uuid, boolean) IS
 -- The import functions set mneme.importing while they insert: the event
 -- triggers then stand aside (mneme._importing, sql/420-events.sql), since the
 -- file's events are imported as they were.
-CREATE OR REPLACE FUNCTION mneme._import_time(v jsonb)
-RETURNS timestamptz
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    t timestamptz;
-BEGIN
-    IF v IS NULL OR jsonb_typeof(v) = 'null' THEN
-        RETURN NULL;
-    END IF;
-    t := (v #>> '{}')::timestamptz;
-    PERFORM mneme._check_time('time', t);
-    RETURN t;
-END
-$$;
-COMMENT ON FUNCTION mneme._import_time(jsonb) IS
-    'Internal: a time of an import line (NULL for none), checked like every time mneme takes.';
-
-CREATE OR REPLACE FUNCTION mneme._import_embedding(v jsonb)
-RETURNS real[]
-LANGUAGE plpgsql IMMUTABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF v IS NULL OR jsonb_typeof(v) = 'null' THEN
-        RETURN NULL;
-    END IF;
-    RETURN ARRAY(SELECT x::real FROM jsonb_array_elements_text(v) AS x);
-END
-$$;
-COMMENT ON FUNCTION mneme._import_embedding(jsonb) IS
-    'Internal: an embedding of an import line as real[] (NULL for none).';
+-- Times and embeddings of import lines are cast inline (a function call
+-- per column and row was most of an import's time); `mneme import` checked
+-- them (RFC 3339, years 1 to 9999; arrays of numbers) before sending.
 
 CREATE OR REPLACE FUNCTION mneme.import_conversation(line jsonb)
 RETURNS text
@@ -316,9 +293,9 @@ BEGIN
     VALUES (v_id, v_tenant,
             coalesce(ARRAY(SELECT jsonb_array_elements_text(import_conversation.line -> 'speakers')), '{}'),
             nullif(import_conversation.line -> 'pending_reviews', 'null'::jsonb),
-            mneme._import_time(import_conversation.line -> 'last_message_at'),
-            mneme._import_time(import_conversation.line -> 'created_at'),
-            mneme._import_time(import_conversation.line -> 'updated_at'))
+            ((import_conversation.line -> 'last_message_at') #>> '{}')::timestamptz,
+            ((import_conversation.line -> 'created_at') #>> '{}')::timestamptz,
+            ((import_conversation.line -> 'updated_at') #>> '{}')::timestamptz)
     ON CONFLICT (id) DO NOTHING;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'conversation % belongs to another tenant', v_id USING ERRCODE = '23505',
@@ -349,8 +326,8 @@ BEGIN
     WITH ins AS (
         INSERT INTO mneme.messages (conversation_id, tenant_id, role, content, created_at, consumed_at, memory_id, embedding)
         SELECT import_messages.conversation_id, mneme._tenant(), l ->> 'role', l ->> 'content',
-               mneme._import_time(l -> 'created_at'), mneme._import_time(l -> 'consumed_at'), (l ->> 'episode')::uuid,
-               mneme._import_embedding(l -> 'embedding')
+               ((l -> 'created_at') #>> '{}')::timestamptz, ((l -> 'consumed_at') #>> '{}')::timestamptz, (l ->> 'episode')::uuid,
+               translate((l -> 'embedding')::text, '[]', '{}')::real[]
         FROM jsonb_array_elements(import_messages.lines) WITH ORDINALITY AS x(l, ord)
         ORDER BY x.ord
         RETURNING id
@@ -451,17 +428,17 @@ BEGIN
     SELECT s.id, _import_memory_rows.conversation_id, mneme._tenant(), s.l ->> 'kind', s.l ->> 'title', s.l ->> 'content',
            s.l ->> 'summary',
            CASE WHEN s.l ? 'source_message_ids' THEN ARRAY(SELECT jsonb_array_elements_text(s.l -> 'source_message_ids')::bigint) END,
-           mneme._import_time(s.l -> 'source_first_at'), mneme._import_time(s.l -> 'source_last_at'),
+           ((s.l -> 'source_first_at') #>> '{}')::timestamptz, ((s.l -> 'source_last_at') #>> '{}')::timestamptz,
            (s.l ->> 'surprise')::real, (s.l ->> 'stability')::float8, (s.l ->> 'difficulty')::float8, s.l ->> 'fsrs_state',
-           mneme._import_time(s.l -> 'last_reviewed_at'), (s.l ->> 'review_count')::int, s.l ->> 'label',
+           ((s.l -> 'last_reviewed_at') #>> '{}')::timestamptz, (s.l ->> 'review_count')::int, s.l ->> 'label',
            (s.l ->> 'pinned')::boolean, s.l ->> 'status', s.l ->> 'status_reason', (s.l ->> 'confidence_score')::real,
-           mneme._import_time(s.l -> 'valid_until'), mneme._import_time(s.l -> 'last_confirmed_at'), s.l ->> 'source_type',
+           ((s.l -> 'valid_until') #>> '{}')::timestamptz, ((s.l -> 'last_confirmed_at') #>> '{}')::timestamptz, s.l ->> 'source_type',
            s.l ->> 'source_ref',
            CASE WHEN (s.l ->> 'supersedes_id')::uuid IN (SELECT k.id FROM known k) THEN (s.l ->> 'supersedes_id')::uuid END,
            CASE WHEN (s.l ->> 'confirms_id')::uuid IN (SELECT k.id FROM known k) THEN (s.l ->> 'confirms_id')::uuid END,
            CASE WHEN (s.l ->> 'invalidates_id')::uuid IN (SELECT k.id FROM known k) THEN (s.l ->> 'invalidates_id')::uuid END,
-           s.l ->> 'slot', coalesce(s.l -> 'metadata', '{}'), mneme._import_time(s.l -> 'created_at'),
-           mneme._import_time(s.l -> 'updated_at'), mneme._import_embedding(s.l -> 'embedding')
+           s.l ->> 'slot', coalesce(s.l -> 'metadata', '{}'), ((s.l -> 'created_at') #>> '{}')::timestamptz,
+           ((s.l -> 'updated_at') #>> '{}')::timestamptz, translate((s.l -> 'embedding')::text, '[]', '{}')::real[]
     FROM src s;
 END
 $$;
@@ -515,9 +492,9 @@ BEGIN
         SELECT (l ->> 'memory')::uuid, import_reviews.conversation_id, mneme._tenant(), l ->> 'rating', l ->> 'reviewer',
                (l ->> 'defaulted')::boolean, (l ->> 'stability_before')::float8, (l ->> 'stability_after')::float8,
                (l ->> 'difficulty_before')::float8, (l ->> 'difficulty_after')::float8, l ->> 'state_before',
-               l ->> 'state_after', mneme._import_time(l -> 'last_reviewed_before'), mneme._import_time(l -> 'reviewed_at'),
+               l ->> 'state_after', ((l -> 'last_reviewed_before') #>> '{}')::timestamptz, ((l -> 'reviewed_at') #>> '{}')::timestamptz,
                coalesce(ARRAY(SELECT jsonb_array_elements_text(l -> 'matched_queries')), '{}'),
-               mneme._import_time(l -> 'created_at')
+               ((l -> 'created_at') #>> '{}')::timestamptz
         FROM jsonb_array_elements(import_reviews.lines) WITH ORDINALITY AS x(l, ord)
         ORDER BY x.ord
         RETURNING id
@@ -542,7 +519,7 @@ BEGIN
     END IF;
     INSERT INTO mneme.memory_events (memory_id, conversation_id, tenant_id, event, reason, actor, caller, review_log_id, at)
     SELECT (l ->> 'memory')::uuid, import_events.conversation_id, mneme._tenant(), l ->> 'event', l ->> 'reason',
-           l ->> 'actor', (l ->> 'caller')::name, (l ->> 'review_log_id')::bigint, mneme._import_time(l -> 'at')
+           l ->> 'actor', (l ->> 'caller')::name, (l ->> 'review_log_id')::bigint, ((l -> 'at') #>> '{}')::timestamptz
     FROM jsonb_array_elements(import_events.lines) WITH ORDINALITY AS x(l, ord)
     ORDER BY x.ord;
     GET DIAGNOSTICS v_n = ROW_COUNT;

@@ -11,6 +11,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/mneme-memory/mneme/sidecar/embed"
 )
 
 // Embedder computes embeddings (the configured external embedder); the
@@ -75,6 +77,7 @@ type conv struct {
 type importer struct {
 	ctx      context.Context
 	conn     *pgx.Conn
+	hash     *embed.Hash // the target embeds with the built-in embedder: computed here
 	o        ImportOptions
 	res      Result
 	header   Header
@@ -218,7 +221,12 @@ func (im *importer) start(b []byte) error {
 		return fmt.Errorf("read the embedding settings: %w", err)
 	}
 	model := "hash"
-	if embedder != "hash" {
+	if embedder == "hash" {
+		// The same vectors SQL's hash_embed computes (TestHashEmbedSQLEqualsGo),
+		// computed here: the trigger's PL/pgSQL per row was most of an import.
+		h := embed.NewHash(dim)
+		im.hash = &h
+	} else {
 		model = im.o.Model
 		if model == "" {
 			model = "external"
@@ -380,6 +388,7 @@ func (im *importer) row(n int, kind string, b []byte) error {
 	cv := im.cur
 	var v any
 	var conversation uuid.UUID
+	var err error
 	switch kind {
 	case kindMessage:
 		var m messageLine
@@ -430,6 +439,11 @@ func (im *importer) row(n int, kind string, b []byte) error {
 		m.SupersedesID, m.ConfirmsID, m.InvalidatesID = im.remapPtr(m.SupersedesID), im.remapPtr(m.ConfirmsID), im.remapPtr(m.InvalidatesID)
 		if !im.res.KeptEmbedding {
 			m.Embedding = nil
+			if im.hash != nil {
+				if m.Embedding, err = im.hashEmbedding(m); err != nil {
+					return lineErr(n, "embed: %v", err)
+				}
+			}
 		}
 		cv.lineOf[m.ID] = n
 		cv.memories++
@@ -501,6 +515,21 @@ func (im *importer) row(n int, kind string, b []byte) error {
 		return im.flush(n)
 	}
 	return nil
+}
+
+// hashEmbedding is the built-in embedding of a memory's text.
+func (im *importer) hashEmbedding(m memoryLine) (json.RawMessage, error) {
+	deref := func(p *string) string {
+		if p == nil {
+			return ""
+		}
+		return *p
+	}
+	vec, err := im.hash.EmbedOne(embed.MemoryText(deref(m.Title), deref(m.Summary), m.Content))
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(vec)
 }
 
 // flushIf writes the batch when it holds another kind than kind.
