@@ -124,7 +124,10 @@ BEGIN
         IF EXISTS (SELECT 1 FROM mneme.memory_events e WHERE e.conversation_id = export_lines.conversation_id
                    AND e.tenant_id = v_tenant AND e.event = 'erased' AND e.memory_id IS NULL) THEN
             -- Erased whole: its tombstones only.
-            RETURN NEXT jsonb_build_object('type', 'conversation', 'id', export_lines.conversation_id, 'erased', true);
+            RETURN NEXT jsonb_build_object('type', 'conversation', 'id', export_lines.conversation_id, 'erased', true,
+                'lines', jsonb_build_object('messages', 0, 'memories', 0, 'reviews', 0,
+                    'events', (SELECT count(*) FROM mneme.memory_events e WHERE e.conversation_id = export_lines.conversation_id
+                               AND e.tenant_id = v_tenant)));
         ELSE
             RAISE EXCEPTION 'conversation % does not exist in tenant %', export_lines.conversation_id, v_tenant
                 USING ERRCODE = 'P0002', HINT = 'mneme.export_conversations() lists the tenant''s conversations';
@@ -132,8 +135,15 @@ BEGIN
     ELSE
         -- jsonb_strip_nulls leaves out the columns that are NULL; values
         -- that are JSON themselves are added after it, their own nulls kept.
+        -- The counts of the lines that follow: an importer that misses one
+        -- (a lost line) knows before it commits the conversation.
         RETURN NEXT jsonb_strip_nulls(jsonb_build_object(
                    'type', 'conversation', 'id', v_q.id, 'speakers', to_jsonb(v_q.speakers),
+                   'lines', jsonb_build_object(
+                       'messages', (SELECT count(*) FROM mneme.messages g WHERE g.conversation_id = v_q.id),
+                       'memories', (SELECT count(*) FROM mneme.memories m WHERE m.conversation_id = v_q.id),
+                       'reviews', (SELECT count(*) FROM mneme.review_log l WHERE l.conversation_id = v_q.id AND l.tenant_id = v_tenant),
+                       'events', (SELECT count(*) FROM mneme.memory_events e WHERE e.conversation_id = v_q.id AND e.tenant_id = v_tenant)),
                    'last_message_at', mneme._export_time(v_q.last_message_at),
                    'created_at', mneme._export_time(v_q.created_at), 'updated_at', mneme._export_time(v_q.updated_at)))
             || CASE WHEN v_q.pending_reviews IS NULL THEN '{}'::jsonb

@@ -293,7 +293,9 @@ func TestTransferBadFiles(t *testing.T) {
 		{"an unknown field", joinLines(append(append(append([]string{}, lines[:memoryInSecond]...),
 			strings.Replace(lines[memoryInSecond], `{"id": `, `{"colour": "red", "id": `, 1)), lines[memoryInSecond+1:]...)),
 			memoryInSecond + 1, `unknown field "colour"`, true},
-		{"a lost line", joinLines(append(append([]string{}, lines[:len(lines)-2]...), lines[len(lines)-1])),
+		{"a lost line", joinLines(append(append([]string{}, lines[:memoryInSecond]...), lines[memoryInSecond+1:]...)),
+			secondAt + 1, "a line lost?", true},
+		{"a lost last line", joinLines(append(append([]string{}, lines[:len(lines)-2]...), lines[len(lines)-1])),
 			len(lines) - 1, "the end line counts", true},
 	}
 	for _, c := range cases {
@@ -305,7 +307,7 @@ func TestTransferBadFiles(t *testing.T) {
 			require.ErrorIs(t, err, transfer.ErrFormat)
 			require.Contains(t, err.Error(), fmt.Sprintf("line %d:", c.line))
 			require.Contains(t, err.Error(), c.msg)
-			if c.name != "a lost line" {
+			if c.name != "a lost last line" {
 				require.Zero(t, count(dst, secondConv), "the conversation of the bad line is not imported")
 			}
 			require.Equal(t, c.imported, count(dst, firstConv) > 0)

@@ -83,10 +83,19 @@ type settingLine struct {
 	Value json.RawMessage `json:"value"`
 }
 
+// lineCounts are the numbers of a conversation's lines of each kind.
+type lineCounts struct {
+	Messages int64 `json:"messages"`
+	Memories int64 `json:"memories"`
+	Reviews  int64 `json:"reviews"`
+	Events   int64 `json:"events"`
+}
+
 type conversationLine struct {
 	Type           string          `json:"type"`
 	ID             uuid.UUID       `json:"id"`
 	Erased         bool            `json:"erased,omitempty"`
+	Lines          *lineCounts     `json:"lines"`
 	Speakers       []string        `json:"speakers,omitempty"`
 	PendingReviews json.RawMessage `json:"pending_reviews,omitempty"`
 	LastMessageAt  *string         `json:"last_message_at,omitempty"`
@@ -295,6 +304,9 @@ func (s *settingLine) validate() error {
 func (c *conversationLine) validate() error {
 	if c.ID == uuid.Nil {
 		return errors.New("conversation id is missing")
+	}
+	if c.Lines == nil {
+		return errors.New(`"lines" (the counts of the conversation's lines) is missing`)
 	}
 	if c.Erased {
 		if c.Speakers != nil || c.PendingReviews != nil || c.CreatedAt != nil {

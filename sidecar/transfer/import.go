@@ -66,6 +66,8 @@ type conv struct {
 	nMsg      int64
 	nReview   int64
 	memories  int64 // the file's
+	want      lineCounts
+	got       lineCounts
 	present   int64 // exists: how many of them the conversation holds
 	batch     []byte
 	kind      string
@@ -278,10 +280,32 @@ func (im *importer) line(n int, kind string, b []byte) error {
 		if im.cur.mode == "erased" && kind != kindEvent {
 			return lineErr(n, "an erased conversation has only event lines")
 		}
+		if rank[kind] > im.cur.rank {
+			// The kinds before this one are complete: their counts must
+			// match now, before a later line refers to a missing one.
+			if err := im.cur.complete(rank[kind]); err != nil {
+				return err
+			}
+		}
 		im.cur.rank = rank[kind]
 		return im.row(n, kind, b)
 	}
 	return lineErr(n, "unknown line type %q", kind)
+}
+
+// complete checks the counts of the kinds ranked before r.
+func (cv *conv) complete(r int) error {
+	for _, k := range []struct {
+		kind      string
+		want, got int64
+	}{{kindMessage, cv.want.Messages, cv.got.Messages}, {kindMemory, cv.want.Memories, cv.got.Memories},
+		{kindReview, cv.want.Reviews, cv.got.Reviews}, {kindEvent, cv.want.Events, cv.got.Events}} {
+		if rank[k.kind] < r && k.want != k.got {
+			return lineErr(cv.line, "conversation %s announces %d %s lines, the file has %d (a line lost?): it was not imported",
+				cv.fileID, k.want, k.kind, k.got)
+		}
+	}
+	return nil
 }
 
 func kindByRank(r int) string {
@@ -329,7 +353,7 @@ func (im *importer) applySettings() error {
 
 // begin opens the conversation's transaction.
 func (im *importer) begin(n int, c conversationLine) error {
-	cv := &conv{fileID: c.ID, id: im.remap(c.ID), line: n, lineOf: map[uuid.UUID]int{}}
+	cv := &conv{fileID: c.ID, id: im.remap(c.ID), line: n, lineOf: map[uuid.UUID]int{}, want: *c.Lines}
 	im.cur = cv
 	tx, err := im.conn.Begin(im.ctx)
 	if err != nil {
@@ -495,6 +519,16 @@ func (im *importer) row(n int, kind string, b []byte) error {
 	if conversation != cv.fileID {
 		return lineErr(n, "a line of conversation %s inside conversation %s (line %d)", conversation, cv.fileID, cv.line)
 	}
+	switch kind {
+	case kindMessage:
+		cv.got.Messages++
+	case kindMemory:
+		cv.got.Memories++
+	case kindReview:
+		cv.got.Reviews++
+	case kindEvent:
+		cv.got.Events++
+	}
 	if err := im.flushIf(kind); err != nil {
 		return err
 	}
@@ -619,6 +653,9 @@ func (im *importer) finish() error {
 		return nil
 	}
 	if err := im.flush(-1); err != nil {
+		return err
+	}
+	if err := cv.complete(rank[kindEvent] + 1); err != nil {
 		return err
 	}
 	if cv.mode == "exists" {
