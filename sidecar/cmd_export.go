@@ -102,6 +102,7 @@ func cmdImport(ctx context.Context, log *slog.Logger, args []string) error {
 	from := fs.String("from", "mneme", "the file's format: mneme (mneme export) or mem0 (mem0's exported memories)")
 	by := fs.String("mem0-by", "user", "--from mem0: one conversation per user (user_id), agent (agent_id) or run (run_id)")
 	noSettings := fs.Bool("no-settings", false, "do not apply the file's settings")
+	fs.IntVar(&o.Batch, "batch", 1000, "lines per statement")
 	quiet := fs.Bool("quiet", false, "no progress on stderr")
 	if err := cli.Parse(fs, args, true); err != nil {
 		return err

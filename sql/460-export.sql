@@ -572,6 +572,26 @@ $$;
 COMMENT ON FUNCTION mneme.import_unembedded(uuid, uuid, int) IS
     'Import: a page of the conversation''s memories without an embedding and their text, for an external embedder.';
 
+CREATE OR REPLACE FUNCTION mneme.import_unembedded_messages(conversation_id uuid, after bigint DEFAULT NULL, n int DEFAULT 64)
+RETURNS TABLE (message_id bigint, content text)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- The messages of episodes: the segment job embeds those (external
+    -- embedder), the context ranks their turns by them.
+    RETURN QUERY
+    SELECT g.id, g.content
+    FROM mneme.messages g
+    WHERE g.conversation_id = import_unembedded_messages.conversation_id AND g.tenant_id = mneme._tenant()
+      AND g.memory_id IS NOT NULL AND g.embedding IS NULL AND g.id > coalesce(import_unembedded_messages.after, 0)
+    ORDER BY g.id
+    LIMIT greatest(1, least(coalesce(import_unembedded_messages.n, 64), 10000));
+END
+$$;
+COMMENT ON FUNCTION mneme.import_unembedded_messages(uuid, bigint, int) IS
+    'Import: a page of the conversation''s episode messages without an embedding, for an external embedder.';
+
 -- -----------------------------------------------------------------------------
 -- Import from other memory systems (mem0)
 -- -----------------------------------------------------------------------------

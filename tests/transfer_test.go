@@ -14,7 +14,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
+	"github.com/mneme-memory/mneme/sidecar/embed"
+	"github.com/mneme-memory/mneme/sidecar/llm/llmtest"
 	"github.com/mneme-memory/mneme/sidecar/transfer"
 )
 
@@ -432,4 +435,44 @@ func TestTransferMem0(t *testing.T) {
 	}
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme.memories WHERE tenant_id = 'bad'`).Scan(&n))
 	require.Zero(t, n)
+}
+
+// A file without embeddings (or of another model) imported where an
+// external embedder is configured: each conversation's memories and its
+// episodes' messages are embedded through it after the conversation
+// commits, as the sidecar would have.
+func TestTransferExternalEmbedder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src, _ := transferSource(t, "array")
+	file := exportAll(t, src.db.URL, transfer.ExportOptions{Embeddings: true})
+	srv := llmtest.New(t)
+	dst := dbtest.New(t, dbtest.WithVector("array"))
+	_, err := dst.Pool.Exec(ctx, `SELECT mneme.set_setting('embedder', '"external"')`)
+	require.NoError(t, err)
+	emb := embed.NewOpenAI(config.Endpoint{BaseURL: srv.URL(), Model: "fake-embed", APIKey: "k"}, config.DefaultEmbedDim)
+	res, err := importFile(t, dst.As(t, "mneme_admin"), file, transfer.ImportOptions{Embedder: emb, Model: "fake-embed"})
+	require.NoError(t, err)
+	require.False(t, res.KeptEmbedding, "the file's model is hash, the target's fake-embed")
+	var memories, missing, episodeMessages, messagesMissing int
+	require.NoError(t, dst.Pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE embedding IS NULL) FROM mneme.memories`).Scan(&memories, &missing))
+	require.NoError(t, dst.Pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE embedding IS NULL) FROM mneme.messages
+		WHERE memory_id IS NOT NULL`).Scan(&episodeMessages, &messagesMissing))
+	require.Positive(t, memories)
+	require.Zero(t, missing, "every memory embedded")
+	require.Positive(t, episodeMessages)
+	require.Zero(t, messagesMissing, "every episode message embedded")
+	require.EqualValues(t, memories, res.Embedded)
+	require.NotEmpty(t, srv.EmbedRequests())
+	// The same model on both sides: the file's embeddings are kept.
+	again := exportAll(t, dst.URL, transfer.ExportOptions{Embeddings: true, Model: "fake-embed"})
+	dst2 := dbtest.New(t, dbtest.WithVector("array"))
+	_, err = dst2.Pool.Exec(ctx, `SELECT mneme.set_setting('embedder', '"external"')`)
+	require.NoError(t, err)
+	before := len(srv.EmbedRequests())
+	res, err = importFile(t, dst2.URL, again, transfer.ImportOptions{Embedder: emb, Model: "fake-embed"})
+	require.NoError(t, err)
+	require.True(t, res.KeptEmbedding)
+	require.Len(t, srv.EmbedRequests(), before, "nothing re-embedded")
+	require.Equal(t, withoutExportTime(t, again), withoutExportTime(t, exportAll(t, dst2.URL, transfer.ExportOptions{Embeddings: true, Model: "fake-embed"})))
 }

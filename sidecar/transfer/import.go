@@ -706,47 +706,77 @@ func (im *importer) dropLinks() error {
 	return nil
 }
 
-// embed fills the embeddings of a committed conversation's memories with
-// the external embedder: the model call outside any transaction, each
-// page written by its own statements.
+// embed fills the embeddings of a committed conversation's memories (and
+// of its episodes' messages, which the segment job embeds too) with the
+// external embedder: the model call outside any transaction, each page
+// written by its own statements.
 func (im *importer) embed(id uuid.UUID) error {
-	var after *uuid.UUID
+	var afterMemory *uuid.UUID
 	for {
-		rows, err := im.conn.Query(im.ctx, `SELECT memory_id, memory_text FROM mneme.import_unembedded($1, $2, 64)`, id, after)
+		rows, err := im.conn.Query(im.ctx, `SELECT memory_id, memory_text FROM mneme.import_unembedded($1, $2, 64)`, id, afterMemory)
 		if err != nil {
 			return fmt.Errorf("conversation %s: memories to embed: %w", id, err)
 		}
-		type item struct {
-			ID   uuid.UUID
-			Text string
-		}
-		items, err := pgx.CollectRows(rows, pgx.RowToStructByPos[item])
+		items, err := pgx.CollectRows(rows, pgx.RowToStructByPos[textOf[uuid.UUID]])
 		if err != nil {
 			return fmt.Errorf("conversation %s: memories to embed: %w", id, err)
 		}
 		if len(items) == 0 {
+			break
+		}
+		if err := embedPage(im, items, `SELECT mneme.set_embedding($1, $2::real[])`); err != nil {
+			return fmt.Errorf("conversation %s: %w", id, err)
+		}
+		im.res.Embedded += int64(len(items))
+		afterMemory = &items[len(items)-1].ID
+	}
+	var afterMessage int64
+	for {
+		rows, err := im.conn.Query(im.ctx, `SELECT message_id, content FROM mneme.import_unembedded_messages($1, $2, 64)`, id, afterMessage)
+		if err != nil {
+			return fmt.Errorf("conversation %s: messages to embed: %w", id, err)
+		}
+		items, err := pgx.CollectRows(rows, pgx.RowToStructByPos[textOf[int64]])
+		if err != nil {
+			return fmt.Errorf("conversation %s: messages to embed: %w", id, err)
+		}
+		if len(items) == 0 {
 			return nil
 		}
-		texts := make([]string, len(items))
-		for i, it := range items {
-			texts[i] = it.Text
+		if err := embedPage(im, items, `SELECT mneme.set_message_embedding($1, $2::real[])`); err != nil {
+			return fmt.Errorf("conversation %s: %w", id, err)
 		}
-		vecs, err := im.o.Embedder.Embed(im.ctx, texts)
-		if err != nil {
-			return fmt.Errorf("conversation %s: embed: %w", id, err)
-		}
-		if len(vecs) != len(items) {
-			return fmt.Errorf("conversation %s: the embedder returned %d vectors for %d texts", id, len(vecs), len(items))
-		}
-		for i, it := range items {
-			if _, err := im.conn.Exec(im.ctx, `SELECT mneme.set_embedding($1, $2::real[])`, it.ID, vecs[i]); err != nil {
-				return fmt.Errorf("conversation %s: store the embedding of %s: %w", id, it.ID, err)
-			}
-			im.res.Embedded++
-		}
-		last := items[len(items)-1].ID
-		after = &last
+		afterMessage = items[len(items)-1].ID
 	}
+}
+
+// textOf is a row to embed: its id and text.
+type textOf[K any] struct {
+	ID   K
+	Text string
+}
+
+// embedPage embeds the texts of a page and stores each vector with store.
+func embedPage[K any](im *importer, items []textOf[K], store string) error {
+	texts := make([]string, len(items))
+	for i, it := range items {
+		texts[i] = it.Text
+	}
+	vecs, err := im.o.Embedder.Embed(im.ctx, texts)
+	if err != nil {
+		return fmt.Errorf("embed: %w", err)
+	}
+	if len(vecs) != len(items) {
+		return fmt.Errorf("the embedder returned %d vectors for %d texts", len(vecs), len(items))
+	}
+	b := &pgx.Batch{}
+	for i, it := range items {
+		b.Queue(store, it.ID, vecs[i])
+	}
+	if err := im.conn.SendBatch(im.ctx, b).Close(); err != nil {
+		return fmt.Errorf("store embeddings: %w", err)
+	}
+	return nil
 }
 
 var keyDetail = regexp.MustCompile(`\(id\)=\(([0-9a-f-]{36})\)`)
