@@ -335,11 +335,13 @@ BEGIN
     RETURN QUERY
     WITH ins AS (
         INSERT INTO mneme.messages (conversation_id, tenant_id, role, content, created_at, consumed_at, memory_id, embedding)
-        SELECT import_messages.conversation_id, mneme._tenant(), l ->> 'role', l ->> 'content',
-               ((l -> 'created_at') #>> '{}')::timestamptz, ((l -> 'consumed_at') #>> '{}')::timestamptz, (l ->> 'episode')::uuid,
-               translate((l -> 'embedding')::text, '[]', '{}')::real[]
-        FROM jsonb_array_elements(import_messages.lines) WITH ORDINALITY AS x(l, ord)
-        ORDER BY x.ord
+        SELECT import_messages.conversation_id, mneme._tenant(), r.role, r.content, r.created_at, r.consumed_at,
+               r.episode, r.embedding
+        FROM ROWS FROM (jsonb_to_recordset(import_messages.lines)
+                        AS (role text, content text, created_at timestamptz, consumed_at timestamptz, episode uuid,
+                            embedding real[])) WITH ORDINALITY
+             AS r(role, content, created_at, consumed_at, episode, embedding, ord)
+        ORDER BY r.ord
         RETURNING id
     )
     SELECT ins.id FROM ins ORDER BY ins.id;
@@ -422,33 +424,36 @@ BEGIN
     -- Lineage links whose target exists (already, or in this batch: the
     -- foreign keys are checked at the statement's end) are set now; the
     -- others are returned, for the importer to set once their target is in.
+    -- jsonb_to_recordset types every column in one pass over each line
+    -- (arrays of numbers become real[] and bigint[]).
     WITH src AS (
-        SELECT l, (l ->> 'id')::uuid AS id FROM jsonb_array_elements(_import_memory_rows.lines) AS x(l)
+        SELECT r.* FROM jsonb_to_recordset(_import_memory_rows.lines) AS r(
+            id uuid, kind text, title text, content text, summary text, source_message_ids bigint[],
+            source_first_at timestamptz, source_last_at timestamptz, surprise real, stability float8, difficulty float8,
+            fsrs_state text, last_reviewed_at timestamptz, review_count int, label text, pinned boolean, status text,
+            status_reason text, confidence_score real, valid_until timestamptz, last_confirmed_at timestamptz,
+            source_type text, source_ref text, supersedes_id uuid, confirms_id uuid, invalidates_id uuid, slot text,
+            metadata jsonb, created_at timestamptz, updated_at timestamptz, embedding real[])
     ), known AS (
         SELECT s.id FROM src s
         UNION ALL
         SELECT m.id FROM mneme.memories m
-        WHERE m.id IN (SELECT (s.l ->> k)::uuid FROM src s, unnest(ARRAY['supersedes_id', 'confirms_id', 'invalidates_id']) k)
+        WHERE m.id IN (SELECT s.supersedes_id FROM src s UNION SELECT s.confirms_id FROM src s
+                       UNION SELECT s.invalidates_id FROM src s)
     )
     INSERT INTO mneme.memories (id, conversation_id, tenant_id, kind, title, content, summary, source_message_ids,
                                 source_first_at, source_last_at, surprise, stability, difficulty, fsrs_state,
                                 last_reviewed_at, review_count, label, pinned, status, status_reason, confidence_score,
                                 valid_until, last_confirmed_at, source_type, source_ref, supersedes_id, confirms_id,
                                 invalidates_id, slot, metadata, created_at, updated_at, embedding)
-    SELECT s.id, _import_memory_rows.conversation_id, mneme._tenant(), s.l ->> 'kind', s.l ->> 'title', s.l ->> 'content',
-           s.l ->> 'summary',
-           CASE WHEN s.l ? 'source_message_ids' THEN ARRAY(SELECT jsonb_array_elements_text(s.l -> 'source_message_ids')::bigint) END,
-           ((s.l -> 'source_first_at') #>> '{}')::timestamptz, ((s.l -> 'source_last_at') #>> '{}')::timestamptz,
-           (s.l ->> 'surprise')::real, (s.l ->> 'stability')::float8, (s.l ->> 'difficulty')::float8, s.l ->> 'fsrs_state',
-           ((s.l -> 'last_reviewed_at') #>> '{}')::timestamptz, (s.l ->> 'review_count')::int, s.l ->> 'label',
-           (s.l ->> 'pinned')::boolean, s.l ->> 'status', s.l ->> 'status_reason', (s.l ->> 'confidence_score')::real,
-           ((s.l -> 'valid_until') #>> '{}')::timestamptz, ((s.l -> 'last_confirmed_at') #>> '{}')::timestamptz, s.l ->> 'source_type',
-           s.l ->> 'source_ref',
-           CASE WHEN (s.l ->> 'supersedes_id')::uuid IN (SELECT k.id FROM known k) THEN (s.l ->> 'supersedes_id')::uuid END,
-           CASE WHEN (s.l ->> 'confirms_id')::uuid IN (SELECT k.id FROM known k) THEN (s.l ->> 'confirms_id')::uuid END,
-           CASE WHEN (s.l ->> 'invalidates_id')::uuid IN (SELECT k.id FROM known k) THEN (s.l ->> 'invalidates_id')::uuid END,
-           s.l ->> 'slot', coalesce(s.l -> 'metadata', '{}'), ((s.l -> 'created_at') #>> '{}')::timestamptz,
-           ((s.l -> 'updated_at') #>> '{}')::timestamptz, translate((s.l -> 'embedding')::text, '[]', '{}')::real[]
+    SELECT s.id, _import_memory_rows.conversation_id, mneme._tenant(), s.kind, s.title, s.content, s.summary,
+           s.source_message_ids, s.source_first_at, s.source_last_at, s.surprise, s.stability, s.difficulty, s.fsrs_state,
+           s.last_reviewed_at, s.review_count, s.label, s.pinned, s.status, s.status_reason, s.confidence_score,
+           s.valid_until, s.last_confirmed_at, s.source_type, s.source_ref,
+           CASE WHEN s.supersedes_id IN (SELECT k.id FROM known k) THEN s.supersedes_id END,
+           CASE WHEN s.confirms_id IN (SELECT k.id FROM known k) THEN s.confirms_id END,
+           CASE WHEN s.invalidates_id IN (SELECT k.id FROM known k) THEN s.invalidates_id END,
+           s.slot, coalesce(s.metadata, '{}'), s.created_at, s.updated_at, s.embedding
     FROM src s;
 END
 $$;
@@ -499,14 +504,18 @@ BEGIN
         INSERT INTO mneme.review_log (memory_id, conversation_id, tenant_id, rating, reviewer, defaulted,
                                       stability_before, stability_after, difficulty_before, difficulty_after,
                                       state_before, state_after, last_reviewed_before, reviewed_at, matched_queries, created_at)
-        SELECT (l ->> 'memory')::uuid, import_reviews.conversation_id, mneme._tenant(), l ->> 'rating', l ->> 'reviewer',
-               (l ->> 'defaulted')::boolean, (l ->> 'stability_before')::float8, (l ->> 'stability_after')::float8,
-               (l ->> 'difficulty_before')::float8, (l ->> 'difficulty_after')::float8, l ->> 'state_before',
-               l ->> 'state_after', ((l -> 'last_reviewed_before') #>> '{}')::timestamptz, ((l -> 'reviewed_at') #>> '{}')::timestamptz,
-               coalesce(ARRAY(SELECT jsonb_array_elements_text(l -> 'matched_queries')), '{}'),
-               ((l -> 'created_at') #>> '{}')::timestamptz
-        FROM jsonb_array_elements(import_reviews.lines) WITH ORDINALITY AS x(l, ord)
-        ORDER BY x.ord
+        SELECT r.memory, import_reviews.conversation_id, mneme._tenant(), r.rating, r.reviewer, r.defaulted,
+               r.stability_before, r.stability_after, r.difficulty_before, r.difficulty_after, r.state_before,
+               r.state_after, r.last_reviewed_before, r.reviewed_at, coalesce(r.matched_queries, '{}'), r.created_at
+        FROM ROWS FROM (jsonb_to_recordset(import_reviews.lines)
+                        AS (memory uuid, rating text, reviewer text, defaulted boolean, stability_before float8,
+                            stability_after float8, difficulty_before float8, difficulty_after float8, state_before text,
+                            state_after text, last_reviewed_before timestamptz, reviewed_at timestamptz,
+                            matched_queries text[], created_at timestamptz)) WITH ORDINALITY
+             AS r(memory, rating, reviewer, defaulted, stability_before, stability_after, difficulty_before,
+                  difficulty_after, state_before, state_after, last_reviewed_before, reviewed_at, matched_queries,
+                  created_at, ord)
+        ORDER BY r.ord
         RETURNING id
     )
     SELECT ins.id FROM ins ORDER BY ins.id;
@@ -528,10 +537,13 @@ BEGIN
         RAISE EXCEPTION 'conversation_id and an array of lines are needed' USING ERRCODE = '22023';
     END IF;
     INSERT INTO mneme.memory_events (memory_id, conversation_id, tenant_id, event, reason, actor, caller, review_log_id, at)
-    SELECT (l ->> 'memory')::uuid, import_events.conversation_id, mneme._tenant(), l ->> 'event', l ->> 'reason',
-           l ->> 'actor', (l ->> 'caller')::name, (l ->> 'review_log_id')::bigint, ((l -> 'at') #>> '{}')::timestamptz
-    FROM jsonb_array_elements(import_events.lines) WITH ORDINALITY AS x(l, ord)
-    ORDER BY x.ord;
+    SELECT r.memory, import_events.conversation_id, mneme._tenant(), r.event, r.reason, r.actor, r.caller,
+           r.review_log_id, r.at
+    FROM ROWS FROM (jsonb_to_recordset(import_events.lines)
+                    AS (memory uuid, event text, reason text, actor text, caller name, review_log_id bigint,
+                        at timestamptz)) WITH ORDINALITY
+         AS r(memory, event, reason, actor, caller, review_log_id, at, ord)
+    ORDER BY r.ord;
     GET DIAGNOSTICS v_n = ROW_COUNT;
     RETURN v_n;
 END
