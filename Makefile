@@ -32,7 +32,7 @@ psql: build ## psql on $$DATABASE_URL (or the demo cluster, started if needed)
 	$(BIN) psql
 
 test: build ## all tests against a real PostgreSQL (each test binary starts a private cluster unless DATABASE_URL is set)
-	./scripts/mcp-node-deps.sh
+	./scripts/test-deps.sh
 	$(GO) test $(TESTFLAGS) $(PKGS)
 
 bench: build ## benchmarks: retrieval and event latency

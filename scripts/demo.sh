@@ -121,3 +121,5 @@ echo "== mneme.search returns the current belief; include_history => true also w
 "${PSQL[@]}" -c "SELECT content, status FROM mneme.search('$CONV2', 'do I live in Paris or Berlin', 2) WHERE kind = 'semantic'"
 "${PSQL[@]}" -c "SELECT content, status FROM mneme.search('$CONV2', 'do I live in Paris or Berlin', 3, include_history => true) WHERE kind = 'semantic'"
 "${PSQL[@]}" -c "SELECT kind, state, count(*) FROM mneme.jobs WHERE conversation_id = '$CONV2' GROUP BY 1, 2 ORDER BY 1, 2"
+echo
+echo "== look into it in a browser: bin/mneme ui (http://127.0.0.1:8420/, docs/ui.md)"

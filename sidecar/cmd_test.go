@@ -110,7 +110,8 @@ func TestCommandLine(t *testing.T) {
 	require.True(t, strings.HasPrefix(out, "mneme "), out)
 
 	for _, argv := range [][]string{{}, {"nope"}, {"bench", "nope"}, {"cluster"}, {"cluster", "bogus"},
-		{"cluster", "start", "--bogus"}, {"slot", "list"}, {"run", "extra"}, {"eval", "locomo", "--budget", "0"}} {
+		{"cluster", "start", "--bogus"}, {"slot", "list"}, {"run", "extra"}, {"eval", "locomo", "--budget", "0"},
+		{"ui", "--addr", "0.0.0.0:8420"}} { // beyond loopback without MNEME_UI_TOKEN
 		_, stderr, code := mnemeIn(t, dir, argv...)
 		require.Equal(t, 2, code, "%v: %s", argv, stderr)
 		require.NotEmpty(t, stderr, argv)

@@ -48,6 +48,7 @@ func commands() []cli.Command {
 			{Name: "revision", Args: "[--llm scripted] [flags]", Summary: "belief revision on scripted conversations: per action precision and recall, current value first", Run: cmdEvalRevision},
 		}},
 		{Name: "mcp", Args: "[--transport stdio|http]", Summary: "serve the memory tools to agents over the Model Context Protocol", Run: cmdMCP},
+		{Name: "ui", Args: "[--addr 127.0.0.1:8420]", Summary: "web pages to look into the memory: conversations, memories, lineage, reviews, search, jobs", Run: cmdUI},
 		{Name: "version", Summary: "print the version", Run: cmdVersion},
 	}
 }

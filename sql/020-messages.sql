@@ -443,3 +443,90 @@ END
 $$;
 COMMENT ON FUNCTION mneme.take_pending_reviews(uuid) IS
     'Returns the conversation''s pending reviews (NULL when none) and clears them atomically.';
+
+-- -----------------------------------------------------------------------------
+-- Reads for people looking into the memory (mneme ui, psql): the tenant's
+-- conversations and a conversation's messages. mneme_app reads no table, so
+-- these are its only way to list what it wrote; row security keeps them to
+-- the transaction's tenant.
+-- -----------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION mneme.conversations(k int DEFAULT 100)
+RETURNS TABLE (conversation_id uuid, messages bigint, queued_messages bigint, memories bigint,
+               active_memories bigint, last_message_at timestamptz, pending_jobs bigint,
+               failed_jobs bigint, pending_reviews int)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_tenant text := mneme._tenant();
+BEGIN
+    IF conversations.k IS NULL OR conversations.k < 1 OR conversations.k > 10000 THEN
+        RAISE EXCEPTION 'k must be between 1 and 10000, got %', coalesce(conversations.k::text, 'NULL')
+            USING ERRCODE = '22023', HINT = 'k is how many conversations to list, the most recently active first';
+    END IF;
+    -- The transaction's tenant only (the sidecar's login too, which row
+    -- security lets see every tenant). The job counts by the tenant's
+    -- indexes (pending: jobs_ready_tenant_idx, failed:
+    -- jobs_failed_tenant_idx; running jobs are few), never a read of the
+    -- whole queue: the jobs table has no index by conversation.
+    RETURN QUERY
+    WITH c AS (
+        SELECT q.id, q.last_message_at, q.pending_reviews, q.updated_at
+        FROM mneme.message_queue q
+        WHERE q.tenant_id = v_tenant
+        ORDER BY coalesce(q.last_message_at, q.updated_at) DESC, q.id
+        LIMIT conversations.k
+    ), j AS (
+        SELECT x.conversation_id, count(*) FILTER (WHERE x.state <> 'failed') AS open, count(*) FILTER (WHERE x.state = 'failed') AS failed
+        FROM (SELECT p.conversation_id, p.state FROM mneme.jobs p WHERE p.tenant_id = v_tenant AND p.state = 'pending'
+              UNION ALL
+              SELECT r.conversation_id, r.state FROM mneme.jobs r WHERE r.state = 'running' AND r.tenant_id = v_tenant
+              UNION ALL
+              SELECT f.conversation_id, f.state FROM mneme.jobs f WHERE f.tenant_id = v_tenant AND f.state = 'failed') x
+        WHERE x.conversation_id IN (SELECT c.id FROM c)
+        GROUP BY x.conversation_id
+    )
+    SELECT c.id,
+           (SELECT count(*) FROM mneme.messages m WHERE m.conversation_id = c.id),
+           (SELECT count(*) FROM mneme.messages m WHERE m.conversation_id = c.id AND m.consumed_at IS NULL),
+           (SELECT count(*) FROM mneme.memories r WHERE r.conversation_id = c.id),
+           (SELECT count(*) FROM mneme.memories r WHERE r.conversation_id = c.id AND r.status = 'active'),
+           c.last_message_at,
+           coalesce(j.open, 0),
+           coalesce(j.failed, 0),
+           coalesce(jsonb_array_length(c.pending_reviews), 0)
+    FROM c LEFT JOIN j ON j.conversation_id = c.id
+    ORDER BY coalesce(c.last_message_at, c.updated_at) DESC, c.id;
+END
+$$;
+COMMENT ON FUNCTION mneme.conversations(int) IS
+    'The transaction''s tenant''s conversations (the sidecar''s login too: one tenant), the most recently active first (at most k, 1..10000): messages '
+    '(all, and still queued for segmentation), memories (all, and active), the last message''s time, jobs pending '
+    'or running and failed, and pending review entries. No side effects.';
+
+CREATE OR REPLACE FUNCTION mneme.conversation_messages(conversation_id uuid)
+RETURNS TABLE (message_id bigint, role text, content text, created_at timestamptz, consumed_at timestamptz,
+               memory_id uuid, set_aside_job_id bigint)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    IF conversation_messages.conversation_id IS NULL THEN
+        RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF NOT mneme._readable_conversation(conversation_messages.conversation_id) THEN
+        RETURN;  -- unknown, or another tenant's: no rows, as mneme.search
+    END IF;
+    RETURN QUERY
+    SELECT m.id, m.role, m.content, m.created_at, m.consumed_at, m.memory_id, m.set_aside_job_id
+    FROM mneme.messages m
+    WHERE m.conversation_id = conversation_messages.conversation_id
+    ORDER BY m.id;
+END
+$$;
+COMMENT ON FUNCTION mneme.conversation_messages(uuid) IS
+    'A conversation''s messages in order, each with the episodic memory it went into (memory_id, NULL while '
+    'queued), when segmentation consumed it, and the failed job that set it aside, if any. Unknown or another '
+    'tenant''s conversation: no rows. No side effects.';

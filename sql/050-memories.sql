@@ -267,3 +267,70 @@ COMMENT ON FUNCTION mneme.inspect(uuid) IS
 
 -- mneme.history (the lineage both ways) is in 150-revision.sql, beside the
 -- revision links it follows.
+
+-- -----------------------------------------------------------------------------
+-- Reads for people looking into the memory (mneme ui, psql): a
+-- conversation's memories and a memory's reviews. No side effects; row
+-- security keeps them to the transaction's tenant.
+-- -----------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION mneme.conversation_memories(conversation_id uuid)
+RETURNS TABLE (memory_id uuid, kind text, status text, label text, pinned boolean, title text, summary text,
+               content text, source_message_ids bigint[], source_first_at timestamptz, stability float8,
+               last_reviewed_at timestamptz, review_count int, confidence_score real, supersedes_id uuid,
+               created_at timestamptz)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    IF conversation_memories.conversation_id IS NULL THEN
+        RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF NOT mneme._readable_conversation(conversation_memories.conversation_id) THEN
+        RETURN;  -- unknown, or another tenant's: no rows, as mneme.search
+    END IF;
+    RETURN QUERY
+    SELECT m.id, m.kind, m.status, m.label, m.pinned, m.title, m.summary, m.content, m.source_message_ids,
+           m.source_first_at, m.stability, m.last_reviewed_at, m.review_count, m.confidence_score,
+           m.supersedes_id, m.created_at
+    FROM mneme.memories m
+    WHERE m.conversation_id = conversation_memories.conversation_id
+    ORDER BY coalesce(m.source_first_at, m.created_at), m.created_at, m.id;
+END
+$$;
+COMMENT ON FUNCTION mneme.conversation_memories(uuid) IS
+    'A conversation''s memories of every status (episodes and facts), in the order of what they came from: '
+    'belief state, label, pin, title, summary, content, source messages, FSRS stability and last review, '
+    'confidence, the memory it supersedes. Unknown or another tenant''s conversation: no rows. No side effects.';
+
+CREATE OR REPLACE FUNCTION mneme.memory_reviews(memory_id uuid)
+RETURNS TABLE (reviewed_at timestamptz, rating text, reviewer text, defaulted boolean, stability_before float8,
+               stability_after float8, difficulty_before float8, difficulty_after float8, state_before text,
+               state_after text, last_reviewed_before timestamptz, matched_queries text[], job_id bigint)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_conv uuid;
+BEGIN
+    IF memory_reviews.memory_id IS NULL THEN
+        RAISE EXCEPTION 'memory_id must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    v_conv := mneme._memory_conversation(memory_reviews.memory_id);
+    IF v_conv IS NULL THEN
+        RAISE EXCEPTION 'memory % does not exist', memory_reviews.memory_id USING ERRCODE = 'P0002';
+    END IF;
+    RETURN QUERY
+    SELECT l.reviewed_at, l.rating, l.reviewer, l.defaulted, l.stability_before, l.stability_after,
+           l.difficulty_before, l.difficulty_after, l.state_before, l.state_after, l.last_reviewed_before,
+           l.matched_queries, l.job_id
+    FROM mneme.review_log l
+    WHERE l.memory_id = memory_reviews.memory_id AND l.conversation_id = v_conv
+    ORDER BY l.reviewed_at, l.id;
+END
+$$;
+COMMENT ON FUNCTION mneme.memory_reviews(uuid) IS
+    'A memory''s reviews oldest first (the rows of mneme.review_log): the rating, who rated, FSRS stability, '
+    'difficulty and phase before and after, and the queries that retrieved it. Raises P0002 for an unknown '
+    'memory (or another tenant''s). No side effects.';

@@ -312,3 +312,40 @@ CREATE TRIGGER memory_events_append_only BEFORE UPDATE OR DELETE ON mneme.memory
     FOR EACH ROW EXECUTE FUNCTION mneme.memory_events_append_only_trg();
 CREATE TRIGGER memory_events_no_truncate BEFORE TRUNCATE ON mneme.memory_events
     FOR EACH STATEMENT EXECUTE FUNCTION mneme.memory_events_append_only_trg();
+
+-- -----------------------------------------------------------------------------
+-- A memory's events for people looking into the memory (mneme ui, psql).
+-- They outlive the memory (the tombstone of an erased or purged memory), so
+-- an id with no memory but events of the tenant is not an error.
+-- -----------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION mneme.memory_event_log(memory_id uuid)
+RETURNS TABLE (at timestamptz, event text, reason text, actor text, caller name)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_n int := 0;
+BEGIN
+    IF memory_event_log.memory_id IS NULL THEN
+        RAISE EXCEPTION 'memory_id must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    -- Row security keeps the events to the transaction's tenant (or, for
+    -- the sidecar, every tenant).
+    RETURN QUERY
+    SELECT e.at, e.event, e.reason, e.actor, e.caller
+    FROM mneme.memory_events e
+    WHERE e.memory_id = memory_event_log.memory_id
+      AND (e.tenant_id = mneme._tenant() OR mneme._is_worker())
+    ORDER BY e.at, e.id;
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    IF v_n = 0 AND mneme._memory_conversation(memory_event_log.memory_id) IS NULL THEN
+        RAISE EXCEPTION 'memory % does not exist', memory_event_log.memory_id USING ERRCODE = 'P0002';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION mneme.memory_event_log(uuid) IS
+    'A memory''s lifecycle events oldest first (the rows of mneme.memory_events: created, reviewed, pinned, '
+    'superseded, forgotten, erased, ...), with the reason, the actor and the login that called. The events of an '
+    'erased or purged memory (its tombstone) are returned too. Raises P0002 when the tenant has neither the memory '
+    'nor events of it. No side effects.';

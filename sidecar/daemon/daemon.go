@@ -122,6 +122,12 @@ func runnerOptions(cfg config.Config, log *slog.Logger, m metrics.Sidecar) jobs.
 // reverse order, letting in-flight jobs finish.
 func (d *Daemon) Serve(ctx context.Context) error {
 	cfg, pool, runner, reg, log := d.cfg, d.pool, d.Runner, d.reg, d.log
+	// Before anything is written: a transport that needs a session (and
+	// poll with pgx's named statements) refuses a DATABASE_URL that reaches
+	// the server through PgBouncer.
+	if err := events.CheckDirect(ctx, pool, cfg.Events); err != nil {
+		return err
+	}
 	// The lifecycle policy runs as a job every cleanup_interval (one pending
 	// at a time).
 	if id, err := lifecycle.Schedule(ctx, pool); err != nil {

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -322,4 +323,32 @@ func (d *DB) PoolAs(t testing.TB, group string, attributes ...string) (*pgxpool.
 	}
 	t.Cleanup(pool.Close)
 	return pool, u
+}
+
+// PgBouncer starts a PgBouncer (pool_mode transaction, default_pool_size
+// 1: one server connection per database and login) in front of the test
+// server, admitting logins (the roles of As URLs, or "postgres"), and stops
+// it after the test. Its URL method turns a URL of the server into one of
+// the pool. auth_type is trust: the server must admit these logins from
+// loopback without a password, as the private cluster does (an external
+// DATABASE_URL that needs passwords is not supported). docs/clients.md
+// says what works through it.
+func PgBouncer(t testing.TB, logins ...string) *cluster.PgBouncer {
+	t.Helper()
+	u, err := url.Parse(ServerURL(t))
+	if err != nil {
+		t.Fatalf("parse server URL: %v", err)
+	}
+	port, err := strconv.Atoi(u.Port())
+	if err != nil {
+		t.Fatalf("server URL %s: no port: %v", ServerURL(t), err)
+	}
+	b, err := cluster.StartPgBouncer(context.Background(), cluster.PgBouncerOptions{
+		ServerHost: u.Hostname(), ServerPort: port, Users: logins,
+	})
+	if err != nil {
+		t.Fatalf("pgbouncer: %v", err)
+	}
+	t.Cleanup(func() { _ = b.Stop() })
+	return b
 }

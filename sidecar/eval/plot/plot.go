@@ -23,6 +23,9 @@ type Series struct {
 	// Wide draws the line twice as wide: drawn before a line it may
 	// coincide with, it stays visible on both sides of it.
 	Wide bool
+	// NoPoints draws the line alone, without a circle at each point: a
+	// curve sampled finely (mneme ui's retrievability over time).
+	NoPoints bool
 }
 
 // Chart is a line chart.
@@ -44,6 +47,8 @@ type Chart struct {
 type Marker struct {
 	X     float64
 	Label string
+	// Title, when set, is the marker's tooltip (an SVG title).
+	Title string
 }
 
 // WriteSVG draws the chart.
@@ -123,9 +128,24 @@ func (c Chart) WriteSVG(w io.Writer) error {
 	fmt.Fprintf(&s, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", left+pw/2, top+ph+42, html.EscapeString(c.XLabel))
 	fmt.Fprintf(&s, `<text x="16" y="%.1f" text-anchor="middle" transform="rotate(-90 16 %.1f)">%s</text>`+"\n",
 		top+ph/2, top+ph/2, html.EscapeString(c.YLabel))
+	// A marker's label that would overlap the previous one's goes a line
+	// lower (about 7 pixels a character).
+	lastEnd, level := math.Inf(-1), 0
 	for _, m := range c.Markers {
+		if m.Title != "" {
+			fmt.Fprintf(&s, `<g><title>%s</title>`, html.EscapeString(m.Title))
+		}
 		fmt.Fprintf(&s, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#999" stroke-dasharray="4 3"/>`+"\n", x(m.X), top, x(m.X), top+ph)
-		fmt.Fprintf(&s, `<text x="%.1f" y="%.1f" fill="#666">%s</text>`+"\n", x(m.X)+4, top+14, html.EscapeString(m.Label))
+		if x(m.X)+4 < lastEnd {
+			level++
+		} else {
+			level = 0
+		}
+		lastEnd = math.Max(lastEnd, x(m.X)+4+7*float64(len([]rune(m.Label))))
+		fmt.Fprintf(&s, `<text x="%.1f" y="%.1f" fill="#666">%s</text>`+"\n", x(m.X)+4, top+14+14*float64(level), html.EscapeString(m.Label))
+		if m.Title != "" {
+			s.WriteString("</g>\n")
+		}
 	}
 	for i, sr := range c.Series {
 		color := Colors[i%len(Colors)]
@@ -143,6 +163,9 @@ func (c Chart) WriteSVG(w io.Writer) error {
 		}
 		fmt.Fprintf(&s, `<polyline points="%s" fill="none" stroke="%s" stroke-width="%d"%s/>`+"\n", strings.Join(pts, " "), color, width, dash)
 		for j := range sr.X {
+			if sr.NoPoints {
+				break
+			}
 			fmt.Fprintf(&s, `<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s"><title>%s: %s, %s</title></circle>`+"\n",
 				x(sr.X[j]), y(sr.Y[j]), color, html.EscapeString(sr.Label), html.EscapeString(xf(sr.X[j])), html.EscapeString(yf(sr.Y[j])))
 		}

@@ -1,0 +1,161 @@
+package ui
+
+import (
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+type memoryData struct {
+	Memory  Memory
+	Reviews []Review
+	Events  []Event
+	Lineage []Link
+	Plot    template.HTML // server-drawn SVG, every text in it escaped
+	Graph   template.HTML
+}
+
+type tombstoneData struct {
+	ID     uuid.UUID
+	Events []Event
+}
+
+func (s *Server) pageMemory(w http.ResponseWriter, r *http.Request) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("%w: memory id %q is not a UUID", errBadRequest, r.PathValue("id")))
+		return
+	}
+	ctx := r.Context()
+	now := s.now()
+	var d memoryData
+	gone := false
+	err = s.inTx(ctx, r, true, func(tx pgx.Tx) error {
+		var err error
+		// The events first: they outlive an erased or purged memory.
+		if d.Events, err = readEvents(ctx, tx, id); err != nil {
+			return err
+		}
+		sp, err := tx.Begin(ctx)
+		if err != nil {
+			return fmt.Errorf("savepoint: %w", err)
+		}
+		d.Memory, err = readMemory(ctx, sp, id)
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "P0002" {
+			gone = true
+			return sp.Rollback(ctx)
+		}
+		if err != nil {
+			return err
+		}
+		if err := sp.Commit(ctx); err != nil {
+			return fmt.Errorf("release savepoint: %w", err)
+		}
+		if d.Reviews, err = readReviews(ctx, tx, id); err != nil {
+			return err
+		}
+		d.Lineage, err = readLineage(ctx, tx, id)
+		return err
+	})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if gone {
+		s.render(w, r, http.StatusOK, "tombstone", page{Title: "Memory " + id.String()[:8] + " (gone)", Data: tombstoneData{ID: id, Events: d.Events}})
+		return
+	}
+	m := &d.Memory
+	m.Retrievability = retrievability(m.Pinned, m.Stability, m.LastReviewedAt, now)
+	if d.Plot, err = retrievabilityPlot(*m, d.Reviews, now); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	d.Graph = lineageGraph(d.Lineage, id, tenantOf(r))
+	s.render(w, r, http.StatusOK, "memory", page{Title: "Memory " + id.String()[:8], Now: now, Data: d})
+}
+
+// actions are the state changes of a memory, each a call of the SQL API
+// (so its checks and privileges apply: erase is mneme_admin's).
+var actions = map[string]struct {
+	Verb, Explain string
+	Reason        bool
+}{
+	"pin":    {"Pin", "A pinned memory ranks with retrievability 1 and is never inactivated or purged.", false},
+	"unpin":  {"Unpin", "The memory fades again with its FSRS stability.", false},
+	"forget": {"Forget", "The memory is invalidated with your reason: it leaves retrieval, the row and its lineage stay (mneme.forget).", true},
+	"erase":  {"Erase", "The memory's text is removed everywhere it was copied (source messages, facts, recorded retrievals, review queries); a tombstone without content stays (mneme.erase, admins only). This cannot be undone.", true},
+}
+
+type confirmData struct {
+	Memory  Memory
+	Action  string
+	Verb    string
+	Explain string
+	Reason  bool
+}
+
+func (s *Server) pageConfirm(w http.ResponseWriter, r *http.Request) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("%w: memory id %q is not a UUID", errBadRequest, r.PathValue("id")))
+		return
+	}
+	a, ok := actions[r.PathValue("action")]
+	if !ok {
+		s.fail(w, r, fmt.Errorf("%w: no action %q (pin, unpin, forget, erase)", errNotFound, r.PathValue("action")))
+		return
+	}
+	d := confirmData{Action: r.PathValue("action"), Verb: a.Verb, Explain: a.Explain, Reason: a.Reason}
+	err = s.inTx(r.Context(), r, true, func(tx pgx.Tx) error {
+		var err error
+		d.Memory, err = readMemory(r.Context(), tx, id)
+		return err
+	})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.render(w, r, http.StatusOK, "confirm", page{Title: a.Verb + " memory " + id.String()[:8] + "?", Data: d})
+}
+
+func (s *Server) postMemoryAction(w http.ResponseWriter, r *http.Request) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("%w: memory id %q is not a UUID", errBadRequest, r.PathValue("id")))
+		return
+	}
+	action := r.PathValue("action")
+	a, ok := actions[action]
+	if !ok {
+		s.fail(w, r, fmt.Errorf("%w: no action %q (pin, unpin, forget, erase)", errNotFound, action))
+		return
+	}
+	if r.PostFormValue("confirm") != "yes" {
+		s.fail(w, r, fmt.Errorf("%w: %s needs the confirmation (confirm=yes)", errBadRequest, action))
+		return
+	}
+	reason := strings.TrimSpace(r.PostFormValue("reason"))
+	err = s.inTx(r.Context(), r, false, func(tx pgx.Tx) error {
+		var err error
+		if a.Reason {
+			_, err = tx.Exec(r.Context(), `SELECT mneme.`+action+`($1, $2)`, id, reason)
+		} else {
+			_, err = tx.Exec(r.Context(), `SELECT mneme.`+action+`($1)`, id)
+		}
+		return err
+	})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.log.Info("ui: memory action", "action", action, "memory", id)
+	http.Redirect(w, r, href(tenantOf(r), "/memories/", id), http.StatusSeeOther)
+}

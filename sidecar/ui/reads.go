@@ -1,0 +1,325 @@
+package ui
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// The reads of the pages. Each is a call of mneme's SQL API but for the
+// job queue and the tenant list, which only admins (and the sidecar) may
+// read, as tables.
+
+// Conversation is a row of mneme.conversations.
+type Conversation struct {
+	ID                                 uuid.UUID
+	Messages, Queued, Memories, Active int64
+	LastMessageAt                      *time.Time
+	PendingJobs, FailedJobs            int64
+	PendingReviews                     int
+}
+
+func readConversations(ctx context.Context, tx pgx.Tx, k int) ([]Conversation, error) {
+	rows, err := tx.Query(ctx, `SELECT conversation_id, messages, queued_messages, memories, active_memories,
+	        last_message_at, pending_jobs, failed_jobs, pending_reviews FROM mneme.conversations($1)`, k)
+	if err != nil {
+		return nil, fmt.Errorf("read conversations: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Conversation, error) {
+		var c Conversation
+		err := r.Scan(&c.ID, &c.Messages, &c.Queued, &c.Memories, &c.Active, &c.LastMessageAt, &c.PendingJobs, &c.FailedJobs, &c.PendingReviews)
+		return c, err
+	})
+}
+
+// Message is a row of mneme.conversation_messages.
+type Message struct {
+	ID         int64
+	Role       string
+	Content    string
+	At         time.Time
+	ConsumedAt *time.Time
+	MemoryID   *uuid.UUID
+	SetAsideBy *int64
+}
+
+func readMessages(ctx context.Context, tx pgx.Tx, conv uuid.UUID) ([]Message, error) {
+	rows, err := tx.Query(ctx, `SELECT message_id, role, content, created_at, consumed_at, memory_id, set_aside_job_id
+	        FROM mneme.conversation_messages($1)`, conv)
+	if err != nil {
+		return nil, fmt.Errorf("read messages: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Message, error) {
+		var m Message
+		err := r.Scan(&m.ID, &m.Role, &m.Content, &m.At, &m.ConsumedAt, &m.MemoryID, &m.SetAsideBy)
+		return m, err
+	})
+}
+
+// MemoryRow is a row of mneme.conversation_memories.
+type MemoryRow struct {
+	ID                  uuid.UUID
+	Kind, Status, Label string
+	Pinned              bool
+	Title, Summary      *string
+	Content             string
+	SourceIDs           []int64
+	SourceFirstAt       *time.Time
+	Stability           float64
+	LastReviewedAt      time.Time
+	ReviewCount         int
+	Confidence          float32
+	SupersedesID        *uuid.UUID
+	CreatedAt           time.Time
+	Retrievability      float64 // at the page's time, 1 if pinned
+}
+
+func readMemories(ctx context.Context, tx pgx.Tx, conv uuid.UUID, now time.Time) ([]MemoryRow, error) {
+	rows, err := tx.Query(ctx, `SELECT memory_id, kind, status, label, pinned, title, summary, content, source_message_ids,
+	        source_first_at, stability, last_reviewed_at, review_count, confidence_score, supersedes_id, created_at
+	        FROM mneme.conversation_memories($1)`, conv)
+	if err != nil {
+		return nil, fmt.Errorf("read memories: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (MemoryRow, error) {
+		var m MemoryRow
+		err := r.Scan(&m.ID, &m.Kind, &m.Status, &m.Label, &m.Pinned, &m.Title, &m.Summary, &m.Content, &m.SourceIDs,
+			&m.SourceFirstAt, &m.Stability, &m.LastReviewedAt, &m.ReviewCount, &m.Confidence, &m.SupersedesID, &m.CreatedAt)
+		m.Retrievability = retrievability(m.Pinned, m.Stability, m.LastReviewedAt, now)
+		return m, err
+	})
+}
+
+// Memory is mneme.inspect's row.
+type Memory struct {
+	ID, Conversation            uuid.UUID
+	Kind, Status                string
+	StatusReason                *string
+	Label                       string
+	Pinned                      bool
+	Summary                     *string
+	Content                     string
+	Stability, Difficulty       float64
+	LastReviewedAt              time.Time
+	ReviewCount                 int
+	SupersedesID, SupersededBy  *uuid.UUID
+	CreatedAt                   time.Time
+	Confidence                  float32
+	SourceType                  string
+	SourceRef                   *string
+	SourceIDs                   []int64
+	ValidUntil, LastConfirmedAt *time.Time
+	ConfirmsID, InvalidatesID   *uuid.UUID
+	Slot, Revision              *string
+	Retrievability              float64
+}
+
+func readMemory(ctx context.Context, tx pgx.Tx, id uuid.UUID) (Memory, error) {
+	var m Memory
+	err := tx.QueryRow(ctx, `SELECT memory_id, conversation_id, kind, status, status_reason, label, pinned, summary, content,
+	        stability, difficulty, last_reviewed_at, review_count, supersedes_id, superseded_by, created_at, confidence_score,
+	        source_type, source_ref, source_message_ids, valid_until, last_confirmed_at, confirms_id, invalidates_id, slot, revision
+	        FROM mneme.inspect($1)`, id).Scan(&m.ID, &m.Conversation, &m.Kind, &m.Status, &m.StatusReason, &m.Label, &m.Pinned,
+		&m.Summary, &m.Content, &m.Stability, &m.Difficulty, &m.LastReviewedAt, &m.ReviewCount, &m.SupersedesID, &m.SupersededBy,
+		&m.CreatedAt, &m.Confidence, &m.SourceType, &m.SourceRef, &m.SourceIDs, &m.ValidUntil, &m.LastConfirmedAt,
+		&m.ConfirmsID, &m.InvalidatesID, &m.Slot, &m.Revision)
+	if err != nil {
+		return m, fmt.Errorf("inspect memory %s: %w", id, err)
+	}
+	return m, nil
+}
+
+// Review is a row of mneme.memory_reviews.
+type Review struct {
+	At                                time.Time
+	Rating, Reviewer                  string
+	Defaulted                         bool
+	StabilityBefore, StabilityAfter   float64
+	DifficultyBefore, DifficultyAfter float64
+	StateBefore, StateAfter           string
+	LastReviewedBefore                time.Time
+	Queries                           []string
+}
+
+func readReviews(ctx context.Context, tx pgx.Tx, id uuid.UUID) ([]Review, error) {
+	rows, err := tx.Query(ctx, `SELECT reviewed_at, rating, reviewer, defaulted, stability_before, stability_after,
+	        difficulty_before, difficulty_after, state_before, state_after, last_reviewed_before, matched_queries
+	        FROM mneme.memory_reviews($1)`, id)
+	if err != nil {
+		return nil, fmt.Errorf("read reviews: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Review, error) {
+		var v Review
+		err := r.Scan(&v.At, &v.Rating, &v.Reviewer, &v.Defaulted, &v.StabilityBefore, &v.StabilityAfter,
+			&v.DifficultyBefore, &v.DifficultyAfter, &v.StateBefore, &v.StateAfter, &v.LastReviewedBefore, &v.Queries)
+		return v, err
+	})
+}
+
+// Event is a row of mneme.memory_event_log.
+type Event struct {
+	At            time.Time
+	Event         string
+	Reason        *string
+	Actor, Caller string
+}
+
+func readEvents(ctx context.Context, tx pgx.Tx, id uuid.UUID) ([]Event, error) {
+	rows, err := tx.Query(ctx, `SELECT at, event, reason, actor, caller::text FROM mneme.memory_event_log($1)`, id)
+	if err != nil {
+		return nil, fmt.Errorf("read events: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
+		var e Event
+		err := r.Scan(&e.At, &e.Event, &e.Reason, &e.Actor, &e.Caller)
+		return e, err
+	})
+}
+
+// Link is a row of mneme.history: a memory of the lineage.
+type Link struct {
+	Depth     int
+	Relation  string
+	ID        uuid.UUID
+	Status    string
+	Content   string
+	CreatedAt time.Time
+}
+
+func readLineage(ctx context.Context, tx pgx.Tx, id uuid.UUID) ([]Link, error) {
+	rows, err := tx.Query(ctx, `SELECT depth, relation, memory_id, status, content, created_at FROM mneme.history($1)`, id)
+	if err != nil {
+		return nil, fmt.Errorf("read lineage: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Link, error) {
+		var l Link
+		err := r.Scan(&l.Depth, &l.Relation, &l.ID, &l.Status, &l.Content, &l.CreatedAt)
+		return l, err
+	})
+}
+
+// Hit is a row of mneme.search.
+type Hit struct {
+	ID                   uuid.UUID
+	Kind                 string
+	Summary              *string
+	Content              string
+	Score, RRF           float64
+	BM25Rank, VectorRank *int
+	Retrievability       float64
+	Label                string
+	Pinned               bool
+	Status               string
+	Confidence           float32
+	LabelWeight          float64
+	ContextItem          int // the context item it became, 0: cut by the budget
+}
+
+func readSearch(ctx context.Context, tx pgx.Tx, conv uuid.UUID, q string, k int, scope string) ([]Hit, error) {
+	rows, err := tx.Query(ctx, `SELECT memory_id, kind, summary, content, score, rrf, bm25_rank, vector_rank, retrievability,
+	        label, pinned, status, confidence_score FROM mneme.search($1, $2, $3, scope => $4)`, conv, q, k, scope)
+	if err != nil {
+		return nil, fmt.Errorf("search: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Hit, error) {
+		var h Hit
+		err := r.Scan(&h.ID, &h.Kind, &h.Summary, &h.Content, &h.Score, &h.RRF, &h.BM25Rank, &h.VectorRank, &h.Retrievability,
+			&h.Label, &h.Pinned, &h.Status, &h.Confidence)
+		return h, err
+	})
+}
+
+// Item is a row of mneme.context_items.
+type Item struct {
+	Item       int
+	MemoryID   uuid.UUID
+	Kind       string
+	Label      string
+	Score      float64
+	FirstAt    *time.Time
+	MessageIDs []int64
+	Words      int
+	Text       string
+}
+
+func readContext(ctx context.Context, tx pgx.Tx, conv uuid.UUID, q string, budget int, scope string) ([]Item, error) {
+	rows, err := tx.Query(ctx, `SELECT item, memory_id, kind, label, score, first_at, message_ids, words, text
+	        FROM mneme.context_items($1, $2, $3, scope => $4)`, conv, q, budget, scope)
+	if err != nil {
+		return nil, fmt.Errorf("context_items: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Item, error) {
+		var i Item
+		err := r.Scan(&i.Item, &i.MemoryID, &i.Kind, &i.Label, &i.Score, &i.FirstAt, &i.MessageIDs, &i.Words, &i.Text)
+		return i, err
+	})
+}
+
+// settingOf reads one setting as the type T (mneme.setting is the app's).
+func settingOf[T any](ctx context.Context, tx pgx.Tx, key string) (T, error) {
+	var v T
+	if err := tx.QueryRow(ctx, `SELECT mneme.setting($1)`, key).Scan(&v); err != nil {
+		return v, fmt.Errorf("setting %s: %w", key, err)
+	}
+	return v, nil
+}
+
+// JobStat is a row of mneme.job_stats; FailedJob a failed row of mneme.jobs.
+type JobStat struct {
+	Kind, State    string
+	Jobs           int64
+	OldestCreated  time.Time
+	NextRunAt      *time.Time
+	LastFinishedAt *time.Time
+}
+
+type FailedJob struct {
+	ID           int64
+	Kind         string
+	Conversation *uuid.UUID
+	Attempts     int
+	MaxAttempts  int
+	LastError    *string
+	UpdatedAt    time.Time
+}
+
+func readJobs(ctx context.Context, tx pgx.Tx) ([]JobStat, []FailedJob, error) {
+	rows, err := tx.Query(ctx, `SELECT kind, state, jobs, oldest_created_at, next_run_at, last_finished_at
+	        FROM mneme.job_stats ORDER BY kind, state`)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read job_stats: %w", err)
+	}
+	stats, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (JobStat, error) {
+		var s JobStat
+		err := r.Scan(&s.Kind, &s.State, &s.Jobs, &s.OldestCreated, &s.NextRunAt, &s.LastFinishedAt)
+		return s, err
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("read job_stats: %w", err)
+	}
+	rows, err = tx.Query(ctx, `SELECT id, kind, conversation_id, attempts, max_attempts, last_error, updated_at
+	        FROM mneme.jobs WHERE state = 'failed' AND tenant_id = mneme._tenant() ORDER BY updated_at DESC, id DESC LIMIT 200`)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read failed jobs: %w", err)
+	}
+	failed, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (FailedJob, error) {
+		var j FailedJob
+		err := r.Scan(&j.ID, &j.Kind, &j.Conversation, &j.Attempts, &j.MaxAttempts, &j.LastError, &j.UpdatedAt)
+		return j, err
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("read failed jobs: %w", err)
+	}
+	return stats, failed, nil
+}
+
+func readTenants(ctx context.Context, tx pgx.Tx) ([]string, error) {
+	rows, err := tx.Query(ctx, `SELECT id FROM mneme.tenants ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("read tenants: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
