@@ -476,3 +476,23 @@ func TestTransferExternalEmbedder(t *testing.T) {
 	require.Len(t, srv.EmbedRequests(), before, "nothing re-embedded")
 	require.Equal(t, withoutExportTime(t, again), withoutExportTime(t, exportAll(t, dst2.URL, transfer.ExportOptions{Embeddings: true, Model: "fake-embed"})))
 }
+
+// A file moves between the vector variants: exported from one, imported
+// into the other (embeddings kept: the same model and dimension), it
+// exports the same but for the header's variant.
+func TestTransferAcrossVariants(t *testing.T) {
+	t.Parallel()
+	if !dbtest.HasPgvector(t) {
+		t.Skip("pgvector is not installed on the test server")
+	}
+	src, convs := transferSource(t, "array")
+	first := exportAll(t, src.db.URL, transfer.ExportOptions{Embeddings: true})
+	dst := dbtest.New(t, dbtest.WithVector("pgvector"))
+	res, err := importFile(t, dst.URL, first, transfer.ImportOptions{Settings: true})
+	require.NoError(t, err)
+	require.True(t, res.KeptEmbedding)
+	second := exportAll(t, dst.URL, transfer.ExportOptions{Embeddings: true})
+	require.Equal(t, strings.Replace(withoutExportTime(t, first), `"vector_variant": "array"`, `"vector_variant": "pgvector"`, 1),
+		withoutExportTime(t, second))
+	sameAnswers(t, src.db.Pool, dst.Pool, convs)
+}
