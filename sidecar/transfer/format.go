@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 )
@@ -385,6 +386,16 @@ func (m *memoryLine) validate() error {
 	}
 	if len(m.Metadata) > 0 && m.Metadata[0] != '{' {
 		return errors.New("metadata must be an object")
+	}
+	// The limits mneme.remember keeps (title, source_ref) and the table's (slot).
+	for _, l := range []struct {
+		name string
+		v    *string
+		max  int
+	}{{"title", m.Title, 1000}, {"source_ref", m.SourceRef, 512}, {"slot", m.Slot, 200}} {
+		if l.v != nil && utf8.RuneCountInString(*l.v) > l.max {
+			return fmt.Errorf("%s is longer than %d characters", l.name, l.max)
+		}
 	}
 	for _, t := range []struct {
 		n string
