@@ -103,6 +103,7 @@ func cmdImport(ctx context.Context, log *slog.Logger, args []string) error {
 	by := fs.String("mem0-by", "user", "--from mem0: one conversation per user (user_id), agent (agent_id) or run (run_id)")
 	noSettings := fs.Bool("no-settings", false, "do not apply the file's settings")
 	fs.IntVar(&o.Batch, "batch", 1000, "lines per statement")
+	fs.BoolVar(&o.DeferIndex, "defer-index", false, "pgvector: drop the HNSW index and build it after the import (a restore; needs the table's owner, and searches go without the index meanwhile)")
 	quiet := fs.Bool("quiet", false, "no progress on stderr")
 	if err := cli.Parse(fs, args, true); err != nil {
 		return err
@@ -158,7 +159,7 @@ func cmdImport(ctx context.Context, log *slog.Logger, args []string) error {
 	if cfg.Embed.Configured() {
 		o.Embedder, o.Model = embed.New(cfg.Embed, cfg.EmbedDim), cfg.Embed.Model
 	}
-	o.Progress = progress
+	o.Progress, o.Log = progress, log
 	if o.NewIDs {
 		if o.Seed == uuid.Nil {
 			o.Seed = uuid.New()

@@ -512,3 +512,36 @@ func gzipped(t *testing.T, b []byte) []byte {
 	require.NoError(t, zw.Close())
 	return buf.Bytes()
 }
+
+// --defer-index: the pgvector HNSW index is dropped for the import and
+// built again after it, from its own definition, also when the import
+// fails; an admin (not the table's owner) is refused before anything.
+func TestTransferDeferIndex(t *testing.T) {
+	t.Parallel()
+	if !dbtest.HasPgvector(t) {
+		t.Skip("pgvector is not installed on the test server")
+	}
+	ctx := context.Background()
+	src, convs := transferSource(t, "pgvector")
+	file := exportAll(t, src.db.URL, transfer.ExportOptions{})
+	dst := dbtest.New(t, dbtest.WithVector("pgvector"))
+	indexDef := func() string {
+		var def string
+		require.NoError(t, dst.Pool.QueryRow(ctx, `SELECT coalesce(pg_get_indexdef(to_regclass('mneme.memories_embedding_hnsw')), '')`).Scan(&def))
+		return def
+	}
+	want := indexDef()
+	require.NotEmpty(t, want)
+	_, err := importFile(t, dst.As(t, "mneme_admin"), file, transfer.ImportOptions{DeferIndex: true})
+	require.ErrorContains(t, err, "defer-index")
+	require.Equal(t, want, indexDef())
+	// A bad file: the index is built again all the same.
+	_, err = importFile(t, dst.URL, file[:len(file)/2], transfer.ImportOptions{DeferIndex: true})
+	require.ErrorIs(t, err, transfer.ErrFormat)
+	require.Equal(t, want, indexDef())
+	_, err = importFile(t, dst.URL, file, transfer.ImportOptions{DeferIndex: true, Settings: true})
+	require.NoError(t, err)
+	require.Equal(t, want, indexDef())
+	require.Equal(t, withoutExportTime(t, file), withoutExportTime(t, exportAll(t, dst.URL, transfer.ExportOptions{})))
+	sameAnswers(t, src.db.Pool, dst.Pool, convs)
+}

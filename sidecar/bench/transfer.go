@@ -27,6 +27,7 @@ type TransferOptions struct {
 	Vector        string
 	Embeddings    bool
 	Gzip          bool
+	DeferIndex    bool
 	Keep          bool
 	Log           *slog.Logger
 }
@@ -38,6 +39,7 @@ func (o *TransferOptions) Bind(fs *flag.FlagSet) *bool {
 	fs.StringVar(&o.Vector, "vector", "auto", "embedding variant: auto, pgvector or array")
 	fs.BoolVar(&o.Embeddings, "embeddings", false, "export (and import) the embeddings; without, import recomputes them")
 	fs.BoolVar(&o.Gzip, "gzip", false, "gzip the file")
+	fs.BoolVar(&o.DeferIndex, "defer-index", false, "import with --defer-index (pgvector: the HNSW index built once after the import)")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the two benchmark databases and the file (their names are logged)")
 	return fs.Bool("json", false, "print one JSON object")
 }
@@ -57,6 +59,7 @@ type TransferResult struct {
 	Memories      int64   `json:"memories"`
 	Conversations int     `json:"conversations"`
 	Embeddings    bool    `json:"embeddings"`
+	DeferIndex    bool    `json:"defer_index"`
 	Lines         int64   `json:"lines"`
 	FileMB        float64 `json:"file_mb"`
 	ExportSeconds float64 `json:"export_seconds"`
@@ -71,7 +74,7 @@ type TransferResult struct {
 // file into a second database, timing both and reading this process's peak
 // RSS (VmHWM, reset before each phase).
 func Transfer(ctx context.Context, o TransferOptions) (TransferResult, error) {
-	res := TransferResult{Conversations: o.Conversations, Embeddings: o.Embeddings}
+	res := TransferResult{Conversations: o.Conversations, Embeddings: o.Embeddings, DeferIndex: o.DeferIndex}
 	mo := migrate.Options{Vector: o.Vector}
 	src, err := scratch.Open(ctx, scratch.Options{Server: o.Server, Prefix: "mneme_bench_", Keep: o.Keep, Log: o.Log, Migrate: mo})
 	if err != nil {
@@ -130,7 +133,7 @@ func Transfer(ctx context.Context, o TransferOptions) (TransferResult, error) {
 	defer conn.Close(ctx)
 	resetPeakRSS()
 	t0 = time.Now()
-	ir, err := transfer.Import(ctx, conn, f, transfer.ImportOptions{Settings: true})
+	ir, err := transfer.Import(ctx, conn, f, transfer.ImportOptions{Settings: true, DeferIndex: o.DeferIndex, Log: o.Log})
 	if err != nil {
 		return res, err
 	}
@@ -194,8 +197,8 @@ func peakRSSMB() float64 {
 
 // WriteTable prints the result.
 func (r TransferResult) WriteTable(w io.Writer) {
-	fmt.Fprintf(w, "variant %s, %d memories in %d conversations, embeddings %v: %d lines, %.1f MB\n",
-		r.Variant, r.Memories, r.Conversations, r.Embeddings, r.Lines, r.FileMB)
+	fmt.Fprintf(w, "variant %s, %d memories in %d conversations, embeddings %v, defer index %v: %d lines, %.1f MB\n",
+		r.Variant, r.Memories, r.Conversations, r.Embeddings, r.DeferIndex, r.Lines, r.FileMB)
 	fmt.Fprintf(w, "%-8s %10s %14s %14s\n", "", "seconds", "memories/s", "peak RSS MB")
 	fmt.Fprintf(w, "%-8s %10.1f %14.0f %14.1f\n", "export", r.ExportSeconds, r.ExportRate, r.ExportRSSMB)
 	fmt.Fprintf(w, "%-8s %10.1f %14.0f %14.1f\n", "import", r.ImportSeconds, r.ImportRate, r.ImportRSSMB)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -33,7 +34,13 @@ type ImportOptions struct {
 	Embedder Embedder
 	Model    string
 	Batch    int // lines per statement (default 1000)
-	Progress *Progress
+	// DeferIndex drops the pgvector HNSW index for the import and builds it
+	// again at the end: for a restore into a database no one searches yet
+	// (it needs the table's owner; every tenant searches without the index
+	// meanwhile).
+	DeferIndex bool
+	Log        *slog.Logger // nil = discard
+	Progress   *Progress
 }
 
 // Result is what an import did.
@@ -99,18 +106,32 @@ type settingAt struct {
 // tenant holds already with the file's memories is skipped, so an
 // interrupted import resumes by running it again; a bad line stops the
 // import with an error naming it, and its conversation is left as it was.
-func Import(ctx context.Context, conn *pgx.Conn, r io.Reader, o ImportOptions) (Result, error) {
+func Import(ctx context.Context, conn *pgx.Conn, r io.Reader, o ImportOptions) (_ Result, err error) {
 	if o.Batch <= 0 {
 		o.Batch = 1000
 	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
 	im := &importer{ctx: ctx, conn: conn, o: o}
+	if o.DeferIndex {
+		rebuild, err := deferIndex(ctx, conn, o.Log)
+		if err != nil {
+			return im.res, err
+		}
+		defer func() {
+			if berr := rebuild(); berr != nil {
+				err = errors.Join(err, berr)
+			}
+		}()
+	}
 	if o.NewIDs {
 		im.res.Seed = o.Seed
 		if im.res.Seed == uuid.Nil {
 			im.res.Seed = uuid.New()
 		}
 	}
-	err := im.run(r)
+	err = im.run(r)
 	if im.cur != nil && im.cur.tx != nil {
 		_ = im.cur.tx.Rollback(ctx)
 	}
