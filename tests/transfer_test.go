@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -539,9 +540,26 @@ func TestTransferDeferIndex(t *testing.T) {
 	_, err = importFile(t, dst.URL, file[:len(file)/2], transfer.ImportOptions{DeferIndex: true})
 	require.ErrorIs(t, err, transfer.ErrFormat)
 	require.Equal(t, want, indexDef())
+	// Interrupted (the context cancelled while the file is half read).
+	cctx, cancel := context.WithCancel(ctx)
+	conn, err := pgx.Connect(ctx, dst.URL)
+	require.NoError(t, err)
+	go func() { time.Sleep(300 * time.Millisecond); cancel() }()
+	_, err = transfer.Import(cctx, conn, io.MultiReader(bytes.NewReader(file[:len(file)/2]), ctxReader{cctx}), transfer.ImportOptions{DeferIndex: true})
+	require.ErrorIs(t, err, context.Canceled)
+	require.NoError(t, conn.Close(ctx))
+	require.Equal(t, want, indexDef())
 	_, err = importFile(t, dst.URL, file, transfer.ImportOptions{DeferIndex: true, Settings: true})
 	require.NoError(t, err)
 	require.Equal(t, want, indexDef())
 	require.Equal(t, withoutExportTime(t, file), withoutExportTime(t, exportAll(t, dst.URL, transfer.ExportOptions{})))
 	sameAnswers(t, src.db.Pool, dst.Pool, convs)
+}
+
+// ctxReader blocks until its context ends, then fails with its error.
+type ctxReader struct{ ctx context.Context }
+
+func (r ctxReader) Read([]byte) (int, error) {
+	<-r.ctx.Done()
+	return 0, r.ctx.Err()
 }

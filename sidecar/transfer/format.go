@@ -9,6 +9,7 @@ package transfer
 import (
 	"bufio"
 	"bytes"
+	"compress/flate"
 	"compress/gzip"
 	"encoding/json"
 	"errors"
@@ -502,7 +503,13 @@ func (r *reader) next() ([]byte, error) {
 			return buf, nil
 		}
 		if err != nil {
-			return nil, &LineError{Line: r.n + 1, Err: fmt.Errorf("%w: read: %v", ErrFormat, err)}
+			// A gzip stream cut short or damaged is the file's fault; any
+			// other read error (a cancelled context, a disk) is not.
+			var corrupt flate.CorruptInputError
+			if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, gzip.ErrChecksum) || errors.As(err, &corrupt) {
+				return nil, &LineError{Line: r.n + 1, Err: fmt.Errorf("%w: read: %v", ErrFormat, err)}
+			}
+			return nil, &LineError{Line: r.n + 1, Err: fmt.Errorf("read: %w", err)}
 		}
 		r.n++
 		return buf[:len(buf)-1], nil

@@ -37,7 +37,15 @@ func deferIndex(ctx context.Context, conn *pgx.Conn, log *slog.Logger) (func() e
 		// A fresh context: the index is built again even when the import
 		// was cancelled.
 		bctx := context.WithoutCancel(ctx)
-		if _, err := conn.Exec(bctx, def); err != nil {
+		c := conn
+		if c.IsClosed() { // pgx closes a connection whose query was cancelled
+			var err error
+			if c, err = pgx.ConnectConfig(bctx, conn.Config().Copy()); err != nil {
+				return fmt.Errorf("build %s again (run: %s): connect: %w", vectorIndex, def, err)
+			}
+			defer c.Close(bctx)
+		}
+		if _, err := c.Exec(bctx, def); err != nil {
 			return fmt.Errorf("build %s again (run: %s): %w", vectorIndex, def, err)
 		}
 		log.Info("import: vector index built", "index", vectorIndex, "seconds", time.Since(t0).Seconds())
