@@ -269,9 +269,10 @@ COMMENT ON FUNCTION mneme.export_conversation(uuid, boolean) IS
 -- The import functions set mneme.importing while they insert: the event
 -- triggers then stand aside (mneme._importing, sql/420-events.sql), since the
 -- file's events are imported as they were.
--- Times and embeddings of import lines are cast inline (a function call
--- per column and row was most of an import's time); `mneme import` checked
--- them (RFC 3339, years 1 to 9999; arrays of numbers) before sending.
+-- The lines are typed by jsonb_to_recordset (times, arrays of numbers as
+-- real[] and bigint[]): a function call per column and row was most of an
+-- import's time; `mneme import` checked every value (RFC 3339 times of
+-- years 1 to 9999, enums, ranges) before sending.
 
 CREATE OR REPLACE FUNCTION mneme.import_conversation(line jsonb)
 RETURNS text
