@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
 	"github.com/mneme-memory/mneme/sidecar/embed"
 	"github.com/mneme-memory/mneme/sidecar/llm/llmtest"
+	"github.com/mneme-memory/mneme/sidecar/pipeline"
 	"github.com/mneme-memory/mneme/sidecar/transfer"
 )
 
@@ -429,6 +431,19 @@ func TestTransferMem0(t *testing.T) {
 	res, err = run(file, transfer.Mem0Options{Tenant: "agents", By: "agent"})
 	require.NoError(t, err)
 	require.Contains(t, res.Conversations, "agent:travel-agent")
+
+	// The revise jobs run as for any write: a memory stated twice (two mem0
+	// ids, one text) merges into one.
+	dup := `[{"id": "d1", "memory": "Has a cat named Miso", "user_id": "sam", "created_at": "2024-01-01T00:00:00Z"},
+		{"id": "d2", "memory": "Has a cat named Miso", "user_id": "sam", "created_at": "2024-02-01T00:00:00Z"}]`
+	res, err = run([]byte(dup), transfer.Mem0Options{Tenant: "acme"})
+	require.NoError(t, err)
+	require.EqualValues(t, 2, res.Memories)
+	log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	drainJobs(t, db.Pool, pipeline.Deps{Embedder: embed.NewHash(config.DefaultEmbedDim), Log: log}, log)
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'merged') FROM mneme.memories
+		WHERE conversation_id = $1`, transfer.Mem0Conversation("user", "sam")).Scan(&n))
+	require.Equal(t, 1, n, "the restatement merged into the first")
 
 	// Bad files: nothing written.
 	for name, bad := range map[string]string{
