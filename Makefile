@@ -14,7 +14,7 @@ export GOFLAGS ?= -buildvcs=false
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-deps: ## install what the build needs (PostgreSQL via apt-get when missing, Go modules)
+deps: ## download the Go modules the build needs (PostgreSQL is installed when missing by mneme cluster, which make demo and make test run)
 	@command -v $(GO) >/dev/null || { echo "Go 1.21 or newer is required (it fetches the 1.26 toolchain go.mod names)"; exit 1; }
 	$(GO) mod download
 
@@ -41,10 +41,12 @@ bench: build ## benchmarks: retrieval and event latency
 eval: build ## LoCoMo evaluation (dev split, offline) and the feedback simulation
 	./scripts/with-test-db.sh ./scripts/eval.sh
 
-lint: ## go vet, gofmt, and go.mod/go.sum as `go mod tidy` leaves them
+lint: ## go vet, gofmt, go.mod/go.sum tidy, released goose migrations unchanged, no test code in the binary
 	$(GO) vet $(PKGS)
 	@out=$$(gofmt -l sidecar tests sql goose); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
+	@$(GO) test -count=1 ./goose || { echo "a released goose migration changed (goose/frozen.sha256)"; exit 1; }
+	@out=$$($(GO) list -deps ./sidecar | grep -E '/llmtest$$|^testing$$|^net/http/httptest$$'); if [ -n "$$out" ]; then echo "mneme links test-only packages:"; echo "$$out"; exit 1; fi
 
 stop: ## stop the private clusters
 	-@[ -x $(BIN) ] && $(BIN) cluster stop --dir .mneme/pg 2>/dev/null; true

@@ -66,8 +66,7 @@ func cmdBenchWriters(ctx context.Context, log *slog.Logger, args []string) error
 	if *asJSON {
 		return jsonLines(results)
 	}
-	fmt.Printf("mneme bench writers: %d writers x %d messages, add_message without a time\n", o.Writers, o.Messages)
-	bench.WriteWritersTable(os.Stdout, results)
+	bench.WriteWritersTable(os.Stdout, o, results)
 	return nil
 }
 
@@ -83,7 +82,7 @@ func cmdBenchScale(ctx context.Context, log *slog.Logger, args []string) error {
 		return err
 	}
 	if o.Plot != "" {
-		if err := writeFile(o.Plot, func(f *os.File) error { return res.WritePlot(f) }); err != nil {
+		if err := cli.WriteFile(o.Plot, res.WritePlot); err != nil {
 			return err
 		}
 	}
@@ -108,17 +107,7 @@ func cmdBenchIngest(ctx context.Context, log *slog.Logger, args []string) error 
 	if *asJSON {
 		return jsonLines(results)
 	}
-	rate := "as fast as they can"
-	if o.Rate > 0 {
-		rate = fmt.Sprintf("%d messages/s in all", o.Rate)
-	}
-	variant := ""
-	if len(results) > 0 {
-		variant = results[0].Variant
-	}
-	fmt.Printf("mneme bench ingest: writers for %s per run (%s), %d sidecars x %d jobs at once, offline pipelines, %d memories stored before, variant %s\n",
-		o.Duration, rate, o.Sidecars, o.Concurrency, o.Preload, variant)
-	bench.WriteIngestTable(os.Stdout, results)
+	bench.WriteIngestTable(os.Stdout, o, results)
 	return nil
 }
 

@@ -8,7 +8,6 @@ import (
 
 	"github.com/mneme-memory/mneme/sidecar/cli"
 	"github.com/mneme-memory/mneme/sidecar/daemon"
-	"github.com/mneme-memory/mneme/sidecar/embed"
 	"github.com/mneme-memory/mneme/sidecar/mcpserver"
 )
 
@@ -34,15 +33,8 @@ func cmdMCP(ctx context.Context, log *slog.Logger, args []string) error {
 	}
 	defer pool.Close()
 	o := mcpserver.Options{Pool: pool, Tenant: f.Tenant, Version: version, Log: log}
-	if cfg.Embed.Configured() {
-		// The external embedder embeds the queries as the sidecar embeds
-		// the memories, at the database's dimension.
-		var dim int
-		if err := pool.QueryRow(ctx, `SELECT (mneme.setting('embedding_dim') #>> '{}')::int`).Scan(&dim); err != nil {
-			return fmt.Errorf("read the embedding dimension (has `mneme migrate` run?): %w", err)
-		}
-		o.Embedder = embed.NewOpenAI(cfg.Embed, dim)
-		log.Info("mcp: queries embedded by the external embedder", "base_url", cfg.Embed.BaseURL, "model", cfg.Embed.Model)
+	if o.Embedder, err = mcpserver.ExternalEmbedder(ctx, pool, cfg.Embed, log); err != nil {
+		return err
 	}
 	return mcpserver.Serve(ctx, o, t)
 }

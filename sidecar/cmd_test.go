@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mneme-memory/mneme/sidecar/cli"
+	"github.com/mneme-memory/mneme/sidecar/cluster"
 )
 
 // mnemeIn runs this test binary as the real `mneme` in dir with no
@@ -119,6 +120,6 @@ func TestCommandLine(t *testing.T) {
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	require.Empty(t, entries, "help and usage errors have no side effect")
-	_, err = os.Stat(filepath.Join(dir, demoCluster))
+	_, err = os.Stat(filepath.Join(dir, cluster.DemoDir))
 	require.True(t, os.IsNotExist(err))
 }

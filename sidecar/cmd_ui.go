@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mneme-memory/mneme/sidecar/cli"
+	"github.com/mneme-memory/mneme/sidecar/cluster"
 	"github.com/mneme-memory/mneme/sidecar/ui"
 )
 
@@ -24,12 +25,9 @@ func cmdUI(ctx context.Context, log *slog.Logger, args []string) error {
 	if err := ui.CheckAddr(*addr, token); err != nil {
 		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
 	}
-	url := os.Getenv("DATABASE_URL")
-	if url == "" {
-		var err error
-		if url, err = startCluster(ctx, log, demoCluster, "mneme"); err != nil {
-			return err
-		}
+	url, err := cluster.URLOrDemo(ctx, logf(log))
+	if err != nil {
+		return err
 	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {

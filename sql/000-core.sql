@@ -100,6 +100,9 @@ AS $$
 DECLARE
     v jsonb;
 BEGIN
+    IF setting.key IS NULL THEN
+        RAISE EXCEPTION 'key must not be NULL' USING ERRCODE = '22004', HINT = 'SELECT key FROM mneme.settings lists the settings';
+    END IF;
     SELECT s.value INTO v FROM mneme.settings s WHERE s.key = setting.key;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'unknown mneme setting key %', mneme._quote_prefix(setting.key)
@@ -118,12 +121,15 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 BEGIN
+    -- Settings are global: one value for every tenant, so only a login
+    -- that acts for every tenant (an unbound admin) changes them.
+    PERFORM mneme._require_unbound('change settings (they apply to every tenant)');
     IF set_setting.key IN ('vector_variant', 'embedding_dim') THEN
         RAISE EXCEPTION 'setting "%" is fixed at migrate time', set_setting.key
             USING ERRCODE = '55000', HINT = 're-embedding into a new dimension is a command: mneme reembed';
     END IF;
-    IF set_setting.value IS NULL THEN
-        RAISE EXCEPTION 'setting "%" needs a value', set_setting.key USING ERRCODE = '22004';
+    IF set_setting.key IS NULL OR set_setting.value IS NULL THEN
+        RAISE EXCEPTION 'setting "%" needs a key and a value', coalesce(set_setting.key, 'NULL') USING ERRCODE = '22004';
     END IF;
     IF NOT EXISTS (SELECT 1 FROM mneme.settings s WHERE s.key = set_setting.key) THEN
         RAISE EXCEPTION 'unknown mneme setting key %', mneme._quote_prefix(set_setting.key)
@@ -144,7 +150,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION mneme.set_setting(text, jsonb) IS
-    'Changes one tunable; unknown keys, the migrate-time keys and values outside the key''s rule '
+    'Changes one tunable, for every tenant (an unbound admin: a login bound to a tenant gets 42501); unknown keys, the migrate-time keys and values outside the key''s rule '
     '(sql/010-setting-rules.sql: type and range, 22023 naming the key) are errors, and so is a minimum above its '
     'maximum (segment_min_messages and segment_max_messages, segment_episode_min and segment_episode_max: 22023 naming both).';
 

@@ -74,6 +74,33 @@ COMMENT ON FUNCTION mneme.set_tenant(text) IS
     'statement''s transaction). Every mneme function then sees and writes only that tenant''s rows. A login an '
     'admin bound to a tenant (mneme.bind_login) may set only that one (42501 otherwise).';
 
+-- Who may act on every tenant at once. A login bound to a tenant (an app
+-- login or an admin: mneme.bind_login) acts for that tenant only, and so
+-- may not do what reaches past it: bind or unbind logins (itself
+-- included: unbinding would free it, binding another login would take a
+-- login away from its tenant), create tenants, or change the settings,
+-- which are global (one value for every tenant; docs/settings.md). An
+-- unbound admin is the operator and may. Raises 42501 naming the action.
+CREATE OR REPLACE FUNCTION mneme._require_unbound(action text)
+RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_bound text;
+BEGIN
+    SELECT b.tenant_id INTO v_bound FROM mneme.tenant_logins b WHERE b.login = mneme._caller();
+    IF v_bound IS NOT NULL THEN
+        RAISE EXCEPTION 'login % is bound to tenant %: it may not %', mneme._caller(), v_bound, _require_unbound.action
+            USING ERRCODE = '42501',
+                  HINT = 'an unbound admin login (the operator) does this; a bound login acts for its own tenant only';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION mneme._require_unbound(text) IS
+    'Internal: raises 42501 when the calling login is bound to a tenant (it may not act past its tenant: bind or '
+    'unbind logins, create tenants, change the global settings).';
+
 CREATE OR REPLACE FUNCTION mneme.bind_login(login text, tenant text)
 RETURNS void
 LANGUAGE plpgsql
@@ -84,6 +111,7 @@ DECLARE
     v_now timestamptz := now();
     v_by  name := session_user;
 BEGIN
+    PERFORM mneme._require_unbound('bind logins');
     IF bind_login.login IS NULL OR bind_login.tenant IS NULL THEN
         RAISE EXCEPTION 'login and tenant must not be NULL' USING ERRCODE = '22004';
     END IF;
@@ -107,8 +135,9 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION mneme.bind_login(text, text) IS
-    'Binds a database login to a tenant (admin): every session of that login acts for that tenant only, '
-    'whatever it sets (setting another tenant is 42501). For one login per customer. Rebinding moves it.';
+    'Binds a database login to a tenant (an unbound admin; a bound login gets 42501): every session of that login '
+    'acts for that tenant only, whatever it sets (setting another tenant is 42501). For one login per customer. '
+    'Rebinding moves it.';
 
 CREATE OR REPLACE FUNCTION mneme.unbind_login(login text)
 RETURNS boolean
@@ -116,6 +145,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    PERFORM mneme._require_unbound('unbind logins');
     IF unbind_login.login IS NULL THEN
         RAISE EXCEPTION 'login must not be NULL' USING ERRCODE = '22004';
     END IF;
@@ -124,8 +154,8 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION mneme.unbind_login(text) IS
-    'Removes a login''s tenant binding (admin); it then acts for the tenant its sessions set. Returns whether '
-    'there was one.';
+    'Removes a login''s tenant binding (an unbound admin; a bound login, itself included, gets 42501); it then acts '
+    'for the tenant its sessions set. Returns whether there was one.';
 
 CREATE OR REPLACE FUNCTION mneme.create_tenant(tenant text)
 RETURNS text
@@ -133,7 +163,11 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF create_tenant.tenant IS NULL OR create_tenant.tenant !~ '^[a-z0-9][a-z0-9_-]{0,62}$' THEN
+    PERFORM mneme._require_unbound('create tenants');
+    IF create_tenant.tenant IS NULL THEN
+        RAISE EXCEPTION 'tenant must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF create_tenant.tenant !~ '^[a-z0-9][a-z0-9_-]{0,62}$' THEN
         RAISE EXCEPTION 'tenant id %: want 1 to 63 lower-case letters, digits, _ or -, starting with a letter or digit',
             mneme._quote_prefix(create_tenant.tenant) USING ERRCODE = '22023';
     END IF;
@@ -142,7 +176,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION mneme.create_tenant(text) IS
-    'Creates a tenant (admin); an existing one is left as it is. Returns its id.';
+    'Creates a tenant (an unbound admin; a bound login gets 42501); an existing one is left as it is. Returns its id.';
 
 -- A row's tenant, when its insert leaves it out: its conversation's, else
 -- the transaction's.

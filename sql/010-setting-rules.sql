@@ -276,9 +276,14 @@ BEGIN
     WHEN 'revision_scope' THEN PERFORM mneme._setting_enum(k, v, ARRAY['conversation', 'tenant']);
     WHEN 'context_order' THEN PERFORM mneme._setting_enum(k, v, ARRAY['newest', 'rank']);
     WHEN 'review_default_rating' THEN PERFORM mneme._setting_enum(k, v, ARRAY['again', 'hard', 'good', 'easy']);
-    WHEN 'confidence_by_source' THEN PERFORM mneme._setting_weights(k, v, ARRAY['explicit', 'import', 'extracted', 'conversation'], ARRAY['explicit', 'import', 'extracted', 'conversation'], 0, 1);
-    WHEN 'label_weights' THEN PERFORM mneme._setting_weights(k, v, units, '{}', 0, 100);
-    WHEN 'initial_stability_days' THEN PERFORM mneme._setting_weights(k, v, units, ARRAY['general'], 0, 36500);
+    -- Lower bounds above 0, not 0: the ranking multiplies these (and
+    -- stability divides time), and a weight or stability of 1e-307 made
+    -- the products underflow or the quotients overflow (22003) in every
+    -- search and cleanup (issue 38). The clamps in the ranking
+    -- (mneme._retrievability) hold for stored rows whatever was set.
+    WHEN 'confidence_by_source' THEN PERFORM mneme._setting_weights(k, v, ARRAY['explicit', 'import', 'extracted', 'conversation'], ARRAY['explicit', 'import', 'extracted', 'conversation'], 0.001, 1);
+    WHEN 'label_weights' THEN PERFORM mneme._setting_weights(k, v, units, '{}', 0.001, 100);
+    WHEN 'initial_stability_days' THEN PERFORM mneme._setting_weights(k, v, units, ARRAY['general'], 0.01, 36500);
     WHEN 'review_heuristic_thresholds' THEN
         PERFORM mneme._setting_weights(k, v, ARRAY['hard', 'good', 'easy'], ARRAY['hard', 'good', 'easy'], 0, 1);
         IF NOT ((v ->> 'hard')::float8 <= (v ->> 'good')::float8 AND (v ->> 'good')::float8 <= (v ->> 'easy')::float8) THEN

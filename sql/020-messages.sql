@@ -19,7 +19,10 @@ BEGIN
     IF set_speakers.conversation_id IS NULL THEN
         RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
     END IF;
-    IF set_speakers.speakers IS NULL OR EXISTS (
+    IF set_speakers.speakers IS NULL THEN
+        RAISE EXCEPTION 'speakers must not be NULL' USING ERRCODE = '22004', HINT = 'an empty array removes the names';
+    END IF;
+    IF EXISTS (
         SELECT 1 FROM unnest(set_speakers.speakers) s
         WHERE s IS NULL OR s !~ '^[[:alpha:]][[:alnum:] _.''-]{0,63}$') THEN
         RAISE EXCEPTION 'speakers: each name must be 1 to 64 characters, starting with a letter'
@@ -130,8 +133,11 @@ BEGIN
         RAISE EXCEPTION 'role must not be NULL' USING ERRCODE = '22004',
             HINT = 'use user, assistant, system or tool';
     END IF;
-    IF add_message.content IS NULL OR mneme._is_blank(add_message.content) THEN
-        RAISE EXCEPTION 'message content must not be NULL or empty' USING ERRCODE = '22023',
+    IF add_message.content IS NULL THEN
+        RAISE EXCEPTION 'message content must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF mneme._is_blank(add_message.content) THEN
+        RAISE EXCEPTION 'message content must not be empty' USING ERRCODE = '22023',
             HINT = 'whitespace, zero-width and control characters alone do not count as content';
     END IF;
     IF length(add_message.content) > v_max_chars THEN
@@ -461,8 +467,11 @@ AS $$
 DECLARE
     v_tenant text := mneme._tenant();
 BEGIN
-    IF conversations.k IS NULL OR conversations.k < 1 OR conversations.k > 10000 THEN
-        RAISE EXCEPTION 'k must be between 1 and 10000, got %', coalesce(conversations.k::text, 'NULL')
+    IF conversations.k IS NULL THEN
+        RAISE EXCEPTION 'k must not be NULL' USING ERRCODE = '22004', HINT = 'omit k for the default';
+    END IF;
+    IF conversations.k < 1 OR conversations.k > 10000 THEN
+        RAISE EXCEPTION 'k must be between 1 and 10000, got %', conversations.k
             USING ERRCODE = '22023', HINT = 'k is how many conversations to list, the most recently active first';
     END IF;
     -- The transaction's tenant only (the sidecar's login too, which row

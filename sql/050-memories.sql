@@ -72,8 +72,11 @@ BEGIN
     IF remember.conversation_id IS NULL THEN
         RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
     END IF;
-    IF remember.content IS NULL OR mneme._is_blank(remember.content) THEN
-        RAISE EXCEPTION 'memory content must not be NULL or empty' USING ERRCODE = '22023';
+    IF remember.content IS NULL THEN
+        RAISE EXCEPTION 'memory content must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF mneme._is_blank(remember.content) THEN
+        RAISE EXCEPTION 'memory content must not be empty' USING ERRCODE = '22023';
     END IF;
     IF length(remember.content) > mneme.setting('message_max_chars')::int THEN
         RAISE EXCEPTION 'memory content is % characters, over the limit of %',
@@ -193,7 +196,7 @@ BEGIN
         RAISE EXCEPTION 'memory_id must not be NULL' USING ERRCODE = '22004';
     END IF;
     IF forget.reason IS NULL OR mneme._is_blank(forget.reason) THEN
-        RAISE EXCEPTION 'forget needs a reason' USING ERRCODE = '22023',
+        RAISE EXCEPTION 'forget needs a reason' USING ERRCODE = CASE WHEN forget.reason IS NULL THEN '22004' ELSE '22023' END,
             HINT = 'the reason is kept in status_reason so the change can be explained later';
     END IF;
     PERFORM mneme._check_length('reason', forget.reason, 2000);

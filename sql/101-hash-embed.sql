@@ -45,11 +45,14 @@ DECLARE
     v_x float8[];
     v_n float8;
 BEGIN
-    IF hash_embed.dim IS NULL OR hash_embed.dim < 2 OR hash_embed.dim > 16000 THEN
-        RAISE EXCEPTION 'hash_embed dimension must be 2..16000, got %', coalesce(hash_embed.dim::text, 'NULL')
+    IF hash_embed.dim IS NULL OR hash_embed.input IS NULL THEN
+        RAISE EXCEPTION 'input and dim must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF hash_embed.dim < 2 OR hash_embed.dim > 16000 THEN
+        RAISE EXCEPTION 'hash_embed dimension must be 2..16000, got %', hash_embed.dim
             USING ERRCODE = '22023', HINT = 'mneme.hash_embed(text) uses setting embedding_dim';
     END IF;
-    IF hash_embed.input IS NULL OR mneme._is_blank(hash_embed.input) THEN  -- the one blank (embed.IsBlank)
+    IF mneme._is_blank(hash_embed.input) THEN  -- the one blank (embed.IsBlank)
         RAISE EXCEPTION 'cannot embed empty or whitespace-only text'
             USING ERRCODE = '22023', HINT = 'pass text with at least one visible character';
     END IF;

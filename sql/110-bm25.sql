@@ -517,9 +517,14 @@ SET jit = off
 AS $$
 #variable_conflict use_column
 BEGIN
-    IF bm25_search.k IS NULL OR bm25_search.k < 1 THEN
+    IF bm25_search.k IS NULL THEN
+        RAISE EXCEPTION 'k must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF bm25_search.k < 1 THEN
         RAISE EXCEPTION 'k must be at least 1' USING ERRCODE = '22023';
     END IF;
+    PERFORM mneme._check_time('since', bm25_search.since);
+    PERFORM mneme._check_time('until', bm25_search.until);
     IF bm25_search.since > bm25_search.until THEN
         RAISE EXCEPTION 'since (%) is after until (%)', bm25_search.since, bm25_search.until USING ERRCODE = '22023',
             HINT = 'the range is since <= created_at < until';

@@ -11,6 +11,14 @@
 -- planner inlines it into the ranking query (a call with SET costs ~7 us per
 -- candidate). Only pg_catalog functions and operators, schema-qualified, so
 -- a caller's search_path cannot swap them.
+-- Clamped so that no stored row can make it overflow (issue 38: a
+-- stability of 1e-308 made t / S overflow, 22003, in every search and
+-- cleanup of the tenant): the stability to [1e-6, 1e9] days (NaN counts as
+-- 1e9: greatest and least sort it above every number) and both times to
+-- years 1 to 9999, so t / S stays below 4e12 and R above 5e-7. The
+-- stabilities mneme writes lie inside (mneme._fsrs_ok: at most 36500 days;
+-- go-fsrs' smallest initial stability is 0.1 day), so the result equals
+-- go-fsrs' there (TestRetrievabilityMatchesGoFSRS).
 CREATE OR REPLACE FUNCTION mneme._retrievability(stability float8, last timestamptz, at timestamptz)
 RETURNS float8
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -18,9 +26,12 @@ AS $$
 SELECT pg_catalog.power(
            1::float8 OPERATOR(pg_catalog.+)
                (((pg_catalog.power(0.9::float8, 1::float8 OPERATOR(pg_catalog./) '-0.5'::float8) OPERATOR(pg_catalog.-) 1::float8)
-                 OPERATOR(pg_catalog.*) greatest((pg_catalog.date_part('epoch', _retrievability.at OPERATOR(pg_catalog.-) _retrievability.last)
+                 OPERATOR(pg_catalog.*) greatest((pg_catalog.date_part('epoch',
+                                                      least(greatest(_retrievability.at, '0001-01-01 00:00:00+00'::timestamptz), '9999-12-31 23:59:59+00'::timestamptz)
+                                                      OPERATOR(pg_catalog.-)
+                                                      least(greatest(_retrievability.last, '0001-01-01 00:00:00+00'::timestamptz), '9999-12-31 23:59:59+00'::timestamptz))
                                                   OPERATOR(pg_catalog./) 86400::float8), 0::float8))
-                OPERATOR(pg_catalog./) _retrievability.stability),
+                OPERATOR(pg_catalog./) least(greatest(_retrievability.stability, '1e-6'::float8), '1e9'::float8)),
            '-0.5'::float8)
 $$;
 COMMENT ON FUNCTION mneme._retrievability(float8, timestamptz, timestamptz) IS
@@ -66,6 +77,9 @@ AS $$
 DECLARE
     v_dim int := mneme.setting('embedding_dim')::int;
 BEGIN
+    IF check_embedding.embedding IS NULL THEN
+        RAISE EXCEPTION 'embedding must not be NULL' USING ERRCODE = '22004';
+    END IF;
     IF array_ndims(check_embedding.embedding) IS DISTINCT FROM 1 OR array_length(check_embedding.embedding, 1) <> v_dim THEN
         RAISE EXCEPTION 'query embedding has % dimensions, the database uses %',
             coalesce(array_length(check_embedding.embedding, 1), 0), v_dim
@@ -221,9 +235,14 @@ BEGIN
     IF vector_search.embedding IS NULL THEN
         RETURN;
     END IF;
-    IF vector_search.k IS NULL OR vector_search.k < 1 THEN
+    IF vector_search.k IS NULL THEN
+        RAISE EXCEPTION 'k must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF vector_search.k < 1 THEN
         RAISE EXCEPTION 'k must be at least 1' USING ERRCODE = '22023';
     END IF;
+    PERFORM mneme._check_time('since', vector_search.since);
+    PERFORM mneme._check_time('until', vector_search.until);
     PERFORM mneme.check_embedding(vector_search.embedding);
     IF vector_search.since > vector_search.until THEN
         RAISE EXCEPTION 'since (%) is after until (%)', vector_search.since, vector_search.until USING ERRCODE = '22023',

@@ -146,13 +146,23 @@ BEGIN
     IF _check_search_arguments.conversation_id IS NULL THEN
         RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
     END IF;
-    IF _check_search_arguments.query IS NULL OR mneme._is_blank(_check_search_arguments.query) THEN
-        RAISE EXCEPTION 'query must not be NULL or empty' USING ERRCODE = '22023',
+    -- The rule for every argument of the API: NULL where a value is
+    -- needed is 22004; a value that is there but wrong (blank text, out of
+    -- range) is 22023 (docs/sql-api.md).
+    IF _check_search_arguments.query IS NULL THEN
+        RAISE EXCEPTION 'query must not be NULL' USING ERRCODE = '22004',
+            HINT = 'pass the text to search for, e.g. the user''s latest message';
+    END IF;
+    IF mneme._is_blank(_check_search_arguments.query) THEN
+        RAISE EXCEPTION 'query must not be empty' USING ERRCODE = '22023',
             HINT = 'pass the text to search for, e.g. the user''s latest message';
     END IF;
     PERFORM mneme._check_length('query', _check_search_arguments.query, 10000);
-    IF _check_search_arguments.k IS NULL OR _check_search_arguments.k < 1 OR _check_search_arguments.k > 100 THEN
-        RAISE EXCEPTION 'k must be between 1 and 100, got %', coalesce(_check_search_arguments.k::text, 'NULL')
+    IF _check_search_arguments.k IS NULL THEN
+        RAISE EXCEPTION 'k must not be NULL' USING ERRCODE = '22004', HINT = 'omit k for the default';
+    END IF;
+    IF _check_search_arguments.k < 1 OR _check_search_arguments.k > 100 THEN
+        RAISE EXCEPTION 'k must be between 1 and 100, got %', _check_search_arguments.k
             USING ERRCODE = '22023';
     END IF;
     IF _check_search_arguments.at IS NULL THEN
@@ -165,6 +175,8 @@ BEGIN
     END IF;
     PERFORM mneme._check_time('at', _check_search_arguments.at);
     PERFORM mneme._check_time('as_of', _check_search_arguments.as_of);
+    PERFORM mneme._check_time('since', _check_search_arguments.since);  -- ±infinity: 22008, as documented
+    PERFORM mneme._check_time('until', _check_search_arguments.until);
 END
 $$;
 COMMENT ON FUNCTION mneme._check_search_arguments(uuid, text, int, timestamptz, timestamptz, timestamptz, timestamptz) IS
@@ -310,11 +322,14 @@ BEGIN
         SELECT m.id, m.kind, m.summary, m.content, m.created_at, f.bm25_rank AS br, f.vector_rank AS vr,
                f.bm25_score AS bs, f.vector_distance AS vd,
                m.title, m.label, m.pinned, m.status, m.confidence_score,
-               power(greatest(m.confidence_score, 0)::float8, v_cw) AS cf,
+               -- clamped: a stored confidence of 1e-300 to the power 10 underflowed (22003)
+               power(least(greatest(m.confidence_score::float8, '1e-6'::float8), 1::float8), v_cw) AS cf,
                coalesce(1 / (v_rrf_k + f.bm25_rank), 0) + v_vec_w * coalesce(1 / (v_rrf_k + f.vector_rank), 0) AS rrf,
                CASE WHEN m.pinned THEN 1::float8
                     ELSE mneme._retrievability(m.stability, m.last_reviewed_at, v_at) END AS ret,
-               coalesce((v_weights ->> mneme._label_key(m.label, v_weights))::float8, 1::float8) AS w
+               -- (a weight an older release accepted, down to 1e-307, clamped like the rows' values)
+               least(greatest(coalesce((v_weights ->> mneme._label_key(m.label, v_weights))::float8, 1::float8),
+                              '1e-6'::float8), '1e6'::float8) AS w
         -- The candidates by primary key (= ANY of their ids): joined on f's
         -- ids alone, the planner scanned every memory of every conversation
         -- (95 ms at 100,000 memories, bench retrieve). Their conversations

@@ -329,7 +329,8 @@ CREATE OR REPLACE FUNCTION mneme.apply_revision(
     reason text,
     classifier text,
     slot text DEFAULT NULL,
-    force boolean DEFAULT false)
+    force boolean DEFAULT false,
+    job_id bigint DEFAULT NULL)
 RETURNS text
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -372,6 +373,13 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'memory % does not exist', apply_revision.memory_id USING ERRCODE = 'P0002';
     END IF;
+    IF apply_revision.job_id IS NOT NULL AND v_new.tenant_id IS DISTINCT FROM
+       (SELECT j.tenant_id FROM mneme.jobs j WHERE j.id = apply_revision.job_id) THEN
+        -- A job touches only rows of its own conversation's tenant (a
+        -- job that is gone: its conversation was erased).
+        RAISE EXCEPTION 'job % may not revise memory % of another tenant (or the job is gone)', apply_revision.job_id,
+            apply_revision.memory_id USING ERRCODE = '42501', HINT = 'a revise job names a memory of its own conversation';
+    END IF;
     IF v_new.status <> 'active' THEN
         RETURN 'SKIPPED';  -- revised, forgotten or erased meanwhile
     END IF;
@@ -413,7 +421,7 @@ BEGIN
     RETURN v_action;
 END
 $$;
-COMMENT ON FUNCTION mneme.apply_revision(uuid, text, uuid, text, text, text, boolean) IS
+COMMENT ON FUNCTION mneme.apply_revision(uuid, text, uuid, text, text, text, boolean, bigint) IS
     'Worker: applies a revise decision in one transaction. Locks the new memory and its target (id order) and '
     're-checks both: a new memory no longer active returns SKIPPED; a target no longer active returns STALE with '
     'nothing written (the job decides again), or with force stores an ADD. ADD: nothing else changes. NOOP: the new '

@@ -458,8 +458,11 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-    m      mneme.memories;
-    v_conv uuid;
+    m         mneme.memories;
+    v_conv    uuid;
+    v_job     record;
+    v_asked   uuid;
+    v_queries text[] := coalesce(apply_review.matched_queries, '{}');
 BEGIN
     IF apply_review.memory_id IS NULL OR apply_review.reviewed_at IS NULL THEN
         RAISE EXCEPTION 'memory_id and reviewed_at must not be NULL' USING ERRCODE = '22004';
@@ -496,12 +499,42 @@ BEGIN
         RETURN false; -- stale: a newer review (or the creation) is already applied
     END IF;
 
+    IF apply_review.job_id IS NOT NULL THEN
+        -- The job as it is now, locked against an erase until this
+        -- transaction ends (its conversation first: on Citus a lock names
+        -- the shard).
+        SELECT j.conversation_id INTO v_asked FROM mneme.jobs j WHERE j.id = apply_review.job_id;
+        SELECT j.id, j.kind, j.tenant_id, j.payload INTO v_job FROM mneme.jobs j
+        WHERE j.conversation_id = v_asked AND j.id = apply_review.job_id FOR SHARE;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'job % does not exist (its conversation was erased?)', apply_review.job_id USING ERRCODE = 'P0002';
+        END IF;
+        -- A job touches only rows of its own conversation's tenant.
+        IF v_job.tenant_id IS DISTINCT FROM m.tenant_id THEN
+            RAISE EXCEPTION 'job % of tenant % may not review memory % of another tenant', apply_review.job_id, v_job.tenant_id, m.id
+                USING ERRCODE = '42501', HINT = 'a review job names only memories its conversation''s tenant retrieved';
+        END IF;
+        -- A review job's handler read its payload before the model call; an
+        -- erase since then took the retrievals of an erased memory (and
+        -- every copy of their queries) out of it. Only the queries the
+        -- payload still records for this memory are kept.
+        IF v_job.kind = 'review' THEN
+            v_queries := ARRAY(
+                SELECT x FROM unnest(v_queries) WITH ORDINALITY AS u(x, o)
+                WHERE EXISTS (SELECT 1 FROM jsonb_array_elements(CASE WHEN jsonb_typeof(v_job.payload -> 'reviews') = 'array'
+                                                                      THEN v_job.payload -> 'reviews' ELSE '[]' END) e
+                              WHERE e ->> 'query' = x AND jsonb_typeof(e -> 'memory_ids') = 'array'
+                                AND (e -> 'memory_ids') ? m.id::text)
+                ORDER BY o);
+        END IF;
+    END IF;
+
     INSERT INTO mneme.review_log (memory_id, conversation_id, job_id, rating, reviewer, defaulted,
         stability_before, stability_after, difficulty_before, difficulty_after,
-        state_before, state_after, last_reviewed_before, reviewed_at, matched_queries)
+        state_before, state_after, last_reviewed_before, reviewed_at, matched_queries, asked_in)
     VALUES (m.id, m.conversation_id, apply_review.job_id, apply_review.rating, apply_review.reviewer, coalesce(apply_review.defaulted, false),
         m.stability, apply_review.stability, m.difficulty, apply_review.difficulty,
-        m.fsrs_state, apply_review.fsrs_state, m.last_reviewed_at, apply_review.reviewed_at, coalesce(apply_review.matched_queries, '{}'));
+        m.fsrs_state, apply_review.fsrs_state, m.last_reviewed_at, apply_review.reviewed_at, v_queries, v_asked);
 
     UPDATE mneme.memories
     SET stability = apply_review.stability, difficulty = apply_review.difficulty, fsrs_state = apply_review.fsrs_state,
@@ -513,7 +546,9 @@ $$;
 COMMENT ON FUNCTION mneme.apply_review(uuid, text, float8, float8, text, timestamptz, text, text[], boolean, bigint) IS
     'Writes one review''s FSRS result (computed by the sidecar from the locked row) and its review_log row. '
     'Returns false, writing nothing, when the memory is gone, superseded or forgotten, or when reviewed_at is not '
-    'after its last_reviewed_at (stale). A review of an inactive memory makes it active again.';
+    'after its last_reviewed_at (stale). A review of an inactive memory makes it active again. With job_id: the '
+    'job must exist (P0002) and be of the memory''s tenant (42501); a review job''s matched_queries keep only the '
+    'queries its payload still records for the memory (an erase during the model call took the others).';
 
 
 -- -----------------------------------------------------------------------------

@@ -92,6 +92,10 @@ LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    IF check_label.label IS NULL THEN
+        RAISE EXCEPTION 'label must not be NULL' USING ERRCODE = '22004',
+            HINT = 'leave the label out of remember to have mneme.auto_label choose';
+    END IF;
     IF NOT mneme.is_label(check_label.label) THEN
         RAISE EXCEPTION 'unknown label %: want one of %', mneme._quote_prefix(check_label.label),
             array_to_string(mneme.labels(), ', ')
@@ -134,8 +138,11 @@ DECLARE
                                     'august', 'september', 'october', 'november', 'december'];
     days   constant text := '(monday|tuesday|wednesday|thursday|friday|saturday|sunday)';
 BEGIN
-    IF auto_label.content IS NULL OR mneme._is_blank(auto_label.content) THEN
-        RAISE EXCEPTION 'content must not be NULL or empty' USING ERRCODE = '22023',
+    IF auto_label.content IS NULL THEN
+        RAISE EXCEPTION 'content must not be NULL' USING ERRCODE = '22004', HINT = 'pass the text of the memory to label';
+    END IF;
+    IF mneme._is_blank(auto_label.content) THEN
+        RAISE EXCEPTION 'content must not be empty' USING ERRCODE = '22023',
             HINT = 'pass the text of the memory to label';
     END IF;
     t := lower(translate(auto_label.content, E'\u2019\u2018', ''''''));
@@ -250,7 +257,10 @@ DECLARE
     labels text[];
     facts  int;
 BEGIN
-    IF episode_label.contents IS NULL OR cardinality(episode_label.contents) = 0 THEN
+    IF episode_label.contents IS NULL THEN
+        RAISE EXCEPTION 'contents must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF cardinality(episode_label.contents) = 0 THEN
         RAISE EXCEPTION 'contents must hold at least one message' USING ERRCODE = '22023';
     END IF;
     SELECT array_agg(mneme.auto_label(c, episode_label.at)) INTO labels

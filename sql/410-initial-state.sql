@@ -61,8 +61,11 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     PERFORM mneme.check_label(initial_state.label);
-    IF initial_state.surprise IS NULL OR NOT initial_state.surprise BETWEEN 0 AND 1 THEN
-        RAISE EXCEPTION 'surprise must be between 0 and 1, got %', coalesce(initial_state.surprise::text, 'NULL')
+    IF initial_state.surprise IS NULL THEN
+        RAISE EXCEPTION 'surprise must not be NULL' USING ERRCODE = '22004', HINT = 'leave it out for 0';
+    END IF;
+    IF NOT initial_state.surprise BETWEEN 0 AND 1 THEN
+        RAISE EXCEPTION 'surprise must be between 0 and 1, got %', initial_state.surprise
             USING ERRCODE = '22023', HINT = '0 = repeats what is known, 1 = entirely new';
     END IF;
     RETURN QUERY SELECT mneme._initial_stability(initial_state.label, initial_state.surprise),

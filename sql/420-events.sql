@@ -85,14 +85,46 @@ AS $$ SELECT CASE $1 WHEN 'superseded' THEN 'superseded' WHEN 'invalidated' THEN
 COMMENT ON FUNCTION mneme._status_event(text) IS
     'Internal: the event of a memory whose status became status.';
 
+-- The reason a mneme function gave for the status change its UPDATE makes
+-- (setting mneme.event_reason), counted only beneath the functions that set
+-- it (apply_revision, reactivate): any session may SET the setting, and a
+-- reason an application planted that way before mneme.pin was recorded as
+-- the reason of a "reactivated" event (issue 38). The call stack cannot be
+-- planted. On Citus the trigger runs on a worker, where the coordinator's
+-- stack is not seen: there the setting counts as before (docs/forgetting.md).
+CREATE OR REPLACE FUNCTION mneme._event_reason()
+RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_reason text := nullif(pg_catalog.current_setting('mneme.event_reason', true), '');
+    v_stack  text;
+BEGIN
+    IF v_reason IS NULL THEN
+        RETURN NULL;
+    END IF;
+    IF mneme._distributed('mneme.memories') THEN
+        RETURN v_reason;
+    END IF;
+    GET DIAGNOSTICS v_stack = PG_CONTEXT;
+    IF v_stack ~ '(^|\n)PL/pgSQL function mneme\.(apply_revision|reactivate)\(' THEN
+        RETURN v_reason;
+    END IF;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION mneme._event_reason() IS
+    'Internal: the reason mneme.apply_revision or mneme.reactivate set for the status change under way '
+    '(setting mneme.event_reason), NULL when no such function is on the call stack (a caller''s own SET counts for nothing).';
+
 CREATE OR REPLACE FUNCTION mneme._status_reason(
     status text, status_reason text, reviewed_at timestamptz, old_reviewed_at timestamptz,
     pinned boolean, old_pinned boolean, confirmed_at timestamptz, old_confirmed_at timestamptz)
 RETURNS text
 LANGUAGE sql STABLE PARALLEL SAFE
 AS $$ SELECT CASE WHEN $1 <> 'active' THEN $2
-                  WHEN nullif(pg_catalog.current_setting('mneme.event_reason', true), '') IS NOT NULL
-                      THEN pg_catalog.current_setting('mneme.event_reason', true)
+                  WHEN mneme._event_reason() IS NOT NULL THEN mneme._event_reason()
                   WHEN $3 > $4 THEN 'reviewed'
                   WHEN $5 AND NOT $6 THEN 'pinned'
                   WHEN $7 > coalesce($8, '-infinity') THEN 'reconfirmed'
@@ -143,8 +175,11 @@ BEGIN
     END IF;
     IF TG_OP = 'INSERT' THEN
         INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, at)
+        -- At the real time of the write (mneme._event_at), not created_at:
+        -- that is when the thing was said, which the caller gives (remember's
+        -- at, a message's time) and which may be 1901 or an hour ahead.
         SELECT n.id, n.conversation_id, 'created', mneme._created_reason(n.source_type, n.kind, n.label, n.stability),
-               v_actor, n.created_at
+               v_actor, v_at
         FROM new_rows n ORDER BY n.created_at, n.id;
     ELSIF TG_OP = 'UPDATE' THEN
         INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, at)
@@ -191,7 +226,7 @@ BEGIN
     IF TG_OP = 'INSERT' THEN
         INSERT INTO mneme.memory_events (id, caller, memory_id, conversation_id, event, reason, actor, at)
         VALUES (nextval('mneme.memory_events_id_seq'), mneme._caller(), NEW.id, NEW.conversation_id, 'created', mneme._created_reason(NEW.source_type, NEW.kind, NEW.label, NEW.stability),
-                v_actor, NEW.created_at);
+                v_actor, v_at);
     ELSIF TG_OP = 'UPDATE' THEN
         IF OLD.pinned IS DISTINCT FROM NEW.pinned THEN
             INSERT INTO mneme.memory_events (id, caller, memory_id, conversation_id, event, reason, actor, at)
@@ -246,7 +281,7 @@ BEGIN
     INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, review_log_id, at)
     SELECT n.memory_id, n.conversation_id, 'reviewed',
            format('%s (%s%s)', n.rating, n.reviewer, CASE WHEN n.defaulted THEN ', defaulted' ELSE '' END),
-           'review', n.id, n.reviewed_at
+           'review', n.id, mneme._event_at()  -- the write's time; review_log.reviewed_at keeps the conversation's
     FROM new_rows n ORDER BY n.id;
     RETURN NULL;
 END
@@ -266,7 +301,7 @@ BEGIN
     INSERT INTO mneme.memory_events (id, caller, memory_id, conversation_id, event, reason, actor, review_log_id, at)
     VALUES (nextval('mneme.memory_events_id_seq'), mneme._caller(), NEW.memory_id, NEW.conversation_id, 'reviewed',
             format('%s (%s%s)', NEW.rating, NEW.reviewer, CASE WHEN NEW.defaulted THEN ', defaulted' ELSE '' END),
-            'review', NEW.id, NEW.reviewed_at);
+            'review', NEW.id, mneme._event_at());
     RETURN NULL;
 END
 $$;

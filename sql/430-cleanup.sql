@@ -253,14 +253,19 @@ BEGIN
             SELECT g.id, g.conversation_id FROM mneme.messages g WHERE g.memory_id = ANY (ids)) s;
         EXIT WHEN _remove_memories.event <> 'erased';
         -- What copies the erased words goes with them, each with its own
-        -- tombstone: the facts extracted from erased messages, and the
-        -- merged duplicates of an erased memory (the same statement, kept
-        -- out of retrieval but not out of the table).
+        -- tombstone: every memory made of an erased message (the facts
+        -- extracted from an erased episode's messages, and the episode an
+        -- erased fact was extracted from, whose messages then go too: a
+        -- fact's words, or an LLM's paraphrase of them, cannot be cut out
+        -- of the episode reliably, so the episode is erased whole;
+        -- docs/forgetting.md), and the merged duplicates of an erased
+        -- memory (the same statement, kept out of retrieval but not out
+        -- of the table). Repeated until nothing more is reached.
         v_more := ARRAY(SELECT m.id FROM mneme.memories m
                         WHERE NOT m.id = ANY (ids)
                           AND ((m.status = 'merged' AND m.confirms_id = ANY (ids))
                                OR (v_msgs IS NOT NULL AND m.conversation_id = ANY (v_convs)
-                                   AND m.source_type = 'extracted' AND m.source_message_ids && v_msgs)));
+                                   AND m.source_message_ids && v_msgs)));
         EXIT WHEN cardinality(v_more) = 0;
         PERFORM mneme._lock_memories(v_more);
         ids := ids || v_more;

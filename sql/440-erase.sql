@@ -4,6 +4,23 @@
 -- Idempotent: re-applied on every `mneme migrate` (CREATE OR REPLACE only).
 -- =============================================================================
 
+-- That an erase happened, in any tenant (mneme.erasures: a time, no tenant,
+-- no content), for mneme.erase_vacuum_targets. One row per transaction
+-- (an insert, never an update of a shared row: concurrent erases, several
+-- in one transaction each, never wait on each other here).
+CREATE OR REPLACE FUNCTION mneme._note_erase()
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO mneme.erasures (erased_at)
+    SELECT now() WHERE NOT EXISTS (SELECT 1 FROM mneme.erasures x WHERE x.erased_at >= now());
+END
+$$;
+COMMENT ON FUNCTION mneme._note_erase() IS
+    'Internal (erase): records in mneme.erasures that an erase happened now, which erase_vacuum_targets reads.';
+
 -- -----------------------------------------------------------------------------
 -- Erase: the right to be forgotten
 -- -----------------------------------------------------------------------------
@@ -19,7 +36,7 @@ BEGIN
         RAISE EXCEPTION 'memory_id must not be NULL' USING ERRCODE = '22004';
     END IF;
     IF erase.reason IS NULL OR mneme._is_blank(erase.reason) THEN
-        RAISE EXCEPTION 'erase needs a reason' USING ERRCODE = '22023',
+        RAISE EXCEPTION 'erase needs a reason' USING ERRCODE = CASE WHEN erase.reason IS NULL THEN '22004' ELSE '22023' END,
             HINT = 'the reason stays in the tombstone (mneme.memory_events); do not quote the erased content in it';
     END IF;
     PERFORM mneme._check_length('reason', erase.reason, 2000);
@@ -36,6 +53,7 @@ BEGIN
     UPDATE mneme.memory_events e SET reason = NULL WHERE e.memory_id = erase.memory_id AND e.reason IS NOT NULL;
     PERFORM mneme._set_local('mneme.erasing', '');
     PERFORM mneme._remove_memories(ARRAY[erase.memory_id], 'erased', erase.reason);
+    PERFORM mneme._note_erase();
 END
 $$;
 COMMENT ON FUNCTION mneme.erase(uuid, text) IS
@@ -50,14 +68,17 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_ids uuid[];
-    v_n   bigint;
+    v_ids     uuid[];
+    v_n       bigint;
+    v_tenant  text;
+    v_queries text[];
 BEGIN
     IF erase_conversation.conversation_id IS NULL THEN
         RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
     END IF;
     IF erase_conversation.reason IS NULL OR mneme._is_blank(erase_conversation.reason) THEN
-        RAISE EXCEPTION 'erase_conversation needs a reason' USING ERRCODE = '22023',
+        RAISE EXCEPTION 'erase_conversation needs a reason'
+            USING ERRCODE = CASE WHEN erase_conversation.reason IS NULL THEN '22004' ELSE '22023' END,
             HINT = 'the reason stays in the tombstone (mneme.memory_events); do not quote the erased content in it';
     END IF;
     PERFORM mneme._check_length('reason', erase_conversation.reason, 2000);
@@ -75,6 +96,36 @@ BEGIN
     WHERE e.conversation_id = erase_conversation.conversation_id AND e.reason IS NOT NULL;
     PERFORM mneme._set_local('mneme.erasing', '');
 
+    -- Every query typed in the conversation, wherever a copy was recorded:
+    -- with scope tenant it retrieved other conversations' memories, whose
+    -- review log quotes it (review_log.asked_in is the asking conversation;
+    -- its review jobs and pending reviews hold the ones not reviewed yet).
+    -- The ratings stay: they hold no text.
+    SELECT q.tenant_id INTO v_tenant FROM mneme.message_queue q WHERE q.id = erase_conversation.conversation_id;
+    v_queries := ARRAY(
+        SELECT e ->> 'query'
+        FROM mneme.message_queue q,
+             jsonb_array_elements(CASE WHEN jsonb_typeof(q.pending_reviews) = 'array' THEN q.pending_reviews ELSE '[]' END) e
+        WHERE q.id = erase_conversation.conversation_id AND e ->> 'query' IS NOT NULL
+        UNION
+        SELECT e ->> 'query'
+        FROM mneme.jobs j,
+             jsonb_array_elements(CASE WHEN jsonb_typeof(j.payload -> 'reviews') = 'array' THEN j.payload -> 'reviews' ELSE '[]' END) e
+        WHERE j.conversation_id = erase_conversation.conversation_id AND e ->> 'query' IS NOT NULL
+        UNION
+        -- (asked_in is indexed; goose 00070 filled it for the rows written
+        -- before it whose review job was still kept)
+        SELECT unnest(l.matched_queries) FROM mneme.review_log l
+        WHERE l.asked_in = erase_conversation.conversation_id);
+    IF cardinality(v_queries) > 0 THEN
+        UPDATE mneme.review_log l
+        SET matched_queries = ARRAY(SELECT x FROM unnest(l.matched_queries) WITH ORDINALITY AS u(x, o)
+                                    WHERE NOT x = ANY (v_queries) ORDER BY o)
+        WHERE l.tenant_id = coalesce(v_tenant, mneme._tenant()) AND l.matched_queries && v_queries;
+    END IF;
+    UPDATE mneme.review_log l SET asked_in = NULL
+    WHERE l.asked_in = erase_conversation.conversation_id AND l.tenant_id = coalesce(v_tenant, mneme._tenant());
+
     -- Every job of the conversation: its payload may quote it. A job running
     -- now loses its lease and rolls back when it tries to complete.
     DELETE FROM mneme.jobs j WHERE j.conversation_id = erase_conversation.conversation_id;
@@ -87,12 +138,14 @@ BEGIN
     INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, at)
     VALUES (NULL, erase_conversation.conversation_id, 'erased',
             format('conversation erased (%s memories): %s', v_n, erase_conversation.reason), mneme._event_actor(), now());
+    PERFORM mneme._note_erase();
     RETURN v_n;
 END
 $$;
 COMMENT ON FUNCTION mneme.erase_conversation(uuid, text) IS
     'mneme.erase for a whole conversation: every memory, message (queued ones too), job, review log row, pending '
-    'review and the speakers; tombstones remain (an "erased" event per memory and one for the conversation, '
+    'review and the speakers, and every copy of a query typed in it (also in the review log of other conversations'' '
+    'memories it retrieved with scope tenant); tombstones remain (an "erased" event per memory and one for the conversation, '
     'memory_id NULL). Returns the number of memories erased.';
 
 -- -----------------------------------------------------------------------------
@@ -115,15 +168,16 @@ JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'mneme'
 WHERE c.relkind = 'r'
   AND c.relname IN ('memories', 'messages', 'message_queue', 'jobs', 'review_log', 'memory_events',
                     'bm25_docs', 'bm25_postings', 'bm25_terms')
-  -- an erase since the last vacuum of memories (every erase deletes there)
-  AND EXISTS (SELECT 1 FROM mneme.memory_events e
-              WHERE e.event = 'erased'
-                AND e.at > (SELECT coalesce(greatest(s.last_vacuum, s.last_autovacuum), '-infinity')
-                            FROM pg_catalog.pg_stat_user_tables s
-                            WHERE s.schemaname = 'mneme' AND s.relname = 'memories'))
+  -- an erase since the last vacuum of memories, in any tenant: from
+  -- mneme.erasures, which has no tenant (the events' row security showed
+  -- an unbound admin only tenant default's erases; issue 38)
+  AND EXISTS (SELECT 1 FROM mneme.erasures x
+              WHERE x.erased_at > (SELECT coalesce(greatest(s.last_vacuum, s.last_autovacuum), '-infinity')
+                                       FROM pg_catalog.pg_stat_user_tables s
+                                       WHERE s.schemaname = 'mneme' AND s.relname = 'memories'))
 ORDER BY 1
 $$;
 COMMENT ON FUNCTION mneme.erase_vacuum_targets() IS
-    'The tables an erase touched when an erase happened after the last (auto)vacuum of mneme.memories (empty '
-    'otherwise), and whether the calling role may VACUUM them (their owner or a superuser). The cleanup job '
+    'The tables an erase touched when an erase (in any tenant: mneme.erasures) happened after the last (auto)vacuum '
+    'of mneme.memories (empty otherwise), and whether the calling role may VACUUM them (their owner or a superuser). The cleanup job '
     'vacuums them so erased text leaves the dead tuples; a role that may not gets the command to hand on.';

@@ -200,7 +200,7 @@ func TestSetMessageEmbeddingBadInput(t *testing.T) {
 		{int64(1 << 40), good, "P0002"},
 	} {
 		_, err := e.db.Pool.Exec(ctx, `SELECT mneme.set_message_embedding($1, $2)`, c.id, c.emb)
-		requireSQLState(t, err, c.state)
+		require.Equal(t, c.state, sqlState(t, err))
 	}
 	var sim float64
 	require.NoError(t, e.db.Pool.QueryRow(ctx, `SELECT 1 - mneme.cosine_distance(embedding::real[], $2) FROM mneme.messages WHERE id = $1`,

@@ -206,7 +206,7 @@ func TestContextBadArguments(t *testing.T) {
 		{`SELECT mneme.context($1, 'violin', -5)`, nil, "22023"},
 		{`SELECT mneme.context($1, 'violin', 100001)`, nil, "22023"},
 		{`SELECT mneme.context($1, 'violin', NULL)`, nil, "22004"},
-		{`SELECT mneme.context($1, NULL, 100)`, nil, "22023"},
+		{`SELECT mneme.context($1, NULL, 100)`, nil, "22004"},
 		{`SELECT mneme.context($1, '   ', 100)`, nil, "22023"},
 		{`SELECT mneme.context(NULL, 'violin', 100)`, nil, "22004"},
 		{`SELECT mneme.context($1, 'violin', 100, record => NULL)`, nil, "22004"},

@@ -48,7 +48,10 @@ func markerHits(t *testing.T, db *dbtest.DB, markers []string) []string {
 // that stores text (messages, episodes, extracted facts, remember, merged
 // duplicates, supersessions, forget reasons, the queries of retrieve and
 // context in the same conversation and in another one of the tenant with
-// scope tenant, review jobs done and pending, the review log, events),
+// scope tenant, review jobs done and pending, the review log, events;
+// a fact extracted from an episode erased alone, which takes the episode;
+// a query typed in a conversation erased whole that retrieved only another
+// conversation's memory, whose review log quoted it),
 // the pipelines run, every memory holding a marker is erased (and one
 // conversation erased whole), in a random order, and no column of any
 // table in schema mneme holds a marker afterwards. What holds no marker
@@ -69,8 +72,8 @@ func TestEraseLeavesNoTrace(t *testing.T) {
 			e1 := newPipelineEnv(t, false, dbtest.WithVector(variant))
 			_, err := e1.db.Pool.Exec(ctx, `SELECT mneme.set_setting('segment_shift_similarity', '-1')`)
 			require.NoError(t, err)
-			e2, f := *e1, *e1
-			e2.conv, f.conv = uuid.New(), uuid.New()
+			e2, f, e3, g := *e1, *e1, *e1, *e1
+			e2.conv, f.conv, e3.conv, g.conv = uuid.New(), uuid.New(), uuid.New(), uuid.New()
 			var markers []string
 			mark := func() string {
 				m := markerWord(rng)
@@ -121,6 +124,18 @@ func TestEraseLeavesNoTrace(t *testing.T) {
 			})
 			exec(`SELECT mneme.remember($1, $2, at => $3)`, e2.conv, fmt.Sprintf("The %s budget is secret.", e2Word), stated)
 			exec(`SELECT mneme.segment_now($1)`, e2.conv)
+			// E3: the derived-fact path. Only the fact extracted from the
+			// first message is erased below; its marker is in the
+			// message and the episode too.
+			village := mark()
+			e3.session(day1, [][2]string{
+				{"user", fmt.Sprintf("I live in the %s village by the sea.", village)},
+				{"assistant", "A village by the sea sounds lovely."},
+				{"user", "The harbour is full of small boats."},
+				{"assistant", "Do you sail yourself?"},
+				{"user", "Only in the summer months."},
+			})
+			exec(`SELECT mneme.segment_now($1)`, e3.conv)
 			e1.drain()
 			require.Positive(t, e1.count(`SELECT count(*) FROM mneme.memories WHERE status = 'merged'`), "a duplicate merged")
 			require.Positive(t, e1.count(`SELECT count(*) FROM mneme.memories WHERE status = 'superseded'`), "a move superseded")
@@ -155,11 +170,31 @@ func TestEraseLeavesNoTrace(t *testing.T) {
 				{"user", "The account is open now."}, {"assistant", "Congratulations on the account."},
 				{"user", "Thanks a lot."},
 			})
+			// G: the cross-conversation query path. A query typed in G
+			// (erased whole below) returns only F's memory, which holds no
+			// marker; G's segmentation reviews it with that query.
+			qg := mark()
+			// (after F's own sessions: a review older than F's last one is stale)
+			g.say(day4.Add(time.Hour-time.Minute).Format(time.RFC3339), "user", "A question about the bank.")
+			var fMemory uuid.UUID
+			require.NoError(t, e1.db.Pool.QueryRow(ctx, `SELECT id FROM mneme.memories WHERE conversation_id = $1 AND content LIKE '%banana%'`, f.conv).Scan(&fMemory))
+			var gGot uuid.UUID
+			require.NoError(t, e1.db.Pool.QueryRow(ctx, `SELECT memory_id FROM mneme.retrieve($1, $2, 1, scope => 'tenant')`, g.conv,
+				fmt.Sprintf("%s my codeword for the bank is plainly banana", qg)).Scan(&gGot))
+			require.Equal(t, fMemory, gGot, "G's query returned F's memory only")
+			g.session(day4.Add(time.Hour), [][2]string{
+				{"user", "The bank codeword is banana, plainly."}, {"assistant", "Banana it is."},
+				{"user", "Plainly banana for the bank."}, {"assistant", "Noted, banana."},
+				{"user", "The codeword banana works at the bank."},
+			})
+			exec(`SELECT mneme.segment_now($1)`, g.conv)
 			e1.session(day4, [][2]string{{"user", "Another day, another walk."}})
 			f.session(day4, [][2]string{{"user", "Another day at the bank."}})
 			e1.drain()
 			require.Positive(t, e1.count(`SELECT count(*) FROM mneme.review_log WHERE array_to_string(matched_queries, ' ') LIKE '%' || $1 || '%'`, q3),
 				"a review in F quotes the tenant-scope query")
+			require.Positive(t, e1.count(`SELECT count(*) FROM mneme.review_log WHERE memory_id = $1 AND array_to_string(matched_queries, ' ') LIKE '%' || $2 || '%'`,
+				fMemory, qg), "F's memory was reviewed with G's query")
 			// Pending again: a tenant-scope retrieval and a context, and a
 			// review job not run yet.
 			retrieve(f.conv, fmt.Sprintf("%s my codeword %s", q5, code), "tenant")
@@ -179,8 +214,6 @@ func TestEraseLeavesNoTrace(t *testing.T) {
 			for _, tbl := range []string{"memories", "messages", "jobs", "memory_events", "review_log", "message_queue"} {
 				require.True(t, strings.Contains(strings.Join(before, "\n"), tbl+": "), "before erase a marker is in %s (the scan finds it)", tbl)
 			}
-			var fMemory uuid.UUID
-			require.NoError(t, e1.db.Pool.QueryRow(ctx, `SELECT id FROM mneme.memories WHERE conversation_id = $1 AND content LIKE '%banana%'`, f.conv).Scan(&fMemory))
 			fReviews := e1.count(`SELECT count(*) FROM mneme.review_log WHERE memory_id = $1`, fMemory)
 			require.Positive(t, fReviews)
 
@@ -204,6 +237,13 @@ func TestEraseLeavesNoTrace(t *testing.T) {
 				})
 			}
 			steps = append(steps, func() { exec(`SELECT mneme.erase_conversation($1, 'account closed')`, e2.conv) })
+			steps = append(steps, func() { exec(`SELECT mneme.erase_conversation($1, 'account closed')`, g.conv) })
+			var e3Fact uuid.UUID
+			require.NoError(t, e1.db.Pool.QueryRow(ctx, `SELECT id FROM mneme.memories WHERE conversation_id = $1 AND source_type = 'extracted'
+				AND content LIKE '%' || $2 || '%'`, e3.conv, village).Scan(&e3Fact))
+			require.Positive(t, e1.count(`SELECT count(*) FROM mneme.memories WHERE conversation_id = $1 AND kind = 'episodic' AND content LIKE '%' || $2 || '%'`,
+				e3.conv, village), "E3's episode holds the fact's marker")
+			steps = append(steps, func() { exec(`SELECT mneme.erase($1, 'user request')`, e3Fact) })
 			rng.Shuffle(len(steps), func(i, j int) { steps[i], steps[j] = steps[j], steps[i] })
 			for _, s := range steps {
 				s()

@@ -195,7 +195,7 @@ func TestErase(t *testing.T) {
 				code string
 			}{
 				{`SELECT mneme.erase(NULL, 'x')`, nil, "22004"},
-				{`SELECT mneme.erase($1, NULL)`, secret.ID, "22023"},
+				{`SELECT mneme.erase($1, NULL)`, secret.ID, "22004"},
 				{`SELECT mneme.erase($1, '  ')`, secret.ID, "22023"},
 				{`SELECT mneme.erase($1, 'x')`, uuid.New(), "P0002"},
 				{`SELECT mneme.erase_conversation(NULL, 'x')`, nil, "22004"},

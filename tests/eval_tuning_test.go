@@ -16,7 +16,7 @@ import (
 // and equal distances share a rank, so equal matches fuse to equal scores.
 func TestSearchFusionWeightsTheHashVectorLeg(t *testing.T) {
 	t.Parallel()
-	for _, variant := range vectorVariants(t) {
+	for _, variant := range variants(t) {
 		t.Run(variant, func(t *testing.T) { fusionWeights(t, dbtest.New(t, dbtest.WithVector(variant))) })
 	}
 }

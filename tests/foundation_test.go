@@ -2,7 +2,6 @@ package tests
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -11,25 +10,12 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
 	"github.com/mneme-memory/mneme/sidecar/migrate"
 )
-
-// variants lists the embedding variants this server can test: the array
-// fallback always, pgvector when installed.
-func variants(t *testing.T) []string {
-	v := []string{"array"}
-	if dbtest.HasPgvector(t) {
-		v = append(v, "pgvector")
-	} else {
-		t.Log("pgvector not installed on the test server: testing the array fallback only")
-	}
-	return v
-}
 
 // schemaFingerprint describes everything migrate creates, so a second run
 // can be shown to change nothing.
@@ -387,13 +373,6 @@ func TestPendingReviewsConcurrentTakeLosesNothing(t *testing.T) {
 
 // --- bad input ----------------------------------------------------------------
 
-func sqlState(t *testing.T, err error) string {
-	t.Helper()
-	var pgErr *pgconn.PgError
-	require.True(t, errors.As(err, &pgErr), "want a PostgreSQL error, got %v", err)
-	return pgErr.Code
-}
-
 func counts(t *testing.T, db *dbtest.DB) string {
 	var s string
 	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT format('%s/%s/%s/%s',
@@ -422,7 +401,7 @@ func TestAddMessageBadInput(t *testing.T) {
 		message string
 	}{
 		{"null conversation", `SELECT mneme.add_message(NULL, 'user', 'hello there', $1)`, []any{later}, "22004", "conversation_id"},
-		{"null content", `SELECT mneme.add_message($1, 'user', NULL, $2)`, []any{c.id, later}, "22023", "content"},
+		{"null content", `SELECT mneme.add_message($1, 'user', NULL, $2)`, []any{c.id, later}, "22004", "content"},
 		{"empty content", `SELECT mneme.add_message($1, 'user', '', $2)`, []any{c.id, later}, "22023", "content"},
 		{"blank content", `SELECT mneme.add_message($1, 'user', E' \n\t', $2)`, []any{c.id, later}, "22023", "content"},
 		{"unknown role", `SELECT mneme.add_message($1, 'robot', 'hello there', $2)`, []any{c.id, later}, "22023", "unknown role"},

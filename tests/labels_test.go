@@ -81,7 +81,7 @@ func TestAutoLabel(t *testing.T) {
 			require.Equal(t, "general", got)
 
 			_, err := db.Pool.Exec(ctx, `SELECT mneme.auto_label(NULL)`)
-			require.Equal(t, "22023", sqlState(t, err))
+			require.Equal(t, "22004", sqlState(t, err)) // NULL where a value is needed
 			_, err = db.Pool.Exec(ctx, `SELECT mneme.auto_label('   ')`)
 			require.Equal(t, "22023", sqlState(t, err))
 		})
@@ -114,9 +114,9 @@ func TestEpisodeLabel(t *testing.T) {
 				require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.episode_label($1, $2)`, c.msgs, at).Scan(&got))
 				require.Equal(t, c.want, got, "episode_label(%q)", c.msgs)
 			}
-			for _, q := range []string{`SELECT mneme.episode_label(NULL)`, `SELECT mneme.episode_label('{}')`} {
+			for q, code := range map[string]string{`SELECT mneme.episode_label(NULL)`: "22004", `SELECT mneme.episode_label('{}')`: "22023"} {
 				_, err := db.Pool.Exec(ctx, q)
-				require.Equal(t, "22023", sqlState(t, err), q)
+				require.Equal(t, code, sqlState(t, err), q)
 			}
 		})
 	}

@@ -37,7 +37,20 @@ func TestLifecycleEval(t *testing.T) {
 		last := sc.Days[len(sc.Days)-1].Labels
 		require.Equal(t, 1.0, last["important"].Active, sc.Name)
 		require.Less(t, last["trivial"].Active, last["general"].Active, sc.Name)
-		require.Less(t, last["general"].Active, 1.0+1e-9, sc.Name)
+		require.Positive(t, last["general"].Active, sc.Name)
+		// Every day, each label's memories are active, inactive or
+		// purged: the three shares sum to one.
+		for d, day := range sc.Days {
+			for label, s := range day.Labels {
+				if s.Created == 0 {
+					continue
+				}
+				for _, share := range []float64{s.Active, s.Inactive, s.Purged} {
+					require.True(t, share >= 0 && share <= 1, "%s day %d %s: %+v", sc.Name, d+1, label, s)
+				}
+				require.InDelta(t, 1, s.Active+s.Inactive+s.Purged, 1e-9, "%s day %d %s: %+v", sc.Name, d+1, label, s)
+			}
+		}
 	}
 	require.Zero(t, off.Purged, "purge off purges nothing")
 	require.Positive(t, on.Purged, "purge on purges inactive memories after the grace")

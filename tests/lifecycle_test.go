@@ -55,14 +55,14 @@ func TestInitialStateMatchesGoFSRS(t *testing.T) {
 			require.Equal(t, 2.5, s)
 
 			// Bad input: a clear error.
-			for _, q := range []string{
-				`SELECT * FROM mneme.initial_state('misc')`,
-				`SELECT * FROM mneme.initial_state(NULL)`,
-				`SELECT * FROM mneme.initial_state('general', 1.5)`,
-				`SELECT * FROM mneme.initial_state('general', NULL)`,
+			for q, code := range map[string]string{
+				`SELECT * FROM mneme.initial_state('misc')`:          "22023",
+				`SELECT * FROM mneme.initial_state(NULL)`:            "22004", // NULL where a value is needed
+				`SELECT * FROM mneme.initial_state('general', 1.5)`:  "22023",
+				`SELECT * FROM mneme.initial_state('general', NULL)`: "22004",
 			} {
 				_, err := db.Pool.Exec(ctx, q)
-				require.Equal(t, "22023", sqlState(t, err), q)
+				require.Equal(t, code, sqlState(t, err), q)
 			}
 			_, err := db.Pool.Exec(ctx, `SELECT mneme.set_setting('initial_stability_days', '{"general": -1}')`)
 			require.Equal(t, "22023", sqlState(t, err), "set_setting checks the rule")

@@ -84,7 +84,7 @@ func TestReadsForPeople(t *testing.T) {
 			for q, state := range map[string]string{
 				`SELECT * FROM mneme.conversations(0)`:                    "22023",
 				`SELECT * FROM mneme.conversations(10001)`:                "22023",
-				`SELECT * FROM mneme.conversations(NULL)`:                 "22023",
+				`SELECT * FROM mneme.conversations(NULL)`:                 "22004", // the NULL rule (docs/sql-api.md)
 				`SELECT * FROM mneme.conversation_messages(NULL)`:         "22004",
 				`SELECT * FROM mneme.conversation_memories(NULL)`:         "22004",
 				`SELECT * FROM mneme.memory_reviews(NULL)`:                "22004",

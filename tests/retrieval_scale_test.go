@@ -108,7 +108,7 @@ func hnswScans(t *testing.T, pool *pgxpool.Pool) int64 {
 // keep the index build short; array fallback: 100 x 50.
 func TestRetrieveManyConversationsExact(t *testing.T) {
 	t.Parallel()
-	for _, variant := range vectorVariants(t) {
+	for _, variant := range variants(t) {
 		t.Run(variant, func(t *testing.T) {
 			nconv, per := 100, 50
 			if variant == "pgvector" {

@@ -278,9 +278,9 @@ func TestRetrievabilityMatchesGoFSRS(t *testing.T) {
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.retrievability(5, now() + interval '1 day')`).Scan(&r))
 	require.Equal(t, 1.0, r)
 	_, err := db.Pool.Exec(ctx, `SELECT mneme.retrievability(0, now())`)
-	requireSQLState(t, err, "22023")
+	require.Equal(t, "22023", sqlState(t, err))
 	_, err = db.Pool.Exec(ctx, `SELECT mneme.retrievability(NULL, now())`)
-	requireSQLState(t, err, "22004")
+	require.Equal(t, "22004", sqlState(t, err))
 }
 
 // ---------------------------------------------------------------------------
@@ -344,7 +344,7 @@ func addMemory(t *testing.T, db *dbtest.DB, conv uuid.UUID, content string, cols
 
 func TestRetrieveRanking(t *testing.T) {
 	t.Parallel()
-	for _, variant := range vectorVariants(t) {
+	for _, variant := range variants(t) {
 		t.Run(variant, func(t *testing.T) {
 			db := dbtest.New(t, dbtest.WithVector(variant))
 			ctx := context.Background()
@@ -508,9 +508,9 @@ func TestRetrieveBadInput(t *testing.T) {
 	}{
 		{"k 0", `SELECT * FROM mneme.retrieve($1, 'find', 0)`, []any{conv}, "22023"},
 		{"k 101", `SELECT * FROM mneme.retrieve($1, 'find', 101)`, []any{conv}, "22023"},
-		{"k NULL", `SELECT * FROM mneme.search($1, 'find', NULL)`, []any{conv}, "22023"},
+		{"k NULL", `SELECT * FROM mneme.search($1, 'find', NULL)`, []any{conv}, "22004"},
 		{"empty query", `SELECT * FROM mneme.retrieve($1, '  ')`, []any{conv}, "22023"},
-		{"NULL query", `SELECT * FROM mneme.search($1, NULL)`, []any{conv}, "22023"},
+		{"NULL query", `SELECT * FROM mneme.search($1, NULL)`, []any{conv}, "22004"},
 		{"NULL conversation", `SELECT * FROM mneme.retrieve(NULL, 'find')`, nil, "22004"},
 		{"wrong dimension", `SELECT * FROM mneme.retrieve($1, 'find', 5, '{1,2,3}')`, []any{conv}, "22023"},
 		{"zero embedding", `SELECT * FROM mneme.search($1, 'find', 5, array_fill(0::real, ARRAY[256]))`, []any{conv}, "22023"},
@@ -523,7 +523,7 @@ func TestRetrieveBadInput(t *testing.T) {
 			continue
 		}
 		_, err := db.Pool.Exec(ctx, c.sql, c.args...)
-		requireSQLState(t, err, c.state)
+		require.Equal(t, c.state, sqlState(t, err))
 	}
 	// Nothing was recorded by the failed calls.
 	var n int
@@ -538,7 +538,7 @@ func TestRetrieveBadInput(t *testing.T) {
 
 func TestRetrieveEmbedderModes(t *testing.T) {
 	t.Parallel()
-	for _, variant := range vectorVariants(t) {
+	for _, variant := range variants(t) {
 		t.Run(variant, func(t *testing.T) {
 			db := dbtest.New(t, dbtest.WithVector(variant))
 			ctx := context.Background()

@@ -72,7 +72,7 @@ func TestSearchAtEvaluatesRetrievabilityThen(t *testing.T) {
 
 	// at NULL is an error, not a silent now().
 	_, err = db.Pool.Exec(ctx, `SELECT * FROM mneme.search($1, 'lighthouse', 5, at => NULL)`, conv)
-	requireSQLState(t, err, "22004")
+	require.Equal(t, "22004", sqlState(t, err))
 	_, err = db.Pool.Exec(ctx, `SELECT mneme.retrieve_markdown($1, 'lighthouse', 5, NULL, NULL, NULL, NULL)`, conv)
-	requireSQLState(t, err, "22004")
+	require.Equal(t, "22004", sqlState(t, err))
 }

@@ -1,6 +1,8 @@
 // Package backoff owns the one retry schedule mneme uses everywhere it waits
 // after a failure (LLM and embedding calls, job retries, event transport
-// reconnects): exponential growth with full jitter, capped.
+// reconnects): exponential growth, capped, with "equal jitter": each wait
+// is drawn between half the exponential delay and all of it (not AWS's
+// "full jitter", which draws from zero and can retry at once).
 package backoff
 
 import (

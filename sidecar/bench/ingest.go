@@ -399,8 +399,19 @@ func ingestText(c, i int) string {
 	return fmt.Sprintf("message %d of conversation %d: more about %s, detail %d", i, c, topics[(c+i/12)%len(topics)], i%7)
 }
 
-// WriteIngestTable prints the results for a person.
-func WriteIngestTable(w io.Writer, results []IngestResult) {
+// WriteIngestTable prints the results of a run with o for a person: what
+// was run, then one line per run.
+func WriteIngestTable(w io.Writer, o IngestOptions, results []IngestResult) {
+	rate := "as fast as they can"
+	if o.Rate > 0 {
+		rate = fmt.Sprintf("%d messages/s in all", o.Rate)
+	}
+	variant := ""
+	if len(results) > 0 {
+		variant = results[0].Variant
+	}
+	fmt.Fprintf(w, "mneme bench ingest: writers for %s per run (%s), %d sidecars x %d jobs at once, offline pipelines, %d memories stored before, variant %s\n",
+		o.Duration, rate, o.Sidecars, o.Concurrency, o.Preload, variant)
 	fmt.Fprintf(w, "  %-13s %7s %9s %9s %9s %11s %9s %9s %9s %9s %10s %8s\n", "conversations", "writers", "messages", "failures",
 		"msgs/s", "segment jobs", "memories", "lag p50", "lag p95", "lag p99", "backlog s", "failed")
 	for _, r := range results {

@@ -97,7 +97,8 @@ func writeRun(ctx context.Context, pool *pgxpool.Pool, o WritersOptions, shared 
 }
 
 // WriteWritersTable prints the results for a person.
-func WriteWritersTable(w io.Writer, results []WritersResult) {
+func WriteWritersTable(w io.Writer, o WritersOptions, results []WritersResult) {
+	fmt.Fprintf(w, "mneme bench writers: %d writers x %d messages, add_message without a time\n", o.Writers, o.Messages)
 	fmt.Fprintf(w, "  %-14s %8s %9s %9s %12s %13s\n", "conversations", "writers", "messages", "failures", "messages/s", "segment jobs")
 	for _, r := range results {
 		fmt.Fprintf(w, "  %-14d %8d %9d %9d %12.0f %13d\n", r.Conversations, r.Writers, r.Messages, r.Failures, r.PerSecond, r.SegmentJobs)

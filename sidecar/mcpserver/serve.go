@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/mneme-memory/mneme/sidecar/config"
+	"github.com/mneme-memory/mneme/sidecar/embed"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -55,4 +59,23 @@ func Serve(ctx context.Context, o Options, t Transport) error {
 		return err
 	}
 	return nil
+}
+
+// ExternalEmbedder is the query embedder for an external embedding
+// endpoint (config MNEME_EMBED_*): it embeds the queries as the sidecar
+// embeds the memories, at the database's dimension. Nil when none is
+// configured (SQL embeds queries with the hash embedder, or searches by
+// BM25 alone).
+func ExternalEmbedder(ctx context.Context, pool *pgxpool.Pool, ep config.Endpoint, log *slog.Logger) (QueryEmbedder, error) {
+	if !ep.Configured() {
+		return nil, nil
+	}
+	var dim int
+	if err := pool.QueryRow(ctx, `SELECT (mneme.setting('embedding_dim') #>> '{}')::int`).Scan(&dim); err != nil {
+		return nil, fmt.Errorf("read the embedding dimension (has `mneme migrate` run?): %w", err)
+	}
+	if log != nil {
+		log.Info("mcp: queries embedded by the external embedder", "base_url", ep.BaseURL, "model", ep.Model)
+	}
+	return embed.NewOpenAI(ep, dim), nil
 }

@@ -153,10 +153,16 @@ func (p *Pipelines) applyReview(ctx context.Context, tx pgx.Tx, jobID int64, t t
 		r = fallback
 	}
 	next := fsrs.Next(t.Stored, r, reviewedAt)
+	// The job, when it is a row of mneme.jobs: apply_review re-reads its
+	// payload under a lock, so an erase during the model call is honoured.
+	var job any
+	if jobID != 0 {
+		job = jobID
+	}
 	var applied bool
 	err := tx.QueryRow(ctx, `SELECT mneme.apply_review($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
 		t.ID, fsrs.Name(r), next.Stability, next.Difficulty, string(next.Phase), reviewedAt,
-		p.reviewer.Name(), t.Queries, defaulted, jobID).Scan(&applied)
+		p.reviewer.Name(), t.Queries, defaulted, job).Scan(&applied)
 	if err != nil {
 		return fmt.Errorf("apply review of %s: %w", t.ID, err)
 	}

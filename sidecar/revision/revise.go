@@ -91,10 +91,14 @@ func (r Reviser) Handle(ctx context.Context, db jobs.Store, job jobs.Job) error 
 		target = d.Target
 	}
 	force := job.Attempts >= forceAttempt
+	var jobID any // the job's tenant bounds what it may revise (none for an inline job)
+	if job.ID != 0 {
+		jobID = job.ID
+	}
 	return db.Commit(ctx, func(tx pgx.Tx) error {
 		var applied string
-		if err := tx.QueryRow(ctx, `SELECT mneme.apply_revision($1, $2, $3, $4, $5, nullif($6, ''), $7)`,
-			f.ID, d.Action, target, d.Reason, r.Classifier.Name(), d.Slot, force).Scan(&applied); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT mneme.apply_revision($1, $2, $3, $4, $5, nullif($6, ''), $7, $8)`,
+			f.ID, d.Action, target, d.Reason, r.Classifier.Name(), d.Slot, force, jobID).Scan(&applied); err != nil {
 			return fmt.Errorf("revise job %d: apply %s: %w", job.ID, d.Action, err)
 		}
 		log.Info("revise: applied", "decided", d.Action, "applied", applied, "target", d.Target, "reason", d.Reason,
@@ -136,7 +140,7 @@ func (r Reviser) reconfirm(ctx context.Context, tx pgx.Tx, jobID int64, target u
 	var applied bool
 	if err := tx.QueryRow(ctx, `SELECT mneme.apply_review($1, 'good', $2, $3, $4, $5, $6, $7, false, $8)`,
 		target, next.Stability, next.Difficulty, string(next.Phase), at, r.Classifier.Name(),
-		[]string{"restated by " + f.ID.String()}, jobID).Scan(&applied); err != nil {
+		[]string{"restated by " + f.ID.String()}, nullJob(jobID)).Scan(&applied); err != nil {
 		return fmt.Errorf("revise job %d: review confirmed memory %s: %w", jobID, target, err)
 	}
 	log.Info("revise: confirmed memory reviewed good", "target", target, "stability_before", st.Stability,
@@ -165,4 +169,13 @@ func (r Reviser) log() *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}
 	return r.Log
+}
+
+// nullJob is a job id as a query argument: NULL for an inline job (no row
+// of mneme.jobs).
+func nullJob(id int64) any {
+	if id == 0 {
+		return nil
+	}
+	return id
 }

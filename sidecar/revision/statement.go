@@ -148,24 +148,44 @@ var notNames = map[string]bool{
 }
 
 // Parse reads a fact's subject, slot, value and polarity. An unparsed
-// statement has an empty Slot.
+// statement has an empty Slot. It reads in four steps: the text cleaned
+// (cleanText), its subject and predicate (splitSubject), a retraction
+// turned into what it retracts (readRetraction), and the slot the
+// predicate fills (fillSlot).
 func Parse(text string) Statement {
-	var st Statement
-	t := strings.TrimSpace(spaceRE.ReplaceAllString(text, " "))
-	subjectName := ""
+	speaker, t := cleanText(text)
+	if t == "" {
+		return Statement{}
+	}
+	st, pred, ok := splitSubject(t, speaker)
+	if !ok {
+		return Statement{}
+	}
+	st, pred = readRetraction(st, pred)
+	return fillSlot(st, pred)
+}
+
+// cleanText collapses white space and strips an extracted fact's speaker
+// prefix (returned lower-cased, "" for none), trailing punctuation and an
+// opening discourse marker.
+func cleanText(text string) (speaker, t string) {
+	t = strings.TrimSpace(spaceRE.ReplaceAllString(text, " "))
 	if m := speakerRE.FindStringSubmatch(t); m != nil {
-		subjectName, t = strings.ToLower(m[1]), m[2]
+		speaker, t = strings.ToLower(m[1]), m[2]
 	}
 	t = trailingRE.ReplaceAllString(t, "")
-	t = openerRE.ReplaceAllString(t, "")
-	if t == "" {
-		return st
-	}
-	lower := strings.ToLower(t)
-	// Subject: first person (the speaker, or "user" for an explicit write),
-	// or a named person opening the sentence.
+	return speaker, openerRE.ReplaceAllString(t, "")
+}
+
+// splitSubject reads the subject (first person: the speaker, or "user" for
+// an explicit write; a relative of theirs; or a named person opening the
+// sentence) and returns it with the lower-cased predicate after it, its
+// verb in a form the slot patterns read; false when t has no subject.
+func splitSubject(t, speaker string) (Statement, string, bool) {
+	var st Statement
 	var pred string
-	firstPerson := subjectName
+	lower := strings.ToLower(t)
+	firstPerson := speaker
 	if firstPerson == "" {
 		firstPerson = "user"
 	}
@@ -192,7 +212,7 @@ func Parse(text string) Statement {
 	default:
 		m := namedRE.FindStringSubmatch(t)
 		if m == nil || notNames[strings.ToLower(strings.Fields(m[1])[0])] {
-			return st
+			return st, "", false
 		}
 		st.Subject = strings.ToLower(m[1])
 		rest := strings.ToLower(m[2])
@@ -201,7 +221,13 @@ func Parse(text string) Statement {
 		}
 		pred = rest
 	}
-	// Retractions become the statement they retract.
+	return st, pred, true
+}
+
+// readRetraction turns a retraction into the statement it retracts: the
+// first negation cue that matches marks st Negated, with the first content
+// word of what it retracts, and is rewritten out of the predicate.
+func readRetraction(st Statement, pred string) (Statement, string) {
 	for _, n := range negations {
 		if loc := n.re.FindStringSubmatchIndex(pred); loc != nil {
 			// What is retracted follows the cue, or is the cue's group
@@ -211,16 +237,24 @@ func Parse(text string) Statement {
 				rest = pred[loc[2]:loc[3]] + " " + rest
 			}
 			st.Negated, st.Retracted = true, firstContentWord(rest)
-			pred = n.re.ReplaceAllString(pred, n.repl)
-			break
+			return st, n.re.ReplaceAllString(pred, n.repl)
 		}
 	}
+	return st, pred
+}
+
+// fillSlot reads the attribute and value the predicate sets, its fillers
+// dropped: "my <attribute> is <value>", or the first slot pattern that
+// matches. A predicate that fills no slot keeps the subject and the
+// retraction (the classifier matches a retraction by words).
+func fillSlot(st Statement, pred string) Statement {
+	noSlot := Statement{Subject: st.Subject, Negated: st.Negated, Retracted: st.Retracted}
 	pred = strings.TrimSpace(spaceRE.ReplaceAllString(fillerRE.ReplaceAllString(pred, " "), " "))
 	pred = strings.TrimPrefix(pred, "to ")
 	if strings.HasPrefix(pred, "my ") {
 		m := possessiveRE.FindStringSubmatch(pred[3:])
 		if m == nil || degreeRE.MatchString(m[2]) || len(strings.Fields(m[2])) > 6 {
-			return Statement{Subject: st.Subject, Negated: st.Negated, Retracted: st.Retracted}
+			return noSlot
 		}
 		attr := strings.TrimSpace(adjectiveRE.ReplaceAllString(m[1], ""))
 		switch {
@@ -253,13 +287,11 @@ func Parse(text string) Statement {
 			}
 		}
 		if notAValue(st) {
-			return Statement{Subject: st.Subject, Negated: st.Negated, Retracted: st.Retracted}
+			return noSlot
 		}
 		return finish(st)
 	}
-	// A retraction with no slot keeps its subject: the classifier matches
-	// it by words.
-	return Statement{Subject: st.Subject, Negated: st.Negated, Retracted: st.Retracted}
+	return noSlot
 }
 
 // firstContentWord is the first word of a predicate that is not one every

@@ -6,8 +6,9 @@
 -- Distribution column: the conversation. Every call that must be fast names
 -- one, so its statements go to the one worker that holds it. Reference
 -- tables (a copy on every node): settings, tenants, tenant_logins,
--- job_kinds, job_turns. Everything else is distributed by conversation and
--- colocated with mneme.message_queue (whose id is the conversation).
+-- job_kinds, job_turns, erasures. Everything else is distributed by
+-- conversation and colocated with mneme.message_queue (whose id is the
+-- conversation).
 --
 -- What Citus needs that one server does not:
 --   * row policies without subqueries ("Subqueries are not supported in
@@ -72,6 +73,7 @@ SELECT create_reference_table('mneme.settings');
 SELECT create_reference_table('mneme.tenant_logins');
 SELECT create_reference_table('mneme.job_kinds');
 SELECT create_reference_table('mneme.job_turns');
+SELECT create_reference_table('mneme.erasures');
 SELECT create_distributed_table('mneme.message_queue', 'id');
 SELECT create_distributed_table(t, 'conversation_id', colocate_with => 'mneme.message_queue')
 FROM unnest(ARRAY['mneme.messages', 'mneme.memories', 'mneme.bm25_docs', 'mneme.bm25_postings', 'mneme.bm25_terms',

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mneme-memory/mneme/sidecar/cli"
 	"github.com/mneme-memory/mneme/sidecar/eval/recall"
 )
 
@@ -44,6 +45,9 @@ const Spacing = time.Minute
 // (a tier such as 100K), in numeric order of their names. Conversation
 // ids are beam-<folder>.
 func Load(dir string) (*recall.Data, error) {
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return nil, fmt.Errorf("%w: --data %q: want a folder of BEAM conversations", cli.ErrUsage, dir)
+	}
 	d := &recall.Data{Benchmark: "BEAM", Name: filepath.Base(filepath.Clean(dir)), Categories: Abilities, Measures: Measures}
 	if _, err := os.Stat(filepath.Join(dir, "chat.json")); err == nil {
 		c, err := loadConversation(dir)

@@ -3,11 +3,13 @@ package feedback
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 
+	"github.com/mneme-memory/mneme/sidecar/cli"
 	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/embed"
 	"github.com/mneme-memory/mneme/sidecar/pipeline"
@@ -55,4 +57,35 @@ func WriteReport(w io.Writer, res Result) error {
 		"%d sessions, %d new answers per need at session %d, precision@%d\n\n",
 		res.Needs, res.Relevant, res.Lookalikes, res.Memories, res.Sessions, res.Relevant, res.NewAnswersAt, res.K)
 	return WriteTable(w, res)
+}
+
+// Command is `mneme eval feedback`: its flags bound to fs and parsed from
+// args, the simulation, and its table (or --json) printed and --plot drawn.
+func Command(ctx context.Context, log *slog.Logger, fs *flag.FlagSet, args []string) error {
+	asJSON := fs.Bool("json", false, "print the result as JSON")
+	plot := fs.String("plot", "", "write the precision plot to this SVG file")
+	var o Options
+	fs.IntVar(&o.Sessions, "sessions", 30, "simulated sessions (days)")
+	var sets cli.Settings
+	fs.Var(&sets, "set", "mneme setting for the run, key=JSON (repeatable), e.g. --set retrievability_weight=1")
+	if err := cli.Parse(fs, args, false); err != nil {
+		return err
+	}
+	settings, err := sets.Parse()
+	if err != nil {
+		return err
+	}
+	if o.Sessions < 1 {
+		return fmt.Errorf("%w: --sessions must be positive", cli.ErrUsage)
+	}
+	cfg, err := config.Load(false)
+	if err != nil {
+		return err
+	}
+	res, err := Eval(ctx, cfg, o, settings, log)
+	if err != nil {
+		return err
+	}
+	return cli.Report(res, *asJSON, *plot, func(w io.Writer) error { return WriteSVG(w, res) },
+		func(w io.Writer) error { return WriteReport(w, res) })
 }

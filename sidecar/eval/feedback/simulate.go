@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/mneme-memory/mneme/sidecar/eval/lifecycle"
 	"github.com/mneme-memory/mneme/sidecar/fsrs"
 	"github.com/mneme-memory/mneme/sidecar/jobs"
 	"github.com/mneme-memory/mneme/sidecar/migrate"
@@ -249,17 +250,8 @@ func search(ctx context.Context, tx pgx.Tx, conv uuid.UUID, query string, k int)
 // good, used or not.
 func autoGood(ctx context.Context, tx pgx.Tx, ids []uuid.UUID, at time.Time) error {
 	for _, id := range ids {
-		var st fsrs.State
-		var phase string
-		if err := tx.QueryRow(ctx, `SELECT stability, difficulty, fsrs_state, last_reviewed_at, review_count
-			FROM mneme.review_targets(ARRAY[$1]::uuid[], true)`, id).Scan(&st.Stability, &st.Difficulty, &phase, &st.LastReviewedAt, &st.Reviews); err != nil {
-			return fmt.Errorf("read memory %s: %w", id, err)
-		}
-		st.Phase, _ = fsrs.ParsePhase(phase)
-		next := fsrs.Next(st, fsrs.Good, at)
-		if _, err := tx.Exec(ctx, `SELECT mneme.apply_review($1, 'good', $2, $3, $4, $5, 'heuristic', ARRAY['auto-good'])`,
-			id, next.Stability, next.Difficulty, string(next.Phase), at); err != nil {
-			return fmt.Errorf("auto-good %s: %w", id, err)
+		if err := lifecycle.Review(ctx, tx, id, fsrs.Good, at, "auto-good"); err != nil {
+			return fmt.Errorf("auto-good: %w", err)
 		}
 	}
 	return nil

@@ -2,11 +2,13 @@ package lifecycle
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"strings"
 
+	"github.com/mneme-memory/mneme/sidecar/cli"
 	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/scratch"
 )
@@ -28,6 +30,32 @@ func Eval(ctx context.Context, cfg config.Config, opts Options, log *slog.Logger
 		return res, fmt.Errorf("lifecycle simulation: %w", err)
 	}
 	return res, nil
+}
+
+// Command is `mneme eval lifecycle`: its flags bound to fs and parsed from
+// args, the simulation, and its table (or --json) printed and --plot drawn.
+func Command(ctx context.Context, log *slog.Logger, fs *flag.FlagSet, args []string) error {
+	asJSON := fs.Bool("json", false, "print the result as JSON")
+	plot := fs.String("plot", "", "write the per-label plot to this SVG file")
+	var o Options
+	fs.IntVar(&o.Days, "days", 365, "simulated days")
+	fs.Float64Var(&o.PurgeAfterDays, "purge-after-days", 60, "purge_after_days in the purge-on scenario")
+	if err := cli.Parse(fs, args, false); err != nil {
+		return err
+	}
+	if o.Days < 1 || o.Days > 3650 || !(o.PurgeAfterDays > 0) {
+		return fmt.Errorf("%w: --days must be 1 to 3650 and --purge-after-days positive", cli.ErrUsage)
+	}
+	cfg, err := config.Load(false)
+	if err != nil {
+		return err
+	}
+	res, err := Eval(ctx, cfg, o, log)
+	if err != nil {
+		return err
+	}
+	return cli.Report(res, *asJSON, *plot, func(w io.Writer) error { return WriteSVG(w, res) },
+		func(w io.Writer) error { return WriteTable(w, res) })
 }
 
 // Checkpoints are the days the table shows.

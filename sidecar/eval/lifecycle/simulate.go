@@ -222,7 +222,7 @@ func simulate(ctx context.Context, db interface {
 				rating = fsrs.Again
 				sc.Again++
 			}
-			if err := review(ctx, tx, m.id, rating, now.Add(20*time.Hour+time.Duration(i)*time.Millisecond)); err != nil {
+			if err := Review(ctx, tx, m.id, rating, now.Add(20*time.Hour+time.Duration(i)*time.Millisecond), "lifecycle simulation"); err != nil {
 				return sc, err
 			}
 			sc.Reviews++
@@ -318,9 +318,11 @@ func statuses(ctx context.Context, tx pgx.Tx, conv uuid.UUID) (map[uuid.UUID]str
 	return out, rows.Err()
 }
 
-// review rates one memory as the review job does: go-fsrs computes the next
-// state from the locked row, mneme.apply_review writes it.
-func review(ctx context.Context, tx pgx.Tx, id uuid.UUID, r fsrs.Rating, at time.Time) error {
+// Review rates one memory as the review job does, at a simulated time:
+// go-fsrs computes the next state from the locked row, mneme.apply_review
+// writes it (reviewer heuristic, the matched query why). The simulations
+// of this package and of package feedback review through it.
+func Review(ctx context.Context, tx pgx.Tx, id uuid.UUID, r fsrs.Rating, at time.Time, why string) error {
 	var st fsrs.State
 	var phase string
 	if err := tx.QueryRow(ctx, `SELECT stability, difficulty, fsrs_state, last_reviewed_at, review_count
@@ -332,8 +334,8 @@ func review(ctx context.Context, tx pgx.Tx, id uuid.UUID, r fsrs.Rating, at time
 		return err
 	}
 	next := fsrs.Next(st, r, at)
-	if _, err := tx.Exec(ctx, `SELECT mneme.apply_review($1, $2, $3, $4, $5, $6, 'heuristic', ARRAY['lifecycle simulation'])`,
-		id, fsrs.Name(r), next.Stability, next.Difficulty, string(next.Phase), at); err != nil {
+	if _, err := tx.Exec(ctx, `SELECT mneme.apply_review($1, $2, $3, $4, $5, $6, 'heuristic', ARRAY[$7])`,
+		id, fsrs.Name(r), next.Stability, next.Difficulty, string(next.Phase), at, why); err != nil {
 		return fmt.Errorf("review %s: %w", id, err)
 	}
 	return nil

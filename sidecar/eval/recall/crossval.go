@@ -131,7 +131,7 @@ func crossValidate(ctx context.Context, pool *pgxpool.Pool, convs []Conversation
 	for i := range convs {
 		total += len(convs[i].Questions)
 	}
-	bar := newProgress(opt.Progress, "cross-validation", total*len(opt.Candidates))
+	bar := NewProgress(opt.Progress, "cross-validation", total*len(opt.Candidates))
 	for ci, cand := range opt.Candidates {
 		if err := set(saved); err != nil {
 			return nil, err
@@ -142,7 +142,7 @@ func crossValidate(ctx context.Context, pool *pgxpool.Pool, convs []Conversation
 		sc.Sum[ci] = map[int]map[int]float64{}
 		for i := range convs {
 			c := &convs[i]
-			bar.label = "cross-validation " + cand.String()
+			bar.Label = "cross-validation " + cand.String()
 			src := &contextSource{pool: pool, conv: ingested[i].ConvID, at: asOf(opt.AsOf, ingested[i]), in: ingested[i], embed: embed}
 			sc.Sum[ci][i] = map[int]float64{}
 			for _, q := range c.Questions {
@@ -154,12 +154,12 @@ func crossValidate(ctx context.Context, pool *pgxpool.Pool, convs []Conversation
 					r, _ := evidenceRecall(q.Evidence, inside)
 					sc.Sum[ci][i][b] += r
 				}
-				bar.add(1)
+				bar.Add(1)
 			}
 			sc.N[i] = len(c.Questions)
 		}
 	}
-	bar.done()
+	bar.Done()
 
 	names := make([]string, len(opt.Candidates))
 	for ci, c := range opt.Candidates {

@@ -1,6 +1,8 @@
 package recall
 
 import (
+	"bufio"
+	"context"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -126,4 +128,42 @@ func (f *Flags) Check(log *slog.Logger) error {
 	f.Options.PipeLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	f.Options.Config, err = config.Load(false)
 	return err
+}
+
+// Command is `mneme eval locomo` and `mneme eval beam`: the flags bound to
+// fs (data is --data's default) and parsed from args, the data read by
+// load, and the report printed (tables, or --json) and plotted (--plot).
+func Command(ctx context.Context, log *slog.Logger, fs *flag.FlagSet, args []string, data, dataHelp string,
+	load func(string) (*Data, error)) error {
+	f := NewFlags(fs, data, dataHelp)
+	if err := cli.Parse(fs, args, false); err != nil {
+		return err
+	}
+	if err := f.Check(log); err != nil {
+		return err
+	}
+	d, err := load(f.Data)
+	if err != nil {
+		return err
+	}
+	var questions *bufio.Writer
+	if *f.Questions != "" {
+		qf, err := os.Create(*f.Questions)
+		if err != nil {
+			return fmt.Errorf("--questions: %w", err)
+		}
+		defer qf.Close()
+		questions = bufio.NewWriter(qf)
+		f.Options.Questions = questions
+	}
+	rep, err := Eval(ctx, f.Options, d)
+	if err != nil {
+		return err
+	}
+	if questions != nil {
+		if err := questions.Flush(); err != nil {
+			return fmt.Errorf("--questions: %w", err)
+		}
+	}
+	return cli.Report(rep, *f.JSON, *f.Plot, rep.WritePlot, rep.WriteTable)
 }

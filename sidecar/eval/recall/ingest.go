@@ -47,7 +47,7 @@ type Ingested struct {
 
 // ingest feeds every turn of c through mneme.add_message, running the
 // pending jobs after each, then flushes the last messages into a segment.
-func ingest(ctx context.Context, pool *pgxpool.Pool, jobs Jobs, c *Conversation, bar *progress, agentK int) (*Ingested, error) {
+func ingest(ctx context.Context, pool *pgxpool.Pool, jobs Jobs, c *Conversation, bar *Progress, agentK int) (*Ingested, error) {
 	in := &Ingested{
 		ConvID:    ConversationUUID(c.ID, "mneme"),
 		TurnByMsg: map[int64]string{},
@@ -87,7 +87,7 @@ func ingest(ctx context.Context, pool *pgxpool.Pool, jobs Jobs, c *Conversation,
 			if err := jobs.Drain(ctx); err != nil {
 				return nil, fmt.Errorf("conversation %s: run jobs after %s: %w", c.ID, t.ID, err)
 			}
-			bar.add(1)
+			bar.Add(1)
 		}
 	}
 	// The conversation is over: a live sidecar would cut the last episode

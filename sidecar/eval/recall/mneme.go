@@ -1,8 +1,11 @@
 package recall
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -20,11 +23,10 @@ type QueryEmbedder interface {
 
 // Memory is one memory of an evaluated conversation as the budget sees it.
 type Memory struct {
-	ID       uuid.UUID
-	Text     string // what counts toward the budget (see CountContent)
-	Doc      Doc
-	FirstMsg int64 // the first source message: a stable tie-break
-	Turns    int
+	ID    uuid.UUID
+	Text  string // what counts toward the budget (see CountContent)
+	Doc   Doc
+	Turns int
 }
 
 // What of a memory goes into the context, and so counts toward the budget.
@@ -79,9 +81,6 @@ func loadMemories(ctx context.Context, pool *pgxpool.Pool, in *Ingested, count s
 			}
 			ids = append(ids, turn)
 			texts = append(texts, in.Text[turn])
-		}
-		if len(msgs) > 0 {
-			m.FirstMsg = msgs[0]
 		}
 		m.Doc = PlaceTurns(m.Text, ids, texts)
 		out[id] = m
@@ -149,148 +148,134 @@ func (s *mnemeSource) methods() []string {
 }
 
 func (s *mnemeSource) rank(ctx context.Context, q string) ([][]Doc, []time.Duration, error) {
-	var qemb []float32
-	var embTook time.Duration
-	if s.embed != nil {
-		start := time.Now()
-		v, err := s.embed.Embed(ctx, []string{q})
-		if err != nil {
-			return nil, nil, fmt.Errorf("embed question: %w", err)
-		}
-		qemb, embTook = v[0], time.Since(start)
+	qemb, embTook, err := s.embedQuestion(ctx, q)
+	if err != nil {
+		return nil, nil, err
 	}
-	var qarg any
-	if qemb != nil {
-		qarg = qemb
+	found, searchTook, err := s.search(ctx, q, qemb)
+	if err != nil {
+		return nil, nil, err
 	}
+	searchTook += embTook
+	bm25, bm25Took, err := s.leg(ctx, `SELECT memory_id, score FROM mneme.bm25_search($1, $2, mneme.setting('retrieve_candidates')::int)`, s.conv, q)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mneme.bm25_search: %w", err)
+	}
+	vec, vecTook, err := s.leg(ctx, `SELECT memory_id, -distance FROM mneme.vector_search($1,
+			coalesce($2::real[], CASE WHEN mneme.setting('embedder') #>> '{}' = 'hash' THEN mneme.hash_embed($3) END),
+			mneme.setting('retrieve_candidates')::int)`, s.conv, qemb, q)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mneme.vector_search: %w", err)
+	}
+	vecTook += embTook
 
+	full := make([]Scored, len(found))
+	noR := make([]Scored, len(found))
+	for i, r := range found {
+		full[i] = Scored{ID: r.id, Score: r.score}
+		// Without retrievability: score / R^w = rrf * label weight.
+		noR[i] = Scored{ID: r.id, Score: r.rrf}
+		if r.retrievability > 0 {
+			noR[i].Score = r.score / r.retrievability
+		}
+	}
+	var out [][]Doc
+	for _, hits := range [][]Scored{full, noR, bm25, vec} {
+		docs, err := s.docs(RankLikeSQL(hits))
+		if err != nil {
+			return nil, nil, err
+		}
+		out = append(out, docs)
+	}
+	return out, []time.Duration{searchTook, searchTook, bm25Took, vecTook}, nil
+}
+
+// Scored is one memory with the score a ranking orders by (higher first).
+type Scored struct {
+	ID    uuid.UUID
+	Score float64
+}
+
+// RankLikeSQL orders hits as mneme's SQL orders its rankings (mneme.search
+// by score DESC, id; mneme.bm25_search by score DESC, memory_id;
+// mneme.vector_search by distance, memory_id): the higher score first,
+// equal scores by memory id in PostgreSQL's uuid order (its 16 bytes
+// compared as unsigned bytes). The evaluation then ranks ties as what
+// ships does, not by some order of its own.
+func RankLikeSQL(hits []Scored) []uuid.UUID {
+	sorted := slices.Clone(hits)
+	slices.SortFunc(sorted, func(a, b Scored) int {
+		if c := cmp.Compare(b.Score, a.Score); c != 0 {
+			return c
+		}
+		return bytes.Compare(a.ID[:], b.ID[:])
+	})
+	ids := make([]uuid.UUID, len(sorted))
+	for i, h := range sorted {
+		ids[i] = h.ID
+	}
+	return ids
+}
+
+// embedQuestion embeds the question with the external embedder: a
+// []float32, or nil (SQL NULL) without one (SQL embeds it with the hash
+// embedder).
+func (s *mnemeSource) embedQuestion(ctx context.Context, q string) (any, time.Duration, error) {
+	if s.embed == nil {
+		return nil, 0, nil
+	}
+	start := time.Now()
+	v, err := s.embed.Embed(ctx, []string{q})
+	if err != nil {
+		return nil, 0, fmt.Errorf("embed question: %w", err)
+	}
+	return v[0], time.Since(start), nil
+}
+
+// search is one mneme.search call: its rows and how long it took.
+func (s *mnemeSource) search(ctx context.Context, q string, qemb any) ([]searchRow, time.Duration, error) {
 	start := time.Now()
 	rows, err := s.pool.Query(ctx, `
 		SELECT memory_id, score, rrf,
 		       power(retrievability, (mneme.setting('retrievability_weight') #>> '{}')::float8)  -- the factor in score
-		FROM mneme.search($1, $2, $3, $4, at => $5)`, s.conv, q, searchK, qarg, s.at)
+		FROM mneme.search($1, $2, $3, $4, at => $5)`, s.conv, q, searchK, qemb, s.at)
 	if err != nil {
-		return nil, nil, fmt.Errorf("mneme.search: %w", err)
+		return nil, 0, fmt.Errorf("mneme.search: %w", err)
 	}
 	res, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (searchRow, error) {
 		var x searchRow
 		return x, r.Scan(&x.id, &x.score, &x.rrf, &x.retrievability)
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("mneme.search: %w", err)
+		return nil, 0, fmt.Errorf("mneme.search: %w", err)
 	}
-	searchTook := time.Since(start) + embTook
+	return res, time.Since(start), nil
+}
 
-	// A leg's ties (equal BM25 scores, equal distances) are broken by
-	// conversation order too, not by the random memory uuid.
-	leg := func(sql string, args ...any) ([]uuid.UUID, time.Duration, error) {
-		start := time.Now()
-		rows, err := s.pool.Query(ctx, sql, args...)
-		if err != nil {
-			return nil, 0, err
-		}
-		type scored struct {
-			id uuid.UUID
-			v  float64
-		}
-		hits, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (scored, error) {
-			var x scored
-			return x, r.Scan(&x.id, &x.v)
-		})
-		took := time.Since(start)
-		if err != nil {
-			return nil, 0, err
-		}
-		for _, h := range hits {
-			if s.memories[h.id] == nil {
-				return nil, 0, fmt.Errorf("retrieval returned memory %s that is not an active memory of the conversation", h.id)
-			}
-		}
-		sort.SliceStable(hits, func(a, b int) bool {
-			if hits[a].v != hits[b].v {
-				return hits[a].v > hits[b].v
-			}
-			return s.memories[hits[a].id].FirstMsg < s.memories[hits[b].id].FirstMsg
-		})
-		ids := make([]uuid.UUID, len(hits))
-		for i, h := range hits {
-			ids[i] = h.id
-		}
-		return ids, took, nil
-	}
-	bm25, bm25Took, err := leg(`SELECT memory_id, score FROM mneme.bm25_search($1, $2, mneme.setting('retrieve_candidates')::int)`, s.conv, q)
+// leg runs one retrieval leg's query (rows of memory id and score, higher
+// better) and how long it took.
+func (s *mnemeSource) leg(ctx context.Context, sql string, args ...any) ([]Scored, time.Duration, error) {
+	start := time.Now()
+	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("mneme.bm25_search: %w", err)
+		return nil, 0, err
 	}
-	vec, vecTook, err := leg(`SELECT memory_id, -distance FROM mneme.vector_search($1,
-			coalesce($2::real[], CASE WHEN mneme.setting('embedder') #>> '{}' = 'hash' THEN mneme.hash_embed($3) END),
-			mneme.setting('retrieve_candidates')::int)`, s.conv, qarg, q)
-	if err != nil {
-		return nil, nil, fmt.Errorf("mneme.vector_search: %w", err)
-	}
-	vecTook += embTook
+	hits, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Scored, error) {
+		var x Scored
+		return x, r.Scan(&x.ID, &x.Score)
+	})
+	return hits, time.Since(start), err
+}
 
-	doc := func(id uuid.UUID) (Doc, error) {
+// docs are the memories' docs, in the order given.
+func (s *mnemeSource) docs(ids []uuid.UUID) ([]Doc, error) {
+	docs := make([]Doc, len(ids))
+	for i, id := range ids {
 		m, ok := s.memories[id]
 		if !ok {
-			return Doc{}, fmt.Errorf("retrieval returned memory %s that is not an active memory of the conversation", id)
+			return nil, fmt.Errorf("retrieval returned memory %s that is not an active memory of the conversation", id)
 		}
-		return m.Doc, nil
+		docs[i] = m.Doc
 	}
-	// Exact score ties are broken by conversation order, not by the random
-	// memory uuid, so that every run ranks alike.
-	first := func(r searchRow) int64 { return s.memories[r.id].FirstMsg }
-	order := func(key func(searchRow) float64) ([]Doc, error) {
-		rs := append([]searchRow(nil), res...)
-		sort.SliceStable(rs, func(a, b int) bool {
-			ka, kb := key(rs[a]), key(rs[b])
-			if ka != kb {
-				return ka > kb
-			}
-			return first(rs[a]) < first(rs[b])
-		})
-		docs := make([]Doc, len(rs))
-		for i, r := range rs {
-			d, err := doc(r.id)
-			if err != nil {
-				return nil, err
-			}
-			docs[i] = d
-		}
-		return docs, nil
-	}
-	ids := func(ids []uuid.UUID) ([]Doc, error) {
-		docs := make([]Doc, len(ids))
-		for i, id := range ids {
-			d, err := doc(id)
-			if err != nil {
-				return nil, err
-			}
-			docs[i] = d
-		}
-		return docs, nil
-	}
-	full, err := order(func(r searchRow) float64 { return r.score })
-	if err != nil {
-		return nil, nil, err
-	}
-	// Without retrievability: score / R^w = rrf * label weight.
-	noR, err := order(func(r searchRow) float64 {
-		if r.retrievability > 0 {
-			return r.score / r.retrievability
-		}
-		return r.rrf
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	b, err := ids(bm25)
-	if err != nil {
-		return nil, nil, err
-	}
-	v, err := ids(vec)
-	if err != nil {
-		return nil, nil, err
-	}
-	return [][]Doc{full, noR, b, v}, []time.Duration{searchTook, searchTook, bm25Took, vecTook}, nil
+	return docs, nil
 }

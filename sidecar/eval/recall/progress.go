@@ -8,12 +8,14 @@ import (
 	"time"
 )
 
-// progress draws a bar on a terminal (redrawn in place, at most ten times a
-// second) and, on anything else, a line at every tenth of the way.
-type progress struct {
+// Progress draws a bar on a terminal (redrawn in place, at most ten times a
+// second) and, on anything else, a line at every tenth of the way. The
+// evaluations and the benchmarks (package bench) draw theirs with it; a
+// nil Progress, or one on a nil writer, draws nothing.
+type Progress struct {
+	Label string // shown before the bar; may change as the work goes on
 	w     io.Writer
 	tty   bool
-	label string
 	total int
 	n     int
 	last  time.Time
@@ -21,8 +23,9 @@ type progress struct {
 	start time.Time
 }
 
-func newProgress(w io.Writer, label string, total int) *progress {
-	p := &progress{w: w, label: label, total: total, start: time.Now()}
+// NewProgress starts a bar of total steps on w (nil: none).
+func NewProgress(w io.Writer, label string, total int) *Progress {
+	p := &Progress{w: w, Label: label, total: total, start: time.Now()}
 	if f, ok := w.(*os.File); ok {
 		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
 			p.tty = true
@@ -31,7 +34,8 @@ func newProgress(w io.Writer, label string, total int) *progress {
 	return p
 }
 
-func (p *progress) add(n int) {
+// Add advances the bar by n.
+func (p *Progress) Add(n int) {
 	if p == nil || p.w == nil {
 		return
 	}
@@ -46,40 +50,26 @@ func (p *progress) add(n int) {
 	if p.total > 0 {
 		if tenth := p.n * 10 / p.total; tenth > p.step {
 			p.step = tenth
-			fmt.Fprintf(p.w, "%s: %d/%d (%d%%) %s\n", p.label, p.n, p.total, tenth*10, time.Since(p.start).Round(time.Second))
+			fmt.Fprintf(p.w, "%s: %d/%d (%d%%) %s\n", p.Label, p.n, p.total, tenth*10, time.Since(p.start).Round(time.Second))
 		}
 	}
 }
 
-func (p *progress) draw() {
+func (p *Progress) draw() {
 	const width = 30
 	filled := 0
 	if p.total > 0 {
 		filled = p.n * width / p.total
 	}
-	fmt.Fprintf(p.w, "\r\033[K%-24s [%s%s] %d/%d %s", p.label, strings.Repeat("#", filled),
+	fmt.Fprintf(p.w, "\r\033[K%-24s [%s%s] %d/%d %s", p.Label, strings.Repeat("#", filled),
 		strings.Repeat(".", width-filled), p.n, p.total, time.Since(p.start).Round(time.Second))
 }
 
-// done ends the bar's line.
-func (p *progress) done() {
+// Done ends the bar's line.
+func (p *Progress) Done() {
 	if p == nil || p.w == nil || !p.tty {
 		return
 	}
 	p.draw()
 	fmt.Fprintln(p.w)
 }
-
-// Progress is the progress bar for other packages (benchmarks).
-type Progress struct{ p *progress }
-
-// NewProgress starts a bar of total steps on w (nil: none).
-func NewProgress(w io.Writer, label string, total int) *Progress {
-	return &Progress{p: newProgress(w, label, total)}
-}
-
-// Add advances the bar by n.
-func (b *Progress) Add(n int) { b.p.add(n) }
-
-// Done ends the bar.
-func (b *Progress) Done() { b.p.done() }

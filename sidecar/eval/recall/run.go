@@ -77,11 +77,11 @@ func run(ctx context.Context, pool *pgxpool.Pool, o Options, d *Data, convs []Co
 		turns += convs[i].TurnCount()
 		questions += len(convs[i].Questions)
 	}
-	ingestBar := newProgress(o.Progress, "ingest", turns)
+	ingestBar := NewProgress(o.Progress, "ingest", turns)
 	ingested := make([]*Ingested, len(convs))
 	for i := range convs {
 		c := &convs[i]
-		ingestBar.label = "ingest " + c.ID
+		ingestBar.Label = "ingest " + c.ID
 		in, err := ingest(ctx, pool, w.jobs, c, ingestBar, o.AgentK)
 		if err != nil {
 			return nil, err
@@ -89,12 +89,12 @@ func run(ctx context.Context, pool *pgxpool.Pool, o Options, d *Data, convs []Co
 		ingested[i] = in
 		rep.addConversation(c, in)
 	}
-	ingestBar.done()
+	ingestBar.Done()
 
-	qBar := newProgress(o.Progress, "questions", questions)
+	qBar := NewProgress(o.Progress, "questions", questions)
 	for i := range convs {
 		c := &convs[i]
-		qBar.label = "questions " + c.ID
+		qBar.Label = "questions " + c.ID
 		rep.conv = c.ID
 		mems, err := loadMemories(ctx, pool, ingested[i], o.Count)
 		if err != nil {
@@ -139,10 +139,10 @@ func run(ctx context.Context, pool *pgxpool.Pool, o Options, d *Data, convs []Co
 					rep.add(m, &q, rankings[j], took[j])
 				}
 			}
-			qBar.add(1)
+			qBar.Add(1)
 		}
 	}
-	qBar.done()
+	qBar.Done()
 	if rep.dumpErr != nil {
 		return nil, fmt.Errorf("recall: write the questions: %w", rep.dumpErr)
 	}

@@ -2,13 +2,16 @@ package revision
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/mneme-memory/mneme/sidecar/cli"
 	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/eval/recall"
 	"github.com/mneme-memory/mneme/sidecar/pipeline"
@@ -34,6 +37,51 @@ type Options struct {
 	// conversations is scored with the candidate most accurate on the others.
 	Folds      int
 	Candidates []recall.Candidate
+}
+
+// Command is `mneme eval revision`: its flags bound to fs and parsed from
+// args, the suite run, and its table (or --json) printed.
+func Command(ctx context.Context, log *slog.Logger, fs *flag.FlagSet, args []string) error {
+	model := fs.String("llm", "", `the classifier: none (the offline classifier) or "scripted" (the LLM classifier against an in-process fake `+
+		`OpenAI-compatible server that answers from the labels, a deterministic share of its answers bad on purpose)`)
+	asJSON := fs.Bool("json", false, "print the result as JSON")
+	keep := fs.Bool("keep-db", false, "keep the scratch database afterwards (its name is logged)")
+	quiet := fs.Bool("quiet", false, "no progress, and only errors from the pipelines")
+	folds := fs.Int("folds", 0, "cross-validate the revision settings over N folds of the conversations (with --choose; 0: off)")
+	var choose recall.Choices
+	fs.Var(&choose, "choose", `with --folds: values of a setting to choose among, key=JSON|JSON|... (repeatable; every combination is a candidate), e.g. --choose revision_duplicate_similarity=0.7|0.8|0.9`)
+	if err := cli.Parse(fs, args, false); err != nil {
+		return err
+	}
+	o := Options{Mode: ModeOffline, Keep: *keep, Log: log, Folds: *folds}
+	var err error
+	if o.Candidates, err = choose.Candidates(*folds); err != nil {
+		return err
+	}
+	switch *model {
+	case "":
+	case ModeScripted:
+		o.Mode = ModeScripted
+	default:
+		return fmt.Errorf("%w: --llm %q: want scripted, or no --llm for the offline classifier", cli.ErrUsage, *model)
+	}
+	// The pipelines warn of every unusable model answer and retry: the
+	// scripted mode sends those on purpose.
+	level := slog.LevelWarn
+	if *quiet {
+		level = slog.LevelError
+	} else {
+		o.Progress = os.Stderr
+	}
+	o.PipeLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if o.Config, err = config.Load(false); err != nil {
+		return err
+	}
+	rep, err := Eval(ctx, o)
+	if err != nil {
+		return err
+	}
+	return cli.Report(rep, *asJSON, "", nil, rep.WriteTable)
 }
 
 // Eval runs the suite in a fresh scratch database.
@@ -112,7 +160,10 @@ func RunMode(ctx context.Context, pool *pgxpool.Pool, mode string, cfg config.Co
 	switch mode {
 	case ModeOffline:
 	case ModeScripted:
-		model = NewScripted()
+		var err error
+		if model, err = NewScripted(); err != nil {
+			return nil, err
+		}
 		defer model.Close()
 		cfg.LLM = config.Endpoint{BaseURL: model.URL(), APIKey: "scripted", Model: "scripted"}
 		cfg.LLMTimeout = 30 * time.Second

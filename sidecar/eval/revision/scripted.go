@@ -11,7 +11,6 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
-	"github.com/mneme-memory/mneme/sidecar/llm/llmtest"
 	"github.com/mneme-memory/mneme/sidecar/revision"
 )
 
@@ -52,13 +51,14 @@ type LLMStats struct {
 	Bad        []BadStats `json:"bad"`
 }
 
-// Scripted is a model behind a fake OpenAI-compatible server (llmtest)
-// that answers each revision_decision request from the suite's labels: it
-// reads the numbered candidates in the prompt and names the labelled
-// target's number. A deterministic share of its answers are bad (BadKinds).
-// The sidecar reaches it through the real go-openai client.
+// Scripted is a model behind an OpenAI-compatible chat completions
+// endpoint on a loopback port (server.go) that answers each
+// revision_decision request from the suite's labels: it reads the numbered
+// candidates in the prompt and names the labelled target's number. A
+// deterministic share of its answers are bad (BadKinds). The sidecar
+// reaches it through the real go-openai client.
 type Scripted struct {
-	srv *llmtest.Server
+	srv *server
 
 	mu       sync.Mutex
 	conv     *Conversation
@@ -74,17 +74,18 @@ type Scripted struct {
 type badSent struct{ conv, key, kind string }
 
 // NewScripted starts the server; Close stops it.
-func NewScripted() *Scripted {
-	s := &Scripted{srv: llmtest.Start(), attempts: map[string]int{}}
-	s.srv.Default(s.respond)
-	return s
+func NewScripted() (*Scripted, error) {
+	s := &Scripted{attempts: map[string]int{}}
+	var err error
+	s.srv, err = serve(s.respond)
+	return s, err
 }
 
 // URL is the base URL for config.Endpoint.
-func (s *Scripted) URL() string { return s.srv.URL() }
+func (s *Scripted) URL() string { return s.srv.url }
 
 // Close stops the server.
-func (s *Scripted) Close() { s.srv.Close() }
+func (s *Scripted) Close() { s.srv.close() }
 
 func (s *Scripted) revising(c *Conversation, i int) {
 	s.mu.Lock()
@@ -116,19 +117,19 @@ type decision struct {
 	Confidence float64 `json:"confidence"`
 }
 
-func reply(d decision) llmtest.Reply {
+func answer(d decision) reply {
 	b, _ := json.Marshal(d)
-	return llmtest.Reply{Content: string(b)}
+	return reply{content: string(b)}
 }
 
-func (s *Scripted) respond(req openai.ChatCompletionRequest) llmtest.Reply {
+func (s *Scripted) respond(req openai.ChatCompletionRequest) reply {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stats.Requests++
-	add := reply(decision{Action: revision.ActionAdd, Reason: "scripted: new information", Confidence: 0.9})
+	add := answer(decision{Action: revision.ActionAdd, Reason: "scripted: new information", Confidence: 0.9})
 	if req.ResponseFormat == nil || req.ResponseFormat.JSONSchema == nil || req.ResponseFormat.JSONSchema.Name != "revision_decision" {
 		s.errs = append(s.errs, fmt.Errorf("scripted model: a request that is not a revision_decision"))
-		return llmtest.Reply{Status: http.StatusBadRequest, Content: "the scripted model answers revision_decision only"}
+		return reply{status: http.StatusBadRequest, content: "the scripted model answers revision_decision only"}
 	}
 	var user string
 	for _, m := range req.Messages {
@@ -191,25 +192,25 @@ func (s *Scripted) respond(req openai.ChatCompletionRequest) llmtest.Reply {
 			s.sent = append(s.sent, badSent{conv: s.conv.Name, key: w.Key, kind: kind})
 			switch kind {
 			case BadMalformed:
-				return llmtest.Reply{Content: fmt.Sprintf(`{"action": %q, "target": %d, "reason": "cut o`, w.Expect, n)}
+				return reply{content: fmt.Sprintf(`{"action": %q, "target": %d, "reason": "cut o`, w.Expect, n)}
 			case BadOutOfRange:
 				bad := good
 				bad.Target = len(cands) + 1
-				return reply(bad)
+				return answer(bad)
 			case BadUnknownAction:
 				bad := good
 				bad.Action = "REPLACE"
-				return reply(bad)
+				return answer(bad)
 			case BadLowConfidence:
 				bad := good
 				bad.Confidence = 0.2
-				return reply(bad)
+				return answer(bad)
 			case BadHTTP500:
-				return llmtest.Reply{Status: http.StatusInternalServerError, Content: "scripted outage"}
+				return reply{status: http.StatusInternalServerError, content: "scripted outage"}
 			}
 		}
 	}
-	return reply(good)
+	return answer(good)
 }
 
 // Stats is what the model saw and sent, and what its bad answers became
