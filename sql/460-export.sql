@@ -83,7 +83,8 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF export_conversations.n IS NULL OR export_conversations.n < 1 OR export_conversations.n > 100000 THEN
+    export_conversations.n := coalesce(export_conversations.n, 1000);  -- NULL: the default
+    IF export_conversations.n < 1 OR export_conversations.n > 100000 THEN
         RAISE EXCEPTION 'n must be between 1 and 100000, not %', export_conversations.n USING ERRCODE = '22023';
     END IF;
     -- The tenant's conversations, and those erased whole (a tombstone
@@ -283,7 +284,10 @@ DECLARE
     v_id     uuid;
     v_tenant text := mneme._tenant();
 BEGIN
-    IF import_conversation.line IS NULL OR import_conversation.line ->> 'type' IS DISTINCT FROM 'conversation' THEN
+    IF import_conversation.line IS NULL THEN
+        RAISE EXCEPTION 'line must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF import_conversation.line ->> 'type' IS DISTINCT FROM 'conversation' THEN
         RAISE EXCEPTION 'not a conversation line' USING ERRCODE = '22023';
     END IF;
     v_id := (import_conversation.line ->> 'id')::uuid;
@@ -326,8 +330,11 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF import_messages.conversation_id IS NULL OR jsonb_typeof(import_messages.lines) IS DISTINCT FROM 'array' THEN
-        RAISE EXCEPTION 'conversation_id and an array of lines are needed' USING ERRCODE = '22023';
+    IF import_messages.conversation_id IS NULL OR import_messages.lines IS NULL THEN
+        RAISE EXCEPTION 'conversation_id and lines must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF jsonb_typeof(import_messages.lines) <> 'array' THEN
+        RAISE EXCEPTION 'lines must be an array of lines' USING ERRCODE = '22023';
     END IF;
     IF NOT EXISTS (SELECT 1 FROM mneme.message_queue q WHERE q.id = import_messages.conversation_id AND q.tenant_id = mneme._tenant()) THEN
         RAISE EXCEPTION 'conversation % does not exist in this tenant', import_messages.conversation_id USING ERRCODE = 'P0002';
@@ -357,8 +364,11 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF import_memories.conversation_id IS NULL OR jsonb_typeof(import_memories.lines) IS DISTINCT FROM 'array' THEN
-        RAISE EXCEPTION 'conversation_id and an array of lines are needed' USING ERRCODE = '22023';
+    IF import_memories.conversation_id IS NULL OR import_memories.lines IS NULL THEN
+        RAISE EXCEPTION 'conversation_id and lines must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF jsonb_typeof(import_memories.lines) <> 'array' THEN
+        RAISE EXCEPTION 'lines must be an array of lines' USING ERRCODE = '22023';
     END IF;
     IF NOT EXISTS (SELECT 1 FROM mneme.message_queue q WHERE q.id = import_memories.conversation_id AND q.tenant_id = mneme._tenant()) THEN
         RAISE EXCEPTION 'conversation % does not exist in this tenant', import_memories.conversation_id USING ERRCODE = 'P0002';
@@ -469,7 +479,10 @@ AS $$
 DECLARE
     k text;
 BEGIN
-    IF jsonb_typeof(import_links.links) IS DISTINCT FROM 'array' THEN
+    IF import_links.links IS NULL THEN
+        RAISE EXCEPTION 'links must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF jsonb_typeof(import_links.links) <> 'array' THEN
         RAISE EXCEPTION 'links must be an array of {memory_id, link, target}' USING ERRCODE = '22023';
     END IF;
     FOREACH k IN ARRAY ARRAY['supersedes_id', 'confirms_id', 'invalidates_id'] LOOP
@@ -496,8 +509,11 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF import_reviews.conversation_id IS NULL OR jsonb_typeof(import_reviews.lines) IS DISTINCT FROM 'array' THEN
-        RAISE EXCEPTION 'conversation_id and an array of lines are needed' USING ERRCODE = '22023';
+    IF import_reviews.conversation_id IS NULL OR import_reviews.lines IS NULL THEN
+        RAISE EXCEPTION 'conversation_id and lines must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF jsonb_typeof(import_reviews.lines) <> 'array' THEN
+        RAISE EXCEPTION 'lines must be an array of lines' USING ERRCODE = '22023';
     END IF;
     PERFORM mneme._set_local('mneme.importing', 'on');
     RETURN QUERY
@@ -534,8 +550,11 @@ AS $$
 DECLARE
     v_n bigint;
 BEGIN
-    IF import_events.conversation_id IS NULL OR jsonb_typeof(import_events.lines) IS DISTINCT FROM 'array' THEN
-        RAISE EXCEPTION 'conversation_id and an array of lines are needed' USING ERRCODE = '22023';
+    IF import_events.conversation_id IS NULL OR import_events.lines IS NULL THEN
+        RAISE EXCEPTION 'conversation_id and lines must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF jsonb_typeof(import_events.lines) <> 'array' THEN
+        RAISE EXCEPTION 'lines must be an array of lines' USING ERRCODE = '22023';
     END IF;
     INSERT INTO mneme.memory_events (memory_id, conversation_id, tenant_id, event, reason, actor, caller, review_log_id, at)
     SELECT r.memory, import_events.conversation_id, mneme._tenant(), r.event, r.reason, r.actor, r.caller,
@@ -558,6 +577,9 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    IF import_present.conversation_id IS NULL OR import_present.memory_ids IS NULL THEN
+        RAISE EXCEPTION 'conversation_id and memory_ids must not be NULL' USING ERRCODE = '22004';
+    END IF;
     RETURN (SELECT count(*) FROM mneme.memories m
             WHERE m.conversation_id = import_present.conversation_id AND m.tenant_id = mneme._tenant()
               AND m.id = ANY (import_present.memory_ids));
@@ -573,6 +595,9 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    IF import_unembedded.conversation_id IS NULL THEN
+        RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
+    END IF;
     RETURN QUERY
     SELECT m.id, mneme.memory_text(m.title, m.summary, m.content)
     FROM mneme.memories m
@@ -593,6 +618,9 @@ AS $$
 BEGIN
     -- The messages of episodes: the segment job embeds those (external
     -- embedder), the context ranks their turns by them.
+    IF import_unembedded_messages.conversation_id IS NULL THEN
+        RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
+    END IF;
     RETURN QUERY
     SELECT g.id, g.content
     FROM mneme.messages g
@@ -619,7 +647,10 @@ DECLARE
     v_id  uuid;
     v_key text;
 BEGIN
-    IF import_fact.origin IS NULL OR jsonb_typeof(import_fact.origin) <> 'object'
+    IF import_fact.conversation_id IS NULL OR import_fact.content IS NULL OR import_fact.origin IS NULL THEN
+        RAISE EXCEPTION 'conversation_id, content and origin must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF jsonb_typeof(import_fact.origin) <> 'object'
        OR (SELECT count(*) FROM jsonb_object_keys(import_fact.origin)) <> 1 THEN
         RAISE EXCEPTION 'origin must be an object of one key, the source system (e.g. {"mem0": {...}})' USING ERRCODE = '22023';
     END IF;
