@@ -171,6 +171,7 @@ type reviewLine struct {
 	LastReviewedBefore string      `json:"last_reviewed_before"`
 	ReviewedAt         string      `json:"reviewed_at"`
 	MatchedQueries     []string    `json:"matched_queries"`
+	AskedIn            *uuid.UUID  `json:"asked_in,omitempty"` // the conversation whose retrieval asked for it
 	CreatedAt          string      `json:"created_at"`
 }
 

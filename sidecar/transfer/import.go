@@ -340,7 +340,7 @@ func (im *importer) applySettings() error {
 			continue
 		}
 		if _, err := tx.Exec(im.ctx, `SELECT mneme.set_setting($1, $2::jsonb)`, s.s.Key, string(s.s.Value)); err != nil {
-			return &LineError{Line: s.line, Err: fmt.Errorf("setting %s: %w", s.s.Key, err)}
+			return &LineError{Line: s.line, Err: fmt.Errorf("setting %s (--no-settings imports without the file's settings): %w", s.s.Key, err)}
 		}
 	}
 	return tx.Commit(im.ctx)

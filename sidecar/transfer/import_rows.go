@@ -112,7 +112,7 @@ func (im *importer) row(n int, kind string, b []byte) error {
 		if r.Seq != cv.nReview {
 			return lineErr(n, "review seq %d, expected %d", r.Seq, cv.nReview)
 		}
-		r.Memory = im.remap(r.Memory)
+		r.Memory, r.AskedIn = im.remap(r.Memory), im.remapPtr(r.AskedIn)
 		conversation, v = r.Conversation, r
 		im.res.Reviews++
 	case kindEvent:
