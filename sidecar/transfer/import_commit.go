@@ -164,8 +164,12 @@ func (im *importer) dbErr(first, last int, kind string, err error) error {
 		if first != last {
 			where = fmt.Sprintf("lines %d to %d", first, last)
 		}
-		return fmt.Errorf("%s: %w: a %s id is held already by another conversation or tenant (%s): the ids of the file "+
-			"are kept unless --conversations new gives them new ones: %w", where, ErrCollision, kind, pg.Detail, err)
+		detail := ""
+		if pg.Detail != "" {
+			detail = " (" + pg.Detail + ")"
+		}
+		return fmt.Errorf("%s: %w: a %s id is held already by another conversation or tenant%s: the ids of the file "+
+			"are kept unless --conversations new gives them new ones: %w", where, ErrCollision, kind, detail, err)
 	}
 	if first == last {
 		return &LineError{Line: first, Err: fmt.Errorf("%s: %w", kind, err)}
