@@ -3,6 +3,7 @@ package tests
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"context"
 	"fmt"
 	"io"
@@ -578,4 +579,92 @@ type ctxReader struct{ ctx context.Context }
 func (r ctxReader) Read([]byte) (int, error) {
 	<-r.ctx.Done()
 	return 0, r.ctx.Err()
+}
+
+// checkCounts parses an export and checks every conversation's announced
+// line counts and the end line against the lines that follow: what an
+// export written across several snapshots would get wrong.
+func checkCounts(t *testing.T, file []byte) (memories int) {
+	t.Helper()
+	type counts struct{ Messages, Memories, Reviews, Events int }
+	var want, got counts
+	var open bool
+	lines := fileLines(file)
+	closeConv := func() {
+		if open {
+			require.Equal(t, want, got)
+		}
+	}
+	for _, l := range lines[1:] {
+		var v struct {
+			Type  string
+			Lines json.RawMessage
+		}
+		require.NoError(t, json.Unmarshal([]byte(l), &v))
+		switch v.Type {
+		case "conversation":
+			closeConv()
+			want, got, open = counts{}, counts{}, true
+			require.NoError(t, json.Unmarshal(v.Lines, &want))
+		case "message":
+			got.Messages++
+		case "memory":
+			got.Memories++
+			memories++
+		case "review":
+			got.Reviews++
+		case "event":
+			got.Events++
+		case "end":
+			closeConv()
+		}
+	}
+	return memories
+}
+
+// The export reads one snapshot: a writer adds one memory to each of three
+// conversations per transaction all along, and every file holds as many
+// memories in each (a file read at several moments would hold more in the
+// conversations it read later), with counts that agree with its lines.
+func TestTransferExportIsOneSnapshot(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.New(t, dbtest.WithVector("array"))
+	convs := []uuid.UUID{uuid.New(), uuid.New(), uuid.New()}
+	for _, c := range convs {
+		_, err := db.Pool.Exec(ctx, `SELECT mneme.remember($1, 'seed ' || i) FROM generate_series(1, 200) i`, c)
+		require.NoError(t, err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan int)
+	go func() {
+		n := 0
+		for wctx.Err() == nil {
+			if _, err := db.Pool.Exec(wctx, `SELECT mneme.remember(c, 'written during the export ' || $2::int) FROM unnest($1::uuid[]) c`,
+				convs, n); err == nil {
+				n++
+			}
+		}
+		done <- n
+	}()
+	var sizes []int
+	for range 5 {
+		file := exportAll(t, db.URL, transfer.ExportOptions{})
+		sizes = append(sizes, checkCounts(t, file))
+		per := map[string]int{}
+		for _, l := range fileLines(file) {
+			if strings.Contains(l, `"type": "memory"`) {
+				per[l[strings.Index(l, `"conversation": "`)+17:][:36]]++
+			}
+		}
+		require.Len(t, per, 3)
+		for _, c := range convs {
+			require.Equal(t, per[convs[0].String()], per[c.String()], "every conversation as of one moment: %v", per)
+		}
+	}
+	stop()
+	written := <-done
+	require.Positive(t, written, "the writer wrote during the exports")
+	require.Less(t, sizes[0], sizes[len(sizes)-1], "the exports saw the writes")
+	t.Logf("memories per export %v, %d transactions written meanwhile", sizes, written)
 }
