@@ -3,8 +3,8 @@ package tests
 import (
 	"bytes"
 	"compress/gzip"
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
