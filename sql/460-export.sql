@@ -503,6 +503,28 @@ COMMENT ON FUNCTION mneme.import_links(jsonb) IS
     'Import: sets lineage links (supersedes_id, confirms_id, invalidates_id) whose target is in now; returns the '
     'links whose target is still missing.';
 
+CREATE OR REPLACE FUNCTION mneme.import_missing_links(links jsonb)
+RETURNS TABLE (memory_id uuid, link text, target uuid)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF import_missing_links.links IS NULL THEN
+        RAISE EXCEPTION 'links must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF jsonb_typeof(import_missing_links.links) <> 'array' THEN
+        RAISE EXCEPTION 'links must be an array of {memory_id, link, target}' USING ERRCODE = '22023';
+    END IF;
+    RETURN QUERY
+    SELECT (l ->> 'memory_id')::uuid, l ->> 'link', (l ->> 'target')::uuid
+    FROM jsonb_array_elements(import_missing_links.links) l
+    WHERE NOT EXISTS (SELECT 1 FROM mneme.memories t WHERE t.id = (l ->> 'target')::uuid);
+END
+$$;
+COMMENT ON FUNCTION mneme.import_missing_links(jsonb) IS
+    'Import: the lineage links whose target memory is not in (yet), of a conversation imported before (a resumed '
+    'import sets them when their target comes in).';
+
 CREATE OR REPLACE FUNCTION mneme.import_reviews(conversation_id uuid, lines jsonb)
 RETURNS SETOF bigint
 LANGUAGE plpgsql

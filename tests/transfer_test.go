@@ -668,3 +668,49 @@ func TestTransferExportIsOneSnapshot(t *testing.T) {
 	require.Less(t, sizes[0], sizes[len(sizes)-1], "the exports saw the writes")
 	t.Logf("memories per export %v, %d transactions written meanwhile", sizes, written)
 }
+
+// A lineage link across conversations (revision_scope tenant) to a memory
+// of a conversation later in the file is set when that one comes in, also
+// when the import was interrupted between the two and resumed.
+func TestTransferLinksAcrossConversations(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := dbtest.New(t, dbtest.WithVector("array"))
+	a, b := uuid.New(), uuid.New()
+	if a.String() > b.String() {
+		a, b = b, a
+	}
+	var older, newer uuid.UUID
+	require.NoError(t, src.Pool.QueryRow(ctx, `SELECT mneme.remember($1, 'The user lives in Oslo.')`, b).Scan(&older))
+	require.NoError(t, src.Pool.QueryRow(ctx, `SELECT mneme.remember($1, 'The user lives in Bergen.')`, a).Scan(&newer))
+	// As a tenant-scope revision links them (the superuser writes it here).
+	_, err := src.Pool.Exec(ctx, `UPDATE mneme.memories SET supersedes_id = $2 WHERE id = $1`, newer, older)
+	require.NoError(t, err)
+	file := exportAll(t, src.URL, transfer.ExportOptions{})
+	lines := fileLines(file)
+	cut := -1
+	for i, l := range lines {
+		if strings.Contains(l, `"type": "conversation"`) && strings.Contains(l, b.String()) {
+			cut = i
+		}
+	}
+	require.Positive(t, cut)
+
+	whole := dbtest.New(t, dbtest.WithVector("array"))
+	res, err := importFile(t, whole.URL, file, transfer.ImportOptions{Settings: true})
+	require.NoError(t, err)
+	require.Zero(t, res.DroppedLinks)
+	require.Equal(t, withoutExportTime(t, file), withoutExportTime(t, exportAll(t, whole.URL, transfer.ExportOptions{})))
+
+	resumed := dbtest.New(t, dbtest.WithVector("array"))
+	_, err = importFile(t, resumed.URL, joinLines(lines[:cut+1]), transfer.ImportOptions{Settings: true})
+	require.ErrorContains(t, err, "ends without its end line")
+	var link *uuid.UUID
+	require.NoError(t, resumed.Pool.QueryRow(ctx, `SELECT supersedes_id FROM mneme.memories WHERE id = $1`, newer).Scan(&link))
+	require.Nil(t, link, "its target is not in yet")
+	res, err = importFile(t, resumed.URL, file, transfer.ImportOptions{Settings: true})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, res.Skipped)
+	require.Zero(t, res.DroppedLinks)
+	require.Equal(t, withoutExportTime(t, file), withoutExportTime(t, exportAll(t, resumed.URL, transfer.ExportOptions{})))
+}

@@ -229,6 +229,36 @@ func (im *importer) flush(last int) error {
 				return im.dbErr(cv.first, last, kind, err)
 			}
 			cv.present += k
+			// A link of the conversation imported before to a memory of a
+			// later one (an import interrupted in between): set when its
+			// target comes in, as in the first run.
+			var links []link
+			for _, m := range ms {
+				for _, l := range []struct {
+					name   string
+					target *uuid.UUID
+				}{{"supersedes_id", m.SupersedesID}, {"confirms_id", m.ConfirmsID}, {"invalidates_id", m.InvalidatesID}} {
+					if l.target != nil {
+						links = append(links, link{MemoryID: m.ID, Link: l.name, Target: *l.target})
+					}
+				}
+			}
+			if len(links) > 0 {
+				b, err := json.Marshal(links)
+				if err != nil {
+					return err
+				}
+				rows, err := cv.tx.Query(im.ctx, `SELECT memory_id, link, target FROM mneme.import_missing_links($1::jsonb)`, string(b))
+				if err != nil {
+					return im.dbErr(cv.first, last, kind, err)
+				}
+				missing, err := pgx.CollectRows(rows, pgx.RowToStructByPos[link])
+				if err != nil {
+					return im.dbErr(cv.first, last, kind, err)
+				}
+				im.pending = append(im.pending, missing...)
+			}
+			clear(cv.lineOf)
 		}
 		return nil
 	}
