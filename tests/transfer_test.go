@@ -231,6 +231,15 @@ func TestTransferExportConversationSQL(t *testing.T) {
 	fromGo := exportAll(t, src.db.URL, transfer.ExportOptions{Conversations: []uuid.UUID{convs[0]}, MnemeVersion: "sql"})
 	require.Equal(t, withoutExportTime(t, []byte(fromSQL)), withoutExportTime(t, fromGo))
 
+	// It cannot switch the event triggers off as an import does.
+	var events int
+	require.NoError(t, app.QueryRow(ctx, `WITH s AS (SELECT set_config('mneme.importing', 'on', false)),
+		m AS (SELECT mneme.remember($1, 'A fact written with mneme.importing set.') FROM s)
+		SELECT count(*) FROM m`, convs[0]).Scan(&events))
+	require.NoError(t, src.db.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme.memory_events e JOIN mneme.memories m ON m.id = e.memory_id
+		WHERE e.event = 'created' AND m.content = 'A fact written with mneme.importing set.'`).Scan(&events))
+	require.Equal(t, 1, events, "an application login's writes keep their events")
+
 	// Another tenant's conversation is not there for it.
 	_, err = src.db.Pool.Exec(ctx, `SELECT mneme.create_tenant('other')`)
 	require.NoError(t, err)
