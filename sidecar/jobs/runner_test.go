@@ -531,3 +531,23 @@ func TestJobFunctionsRejectBadInput(t *testing.T) {
 	require.True(t, errors.As(err, &pgErr))
 	require.Equal(t, "22004", pgErr.Code)
 }
+
+// TestRunnerUnstorableErrorStillFails: a handler's error that PostgreSQL
+// cannot store as it is (a NUL byte, invalid UTF-8: an error quoting a
+// message or model output) still ends the job failed with that error,
+// instead of leaving it running until its lease expires.
+func TestRunnerUnstorableErrorStillFails(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	enqueue(t, db, "bad", 1)
+	r := jobs.NewRunner(db.Pool, fastOpts())
+	r.Register("bad", func(context.Context, jobs.Store, jobs.Job) error {
+		return fmt.Errorf("model said \x00 and \xff\xfe: %w", jobs.ErrPermanent)
+	})
+	require.NoError(t, r.Drain(context.Background()))
+	var state, lastErr string
+	require.NoError(t, db.Pool.QueryRow(context.Background(),
+		`SELECT state, coalesce(last_error, '') FROM mneme.jobs`).Scan(&state, &lastErr))
+	require.Equal(t, "failed", state)
+	require.Contains(t, lastErr, `model said \0 and`)
+}
