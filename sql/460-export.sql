@@ -157,6 +157,7 @@ BEGIN
                    'type', 'message', 'conversation', g.conversation_id, 'seq', row_number() OVER (ORDER BY g.id),
                    'role', g.role, 'content', g.content, 'created_at', mneme._export_time(g.created_at),
                    'consumed_at', mneme._export_time(g.consumed_at), 'episode', g.memory_id,
+                   'ends_session', CASE WHEN g.ends_session THEN true END,
                    'embedding', CASE WHEN export_lines.embeddings THEN mneme._export_embedding(g.embedding::real[]) END))
         FROM mneme.messages g
         WHERE g.conversation_id = export_lines.conversation_id
@@ -342,13 +343,14 @@ BEGIN
     -- Ids in the lines' order (a bigserial: one statement, ordered input).
     RETURN QUERY
     WITH ins AS (
-        INSERT INTO mneme.messages (conversation_id, tenant_id, role, content, created_at, consumed_at, memory_id, embedding)
+        INSERT INTO mneme.messages (conversation_id, tenant_id, role, content, created_at, consumed_at, memory_id,
+                                    ends_session, embedding)
         SELECT import_messages.conversation_id, mneme._tenant(), r.role, r.content, r.created_at, r.consumed_at,
-               r.episode, r.embedding
+               r.episode, coalesce(r.ends_session, false), r.embedding
         FROM ROWS FROM (jsonb_to_recordset(import_messages.lines)
                         AS (role text, content text, created_at timestamptz, consumed_at timestamptz, episode uuid,
-                            embedding real[])) WITH ORDINALITY
-             AS r(role, content, created_at, consumed_at, episode, embedding, ord)
+                            ends_session boolean, embedding real[])) WITH ORDINALITY
+             AS r(role, content, created_at, consumed_at, episode, ends_session, embedding, ord)
         ORDER BY r.ord
         RETURNING id
     )

@@ -137,6 +137,7 @@ func TestTransferRoundTrip(t *testing.T) {
 				require.Contains(t, string(first), `"erased": true`, "the conversation erased whole is exported")
 				require.NotContains(t, string(first), "Nightjar", "an erased conversation's content is not exported")
 				require.Contains(t, string(first), `"asked_in": "`, "a review names the conversation that asked for it")
+				require.Contains(t, string(first), `"ends_session": true`, "segment_now's session ends are carried")
 				require.Equal(t, emb, strings.Contains(string(first), `"embedding": [`))
 
 				dst := dbtest.New(t, dbtest.WithVector(variant))

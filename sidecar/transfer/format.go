@@ -114,6 +114,7 @@ type messageLine struct {
 	CreatedAt    string          `json:"created_at"`
 	ConsumedAt   *string         `json:"consumed_at,omitempty"`
 	Episode      *uuid.UUID      `json:"episode,omitempty"`
+	EndsSession  bool            `json:"ends_session,omitempty"` // segment_now ended a session here
 	Embedding    json.RawMessage `json:"embedding,omitempty"`
 }
 
