@@ -300,7 +300,8 @@ AS $$
 DECLARE
     v_n       int;
     v_max     int := mneme.setting('pending_reviews_max')::int;
-    v_payload jsonb;
+    v_reviews jsonb;
+    v_context bigint[];
     v_conv    uuid;
     v_live    bigint := 0;
 BEGIN
@@ -356,14 +357,15 @@ BEGIN
              WHERE q.id = add_pending_review.conversation_id
             RETURNING q.id
         )
-        SELECT mneme._review_payload(
-                   (SELECT jsonb_agg(e.e ORDER BY e.o) FROM e WHERE e.o <= v_n - v_max / 2),
-                   now(),
-                   ARRAY(SELECT m.id FROM mneme.messages m
-                         WHERE m.conversation_id = add_pending_review.conversation_id AND m.consumed_at IS NULL
-                         ORDER BY m.id))
-          INTO v_payload FROM moved;
-        PERFORM mneme.enqueue_job('review', add_pending_review.conversation_id, v_payload);
+        SELECT (SELECT jsonb_agg(e.e ORDER BY e.o) FROM e WHERE e.o <= v_n - v_max / 2),
+               coalesce((SELECT array_agg(m.id ORDER BY m.id) FROM mneme.messages m
+                         WHERE m.conversation_id = add_pending_review.conversation_id
+                           AND m.consumed_at IS NULL), '{}')
+          INTO v_reviews, v_context FROM moved;
+        -- Built apart from the statement on the tables (on Citus, a
+        -- statement may run on a worker, which has no mneme._review_payload).
+        PERFORM mneme.enqueue_job('review', add_pending_review.conversation_id,
+                                  mneme._review_payload(v_reviews, now(), v_context));
     END IF;
 END
 $$;

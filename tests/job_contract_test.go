@@ -108,6 +108,9 @@ func TestJobContractGoTypesPassTheRule(t *testing.T) {
 					ReviewedAt:        at,
 				}},
 				{"review required only", jobs.ReviewArgs{Reviews: []jobs.PendingReview{}, ReviewedAt: at}},
+				// An imported queue may hold an entry without ids: handed
+				// over without them, not as null.
+				{"review entry without ids", jobs.ReviewArgs{Reviews: []jobs.PendingReview{{Query: "q"}}, ReviewedAt: at}},
 				{"revise", jobs.ReviseArgs{MemoryID: uuid.New()}},
 				{"cleanup", jobs.CleanupArgs{}},
 				{"noop", jobs.NoopArgs{}},

@@ -85,8 +85,10 @@ func (ReviewArgs) Kind() string { return KindReview }
 // the memories it returned (ids as text: a malformed one is skipped by the
 // handler, not the whole job).
 type PendingReview struct {
-	Query     string   `json:"query"`
-	MemoryIDs []string `json:"memory_ids"`
+	Query string `json:"query"`
+	// MemoryIDs: an entry without them (an imported queue may hold one)
+	// stays without them, not null, which the rule refuses.
+	MemoryIDs []string `json:"memory_ids,omitzero"`
 }
 
 // ContextMessage is one message carried inline by an old review job.
