@@ -197,7 +197,7 @@ WITH kinds (kind, needs_conversation, payload_rule, payload_hint, description) A
      '{"memory_id": uuid}',
      'compare a new fact with what the conversation believes: add, merge, supersede or invalidate'),
     ('cleanup', false, '$.type() == "object"', '{}',
-     'the lifecycle policy: expire, archive and delete what the settings say'),
+     'the lifecycle policy (mneme.cleanup): inactivate faded memories, record expired ones, purge long-inactive ones and prune done jobs, as the settings say'),
     ('noop', false, '$.type() == "object"', 'any object', 'nothing: benchmarks and smoke tests')
 ), gone AS (  -- a kind no longer handled
     DELETE FROM mneme.job_kinds j WHERE j.kind NOT IN (SELECT kinds.kind FROM kinds)

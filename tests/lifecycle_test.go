@@ -577,3 +577,26 @@ func TestCleanupReviewRace(t *testing.T) {
 		})
 	}
 }
+
+// TestCleanupKindSaysWhatItDoes: the cleanup job kind's description (what
+// `mneme jobs` and an operator read in mneme.job_kinds) names each action
+// mneme.cleanup reports, and no step it does not have (it once promised an
+// archive).
+func TestCleanupKindSaysWhatItDoes(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	ctx := context.Background()
+	var desc string
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT description FROM mneme.job_kinds WHERE kind = 'cleanup'`).Scan(&desc))
+	rows, err := db.Pool.Query(ctx, `SELECT action FROM mneme.cleanup(true)`)
+	require.NoError(t, err)
+	actions, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	verb := map[string]string{"inactivated": "inactivate", "expired": "expired", "purged": "purge", "jobs_pruned": "prune done jobs"}
+	require.Len(t, actions, len(verb))
+	for _, a := range actions {
+		require.Contains(t, verb, a, "an action the description does not know")
+		require.Contains(t, desc, verb[a], "the description of action %s", a)
+	}
+	require.NotContains(t, desc, "archive")
+}
