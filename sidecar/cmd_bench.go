@@ -11,6 +11,7 @@ import (
 
 	"github.com/mneme-memory/mneme/sidecar/bench"
 	"github.com/mneme-memory/mneme/sidecar/cli"
+	"github.com/mneme-memory/mneme/sidecar/soak"
 )
 
 func cmdBenchRetrieve(ctx context.Context, log *slog.Logger, args []string) error {
@@ -109,6 +110,26 @@ func cmdBenchIngest(ctx context.Context, log *slog.Logger, args []string) error 
 	}
 	bench.WriteIngestTable(os.Stdout, o, results)
 	return nil
+}
+
+func cmdBenchSoak(ctx context.Context, log *slog.Logger, args []string) error {
+	fs := flags("bench soak")
+	o := soak.Options{Log: log}
+	asJSON := o.Bind(fs)
+	if err := benchSetup("soak", fs, args, func() error { return o.Validate() }, &o.Server); err != nil {
+		return err
+	}
+	res, err := soak.Run(ctx, o)
+	if res != nil {
+		if *asJSON {
+			if err := json.NewEncoder(os.Stdout).Encode(res); err != nil {
+				return err
+			}
+		} else {
+			res.WriteTable(os.Stdout)
+		}
+	}
+	return err
 }
 
 // benchSetup is what every bench command does before it runs: parse its

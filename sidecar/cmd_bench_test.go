@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/bench"
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
 	"github.com/mneme-memory/mneme/sidecar/scratch"
+	"github.com/mneme-memory/mneme/sidecar/soak"
 )
 
 // mnemeCmd runs this test binary as the real `mneme` with args and
@@ -209,4 +211,52 @@ func TestBenchScale(t *testing.T) {
 	_, stderr, code = mnemeCmd(t, server, "bench", "scale", "--citus", "--sizes", "2000", "--conversations", "40", "--tenants", "4")
 	require.NotEqual(t, 0, code)
 	require.Contains(t, stderr, "Citus coordinator")
+}
+
+// bench soak, short: live traffic over three tenants while sidecars are
+// killed and restarted and a second one comes and goes, then every
+// invariant of issue 37 must pass; in both vector variants, with
+// `mneme run` processes (SIGKILL) and with sidecars in process (abort).
+// Bad flags are a usage error.
+func TestBenchSoak(t *testing.T) {
+	server := dbtest.ServerURL(t)
+	runs := []struct{ vector, sidecars string }{{"array", "process"}, {"array", "in-process"}}
+	if dbtest.HasPgvector(t) {
+		runs[1].vector = "pgvector"
+	}
+	for _, r := range runs {
+		t.Run(r.vector+"/"+r.sidecars, func(t *testing.T) {
+			args := []string{"bench", "soak", "--duration", "12s", "--chaos-every", "2s", "--settle", "30s", "--vector", r.vector, "--json"}
+			if r.sidecars == "in-process" {
+				args = append(args, "--in-process")
+			}
+			out, stderr, code := mnemeCmd(t, server, args...)
+			var res soak.Result
+			require.NoError(t, json.Unmarshal([]byte(out), &res), "stdout: %s\nstderr: %s", out, stderr)
+			t.Logf("seed %d (rerun with --seed %d): %.0f messages/s, %.0f calls/s, %.1f jobs/s",
+				res.Seed, res.Seed, res.MessagesPerSec, res.CallsPerSec, res.JobsPerSec)
+			require.Equal(t, r.vector, res.Variant)
+			require.Positive(t, res.Messages)
+			require.Positive(t, res.Jobs)
+			require.GreaterOrEqual(t, res.SidecarKills, 1, "the primary is killed")
+			require.GreaterOrEqual(t, res.SidecarStarts, 3, "restarted, and a second sidecar started")
+			require.Len(t, res.Invariants, 7)
+			var failed []string
+			for _, iv := range res.Invariants {
+				require.Positive(t, iv.Checked, iv.Name)
+				if !iv.Pass {
+					failed = append(failed, fmt.Sprintf("%s: %s\n  %s", iv.Name, iv.Detail, strings.Join(iv.Examples, "\n  ")))
+				}
+			}
+			require.Empty(t, failed, "seed %d", res.Seed)
+			require.Equal(t, 0, code, stderr)
+		})
+	}
+
+	_, stderr, code := mnemeCmd(t, server, "bench", "soak", "--duration", "0s")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "--duration")
+	_, stderr, code = mnemeCmd(t, server, "bench", "soak", "--vector", "faiss")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, `--vector "faiss"`)
 }

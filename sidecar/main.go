@@ -36,6 +36,7 @@ func commands() []cli.Command {
 			{Name: "writers", Args: "[flags]", Summary: "concurrent add_message on one conversation and on many: messages/s and failures", Run: cmdBenchWriters},
 			{Name: "scale", Args: "[flags]", Summary: "every call at 10,000 to 1,000,000 memories over 10,000 conversations and 1,000 tenants, as mneme_app: latency, size, goals", Run: cmdBenchScale},
 			{Name: "ingest", Args: "[flags]", Summary: "conversations written at once with sidecars running: sustained messages/s and segmentation lag", Run: cmdBenchIngest},
+			{Name: "soak", Args: "[flags]", Summary: "live traffic, sidecars killed and restarted, then the invariants checked (pass/fail, exit 1 on a failure) and throughput", Run: cmdBenchSoak},
 		}},
 		{Name: "eval", Args: "<name> [flags]", Summary: "run an evaluation", Subs: []cli.Command{
 			{Name: "locomo", Args: "[flags]", Summary: "evidence recall on LoCoMo at a context budget, beside baselines", Run: cmdEvalLocomo},

@@ -186,19 +186,68 @@ COMMENT ON FUNCTION mneme._check_time(text, timestamptz) IS
 -- The kinds the sidecar handles and the payload each handler reads (the
 -- table is goose 00056's; its rows are written here, so a release that adds
 -- a kind or changes a rule changes them on migrate).
-WITH kinds (kind, needs_conversation, payload_rule, payload_hint, description) AS (VALUES
-    ('segment', true, '$.check.type() == "boolean" && ($.check == true || $.through_message_id.type() == "number")',
-     '{"check": bool, "through_message_id": id (for a forced cut, check false)}',
-     'cut the conversation''s queued messages into episodes and store them as memories'),
-    ('review', true, '$.reviews.type() == "array" && $.reviewed_at.type() == "string"',
-     '{"reviews": [...], "reviewed_at": time}',
-     'rate the memories a retrieval returned by their use in the conversation since, and move their FSRS state'),
-    ('revise', true, '$.memory_id.type() == "string" && $.memory_id like_regex "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"',
-     '{"memory_id": uuid}',
-     'compare a new fact with what the conversation believes: add, merge, supersede or invalidate'),
-    ('cleanup', false, '$.type() == "object"', '{}',
-     'the lifecycle policy (mneme.cleanup): inactivate faded memories, record expired ones, purge long-inactive ones and prune done jobs, as the settings say'),
-    ('noop', false, '$.type() == "object"', 'any object', 'nothing: benchmarks and smoke tests')
+-- Each rule is built from the fields its handler reads, each with its type
+-- and range: an id is a whole JSON number from 1 to 2^63-1 (bigint), a
+-- uuid a uuid string, a time an RFC 3339 string, a flag a boolean. A
+-- payload a rule lets through never fails its handler's decoding, nor a
+-- cast in SQL that reads it. The jsonpath is lax: .type() does not unwrap arrays
+-- (so [5] is no id), a filter does (so the ranges are checked apart from
+-- the types), and a missing optional field matches nothing.
+WITH fields (kind, path, type, required) AS (VALUES
+    ('segment', '$.check', 'boolean', true),
+    ('segment', '$.reason', 'string', false),
+    ('segment', '$.through_message_id', 'id', false),
+    ('segment', '$.trigger_message_id', 'id', false),
+    ('segment', '$.next_through_message_id', 'id', false),
+    ('review', '$.reviews', 'array', true),
+    ('review', '$.reviews[*]', 'object', false),
+    ('review', '$.reviews[*].query', 'string', false),
+    ('review', '$.reviews[*].memory_ids', 'array', false),
+    ('review', '$.reviews[*].memory_ids[*]', 'string', false),
+    ('review', '$.reviewed_at', 'time', true),
+    ('review', '$.context_message_ids', 'array', false),
+    ('review', '$.context_message_ids[*]', 'id', false),
+    ('review', '$.context', 'array', false),
+    ('review', '$.context[*]', 'object', false),
+    ('review', '$.context[*].id', 'id', false),
+    ('review', '$.context[*].role', 'string', false),
+    ('review', '$.context[*].content', 'string', false),
+    ('review', '$.context[*].at', 'time', false),
+    ('revise', '$.memory_id', 'uuid', true)
+), checks AS (
+    SELECT f.kind,
+           string_agg(concat_ws(' && ',
+               CASE WHEN f.required THEN format('exists(%s)', f.path) END,
+               format('!exists(%s.type() ? (@ != "%s"))', f.path,
+                      CASE f.type WHEN 'id' THEN 'number' WHEN 'time' THEN 'string' WHEN 'uuid' THEN 'string' ELSE f.type END),
+               CASE f.type
+                   WHEN 'id' THEN format('!exists(%s ? (@ < 1 || @ > 9223372036854775807 || @ != @.floor()))', f.path)
+                   WHEN 'time' THEN format('!exists(%s ? (!(@ like_regex "%s")))', f.path,
+                       '^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]'
+                       '(\\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$')
+                   WHEN 'uuid' THEN format('!exists(%s ? (!(@ like_regex "%s" flag "i") || @ == "00000000-0000-0000-0000-000000000000"))',
+                       f.path, '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$')
+               END), ' && ') AS rule,
+           string_agg(format('%s: %s%s', f.path, CASE f.type WHEN 'id' THEN 'integer id (1 to 9223372036854775807)'
+                                                              WHEN 'time' THEN 'RFC 3339 time' ELSE f.type END,
+                             CASE WHEN f.required THEN '' ELSE ' (optional)' END), '; ') AS hint
+      FROM fields f GROUP BY f.kind
+), kinds (kind, needs_conversation, payload_rule, payload_hint, description) AS (
+    SELECT k.kind, k.needs_conversation,
+           concat_ws(' && ', '$.type() == "object"', c.rule, k.extra),
+           concat_ws('; ', c.hint, k.extra_hint), k.description
+      FROM (VALUES
+        ('segment', true, '($.check == true || exists($.through_message_id))', 'through_message_id is required when check is false',
+         'cut the conversation''s queued messages into episodes and store them as memories'),
+        ('review', true, NULL, NULL,
+         'rate the memories a retrieval returned by their use in the conversation since, and move their FSRS state'),
+        ('revise', true, NULL, 'not the nil uuid',
+         'compare a new fact with what the conversation believes: add, merge, supersede or invalidate'),
+        ('cleanup', false, NULL, 'any object (the handler reads no field)',
+         'the lifecycle policy (mneme.cleanup): inactivate faded memories, record expired ones, purge long-inactive ones and prune done jobs, as the settings say'),
+        ('noop', false, NULL, 'any object', 'nothing: benchmarks and smoke tests')
+      ) AS k (kind, needs_conversation, extra, extra_hint, description)
+      LEFT JOIN checks c ON c.kind = k.kind
 ), gone AS (  -- a kind no longer handled
     DELETE FROM mneme.job_kinds j WHERE j.kind NOT IN (SELECT kinds.kind FROM kinds)
 )
@@ -289,6 +338,16 @@ BEGIN
             USING ERRCODE = '22023',
                   HINT = format('a %s job: %s%s', v_kind.kind, CASE WHEN v_kind.needs_conversation THEN 'a conversation and ' ELSE '' END,
                                 v_kind.payload_hint);
+    END IF;
+    -- A time the rule lets through by its form may still be no date
+    -- (February 30) or outside the years the API takes (mneme._check_time).
+    IF enqueue_job.kind = 'review' AND v_kind.kind IS NOT NULL THEN
+        BEGIN
+            PERFORM mneme._check_time('reviewed_at', (enqueue_job.payload ->> 'reviewed_at')::timestamptz);
+        EXCEPTION WHEN data_exception THEN
+            RAISE EXCEPTION 'review job payload: reviewed_at %: %', mneme._quote_prefix(enqueue_job.payload ->> 'reviewed_at'), SQLERRM
+                USING ERRCODE = '22023', HINT = format('a review job: %s', v_kind.payload_hint);
+        END;
     END IF;
     -- Distributed by conversation (Citus), a job needs one: a job of no
     -- conversation (cleanup) goes to the nil conversation's shard.

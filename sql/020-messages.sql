@@ -193,17 +193,20 @@ BEGIN
 
     v_queued := v_queued + 1;
 
-    -- The rule-based check, in this order: too few queued to cut, the message cap (a forced cut), a long gap (a
-    -- forced cut before the late message), a message too short to ask the segmenter about, else a check.
-    IF v_queued < v_min_msgs THEN
-        RETURN v_id;
+    -- Whether a job runs, in this order: a long gap after a queued message (the session before it is closed:
+    -- stored now, however few its messages), the message cap, too few queued to cut, a message too short to ask
+    -- the segmenter about, else a check. Where the episodes end is not decided here: the job splits what is
+    -- queued at every gap itself (mneme.queued_sessions), wherever the gap lies, so a gap is never lost to the
+    -- moment a job ran.
+    IF v_prev_id IS NOT NULL AND v_queue.last_message_at IS NOT NULL AND v_at - v_queue.last_message_at > v_gap THEN
+        -- The late message starts the next episode.
+        v_payload := jsonb_build_object('reason', 'gap', 'check', false,
+                                        'through_message_id', v_prev_id, 'trigger_message_id', v_id);
     ELSIF v_queued >= v_max_msgs THEN
         v_payload := jsonb_build_object('reason', 'max_messages', 'check', false,
                                         'through_message_id', v_id, 'trigger_message_id', v_id);
-    ELSIF v_queue.last_message_at IS NOT NULL AND v_at - v_queue.last_message_at > v_gap THEN
-        -- The late message starts the next episode: consume up to the one before.
-        v_payload := jsonb_build_object('reason', 'gap', 'check', false,
-                                        'through_message_id', v_prev_id, 'trigger_message_id', v_id);
+    ELSIF v_queued < v_min_msgs THEN
+        RETURN v_id;
     ELSIF length(regexp_replace(add_message.content, format('^%1$s+|%1$s+$', mneme._word_separator()), '', 'g')) < v_min_chars THEN
         RETURN v_id;
     ELSE
@@ -229,51 +232,27 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-    v_job mneme.jobs;
+    v_id bigint;
 BEGIN
-    -- No row lock on a pending job unless it changes: a writer's open
-    -- transaction must not hide the job from claim_jobs (SKIP LOCKED).
-    SELECT * INTO v_job FROM mneme.jobs j
+    -- One pending segment job per conversation, and it does all there is:
+    -- a segment job reads the whole queue when it runs and cuts it at every
+    -- gap and segment_now mark (mneme.queued_sessions), so a later cut
+    -- needs no second job and no change to the pending one's payload (the
+    -- payload only says why it was enqueued). No row lock on the pending
+    -- job: a writer's open transaction must
+    -- not hide it from claim_jobs (SKIP LOCKED). A job claimed meanwhile may
+    -- have read the queue before this message: then a new one is enqueued.
+    SELECT j.id INTO v_id FROM mneme.jobs j
     WHERE j.kind = 'segment' AND j.state = 'pending' AND j.conversation_id = enqueue_segment.conversation_id;
     IF FOUND THEN
-        -- One pending segment job per conversation. A check segments what is
-        -- queued when it runs, so a new check changes nothing; a forced cut
-        -- replaces a pending check; a pending forced cut keeps its boundary
-        -- and remembers a later gap cut (next_through_message_id), which the
-        -- job's follow-up enqueues (mneme._segment_followup). A later
-        -- max_messages cut is not written down: the follow-up counts the
-        -- messages still queued itself, and a backlogged conversation would
-        -- otherwise rewrite its pending job at every message.
-        IF (enqueue_segment.payload->>'check')::boolean THEN
-            RETURN v_job.id;
-        END IF;
-        IF NOT (v_job.payload->>'check')::boolean THEN
-            IF enqueue_segment.payload->>'reason' = 'max_messages'
-               OR (enqueue_segment.payload->>'through_message_id')::bigint
-                  <= coalesce((v_job.payload->>'next_through_message_id')::bigint, (v_job.payload->>'through_message_id')::bigint) THEN
-                RETURN v_job.id;
-            END IF;
-            UPDATE mneme.jobs SET payload = payload || jsonb_build_object('next_through_message_id',
-                                                                          (enqueue_segment.payload->>'through_message_id')::bigint),
-                                  updated_at = now()
-             WHERE id = v_job.id AND state = 'pending';
-        ELSE
-            UPDATE mneme.jobs SET payload = enqueue_segment.payload, updated_at = now()
-             WHERE id = v_job.id AND state = 'pending';
-        END IF;
-        IF FOUND THEN
-            RETURN v_job.id;
-        END IF;
-        -- Claimed meanwhile: it runs without this cut, so enqueue the cut.
+        RETURN v_id;
     END IF;
     RETURN mneme.enqueue_job('segment', enqueue_segment.conversation_id, enqueue_segment.payload);
 END
 $$;
 COMMENT ON FUNCTION mneme.enqueue_segment(uuid, jsonb) IS
-    'Enqueues the conversation''s segment job, or updates the pending one (a forced cut replaces a check; '
-    'a pending forced cut keeps its boundary and records a later gap cut as next_through_message_id for its '
-    'follow-up, which also counts what is still queued against segment_max_messages; a check segments what is '
-    'queued when it runs). Locks the pending job only to change it.';
+    'Enqueues the conversation''s segment job unless one is pending (it reads the whole queue when it runs, '
+    'cutting at every gap and segment_now mark); returns the job''s id. Locks no pending job.';
 
 -- The conversation is over (or paused for good): cut what is queued into
 -- episodes now instead of waiting for the next message to show the gap.
@@ -289,18 +268,26 @@ BEGIN
     IF segment_now.conversation_id IS NULL THEN
         RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
     END IF;
+    -- Under the queue row lock (add_message's), so no message lands between
+    -- the read and the mark.
+    PERFORM 1 FROM mneme.message_queue q WHERE q.id = segment_now.conversation_id FOR UPDATE;
     SELECT max(m.id) INTO v_last FROM mneme.messages m
     WHERE m.conversation_id = segment_now.conversation_id AND m.consumed_at IS NULL;
     IF v_last IS NULL THEN
         RETURN NULL;  -- nothing queued
     END IF;
+    -- The mark, not the job, carries the boundary: whichever job reads the
+    -- queue, now or after a restart, ends an episode here.
+    UPDATE mneme.messages m SET ends_session = true
+     WHERE m.conversation_id = segment_now.conversation_id AND m.id = v_last AND NOT m.ends_session;
     RETURN mneme.enqueue_segment(segment_now.conversation_id, jsonb_build_object(
-        'reason', 'gap', 'check', false, 'through_message_id', v_last, 'trigger_message_id', v_last));
+        'reason', 'segment_now', 'check', false, 'through_message_id', v_last, 'trigger_message_id', v_last));
 END
 $$;
 COMMENT ON FUNCTION mneme.segment_now(uuid) IS
-    'Forces a cut through the conversation''s last queued message, as a gap would: the segment job segments '
-    'everything queued. Returns the job id, or NULL when nothing is queued.';
+    'Ends the session at the conversation''s last queued message, as a gap would: marks it (ends_session) and '
+    'enqueues the segment job, which stores everything queued through it, split at gaps. Returns the job id, or '
+    'NULL when nothing is queued.';
 
 -- -----------------------------------------------------------------------------
 -- Pending reviews

@@ -28,6 +28,69 @@ $$;
 COMMENT ON FUNCTION mneme._lease_expired_error(int, int, text, text) IS
     'Internal to the claims: last_error of a job whose lease expired on its last attempt.';
 
+-- Fails the jobs whose lease expired on their last allowed attempt (in one
+-- statement). No single row may fail the claim that calls it: if that
+-- statement fails (a trigger on one row), each job is failed on its own,
+-- and a job that cannot be failed even then keeps its error in last_error
+-- and is left out of claims for an hour (a warning names it), so the queue
+-- goes on for every other job and tenant.
+CREATE OR REPLACE FUNCTION mneme._fail_expired_jobs(max_attempts int)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_id  bigint;
+    v_err text;
+BEGIN
+    BEGIN
+        UPDATE mneme.jobs j
+           SET state = 'failed', finished_at = now(), updated_at = now(),
+               locked_by = NULL, locked_until = NULL,
+               last_error = mneme._lease_expired_error(j.attempts, coalesce(_fail_expired_jobs.max_attempts, j.max_attempts),
+                                                        j.locked_by, j.last_error)
+         WHERE j.id IN (SELECT x.id FROM mneme.jobs x
+                         WHERE x.state = 'running' AND x.locked_until < now()
+                           AND x.attempts >= coalesce(_fail_expired_jobs.max_attempts, x.max_attempts)
+                         FOR UPDATE SKIP LOCKED);
+        RETURN;
+    EXCEPTION WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS v_err = MESSAGE_TEXT;
+        RAISE WARNING 'mneme: failing expired jobs in one statement failed (%); failing them one by one', v_err;
+    END;
+    FOR v_id IN SELECT x.id FROM mneme.jobs x
+                 WHERE x.state = 'running' AND x.locked_until < now()
+                   AND x.attempts >= coalesce(_fail_expired_jobs.max_attempts, x.max_attempts)
+                 ORDER BY x.id LOOP
+        BEGIN
+            UPDATE mneme.jobs j
+               SET state = 'failed', finished_at = now(), updated_at = now(),
+                   locked_by = NULL, locked_until = NULL,
+                   last_error = mneme._lease_expired_error(j.attempts, coalesce(_fail_expired_jobs.max_attempts, j.max_attempts),
+                                                            j.locked_by, j.last_error)
+             WHERE j.id = (SELECT x.id FROM mneme.jobs x WHERE x.id = v_id AND x.state = 'running' FOR UPDATE SKIP LOCKED);
+        EXCEPTION WHEN OTHERS THEN
+            GET STACKED DIAGNOSTICS v_err = MESSAGE_TEXT;
+            RAISE WARNING 'mneme: job % cannot be marked failed: %', v_id, v_err;
+            BEGIN
+                UPDATE mneme.jobs j
+                   SET locked_until = now() + interval '1 hour', updated_at = now(),
+                       last_error = left(format('lease expired on its last attempt, and failing it failed: %s; previous error: %s',
+                                                v_err, coalesce(j.last_error, 'none')), 10000)
+                 WHERE j.id = v_id;
+            EXCEPTION WHEN OTHERS THEN
+                GET STACKED DIAGNOSTICS v_err = MESSAGE_TEXT;
+                RAISE WARNING 'mneme: job % cannot be set aside either: %', v_id, v_err;
+            END;
+        END;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION mneme._fail_expired_jobs(int) IS
+    'Internal to claim_jobs: fails the jobs whose lease expired on their last allowed attempt; one job that cannot '
+    'be failed never fails the claim (it is set aside for an hour with the error in last_error, and a warning).';
+
 -- max_attempts, when not NULL, overrides every job's max_attempts
 -- (MNEME_MAX_ATTEMPTS); fail_job takes the same override.
 CREATE OR REPLACE FUNCTION mneme.claim_jobs(worker text, max_jobs int, lease interval, max_attempts int DEFAULT NULL)
@@ -60,15 +123,7 @@ BEGIN
     END IF;
     -- A job whose lease expired on its last allowed attempt crashed or hung
     -- its worker every time: fail it instead of handing it out again.
-    UPDATE mneme.jobs j
-       SET state = 'failed', finished_at = now(), updated_at = now(),
-           locked_by = NULL, locked_until = NULL,
-           last_error = mneme._lease_expired_error(j.attempts, coalesce(claim_jobs.max_attempts, j.max_attempts),
-                                                    j.locked_by, j.last_error)
-     WHERE j.id IN (SELECT x.id FROM mneme.jobs x
-                     WHERE x.state = 'running' AND x.locked_until < now()
-                       AND x.attempts >= coalesce(claim_jobs.max_attempts, x.max_attempts)
-                     FOR UPDATE SKIP LOCKED);
+    PERFORM mneme._fail_expired_jobs(claim_jobs.max_attempts);
     -- Expired leases first (their worker is gone), then due pending jobs.
     RETURN QUERY
     WITH c AS (
@@ -434,17 +489,14 @@ RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    v_through bigint;
 BEGIN
     IF NEW.state = 'failed' THEN
-        -- A forced cut failed on the messages through its boundary; a check
-        -- on everything queued when it ran.
-        v_through := CASE WHEN NEW.payload ->> 'check' = 'false' AND jsonb_typeof(NEW.payload -> 'through_message_id') = 'number'
-                          THEN (NEW.payload ->> 'through_message_id')::bigint END;
+        -- A segment job reads everything queued when it runs
+        -- (mneme.queued_sessions), so it failed on all of it. Nothing of the
+        -- payload is read: this runs inside fail_job and the claim, where a
+        -- cast that throws would leave the job running and fail every claim.
         UPDATE mneme.messages m SET consumed_at = now(), set_aside_job_id = NEW.id
-         WHERE m.conversation_id = NEW.conversation_id AND m.consumed_at IS NULL
-           AND (v_through IS NULL OR m.id <= v_through);
+         WHERE m.conversation_id = NEW.conversation_id AND m.consumed_at IS NULL;
     ELSE
         UPDATE mneme.messages m SET consumed_at = NULL, set_aside_job_id = NULL
          WHERE m.set_aside_job_id = NEW.id;

@@ -49,6 +49,66 @@ COMMENT ON FUNCTION mneme.queued_messages(uuid, bigint, boolean) IS
     'The conversation''s queued (unsegmented) messages in order, up to and including through_id when given; '
     'with before_gap, only those before the first gap longer than segment_gap_seconds among them.';
 
+-- The queue as the segment job reads it: the conversation's first
+-- max_messages queued messages, each with its session. A session is a run
+-- of messages no episode may cross the start of: a new one starts at a gap
+-- longer than segment_gap_seconds since the message before, after a
+-- message segment_now ended a session (ends_session), and after a hole
+-- (messages between two queued ones that are not queued: set aside, then
+-- put back by retry_job). closed: the session will get no more messages
+-- (another session follows it in the queue, segment_now ended it, or the
+-- message after it is not queued), so it is segmented whole; the last
+-- session read is otherwise open, and may still grow. Computed from the
+-- messages alone, whichever job reads them:
+-- every gap is a boundary wherever it lies in the queue.
+CREATE OR REPLACE FUNCTION mneme.queued_sessions(conversation_id uuid, max_messages int)
+RETURNS TABLE (id bigint, role text, content text, created_at timestamptz, session int, closed boolean)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_gap interval := make_interval(secs => mneme.setting('segment_gap_seconds')::float8);
+BEGIN
+    IF queued_sessions.conversation_id IS NULL THEN
+        RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF queued_sessions.max_messages IS NULL OR queued_sessions.max_messages < 1 THEN
+        RAISE EXCEPTION 'max_messages must be at least 1, got %', coalesce(queued_sessions.max_messages::text, 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
+    RETURN QUERY
+    WITH q AS (
+        SELECT m.id, m.role, m.content, m.created_at, m.ends_session,
+               lag(m.id) OVER w AS prev_id, lag(m.created_at) OVER w AS prev_at, lag(m.ends_session) OVER w AS prev_end
+          FROM (SELECT m.id, m.role, m.content, m.created_at, m.ends_session FROM mneme.messages m
+                 WHERE m.conversation_id = queued_sessions.conversation_id AND m.consumed_at IS NULL
+                 ORDER BY m.id LIMIT queued_sessions.max_messages) m
+        WINDOW w AS (ORDER BY m.id)
+    ), s AS (
+        SELECT q.*, sum(CASE WHEN q.prev_id IS NULL OR q.prev_end OR q.created_at - q.prev_at > v_gap
+                                  OR EXISTS (SELECT 1 FROM mneme.messages x
+                                              WHERE x.conversation_id = queued_sessions.conversation_id
+                                                AND x.id > q.prev_id AND x.id < q.id)
+                             THEN 1 ELSE 0 END) OVER (ORDER BY q.id) AS session
+          FROM q
+    )
+    SELECT s.id, s.role, s.content, s.created_at, s.session::int,
+           s.session < max(s.session) OVER () OR bool_or(s.ends_session) OVER (PARTITION BY s.session)
+           -- the last one read, followed by a message that is not queued
+           -- (set-aside messages put back by retry_job): it cannot grow
+           OR coalesce((SELECT x.consumed_at IS NOT NULL FROM mneme.messages x
+                         WHERE x.conversation_id = queued_sessions.conversation_id
+                           AND x.id > (SELECT max(q.id) FROM q)
+                         ORDER BY x.id LIMIT 1), false)
+      FROM s ORDER BY s.id;
+END
+$$;
+COMMENT ON FUNCTION mneme.queued_sessions(uuid, int) IS
+    'Worker: the conversation''s first max_messages queued messages in order, each with its session (split at gaps '
+    'longer than segment_gap_seconds, after segment_now, at holes) and whether that session is closed (segmented '
+    'whole) or open (the last one, which may still grow). The segment job reads the queue with it.';
+
 CREATE OR REPLACE FUNCTION mneme.lock_queued(conversation_id uuid, message_ids bigint[])
 RETURNS boolean
 LANGUAGE plpgsql
@@ -75,12 +135,15 @@ COMMENT ON FUNCTION mneme.lock_queued(uuid, bigint[]) IS
     'Locks the conversation''s queue row until the end of the transaction and reports whether every given '
     'message is still queued (false: another segmentation consumed some of them first).';
 
--- After a forced cut: messages that arrived while it was pending (a pending
--- forced cut keeps its boundary, so add_message enqueued nothing for them)
--- and reach segment_max_messages get their forced cut now, else they would
--- wait for the next message. Fewer wait for the next message's check, as
--- they would have without the pending cut.
--- Before next_through_id: replaced, not overloaded (calls would be ambiguous).
+-- At the end of every segment job, under the queue row lock: messages
+-- queued after the last one it read get a job of their own. They are past
+-- the read's limit (a backlog longer than mneme.queued_sessions returns at
+-- once), or a writer committed them after the job read the queue and found
+-- the job still pending, so enqueued none: without this, a gap message
+-- that arrived so would leave the session before it unstored until the
+-- next message. So do a segment_now mark the job did not see. Before
+-- next_through_id: replaced, not overloaded (calls
+-- would be ambiguous); next_through_id is no longer used.
 CREATE OR REPLACE FUNCTION mneme._segment_followup(conversation_id uuid, through_id bigint, next_through_id bigint DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql
@@ -88,53 +151,31 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-    v_n    int;
     v_last bigint;
-    v_cut  bigint;
-    v_next bigint := CASE WHEN _segment_followup.next_through_id > _segment_followup.through_id
-                          THEN _segment_followup.next_through_id END;
 BEGIN
-    SELECT count(*), max(m.id) INTO v_n, v_last FROM mneme.messages m
+    IF _segment_followup.conversation_id IS NULL OR _segment_followup.through_id IS NULL THEN
+        RAISE EXCEPTION 'conversation_id and through_id must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    SELECT max(m.id) INTO v_last FROM mneme.messages m
     WHERE m.conversation_id = _segment_followup.conversation_id AND m.consumed_at IS NULL
       AND m.id > _segment_followup.through_id;
     IF v_last IS NULL THEN
+        -- A segment_now committed after the job read the queue: its mark is
+        -- on a message the job read as open (the job stores a session it
+        -- saw closed whole, so a mark still queued is one it did not see).
+        SELECT max(m.id) INTO v_last FROM mneme.messages m
+        WHERE m.conversation_id = _segment_followup.conversation_id AND m.consumed_at IS NULL AND m.ends_session;
+    END IF;
+    IF v_last IS NULL THEN
         RETURN NULL;
     END IF;
-    -- Messages queued while the cut was pending (a batch import, a sidecar
-    -- that was down) were checked against that pending job, not cut: the
-    -- first gap among them is the next cut, then the cut segment_now asked
-    -- for meanwhile (next_through_id), then segment_max_messages.
-    SELECT x.prev_id INTO v_cut FROM (
-        SELECT m.id, m.created_at, lag(m.id) OVER w AS prev_id, lag(m.created_at) OVER w AS prev_at
-        FROM mneme.messages m
-        WHERE m.conversation_id = _segment_followup.conversation_id AND m.consumed_at IS NULL
-          AND m.id > _segment_followup.through_id
-        WINDOW w AS (ORDER BY m.id)) x
-    WHERE x.prev_id IS NOT NULL
-      AND x.created_at - x.prev_at > make_interval(secs => mneme.setting('segment_gap_seconds')::float8)
-    ORDER BY x.id LIMIT 1;
-    IF v_cut IS NOT NULL THEN
-        RETURN mneme.enqueue_segment(_segment_followup.conversation_id, jsonb_build_object('reason', 'gap',
-            'check', false, 'through_message_id', v_cut, 'trigger_message_id', v_cut)
-            || CASE WHEN v_next > v_cut THEN jsonb_build_object('next_through_message_id', v_next) ELSE '{}' END);
-    END IF;
-    IF v_next IS NOT NULL THEN
-        v_next := least(v_next, v_last);
-        RETURN mneme.enqueue_segment(_segment_followup.conversation_id, jsonb_build_object('reason', 'gap',
-            'check', false, 'through_message_id', v_next, 'trigger_message_id', v_next));
-    END IF;
-    IF v_n < mneme.setting('segment_max_messages')::int THEN
-        RETURN NULL;
-    END IF;
-    RETURN mneme.enqueue_segment(_segment_followup.conversation_id, jsonb_build_object('reason', 'max_messages',
+    RETURN mneme.enqueue_segment(_segment_followup.conversation_id, jsonb_build_object('reason', 'followup',
         'check', false, 'through_message_id', v_last, 'trigger_message_id', v_last));
 END
 $$;
 COMMENT ON FUNCTION mneme._segment_followup(uuid, bigint, bigint) IS
-    'Internal to the segment job: after a forced cut through through_id, enqueues the next forced cut of the '
-    'messages queued after it: at their first gap longer than segment_gap_seconds, else through next_through_id '
-    '(a cut asked for while this one was pending), else through the last when segment_max_messages are queued; '
-    'NULL when none applies.';
+    'Internal to the segment job: enqueues the job (or returns the pending one) for the messages queued after '
+    'through_id, the last it read (0: none), or for a segment_now mark still queued; NULL when there are none.';
 
 -- An FSRS state a row may hold: finite stability above 0 (at most 100
 -- years), difficulty 1 to 10. NaN passes "> 0" in PostgreSQL: checked apart.

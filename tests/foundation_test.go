@@ -165,11 +165,17 @@ func TestSegmentationRuleFewerThanMinMessages(t *testing.T) {
 		c.add(time.Minute, fmt.Sprintf("a perfectly long message number %d", i))
 	}
 	require.Equal(t, 0, c.segmentJobs().Count, "4 queued messages never segment")
-	// Even a long gap does not force a cut below the minimum.
+	// A long gap closes the session before it however few its messages
+	// (issue 37: a gap while fewer than segment_min_messages were queued
+	// made no cut, and a later cut read through it).
 	c = newConv(t, dbtest.New(t))
-	c.add(0, "first message here")
-	c.add(2*time.Hour, "second message after a long gap")
-	require.Equal(t, 0, c.segmentJobs().Count)
+	first := c.add(0, "first message here")
+	late := c.add(2*time.Hour, "second message after a long gap")
+	j := c.segmentJobs()
+	require.Equal(t, 1, j.Count)
+	require.Equal(t, "gap", j.Reason)
+	require.Equal(t, first, j.Through)
+	require.Equal(t, late, j.Trigger)
 }
 
 func TestSegmentationRuleCheckAtMinMessages(t *testing.T) {

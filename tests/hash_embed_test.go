@@ -177,6 +177,7 @@ func TestSegmentedEpisodesCarryTheSQLHashEmbedding(t *testing.T) {
 	t.Parallel()
 	e := newPipelineEnv(t, false)
 	e.session(day1, rustSession)
+	e.segmentNow()
 	e.drain()
 	ctx := context.Background()
 	rows, err := e.db.Pool.Query(ctx, `SELECT m.embedding::real[], mneme.hash_embed(mneme.memory_text(m.title, m.summary, m.content))

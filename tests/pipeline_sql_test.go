@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,6 +72,21 @@ func TestPipelineSQLBadInput(t *testing.T) {
 		_, err := e.db.Pool.Exec(ctx, `SELECT * FROM mneme.queued_messages(NULL)`)
 		return err
 	}()))
+	for q, want := range map[string]string{
+		`SELECT * FROM mneme.queued_sessions(NULL, 10)`:       "22004",
+		`SELECT * FROM mneme.queued_sessions($1, 0)`:          "22023",
+		`SELECT * FROM mneme.queued_sessions($1, NULL)`:       "22023",
+		`SELECT * FROM mneme._segment_followup($1, NULL)`:     "22004",
+		`SELECT * FROM mneme._segment_followup(NULL, 1, 1)`:   "22004",
+		`SELECT * FROM mneme.queued_sessions($1, -5) LIMIT 1`: "22023",
+	} {
+		var args []any
+		if strings.Contains(q, "$1") {
+			args = append(args, e.conv)
+		}
+		_, err := e.db.Pool.Exec(ctx, q, args...)
+		require.Equal(t, want, code(err), q)
+	}
 }
 
 // mneme.create_episodes: a job's episodes in one statement, in order, each

@@ -186,6 +186,14 @@ var rustFollowUp = [][2]string{
 	{"assistant", "Otherwise the borrow checker would allow dangling references; lifetime annotations name those scopes."},
 }
 
+// segmentNow ends the conversation's session (mneme.segment_now): what is
+// queued is stored whole at the next drain.
+func (e *pipelineEnv) segmentNow() {
+	e.t.Helper()
+	_, err := e.db.Pool.Exec(context.Background(), `SELECT mneme.segment_now($1)`, e.conv)
+	require.NoError(e.t, err)
+}
+
 func (e *pipelineEnv) session(day time.Time, msgs [][2]string) {
 	for i, m := range msgs {
 		e.say(day.Add(time.Duration(i)*time.Minute).Format(time.RFC3339), m[0], m[1])
@@ -450,9 +458,9 @@ func TestPipelineSegmentRace(t *testing.T) {
 	require.Equal(t, 1, e.count(`SELECT count(*) FROM mneme.jobs WHERE kind = 'review'`), "pending reviews handed over once")
 }
 
-// A check reads only the messages before the first gap: the message after
-// a gap starts the next episode and has a forced cut of its own, so a check
-// running beside that cut never judges (or cuts) across the gap.
+// A job reads past a gap but never cuts across it: the session before the
+// gap is closed and stored whole (a forced call), the open one after it,
+// shorter than segment_min_messages, is not even shown to the model.
 func TestPipelineCheckStopsAtGap(t *testing.T) {
 	t.Parallel()
 	e := newPipelineEnv(t, true)
@@ -462,25 +470,26 @@ func TestPipelineCheckStopsAtGap(t *testing.T) {
 		mu.Lock()
 		seen = append(seen, req.Messages[1].Content)
 		mu.Unlock()
-		b, _ := json.Marshal(map[string]any{"action": "skip", "summary": "", "surprise": 0.1, "label": "general", "pinned": false, "facts": []any{}})
-		return llmtest.Reply{Content: string(b)}
+		return segmentReply("Weather and a bike ride.", "general")
 	})
 	e.session(day1, weatherSession)
 	e.session(day1.Add(2*time.Hour), rustSession[:2])
 	ctx := context.Background()
-	var queued, beforeGap int
-	require.NoError(t, e.db.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM mneme.queued_messages($1)),
-		(SELECT count(*) FROM mneme.queued_messages($1, NULL, true))`, e.conv).Scan(&queued, &beforeGap))
-	require.Equal(t, 8, queued)
-	require.Equal(t, 6, beforeGap, "the gap is before the first Rust message")
+	var sessions, closed int
+	require.NoError(t, e.db.Pool.QueryRow(ctx, `SELECT count(DISTINCT session), count(*) FILTER (WHERE closed)
+		FROM mneme.queued_sessions($1, 100)`, e.conv).Scan(&sessions, &closed))
+	require.Equal(t, 2, sessions)
+	require.Equal(t, 6, closed, "the session before the gap is closed")
 
 	job := jobs.Job{ID: 300, Kind: "segment", ConversationID: uuid.NullUUID{UUID: e.conv, Valid: true},
 		Payload: []byte(`{"reason":"check","check":true,"through_message_id":8,"trigger_message_id":8}`), Attempts: 1}
 	require.NoError(t, e.p.Segment(ctx, jobs.Inline(e.db.Pool), job))
 	require.Len(t, seen, 1)
 	require.Contains(t, seen[0], "Wannsee")
-	require.NotContains(t, seen[0], "Rust", "the check read past the gap")
-	require.Empty(t, e.memories())
+	require.NotContains(t, seen[0], "Rust", "the job cut across the gap")
+	mems := e.memories()
+	require.Len(t, mems, 1)
+	require.Equal(t, []int64{1, 2, 3, 4, 5, 6}, mems[0].SourceIDs)
 }
 
 // A forced cut whose messages another segmentation partly consumed while it
@@ -532,6 +541,7 @@ func TestPipelineSegmentRaceOffline(t *testing.T) {
 	for i, m := range all {
 		e.say(day1.Add(time.Duration(i)*time.Minute).Format(time.RFC3339), m[0], m[1])
 	}
+	e.segmentNow() // the conversation is over: every message is owed an episode
 	ctx := context.Background()
 	payload := []byte(fmt.Sprintf(`{"reason":"max_messages","check":false,"through_message_id":%d}`, len(all)))
 	var wg sync.WaitGroup

@@ -29,11 +29,27 @@ var lifetimesSession = [][2]string{
 
 // The offline reviewer judges use: of two memories retrieved before a
 // session that talks only about Rust lifetimes, the Rust one is rated good
-// or easy, the weather one again, and its stability falls.
+// or easy, the weather one again, and its stability falls. Drained after
+// the messages, and with the sidecar live while they arrive (issue 37 found
+// the scenario tested only drained).
 func TestReviewerJudgesUse(t *testing.T) {
 	t.Parallel()
+	for _, live := range []bool{false, true} {
+		t.Run(map[bool]string{false: "drained", true: "live"}[live], func(t *testing.T) {
+			reviewerJudgesUse(t, live)
+		})
+	}
+}
+
+func reviewerJudgesUse(t *testing.T, live bool) {
 	e := newPipelineEnv(t, false)
 	ctx := context.Background()
+	drain := e.drain
+	if live {
+		_, workerURL := e.db.PoolAs(t, "mneme_worker")
+		startSidecar(t, workerURL, "")
+		drain = func() { waitIdle(t, e.db.Pool) }
+	}
 	_, err := e.db.Pool.Exec(ctx, `SELECT mneme.set_setting('segment_shift_similarity', '-1')`)
 	require.NoError(t, err)
 	base := time.Now().UTC().Add(-10 * 24 * time.Hour).Truncate(time.Minute)
@@ -41,7 +57,7 @@ func TestReviewerJudgesUse(t *testing.T) {
 	e.session(base.Add(24*time.Hour), rustSession)
 	_, err = e.db.Pool.Exec(ctx, `SELECT mneme.segment_now($1)`, e.conv)
 	require.NoError(t, err)
-	e.drain()
+	drain()
 	var umbrella, rust uuid.UUID
 	for _, m := range e.memories() {
 		switch {
@@ -59,7 +75,7 @@ func TestReviewerJudgesUse(t *testing.T) {
 
 	e.session(base.Add(3*24*time.Hour), lifetimesSession)
 	e.say(base.Add(5*24*time.Hour).Format(time.RFC3339), "user", "Another question for later today.")
-	e.drain()
+	drain()
 	rating := func(id uuid.UUID) string {
 		var r string
 		require.NoError(t, e.db.Pool.QueryRow(ctx, `SELECT rating FROM mneme.review_log WHERE memory_id = $1 ORDER BY id DESC LIMIT 1`, id).Scan(&r))

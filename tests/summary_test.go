@@ -97,6 +97,7 @@ func TestSegmentedEpisodesGetExtractiveSummaries(t *testing.T) {
 	t.Parallel()
 	e := newPipelineEnv(t, false)
 	e.session(day1, rustSession)
+	e.segmentNow()
 	e.drain()
 	n := e.count(`SELECT count(*) FROM mneme.memories WHERE conversation_id = $1 AND kind = 'episodic'`, e.conv)
 	require.Positive(t, n)

@@ -68,10 +68,18 @@ func (r *Runner) runJob(parent context.Context, c claimed) {
 	delay := r.opts.Retry.Delay(c.Attempts)
 	fctx, fcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer fcancel()
-	state, ferr := fail(fctx, r.pool, c.ID, r.opts.WorkerID, c.Attempts, err.Error(), delay, permanent, r.opts.MaxAttempts)
+	state, ferr := fail(fctx, r.pool, c.ID, r.opts.WorkerID, c.Attempts, storableError(err.Error()), delay, permanent, r.opts.MaxAttempts)
+	if ferr != nil {
+		// Whatever made the record fail (a trigger, the text), a plainer
+		// one ends the job failed with both errors: a job never stays
+		// running on a failure nobody could write down.
+		log.Error("job failed and recording the failure failed; recording it as a permanent failure", "err", err, "record_err", ferr)
+		msg := storableError(fmt.Sprintf("recording this job's failure failed (%v); its error: %v", ferr, err))
+		state, ferr = fail(fctx, r.pool, c.ID, r.opts.WorkerID, c.Attempts, msg, 0, true, r.opts.MaxAttempts)
+	}
 	switch {
 	case ferr != nil:
-		log.Error("job failed and recording the failure failed too; the lease will expire and the job be retried",
+		log.Error("job failed and recording the failure failed twice; the lease will expire and the claim fail or retry it",
 			"err", err, "record_err", ferr)
 	case state == "failed":
 		log.Error("job failed", "err", err, "permanent", permanent, "max_attempts", c.maxAttempts)
@@ -115,4 +123,11 @@ func safeCall(ctx context.Context, h Handler, st Store, job Job) (err error) {
 		}
 	}()
 	return h(ctx, st, job)
+}
+
+// storableError is an error as a text column takes it: valid UTF-8
+// without NUL bytes (PostgreSQL refuses both; a handler's error may quote
+// a message or model output holding them).
+func storableError(s string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\\0")
 }

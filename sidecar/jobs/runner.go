@@ -29,11 +29,12 @@ type Runner struct {
 	runCtx     context.Context // parent of every handler context
 	cancelRuns context.CancelFunc
 
-	startOnce sync.Once
-	stopOnce  sync.Once
-	stopping  chan struct{} // closed: claim no more
-	loopsDone chan struct{} // closed when dispatcher and heartbeat exit
-	aborted   bool
+	startOnce    sync.Once
+	stopOnce     sync.Once
+	stopping     chan struct{} // closed: claim no more
+	dispatchDone chan struct{} // closed when the dispatcher exits: no run starts after it
+	loopsDone    chan struct{} // closed when dispatcher and heartbeat exit
+	aborted      bool
 }
 
 type run struct {
@@ -47,17 +48,18 @@ func NewRunner(pool *pgxpool.Pool, opts Options) *Runner {
 	opts = opts.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Runner{
-		pool:       pool,
-		opts:       opts,
-		log:        opts.Logger.With("worker", opts.WorkerID),
-		handlers:   map[string]Handler{},
-		running:    map[int64]*run{},
-		wake:       make(chan struct{}, 1),
-		slots:      make(chan struct{}, opts.Concurrency),
-		runCtx:     ctx,
-		cancelRuns: cancel,
-		stopping:   make(chan struct{}),
-		loopsDone:  make(chan struct{}),
+		pool:         pool,
+		opts:         opts,
+		log:          opts.Logger.With("worker", opts.WorkerID),
+		handlers:     map[string]Handler{},
+		running:      map[int64]*run{},
+		wake:         make(chan struct{}, 1),
+		slots:        make(chan struct{}, opts.Concurrency),
+		runCtx:       ctx,
+		cancelRuns:   cancel,
+		stopping:     make(chan struct{}),
+		dispatchDone: make(chan struct{}),
+		loopsDone:    make(chan struct{}),
 	}
 }
 
@@ -98,7 +100,7 @@ func (r *Runner) Start(ctx context.Context) {
 	r.startOnce.Do(func() {
 		var wg sync.WaitGroup
 		wg.Add(2)
-		go func() { defer wg.Done(); r.dispatch() }()
+		go func() { defer wg.Done(); defer close(r.dispatchDone); r.dispatch() }()
 		go func() { defer wg.Done(); r.heartbeat() }()
 		go func() { wg.Wait(); close(r.loopsDone) }()
 		go func() {
@@ -120,14 +122,18 @@ func (r *Runner) Start(ctx context.Context) {
 func (r *Runner) Stop(ctx context.Context) error {
 	r.stopOnce.Do(func() {
 		close(r.stopping)
-		r.startOnce.Do(func() { close(r.loopsDone) }) // never started
+		r.startOnce.Do(func() { close(r.loopsDone); close(r.dispatchDone) }) // never started
 		if _, ok := ctx.Deadline(); !ok {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, r.opts.ShutdownTimeout)
 			defer cancel()
 		}
 		done := make(chan struct{})
-		go func() { r.inflight.Wait(); close(done) }()
+		// The dispatcher first: a claim under way when Stop began starts
+		// its runs (inflight.Add) after it returns; waiting on inflight
+		// before that would miss them, and they would run on after Stop
+		// returned, on a pool the caller then closes.
+		go func() { <-r.dispatchDone; r.inflight.Wait(); close(done) }()
 		select {
 		case <-done:
 		case <-ctx.Done():
@@ -151,8 +157,9 @@ func (r *Runner) Abort() {
 	r.cancelRuns()
 	r.stopOnce.Do(func() {
 		close(r.stopping)
-		r.startOnce.Do(func() { close(r.loopsDone) })
+		r.startOnce.Do(func() { close(r.loopsDone); close(r.dispatchDone) })
 	})
+	<-r.dispatchDone
 	r.inflight.Wait()
 	<-r.loopsDone
 }

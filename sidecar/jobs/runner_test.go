@@ -354,6 +354,54 @@ func TestRunnerGracefulStopWaitsForInflight(t *testing.T) {
 	require.Equal(t, map[string]int{"done": 1}, states(t, db))
 }
 
+// A claim under way when Stop begins still starts what it claims, and
+// Stop waits for those runs too: none runs on after Stop returned (on a
+// pool its caller then closes; a soak's sidecar logged "release job ...:
+// closed pool"). The claim is held up by a lock on the tenant's turn row
+// (claim_jobs records the turn after claiming).
+func TestRunnerStopWaitsForAClaimUnderWay(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	ctx := context.Background()
+	enqueue(t, db, "late", 1)
+	_, err := db.Pool.Exec(ctx, `INSERT INTO mneme.job_turns (tenant_id, served_at)
+		SELECT DISTINCT tenant_id, now() FROM mneme.jobs ON CONFLICT DO NOTHING`)
+	require.NoError(t, err)
+	lock, err := db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = lock.Rollback(ctx) }()
+	_, err = lock.Exec(ctx, `SELECT 1 FROM mneme.job_turns FOR UPDATE`)
+	require.NoError(t, err)
+
+	var finished atomic.Bool
+	r := jobs.NewRunner(db.Pool, fastOpts())
+	r.Register("late", func(ctx context.Context, db jobs.Store, job jobs.Job) error {
+		err := db.Commit(ctx, func(tx pgx.Tx) error { return insertEffect(ctx, tx, job, "w") })
+		finished.Store(true)
+		return err
+	})
+	r.Start(ctx)
+	waitFor(t, db, "a claim waiting on the turn row", `SELECT count(*) FROM pg_stat_activity
+		WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%claim_jobs%'`, 1)
+	stopped := make(chan struct{})
+	go func() { _ = r.Stop(context.Background()); close(stopped) }()
+	time.Sleep(300 * time.Millisecond) // Stop is waiting
+	select {
+	case <-stopped:
+		t.Fatal("Stop returned while a claim was under way")
+	default:
+	}
+	require.NoError(t, lock.Rollback(ctx))
+	select {
+	case <-stopped:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Stop did not return")
+	}
+	require.True(t, finished.Load(), "the claimed job ran before Stop returned")
+	requireExactlyOnce(t, db, 1)
+	require.Equal(t, map[string]int{"done": 1}, states(t, db))
+}
+
 func TestTwoRunnersEachJobOnce(t *testing.T) {
 	t.Parallel()
 	db := newDB(t)
@@ -530,4 +578,24 @@ func TestJobFunctionsRejectBadInput(t *testing.T) {
 	var pgErr *pgconn.PgError
 	require.True(t, errors.As(err, &pgErr))
 	require.Equal(t, "22004", pgErr.Code)
+}
+
+// TestRunnerUnstorableErrorStillFails: a handler's error that PostgreSQL
+// cannot store as it is (a NUL byte, invalid UTF-8: an error quoting a
+// message or model output) still ends the job failed with that error,
+// instead of leaving it running until its lease expires.
+func TestRunnerUnstorableErrorStillFails(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	enqueue(t, db, "bad", 1)
+	r := jobs.NewRunner(db.Pool, fastOpts())
+	r.Register("bad", func(context.Context, jobs.Store, jobs.Job) error {
+		return fmt.Errorf("model said \x00 and \xff\xfe: %w", jobs.ErrPermanent)
+	})
+	require.NoError(t, r.Drain(context.Background()))
+	var state, lastErr string
+	require.NoError(t, db.Pool.QueryRow(context.Background(),
+		`SELECT state, coalesce(last_error, '') FROM mneme.jobs`).Scan(&state, &lastErr))
+	require.Equal(t, "failed", state)
+	require.Contains(t, lastErr, `model said \0 and`)
 }

@@ -11,14 +11,13 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
 )
 
-// TestRecallDependsOnTheSidecar: what recall returns depends on which of
-// the sidecar's jobs ran (the README's MCP section says so). The README's
-// conversation: six messages of one session, a seventh two days later.
-// Before segmentation nothing comes back; with every job run as soon as it
-// is queued (a sidecar keeping up), a segmentation check (they start at
-// five queued messages) cuts the episode after its fourth turn, so "The
-// recital ..." is not in it; with the jobs run after the last message, the
-// episode is the whole session.
+// TestRecallDependsOnTheSidecar: what recall returns depends on whether
+// the sidecar's jobs ran, not on when (the README's MCP section). The
+// README's conversation: six messages of one session, a seventh two days
+// later. Before segmentation nothing comes back; with every job run as
+// soon as it is queued (a sidecar keeping up) and with the jobs run after
+// the last message, the episode is the whole session (issue 37: a check
+// used to cut it after its fourth turn when the sidecar kept up).
 func TestRecallDependsOnTheSidecar(t *testing.T) {
 	lines := [][2]string{{"user", "I started learning the violin last month"}, {"assistant", "How are the lessons going?"},
 		{"user", "My teacher Anna says my bowing is too stiff"}, {"assistant", "Loose wrists help; try slow open strings"},
@@ -60,8 +59,5 @@ func TestRecallDependsOnTheSidecar(t *testing.T) {
 	require.Len(t, strings.Fields(whole), 62)
 
 	_, early := recallAfter(true)
-	require.Contains(t, early, "user: My teacher Anna says my bowing is too stiff")
-	require.Contains(t, early, "assistant: Loose wrists help; try slow open strings")
-	require.NotContains(t, early, "The recital is planned for the spring", "a segmentation check cut the episode early")
-	require.Equal(t, 4, strings.Count(early, "\nuser: ")+strings.Count(early, "\nassistant: "), "four turns: %s", early)
+	require.Equal(t, whole, early, "a sidecar keeping up stores the same episode")
 }

@@ -140,6 +140,8 @@ type settings struct {
 	Embedder        string             `key:"embedder"`
 	EmbeddingDim    int                `key:"embedding_dim"`
 	ExtractFacts    bool               `key:"extract_facts"`
+	MinMessages     int                `key:"segment_min_messages"`
+	MaxMessages     int                `key:"segment_max_messages"`
 	FactsMax        int                `key:"extract_facts_max"`
 }
 
@@ -171,6 +173,9 @@ func loadSettings(ctx context.Context, db jobs.Querier) (settings, error) {
 		if err := json.Unmarshal(raw, rv.Field(i).Addr().Interface()); err != nil {
 			return s, fmt.Errorf("setting %s = %s: %w", key, raw, err)
 		}
+	}
+	if s.MinMessages < 1 || s.MaxMessages < 1 {
+		return s, fmt.Errorf("settings segment_min_messages (%d), segment_max_messages (%d): want >= 1", s.MinMessages, s.MaxMessages)
 	}
 	if s.FactsMax < 1 {
 		return s, fmt.Errorf("setting extract_facts_max (%d): want >= 1", s.FactsMax)

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -41,9 +42,12 @@ func cat(xs ...[]int) []int {
 }
 
 func TestCutEpisodesAtTopicShift(t *testing.T) {
-	// A check job: six messages on topic 0, then four on topic 1. The shift
-	// is cut; the open episode on topic 1 stays queued.
-	require.Equal(t, [][2]int{{0, 6}}, cutEpisodes(topics(cat(rep(0, 6), rep(1, 4))...), false, testSettings))
+	// An open session: six messages on topic 0, then five on topic 1. The
+	// shift is cut; the open episode on topic 1 stays queued.
+	require.Equal(t, [][2]int{{0, 6}}, cutEpisodes(topics(cat(rep(0, 6), rep(1, 5))...), false, testSettings))
+	// Four after it: the boundary one later is not judged with its full
+	// window yet (a later message could make it the weaker one): wait.
+	require.Empty(t, cutEpisodes(topics(cat(rep(0, 6), rep(1, 4))...), false, testSettings))
 	// Only two messages after the shift: not a full window yet, wait.
 	require.Empty(t, cutEpisodes(topics(cat(rep(0, 6), rep(1, 2))...), false, testSettings))
 	// Forced: both episodes stored.
@@ -69,10 +73,56 @@ func TestCutEpisodesMaxLength(t *testing.T) {
 	for _, sp := range got {
 		require.LessOrEqual(t, sp[1]-sp[0], 14)
 	}
-	// A check of exactly episode_max messages stores them.
-	require.Equal(t, [][2]int{{0, 14}}, cutEpisodes(topics(rep(0, 14)...), false, testSettings))
-	// Fewer: wait.
-	require.Empty(t, cutEpisodes(topics(rep(0, 13)...), false, testSettings))
+	// An open session of exactly episode_max messages waits: where its
+	// weakest boundary is depends on the messages after it.
+	require.Empty(t, cutEpisodes(topics(rep(0, 14)...), false, testSettings))
+	// Closed, it is one episode.
+	require.Equal(t, [][2]int{{0, 14}}, cutEpisodes(topics(rep(0, 14)...), true, testSettings))
+}
+
+// TestCutEpisodesIsPrefixStable: a session segmented piece by piece as its
+// messages arrive (the open session checked after every arrival, what it
+// stores consumed, the rest checked again, then closed) gives the episodes
+// of the whole session segmented at once: the offline segmenter's episodes
+// depend on the messages, not on when the jobs ran. Random topics with
+// noise, random arrival batches, two settings.
+func TestCutEpisodesIsPrefixStable(t *testing.T) {
+	rng := rand.New(rand.NewPCG(37, 1))
+	for _, set := range []settings{testSettings, {Window: 2, EpisodeMin: 4, EpisodeMax: 8, ShiftSimilarity: 0.10},
+		{Window: 1, EpisodeMin: 1, EpisodeMax: 3, ShiftSimilarity: 0.5}} {
+		for trial := range 300 {
+			n := 1 + rng.IntN(60)
+			embs := make([][]float32, n)
+			topic := 0
+			for i := range embs {
+				if rng.IntN(6) == 0 {
+					topic = rng.IntN(4)
+				}
+				v := make([]float32, 8)
+				v[topic] = 1
+				for k := range v {
+					v[k] += float32(rng.NormFloat64() * 0.4)
+				}
+				embs[i] = v
+			}
+			want := cutEpisodes(embs, true, set)
+			var got [][2]int
+			start, seen := 0, 0
+			for seen < n {
+				seen = min(n, seen+1+rng.IntN(6))
+				for _, sp := range cutEpisodes(embs[start:seen], false, set) {
+					got = append(got, [2]int{start + sp[0], start + sp[1]})
+				}
+				if len(got) > 0 {
+					start = got[len(got)-1][1]
+				}
+			}
+			for _, sp := range cutEpisodes(embs[start:], true, set) {
+				got = append(got, [2]int{start + sp[0], start + sp[1]})
+			}
+			require.Equal(t, want, got, "settings %+v, trial %d, %d messages", set, trial, n)
+		}
+	}
 }
 
 func TestReviewHeuristic(t *testing.T) {
@@ -145,4 +195,24 @@ func TestMatchedQueries(t *testing.T) {
 	got := matchedQueries(append(many, "q0"))
 	require.True(t, strings.HasPrefix(got, `"q0" (2 times), "q1", `))
 	require.True(t, strings.HasSuffix(got, `"q19", and 5 more (26 matches in all)`), got)
+}
+
+// TestCutEpisodesOpenMaxMessagesProgresses: with the default settings an
+// open session of segment_max_messages (30) messages always has an episode
+// the offline segmenter can store, so the job never has to store it whole
+// (the one timing-dependent fallback, docs/pipelines.md).
+func TestCutEpisodesOpenMaxMessagesProgresses(t *testing.T) {
+	rng := rand.New(rand.NewPCG(37, 3))
+	defaults := settings{Window: 2, EpisodeMin: 4, EpisodeMax: 8, ShiftSimilarity: 0.10}
+	for trial := range 1000 {
+		embs := make([][]float32, 30)
+		for i := range embs {
+			v := make([]float32, 8)
+			for k := range v {
+				v[k] = float32(rng.NormFloat64())
+			}
+			embs[i] = v
+		}
+		require.NotEmpty(t, cutEpisodes(embs, false, defaults), "trial %d", trial)
+	}
 }

@@ -18,14 +18,15 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/revision"
 )
 
-// segmentPayload is what mneme.add_message puts in a segment job.
+// segmentPayload is what mneme.add_message puts in a segment job: why it
+// was enqueued. The job decides from the queue itself (readSessions).
 type segmentPayload struct {
 	Reason           string `json:"reason"`
 	Check            bool   `json:"check"`
 	ThroughMessageID *int64 `json:"through_message_id"`
 	TriggerMessageID *int64 `json:"trigger_message_id"`
-	// NextThroughMessageID is a later forced cut asked for while this one
-	// was pending (mneme.enqueue_segment); the follow-up enqueues it.
+	// NextThroughMessageID: written by releases before issue 37 (a cut
+	// asked for while another was pending); read only to accept them.
 	NextThroughMessageID *int64 `json:"next_through_message_id"`
 }
 
@@ -58,16 +59,17 @@ type priorMemory struct {
 
 // Segment is the handler of kind "segment".
 //
-// It reads the queued messages through the payload's through_message_id
-// (for a check, every queued message before the first gap: enqueue_segment
-// leaves a pending check alone, so writers never lock it, and the message
-// after a gap has a forced cut of its own) and the conversation's recent memories, lets the
-// segmenter decide and the embedder embed, all with no transaction open.
-// Then, in one short transaction, it locks the conversation's queue: if any
-// message it read was consumed meanwhile, another segmentation ran first: a
-// check does nothing, a forced cut rolls back and reads again. Otherwise it takes the pending reviews (on every
-// path, create or skip) and enqueues a review job for them, inserts the
-// episodes and drains exactly their messages, and completes the job.
+// It reads the conversation's queue as sessions (readSessions: split at
+// every gap, segment_now mark and hole) and its recent memories, lets the
+// segmenter decide per session (segmentSessions) and the embedder embed,
+// all with no transaction open. What it stores depends on the messages
+// only, not on the payload nor on when it runs: the payload says why the
+// job was enqueued. Then, in one short transaction, it locks the
+// conversation's queue: if any message it read was consumed meanwhile,
+// another segmentation ran first, and it rolls back and reads again.
+// Otherwise it takes the pending reviews (on every path, create or skip)
+// and enqueues a review job for them, inserts the episodes and drains
+// exactly their messages, and completes the job.
 func (p *Pipelines) Segment(ctx context.Context, db jobs.Store, job jobs.Job) error {
 	if !job.ConversationID.Valid {
 		return fmt.Errorf("segment job %d has no conversation: %w", job.ID, jobs.ErrPermanent)
@@ -75,53 +77,41 @@ func (p *Pipelines) Segment(ctx context.Context, db jobs.Store, job jobs.Job) er
 	conv := job.ConversationID.UUID
 	var pl segmentPayload
 	if err := json.Unmarshal(job.Payload, &pl); err != nil {
-		return fmt.Errorf("segment job %d: payload %s: %v: %w", job.ID, job.Payload, err, jobs.ErrPermanent)
-	}
-	forced := !pl.Check
-	if forced && pl.ThroughMessageID == nil {
-		return fmt.Errorf("segment job %d: a forced cut (reason %q) needs through_message_id: %w", job.ID, pl.Reason, jobs.ErrPermanent)
+		return fmt.Errorf("segment job %d: payload %s: %v: %w", job.ID, clip.String(string(job.Payload), 200), err, jobs.ErrPermanent)
 	}
 	set, err := loadSettings(ctx, db)
 	if err != nil {
 		return err
 	}
 	log := p.log.With("job", job.ID, "conversation", conv, "reason", pl.Reason)
-	// A check whose messages another segmentation consumed first has
-	// nothing left to decide: the next message checks again. A forced cut
-	// is owed to its boundary: it reads what is still queued through it and
-	// decides again.
 	for attempt := 1; ; attempt++ {
-		consumed, err := p.segmentOnce(ctx, db, job, conv, pl, set, log)
-		if err != nil || !consumed || !forced {
+		consumed, err := p.segmentOnce(ctx, db, job, conv, set, log)
+		if err != nil || !consumed {
 			return err
 		}
 		if attempt == segmentAttempts {
 			return fmt.Errorf("segment job %d: other segmentations consumed its messages %d times in a row; retrying later", job.ID, attempt)
 		}
-		log.Info("segment: the queue changed under the forced cut (another segmentation consumed some of its messages); reading it again")
+		log.Info("segment: the queue changed under the job (another segmentation consumed some of its messages); reading it again")
 	}
 }
 
-// segmentAttempts is how many times a forced cut reads the queue again in
-// one run when other segmentations keep consuming its messages first.
+// segmentAttempts is how many times a job reads the queue again in one run
+// when other segmentations keep consuming its messages first.
 const segmentAttempts = 5
 
 // segmentOnce reads, decides and writes once. consumed reports that
-// another segmentation consumed some of the messages a forced cut read
-// before it could lock the queue: nothing was written and the job is not
-// complete (its Commit rolled back), so the caller reads again.
-func (p *Pipelines) segmentOnce(ctx context.Context, db jobs.Store, job jobs.Job, conv uuid.UUID, pl segmentPayload,
+// another segmentation consumed some of the messages it read before it
+// could lock the queue: nothing was written and the job is not complete
+// (its Commit rolled back), so the caller reads again.
+func (p *Pipelines) segmentOnce(ctx context.Context, db jobs.Store, job jobs.Job, conv uuid.UUID,
 	set settings, log *slog.Logger) (consumed bool, err error) {
-	forced := !pl.Check
 	// Reads, no transaction open.
-	through := pl.ThroughMessageID
-	if pl.Check {
-		through = nil // a check segments everything queued when it runs, up to a gap
-	}
-	msgs, err := queuedMessages(ctx, db, conv, through, pl.Check)
+	read, err := readSessions(ctx, db, conv, readLimit(set))
 	if err != nil {
 		return false, err
 	}
+	msgs := read.All
 	var eps []episode
 	var embs [][]float32
 	var msgEmbs map[int64][]float32
@@ -130,14 +120,14 @@ func (p *Pipelines) segmentOnce(ctx context.Context, db jobs.Store, job jobs.Job
 		if err != nil {
 			return false, err
 		}
-		// Decide: the segmenter, then the embedder (model calls).
-		in := segmentInput{Conversation: conv, Messages: msgs, Forced: forced, Prior: prior, Settings: set}
+		var labels []labelMeaning
 		if _, ok := p.segmenter.(llmSegmenter); ok {
-			if in.Labels, err = labelVocabulary(ctx, db); err != nil {
+			if labels, err = labelVocabulary(ctx, db); err != nil {
 				return false, err
 			}
 		}
-		if eps, err = p.segmenter.Segment(ctx, in); err != nil {
+		// Decide: the segmenter, then the embedder (model calls).
+		if eps, err = p.segmentSessions(ctx, conv, read, prior, set, labels); err != nil {
 			return false, fmt.Errorf("segment job %d: %w", job.ID, err)
 		}
 		if err := extractiveSummaries(ctx, db, conv, eps); err != nil {
@@ -160,17 +150,13 @@ func (p *Pipelines) segmentOnce(ctx context.Context, db jobs.Store, job jobs.Job
 			return fmt.Errorf("segment job %d: lock queue: %w", job.ID, err)
 		}
 		if !unchanged {
-			if forced {
-				return errQueueChanged // rolled back: the job reads again
-			}
-			log.Info("segment: the queue changed under the check (another segmentation consumed its messages); nothing to do")
-			return nil
+			return errQueueChanged // rolled back: the job reads again
 		}
-		if err := p.handOverReviews(ctx, tx, conv, msgs, log); err != nil {
+		if err := p.handOverReviews(ctx, tx, conv, reviewContext(eps, msgs), log); err != nil {
 			return fmt.Errorf("segment job %d: %w", job.ID, err)
 		}
 		if len(eps) == 0 {
-			log.Debug("segment: skip", "queued", len(msgs))
+			log.Debug("segment: nothing to store yet", "queued", len(msgs), "sessions", len(read.Sessions))
 		} else {
 			ids, err := p.createEpisodes(ctx, tx, conv, eps, embs, log)
 			if err != nil {
@@ -185,14 +171,20 @@ func (p *Pipelines) segmentOnce(ctx context.Context, db jobs.Store, job jobs.Job
 				}
 			}
 		}
-		if forced {
-			var next *int64
-			if err := tx.QueryRow(ctx, `SELECT mneme._segment_followup($1, $2, $3)`, conv, *pl.ThroughMessageID, pl.NextThroughMessageID).Scan(&next); err != nil {
-				return fmt.Errorf("segment job %d: follow-up: %w", job.ID, err)
-			}
-			if next != nil {
-				log.Info("segment: messages queued after the cut get their own job", "next_job", *next)
-			}
+		// Messages after the last one read (past the read's limit, or
+		// committed since the read by a writer that found this job pending
+		// and enqueued none) get a job of their own: under the queue row
+		// lock, every writer before it has committed.
+		var lastRead int64
+		if len(msgs) > 0 {
+			lastRead = msgs[len(msgs)-1].ID
+		}
+		var next *int64
+		if err := tx.QueryRow(ctx, `SELECT mneme._segment_followup($1, $2)`, conv, lastRead).Scan(&next); err != nil {
+			return fmt.Errorf("segment job %d: follow-up: %w", job.ID, err)
+		}
+		if next != nil {
+			log.Debug("segment: messages after the ones read get their own job", "next_job", *next, "truncated", read.Truncated)
 		}
 		return nil
 	})
@@ -202,9 +194,23 @@ func (p *Pipelines) segmentOnce(ctx context.Context, db jobs.Store, job jobs.Job
 	return false, err
 }
 
-// errQueueChanged rolls back a forced cut's transaction when another
+// reviewContext is what a review the job hands over judges by: the
+// messages of the episodes it stores, or, when it stores none, every
+// message it read.
+func reviewContext(eps []episode, read []message) []message {
+	if len(eps) == 0 {
+		return read
+	}
+	var out []message
+	for _, e := range eps {
+		out = append(out, e.Messages...)
+	}
+	return out
+}
+
+// errQueueChanged rolls back a segment job's transaction when another
 // segmentation consumed some of the messages it read.
-var errQueueChanged = errors.New("the queue changed under the forced cut")
+var errQueueChanged = errors.New("the queue changed under the segment job")
 
 // labelVocabulary reads the labels and their meanings from SQL, the one
 // definition of the vocabulary.
@@ -486,18 +492,6 @@ func (p *Pipelines) handOverReviews(ctx context.Context, tx pgx.Tx, conv uuid.UU
 	}
 	log.Info("segment: pending reviews handed to a review job", "review_job", jobID)
 	return nil
-}
-
-func queuedMessages(ctx context.Context, db jobs.Querier, conv uuid.UUID, through *int64, beforeGap bool) ([]message, error) {
-	rows, err := db.Query(ctx, `SELECT id, role, content, created_at FROM mneme.queued_messages($1, $2, $3)`, conv, through, beforeGap)
-	if err != nil {
-		return nil, fmt.Errorf("read queued messages: %w", err)
-	}
-	msgs, err := pgx.CollectRows(rows, scanMessage)
-	if err != nil {
-		return nil, fmt.Errorf("read queued messages: %w", err)
-	}
-	return msgs, nil
 }
 
 func scanMessage(r pgx.CollectableRow) (message, error) {

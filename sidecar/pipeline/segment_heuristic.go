@@ -13,10 +13,10 @@ import (
 //     the centroid of the segment_window messages before i (within the open
 //     episode) and of the ones from i on. Episodes have at least
 //     segment_episode_min messages; one reaching segment_episode_max is cut
-//     at its weakest boundary. A check job leaves the last, open episode
-//     queued (it may continue) and needs a full window after a boundary; a
-//     forced cut stores everything, a too-short tail joining the episode
-//     before it.
+//     at its weakest boundary. The segment job hands it one session at a
+//     time (no episode crosses a gap); of an open session it stores only
+//     what no later message can change (cutEpisodes), of a closed one
+//     everything, a too-short tail joining the episode before it.
 //   - summary: none here; the segment job asks SQL for the extractive one
 //     (mneme.extractive_summary: the most informative sentences by the
 //     search's own term weights).
@@ -89,33 +89,62 @@ func topicText(s string) string {
 	return strings.Join(t, " ")
 }
 
-// cutEpisodes returns the [start, end) message spans to store.
-func cutEpisodes(embs [][]float32, forced bool, s settings) [][2]int {
+// cutEpisodes returns the [start, end) spans of the episodes to store of
+// one session's messages. final: the session is closed (a gap or
+// segment_now after it) and is stored whole, as the rules below cut it
+// with every message known. Otherwise (an open session, which may still
+// grow) it stores only what those rules would store whatever messages
+// follow: a boundary is judged only with its full window of messages
+// after it (segment_window), the weakest one within a window only when
+// that whole window is judged, and an episode is stored only when at
+// least segment_episode_min messages follow its end (else a short tail
+// could yet be joined to it). So the episodes of a session are the same
+// whether it is segmented at once or piece by piece as its messages
+// arrive: a conversation's episodes depend on its messages, not on when
+// the jobs ran (TestCutEpisodesIsPrefixStable).
+func cutEpisodes(embs [][]float32, final bool, s settings) [][2]int {
 	n, w := len(embs), s.Window
 	var out [][2]int
 	start := 0
 	sim := func(i int) float64 {
 		return cosine(mean(embs[max(start, i-w):i]), mean(embs[i:min(n, i+w)]))
 	}
-	windowAfter := func(i int) bool { return forced || n-i >= w }
+	// settled: sim(i) is what it will be whatever follows.
+	settled := func(i int) bool { return final || i+w <= n }
 	for {
-		cut := -1
-		last := min(n-1, start+s.EpisodeMax)
-		for i := start + s.EpisodeMin; i <= last && windowAfter(i); i++ {
+		last := start + s.EpisodeMax // an episode has at most EpisodeMax messages
+		if final {
+			last = min(last, n-1)
+		}
+		cut, wait := -1, false
+	scan:
+		for i := start + s.EpisodeMin; i <= last; i++ {
+			if !settled(i) {
+				wait = true
+				break
+			}
 			if sim(i) >= s.ShiftSimilarity {
 				continue
 			}
 			// The shift may show a little before its lowest point: take the
 			// weakest boundary within one window.
 			cut = i
-			for j := i + 1; j < i+w && j <= last && windowAfter(j); j++ {
+			for j := i + 1; j < i+w && j <= last; j++ {
+				if !settled(j) {
+					wait = true
+					break scan
+				}
 				if sim(j) < sim(cut) {
 					cut = j
 				}
 			}
 			break
 		}
+		if wait {
+			break
+		}
 		if cut < 0 && n-start > s.EpisodeMax {
+			// No shift within the longest episode: its weakest boundary.
 			cut = start + s.EpisodeMin
 			for i := cut + 1; i <= start+s.EpisodeMax; i++ {
 				if sim(i) <= sim(cut) { // ties: the longer episode
@@ -123,16 +152,15 @@ func cutEpisodes(embs [][]float32, forced bool, s settings) [][2]int {
 				}
 			}
 		}
-		if cut < 0 {
+		if cut < 0 || (!final && n-cut < s.EpisodeMin) {
 			break
 		}
 		out = append(out, [2]int{start, cut})
 		start = cut
 	}
-	tail := n - start
-	if tail > 0 && (forced || tail >= s.EpisodeMax) {
-		if tail < s.EpisodeMin && len(out) > 0 {
-			out[len(out)-1][1] = n
+	if final && n > start {
+		if n-start < s.EpisodeMin && len(out) > 0 {
+			out[len(out)-1][1] = n // a short tail joins the episode before it
 		} else {
 			out = append(out, [2]int{start, n})
 		}
