@@ -157,3 +157,21 @@ func jsonLines[T any](results []T) error {
 	}
 	return nil
 }
+
+func cmdBenchTransfer(ctx context.Context, log *slog.Logger, args []string) error {
+	fs := flags("bench transfer")
+	o := bench.TransferOptions{Log: log}
+	asJSON := o.Bind(fs)
+	if err := benchSetup("transfer", fs, args, func() error { return o.Validate() }, &o.Server); err != nil {
+		return err
+	}
+	res, err := bench.Transfer(ctx, o)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return json.NewEncoder(os.Stdout).Encode(res)
+	}
+	res.WriteTable(os.Stdout)
+	return nil
+}

@@ -305,6 +305,8 @@ DECLARE
     v_n       int;
     v_max     int := mneme.setting('pending_reviews_max')::int;
     v_payload jsonb;
+    v_conv    uuid;
+    v_live    bigint := 0;
 BEGIN
     IF add_pending_review.conversation_id IS NULL THEN
         RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
@@ -317,6 +319,28 @@ BEGIN
     END IF;
     PERFORM mneme._require_primary('mneme.add_pending_review');
     PERFORM mneme._claim_conversation(add_pending_review.conversation_id);
+    -- An erase of a memory this retrieval found, under way or committed
+    -- while the search ran, must not leave the query behind (a query that
+    -- retrieved an erased memory goes with it). Each memory is locked (KEY
+    -- SHARE) before the queue row, in the order erase locks them (memory,
+    -- then queue): an erase under way is waited for, and a memory erased by
+    -- then drops the entry; an erase that starts later waits for this
+    -- transaction and removes the entry itself. Per conversation, so each
+    -- locking read stays on one conversation's rows (on Citus, one shard).
+    -- Under REPEATABLE READ an erase committed after the snapshot is a
+    -- serialization failure (40001): retry the call.
+    FOR v_conv IN SELECT DISTINCT m.conversation_id FROM mneme.memories m
+                  WHERE m.id = ANY (add_pending_review.memory_ids) LOOP
+        v_live := v_live + (SELECT count(*) FROM (
+            SELECT 1 FROM mneme.memories m
+            WHERE m.conversation_id = v_conv AND m.id = ANY (add_pending_review.memory_ids)
+            FOR KEY SHARE) x);
+    END LOOP;
+    IF v_live < (SELECT count(DISTINCT i) FROM unnest(add_pending_review.memory_ids) i)
+       AND EXISTS (SELECT 1 FROM mneme.memory_events e
+                   WHERE e.memory_id = ANY (add_pending_review.memory_ids) AND e.event = 'erased') THEN
+        RETURN;
+    END IF;
     UPDATE mneme.message_queue q
        SET pending_reviews = COALESCE(q.pending_reviews, '[]'::jsonb)
                || jsonb_build_array(jsonb_build_object('query', add_pending_review.query,
@@ -348,7 +372,8 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION mneme.add_pending_review(uuid, uuid[], text) IS
-    'Appends {query, memory_ids} to the conversation''s pending_reviews in one statement; '
+    'Appends {query, memory_ids} to the conversation''s pending_reviews in one statement (nothing when one of '
+    'the memories was erased while the retrieval ran: the memories are locked first, as erase locks them); '
     'the row lock of the UPDATE keeps concurrent appends and takes from losing entries. Past setting '
     'pending_reviews_max entries, the oldest half go to a review job at once, judged by the queued messages.';
 

@@ -148,6 +148,19 @@ AS $$ SELECT coalesce(nullif(pg_catalog.current_setting('mneme.delete_reason', t
 COMMENT ON FUNCTION mneme._deleted_reason() IS
     'Internal: the reason of a deleted memory''s event.';
 
+-- While mneme import writes a conversation's rows it writes their events
+-- from the file: the event triggers stand aside, for a session of an admin
+-- (or the owner) inside the import functions (sql/460-export.sql) only.
+CREATE OR REPLACE FUNCTION mneme._importing()
+RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT coalesce(current_setting('mneme.importing', true), '') = 'on'
+             AND (pg_catalog.pg_has_role(session_user, 'mneme_admin', 'MEMBER')
+                  OR pg_catalog.pg_has_role(session_user, 'mneme_owner', 'MEMBER')) $$;
+COMMENT ON FUNCTION mneme._importing() IS
+    'Internal: whether mneme import is writing rows (the event triggers then write none: the file''s events are imported).';
+
 CREATE OR REPLACE FUNCTION mneme.memories_events_trg()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -157,6 +170,9 @@ DECLARE
     v_actor text := mneme._event_actor();
     v_at    timestamptz := mneme._event_at();
 BEGIN
+    IF mneme._importing() THEN
+        RETURN NULL;  -- mneme import writes the file's events
+    END IF;
     IF TG_OP = 'INSERT' THEN
         INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, at)
         -- At the real time of the write (mneme._event_at), not created_at:
@@ -204,6 +220,9 @@ DECLARE
     v_actor text := mneme._event_actor();
     v_at    timestamptz := mneme._event_at();
 BEGIN
+    IF mneme._importing() THEN
+        RETURN NULL;  -- mneme import writes the file's events
+    END IF;
     IF TG_OP = 'INSERT' THEN
         INSERT INTO mneme.memory_events (id, caller, memory_id, conversation_id, event, reason, actor, at)
         VALUES (nextval('mneme.memory_events_id_seq'), mneme._caller(), NEW.id, NEW.conversation_id, 'created', mneme._created_reason(NEW.source_type, NEW.kind, NEW.label, NEW.stability),
@@ -256,6 +275,9 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    IF mneme._importing() THEN
+        RETURN NULL;  -- mneme import writes the file's events
+    END IF;
     INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, review_log_id, at)
     SELECT n.memory_id, n.conversation_id, 'reviewed',
            format('%s (%s%s)', n.rating, n.reviewer, CASE WHEN n.defaulted THEN ', defaulted' ELSE '' END),
@@ -273,6 +295,9 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    IF mneme._importing() THEN
+        RETURN NULL;  -- mneme import writes the file's events
+    END IF;
     INSERT INTO mneme.memory_events (id, caller, memory_id, conversation_id, event, reason, actor, review_log_id, at)
     VALUES (nextval('mneme.memory_events_id_seq'), mneme._caller(), NEW.memory_id, NEW.conversation_id, 'reviewed',
             format('%s (%s%s)', NEW.rating, NEW.reviewer, CASE WHEN NEW.defaulted THEN ', defaulted' ELSE '' END),

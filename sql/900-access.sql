@@ -23,7 +23,7 @@ DECLARE
         'labels', 'label_vocabulary', 'is_label', 'check_label', 'auto_label', 'episode_label', 'initial_state', 'retrievability',
         'record_retrieval', 'hash_embed', 'hash_fold', 'memory_text', 'check_embedding', 'bm25_tsvector', 'l2_normalize', 'cosine_distance',
         'redact', 'conversations', 'conversation_messages', 'conversation_memories', 'memory_reviews',
-        'memory_event_log'];
+        'memory_event_log', 'export_conversation', 'export_header', 'export_settings', 'export_conversations', 'export_lines'];
     worker constant text[] := ARRAY[
         'take_pending_reviews', 'add_pending_review', 'claim_jobs', 'extend_job_lease', 'complete_job', 'fail_job',
         'release_job', 'retry_job', 'queued_messages', 'queued_sessions', 'lock_queued', 'create_episode', 'create_episodes', 'extractive_summary', 'review_targets', 'apply_review',
@@ -32,7 +32,9 @@ DECLARE
         'apply_revision', 'add_fact', 'set_message_embedding'];
     admin constant text[] := ARRAY[
         'set_setting', 'change_embedding_dim', 'reset_initial_state', 'erase', 'erase_conversation', 'reactivate',
-        'cleanup', 'schedule_cleanup', 'retry_job', 'bm25_reindex', 'create_tenant', 'bind_login', 'unbind_login'];
+        'cleanup', 'schedule_cleanup', 'retry_job', 'bm25_reindex', 'create_tenant', 'bind_login', 'unbind_login',
+        'import_conversation', 'import_messages', 'import_memories', 'import_links', 'import_missing_links', 'import_reviews', 'import_events',
+        'import_present', 'import_unembedded', 'import_unembedded_messages', 'import_fact', 'set_embedding', 'set_message_embedding'];
     f record;
 BEGIN
     IF NOT pg_catalog.pg_has_role(current_user, 'mneme_owner', 'MEMBER') THEN

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"compress/gzip"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mneme-memory/mneme/sidecar/dbtest"
+)
+
+// mneme export -o x.jsonl.gz writes a gzipped file (renamed into place
+// only when complete), mneme import reads it into another database as an
+// admin, and their usage errors exit 2 before touching anything.
+func TestExportImportCommands(t *testing.T) {
+	ctx := context.Background()
+	src := dbtest.New(t, dbtest.WithVector("array"))
+	conv := uuid.New()
+	_, err := src.Pool.Exec(ctx, `SELECT mneme.remember($1, 'The user prefers green tea.')`, conv)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "acme.jsonl.gz")
+	_, stderr, code := mneme(t, dir, []string{"DATABASE_URL=" + src.URL}, "export", "--quiet", "-o", file)
+	require.Equal(t, 0, code, stderr)
+	f, err := os.Open(file)
+	require.NoError(t, err)
+	gz, err := gzip.NewReader(f)
+	require.NoError(t, err)
+	body, err := io.ReadAll(gz)
+	require.NoError(t, err)
+	f.Close()
+	require.Contains(t, string(body), "green tea")
+	require.True(t, strings.HasPrefix(string(body), `{"type": "header"`))
+
+	// A failed export leaves no file.
+	bad := filepath.Join(dir, "missing.jsonl")
+	_, stderr, code = mneme(t, dir, []string{"DATABASE_URL=" + src.URL}, "export", "--quiet", "--conversation", uuid.NewString(), "-o", bad)
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "does not exist")
+	_, err = os.Stat(bad)
+	require.True(t, os.IsNotExist(err))
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "no temporary file left behind")
+
+	dst := dbtest.New(t, dbtest.WithVector("array"))
+	_, stderr, code = mneme(t, dir, []string{"DATABASE_URL=" + dst.As(t, "mneme_admin")}, "import", "--quiet", "--tenant", "acme", file)
+	require.Equal(t, 0, code, stderr)
+	var n int
+	require.NoError(t, dst.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme.memories WHERE tenant_id = 'acme' AND content LIKE '%green tea%'`).Scan(&n))
+	require.Equal(t, 1, n)
+
+	for _, argv := range [][]string{{"import"}, {"import", "a", "b"}, {"import", "--conversations", "bogus", file},
+		{"import", "--seed", "x", file}, {"import", "--from", "zep", file}} {
+		_, stderr, code := mneme(t, dir, []string{"DATABASE_URL=" + dst.URL}, argv...)
+		require.Equal(t, 2, code, "%v: %s", argv, stderr)
+	}
+}
