@@ -336,6 +336,18 @@ func TestCleanupBadInput(t *testing.T) {
 			}
 			_, err := db.Pool.Exec(ctx, `SELECT * FROM mneme.cleanup(NULL)`)
 			require.Equal(t, "22004", sqlState(t, err))
+			// The phases refuse what the orchestrator would never pass them.
+			for _, q := range []string{
+				`SELECT mneme._cleanup_inactivate(NULL, false, 0.5)`,
+				`SELECT mneme._cleanup_inactivate(now() + interval '5 years', false, NULL)`,
+				`SELECT mneme._cleanup_expire(now(), NULL, 'cleanup')`,
+				`SELECT mneme._cleanup_expire(now(), false, NULL)`,
+				`SELECT mneme._cleanup_purge(NULL, false, 1)`,
+				`SELECT mneme._cleanup_prune_jobs(now(), NULL, '1 day')`,
+			} {
+				_, err = db.Pool.Exec(ctx, q)
+				require.Equal(t, "22004", sqlState(t, err), q)
+			}
 			st, _ := e.status(id)
 			require.Equal(t, "active", st, "no failed cleanup changed anything")
 			require.Equal(t, []string{"created"}, e.events(id))
