@@ -28,7 +28,7 @@ $MNEME bench writers
 # Every call as mneme_app under row security at growing sizes, over 10,000
 # conversations and 1,000 tenants; the database is kept and grown, so a
 # second run reuses it. make bench stops at 100,000 (about ten minutes on
-# two cores); docs/performance.md has the 1,000,000-memory run and its command.
+# two cores); docs/results.md has the 1,000,000-memory run and its command.
 $MNEME bench scale --sizes 10000,100000 --queries 30
 # Ingest with the sidecars running (docs/sidecar.md).
 $MNEME bench ingest --conversations 100 --duration 30s --rate 1000

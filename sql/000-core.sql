@@ -244,7 +244,7 @@ WITH fields (kind, path, type, required) AS (VALUES
         ('revise', true, NULL, 'not the nil uuid',
          'compare a new fact with what the conversation believes: add, merge, supersede or invalidate'),
         ('cleanup', false, NULL, 'any object (the handler reads no field)',
-         'the lifecycle policy: expire, archive and delete what the settings say'),
+         'the lifecycle policy (mneme.cleanup): inactivate faded memories, record expired ones, purge long-inactive ones and prune done jobs, as the settings say'),
         ('noop', false, NULL, 'any object', 'nothing: benchmarks and smoke tests')
       ) AS k (kind, needs_conversation, extra, extra_hint, description)
       LEFT JOIN checks c ON c.kind = k.kind

@@ -34,55 +34,46 @@ $$;
 COMMENT ON FUNCTION mneme._interval_setting(text) IS
     'Internal: a setting holding a PostgreSQL interval as a JSON string, or null; raises 22023 otherwise.';
 
-CREATE OR REPLACE FUNCTION mneme._cleanup(at timestamptz, dry_run boolean, actor text DEFAULT 'cleanup')
-RETURNS TABLE (action text, count bigint)
+-- The one rule of what cleanup may move on (active to inactive, inactive to
+-- purged): a memory in from_status that is neither pinned nor important.
+-- Plain immutable SQL without SET, so the planner inlines it into each
+-- statement that calls it (TestInlinedHelpersStayInlinable).
+CREATE OR REPLACE FUNCTION mneme._cleanup_eligible(status text, pinned boolean, label text, from_status text)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+SELECT _cleanup_eligible.status OPERATOR(pg_catalog.=) _cleanup_eligible.from_status
+   AND NOT _cleanup_eligible.pinned
+   AND _cleanup_eligible.label OPERATOR(pg_catalog.<>) 'important'
+$$;
+COMMENT ON FUNCTION mneme._cleanup_eligible(text, boolean, text, text) IS
+    'Internal, inlined: whether cleanup may move a memory on from from_status (in it, not pinned, not important).';
+
+-- 1. Inactive: active, not pinned, not important, R below the threshold.
+-- The row lock re-checks R on the row as it is now (a review that
+-- committed meanwhile raised it: the row no longer qualifies); a row a
+-- review holds locked is skipped until the next run.
+CREATE OR REPLACE FUNCTION mneme._cleanup_inactivate(at timestamptz, dry_run boolean, threshold float8)
+RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_at        timestamptz := _cleanup.at;
-    v_thr       jsonb := mneme.setting('inactive_below_r');
-    v_purge     jsonb := mneme.setting('purge_after_days');
-    v_retention interval := mneme._interval_setting('jobs_retention');
-    v_r         float8;
-    v_days      float8;
-    v_n         bigint;
-    v_ids       uuid[];
-    v_at_text   text := to_char(_cleanup.at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI "UTC"');
-    v_conv      uuid;
-    v_id        uuid;
-    v_at_row    timestamptz;
-    v_citus     boolean := mneme._distributed('mneme.memories');
+    v_at      timestamptz := _cleanup_inactivate.at;
+    v_r       float8 := _cleanup_inactivate.threshold;
+    v_at_text text := to_char(_cleanup_inactivate.at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI "UTC"');
+    v_n       bigint;
+    v_ids     uuid[];
+    v_conv    uuid;
 BEGIN
-    IF v_at IS NULL OR NOT isfinite(v_at) THEN
-        RAISE EXCEPTION 'at must be a finite timestamp' USING ERRCODE = '22004';
+    IF v_at IS NULL OR dry_run IS NULL OR v_r IS NULL THEN
+        RAISE EXCEPTION 'at, dry_run and threshold must not be NULL' USING ERRCODE = '22004';
     END IF;
-    IF dry_run IS NULL THEN
-        RAISE EXCEPTION 'dry_run must not be NULL' USING ERRCODE = '22004', HINT = 'true reports, false acts';
-    END IF;
-    IF jsonb_typeof(v_thr) IS DISTINCT FROM 'number' OR NOT (v_thr::float8 >= 0 AND v_thr::float8 < 1) THEN
-        RAISE EXCEPTION 'setting inactive_below_r must be a number in [0, 1), got %', v_thr
-            USING ERRCODE = '22023', HINT = 'SELECT mneme.set_setting(''inactive_below_r'', ''0.5'') restores the default; 0 never inactivates';
-    END IF;
-    v_r := v_thr::float8;
-    IF v_purge <> 'null'::jsonb AND (jsonb_typeof(v_purge) <> 'number' OR NOT v_purge::float8 > 0 OR v_purge::float8 = 'Infinity') THEN
-        RAISE EXCEPTION 'setting purge_after_days must be a positive number of days or null (never purge), got %', v_purge
-            USING ERRCODE = '22023', HINT = 'SELECT mneme.set_setting(''purge_after_days'', ''null'') turns purging off';
-    END IF;
-    v_days := CASE WHEN v_purge = 'null'::jsonb THEN NULL ELSE v_purge::float8 END;
-
-    PERFORM mneme._set_local('mneme.actor', coalesce(_cleanup.actor, 'cleanup'));
-    PERFORM mneme._set_local('mneme.event_at', v_at::text);
-
-    -- 1. Inactive: active, not pinned, not important, R below the threshold.
-    -- The row lock re-checks R on the row as it is now (a review that
-    -- committed meanwhile raised it: the row no longer qualifies); a row a
-    -- review holds locked is skipped until the next run.
     IF dry_run THEN
         SELECT count(*) INTO v_n FROM mneme.memories m
-        WHERE m.status = 'active' AND NOT m.pinned AND m.label <> 'important'
+        WHERE mneme._cleanup_eligible(m.status, m.pinned, m.label, 'active')
           AND mneme._retrievability(m.stability, m.last_reviewed_at, v_at) < v_r;
-    ELSIF v_citus THEN
+    ELSIF mneme._distributed('mneme.memories') THEN
         -- Citus refuses FOR UPDATE in a statement over every shard: the
         -- same, conversation by conversation, each statement routed to the
         -- conversation's shard. The reason is the same text as format()'s
@@ -92,12 +83,12 @@ BEGIN
         v_n := 0;
         FOR v_conv IN
             SELECT DISTINCT m.conversation_id FROM mneme.memories m
-            WHERE m.status = 'active' AND NOT m.pinned AND m.label <> 'important'
+            WHERE mneme._cleanup_eligible(m.status, m.pinned, m.label, 'active')
               AND mneme._retrievability(m.stability, m.last_reviewed_at, v_at) < v_r
         LOOP
             v_ids := ARRAY(
                 SELECT m.id FROM mneme.memories m
-                WHERE m.conversation_id = v_conv AND m.status = 'active' AND NOT m.pinned AND m.label <> 'important'
+                WHERE m.conversation_id = v_conv AND mneme._cleanup_eligible(m.status, m.pinned, m.label, 'active')
                   AND mneme._retrievability(m.stability, m.last_reviewed_at, v_at) < v_r
                 ORDER BY m.id
                 FOR UPDATE SKIP LOCKED);
@@ -113,7 +104,7 @@ BEGIN
     ELSE
         WITH c AS (
             SELECT m.id FROM mneme.memories m
-            WHERE m.status = 'active' AND NOT m.pinned AND m.label <> 'important'
+            WHERE mneme._cleanup_eligible(m.status, m.pinned, m.label, 'active')
               AND mneme._retrievability(m.stability, m.last_reviewed_at, v_at) < v_r
             ORDER BY m.id
             FOR UPDATE SKIP LOCKED
@@ -125,20 +116,40 @@ BEGIN
                                        v_at_text, v_r),
                 updated_at = now()
             FROM c
-            WHERE m.id = c.id AND m.status = 'active' AND NOT m.pinned AND m.label <> 'important'
+            WHERE m.id = c.id AND mneme._cleanup_eligible(m.status, m.pinned, m.label, 'active')
               AND mneme._retrievability(m.stability, m.last_reviewed_at, v_at) < v_r
             RETURNING m.id)
         SELECT count(*) INTO v_n FROM u;
     END IF;
-    action := 'inactivated'; count := v_n; RETURN NEXT;
+    RETURN v_n;
+END
+$$;
+COMMENT ON FUNCTION mneme._cleanup_inactivate(timestamptz, boolean, float8) IS
+    'Internal (cleanup, phase 1): active memories, neither pinned nor important, with retrievability at `at` below '
+    'threshold become inactive with a status_reason saying why; dry_run counts only. Returns the count.';
 
-    -- 2. Expired (valid_until passed): recorded once, the memory is kept
-    -- (retrieval already leaves it out, and `as of` a past time still sees it).
+-- 2. Expired (valid_until passed): recorded once, the memory is kept
+-- (retrieval already leaves it out, and `as of` a past time still sees it).
+CREATE OR REPLACE FUNCTION mneme._cleanup_expire(at timestamptz, dry_run boolean, actor text)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_at     timestamptz := _cleanup_expire.at;
+    v_ids    uuid[];
+    v_conv   uuid;
+    v_id     uuid;
+    v_at_row timestamptz;
+BEGIN
+    IF v_at IS NULL OR dry_run IS NULL OR actor IS NULL THEN
+        RAISE EXCEPTION 'at, dry_run and actor must not be NULL' USING ERRCODE = '22004';
+    END IF;
     SELECT array_agg(m.id ORDER BY m.id) INTO v_ids FROM mneme.memories m
     WHERE m.valid_until <= v_at AND m.status = 'active'
       AND NOT EXISTS (SELECT 1 FROM mneme.memory_events e
                       WHERE e.conversation_id = m.conversation_id AND e.memory_id = m.id AND e.event = 'expired');
-    IF NOT dry_run AND v_ids IS NOT NULL AND v_citus THEN
+    IF NOT dry_run AND v_ids IS NOT NULL AND mneme._distributed('mneme.memories') THEN
         -- A row at a time on Citus: an INSERT ... SELECT whose select list
         -- calls format() over columns is run through the coordinator,
         -- which copies the rows in, and COPY is refused under row security.
@@ -149,31 +160,53 @@ BEGIN
             INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, at)
             VALUES (v_id, v_conv, 'expired',
                     format('valid_until %s passed', to_char(v_at_row AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI "UTC"')),
-                    coalesce(_cleanup.actor, 'cleanup'), v_at);
+                    _cleanup_expire.actor, v_at);
         END LOOP;
     ELSIF NOT dry_run AND v_ids IS NOT NULL THEN
         INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, at)
         SELECT m.id, m.conversation_id, 'expired',
                format('valid_until %s passed', to_char(m.valid_until AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI "UTC"')),
-               coalesce(_cleanup.actor, 'cleanup'), v_at
+               _cleanup_expire.actor, v_at
         FROM mneme.memories m WHERE m.id = ANY (v_ids) ORDER BY m.id;
     END IF;
-    action := 'expired'; count := coalesce(cardinality(v_ids), 0); RETURN NEXT;
+    RETURN coalesce(cardinality(v_ids), 0);
+END
+$$;
+COMMENT ON FUNCTION mneme._cleanup_expire(timestamptz, boolean, text) IS
+    'Internal (cleanup, phase 2): records one expired event, by actor, for each active memory whose valid_until '
+    'passed by `at` and has none yet (the memory is kept); dry_run counts only. Returns the count.';
 
-    -- 3. Purge, only when the operator set purge_after_days: inactive for
-    -- longer than that (since its last inactivated event), never pinned or
-    -- important. The memory, its source messages and its review log go; the
-    -- events stay (a tombstone: ids, time, reason).
-    v_ids := NULL;
-    IF v_days IS NOT NULL AND v_citus THEN
-        -- Conversation by conversation on Citus (FOR UPDATE, as above).
+-- 3. Purge, only when the operator set purge_after_days: inactive for
+-- longer than that (since its last inactivated event), never pinned or
+-- important. The memory, its source messages and its review log go; the
+-- events stay (a tombstone: ids, time, reason).
+CREATE OR REPLACE FUNCTION mneme._cleanup_purge(at timestamptz, dry_run boolean, days float8)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_at   timestamptz := _cleanup_purge.at;
+    v_days float8 := _cleanup_purge.days;
+    v_ids  uuid[];
+    v_conv uuid;
+BEGIN
+    IF v_at IS NULL OR dry_run IS NULL THEN
+        RAISE EXCEPTION 'at and dry_run must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF v_days IS NULL THEN
+        RETURN 0;  -- purge_after_days null: never purge
+    END IF;
+    IF mneme._distributed('mneme.memories') THEN
+        -- Conversation by conversation on Citus (FOR UPDATE, as in
+        -- mneme._cleanup_inactivate).
         FOR v_conv IN
             SELECT DISTINCT m.conversation_id FROM mneme.memories m
-            WHERE m.status = 'inactive' AND NOT m.pinned AND m.label <> 'important'
+            WHERE mneme._cleanup_eligible(m.status, m.pinned, m.label, 'inactive')
         LOOP
             v_ids := v_ids || ARRAY(
                 SELECT m.id FROM mneme.memories m
-                WHERE m.conversation_id = v_conv AND m.status = 'inactive' AND NOT m.pinned AND m.label <> 'important'
+                WHERE m.conversation_id = v_conv AND mneme._cleanup_eligible(m.status, m.pinned, m.label, 'inactive')
                   AND coalesce((SELECT max(e.at) FROM mneme.memory_events e
                                 WHERE e.conversation_id = v_conv AND e.memory_id = m.id AND e.event = 'inactivated'), m.updated_at)
                       < v_at - make_interval(secs => v_days * 86400)
@@ -181,10 +214,10 @@ BEGIN
                 FOR UPDATE SKIP LOCKED);
         END LOOP;
         v_ids := nullif(v_ids, '{}');
-    ELSIF v_days IS NOT NULL THEN
+    ELSE
         SELECT array_agg(x.id ORDER BY x.id) INTO v_ids FROM (
             SELECT m.id FROM mneme.memories m
-            WHERE m.status = 'inactive' AND NOT m.pinned AND m.label <> 'important'
+            WHERE mneme._cleanup_eligible(m.status, m.pinned, m.label, 'inactive')
               AND coalesce((SELECT max(e.at) FROM mneme.memory_events e
                             WHERE e.memory_id = m.id AND e.event = 'inactivated'), m.updated_at)
                   < v_at - make_interval(secs => v_days * 86400)
@@ -195,25 +228,85 @@ BEGIN
         PERFORM mneme._remove_memories(v_ids, 'purged',
             format('inactive for more than purge_after_days %s', v_days));
     END IF;
-    action := 'purged'; count := coalesce(cardinality(v_ids), 0); RETURN NEXT;
+    RETURN coalesce(cardinality(v_ids), 0);
+END
+$$;
+COMMENT ON FUNCTION mneme._cleanup_purge(timestamptz, boolean, float8) IS
+    'Internal (cleanup, phase 3): deletes the memories inactive for more than `days` days at `at` (since their last '
+    'inactivated event), never pinned or important, with their source messages (mneme._remove_memories; the '
+    'events stay); days NULL purges nothing; dry_run counts only. Returns the count.';
 
-    -- 4. Done jobs past their retention (failed jobs stay for an operator).
-    IF v_retention IS NULL THEN
-        v_n := 0;
+-- 4. Done jobs past their retention (failed jobs stay for an operator).
+CREATE OR REPLACE FUNCTION mneme._cleanup_prune_jobs(at timestamptz, dry_run boolean, retention interval)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_at timestamptz := _cleanup_prune_jobs.at;
+    v_n  bigint;
+BEGIN
+    IF v_at IS NULL OR dry_run IS NULL THEN
+        RAISE EXCEPTION 'at and dry_run must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF retention IS NULL THEN
+        RETURN 0;  -- jobs_retention null: keep every job
     ELSIF dry_run THEN
-        SELECT count(*) INTO v_n FROM mneme.jobs j WHERE j.state = 'done' AND j.finished_at < v_at - v_retention;
+        SELECT count(*) INTO v_n FROM mneme.jobs j WHERE j.state = 'done' AND j.finished_at < v_at - retention;
     ELSE
-        DELETE FROM mneme.jobs j WHERE j.state = 'done' AND j.finished_at < v_at - v_retention;
+        DELETE FROM mneme.jobs j WHERE j.state = 'done' AND j.finished_at < v_at - retention;
         GET DIAGNOSTICS v_n = ROW_COUNT;
     END IF;
-    action := 'jobs_pruned'; count := v_n; RETURN NEXT;
+    RETURN v_n;
+END
+$$;
+COMMENT ON FUNCTION mneme._cleanup_prune_jobs(timestamptz, boolean, interval) IS
+    'Internal (cleanup, phase 4): deletes the done jobs that finished more than retention before `at` (failed jobs '
+    'stay); retention NULL deletes nothing; dry_run counts only. Returns the count.';
 
+-- The orchestrator: checks the arguments and the settings, then runs the
+-- four phases in order, the events they cause attributed to actor at `at`.
+CREATE OR REPLACE FUNCTION mneme._cleanup(at timestamptz, dry_run boolean, actor text DEFAULT 'cleanup')
+RETURNS TABLE (action text, count bigint)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_at        timestamptz := _cleanup.at;
+    v_actor     text := coalesce(_cleanup.actor, 'cleanup');
+    v_thr       jsonb := mneme.setting('inactive_below_r');
+    v_purge     jsonb := mneme.setting('purge_after_days');
+    v_retention interval := mneme._interval_setting('jobs_retention');
+BEGIN
+    IF v_at IS NULL OR NOT isfinite(v_at) THEN
+        RAISE EXCEPTION 'at must be a finite timestamp' USING ERRCODE = '22004';
+    END IF;
+    IF dry_run IS NULL THEN
+        RAISE EXCEPTION 'dry_run must not be NULL' USING ERRCODE = '22004', HINT = 'true reports, false acts';
+    END IF;
+    IF jsonb_typeof(v_thr) IS DISTINCT FROM 'number' OR NOT (v_thr::float8 >= 0 AND v_thr::float8 < 1) THEN
+        RAISE EXCEPTION 'setting inactive_below_r must be a number in [0, 1), got %', v_thr
+            USING ERRCODE = '22023', HINT = 'SELECT mneme.set_setting(''inactive_below_r'', ''0.5'') restores the default; 0 never inactivates';
+    END IF;
+    IF v_purge <> 'null'::jsonb AND (jsonb_typeof(v_purge) <> 'number' OR NOT v_purge::float8 > 0 OR v_purge::float8 = 'Infinity') THEN
+        RAISE EXCEPTION 'setting purge_after_days must be a positive number of days or null (never purge), got %', v_purge
+            USING ERRCODE = '22023', HINT = 'SELECT mneme.set_setting(''purge_after_days'', ''null'') turns purging off';
+    END IF;
+
+    PERFORM mneme._set_local('mneme.actor', v_actor);
+    PERFORM mneme._set_local('mneme.event_at', v_at::text);
+    action := 'inactivated'; count := mneme._cleanup_inactivate(v_at, dry_run, v_thr::float8); RETURN NEXT;
+    action := 'expired';     count := mneme._cleanup_expire(v_at, dry_run, v_actor); RETURN NEXT;
+    action := 'purged';      count := mneme._cleanup_purge(v_at, dry_run, CASE WHEN v_purge = 'null'::jsonb THEN NULL ELSE v_purge::float8 END);
+    RETURN NEXT;
+    action := 'jobs_pruned'; count := mneme._cleanup_prune_jobs(v_at, dry_run, v_retention); RETURN NEXT;
     PERFORM mneme._set_local('mneme.actor', '');
     PERFORM mneme._set_local('mneme.event_at', '');
 END
 $$;
 COMMENT ON FUNCTION mneme._cleanup(timestamptz, boolean, text) IS
-    'Internal: mneme.cleanup evaluated at a given time (the lifecycle simulation runs a year in minutes).';
+    'Internal: mneme.cleanup evaluated at a given time (the lifecycle simulation runs a year in minutes): checks '
+    'the settings, then runs the phases _cleanup_inactivate, _cleanup_expire, _cleanup_purge, _cleanup_prune_jobs.';
 
 CREATE OR REPLACE FUNCTION mneme.cleanup(dry_run boolean DEFAULT false)
 RETURNS TABLE (action text, count bigint)

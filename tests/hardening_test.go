@@ -495,7 +495,8 @@ func TestJobPayloadRules(t *testing.T) {
 }
 
 // TestInlinedHelpersStayInlinable: the helpers the ranking calls per row
-// (and add_message's blank check, per message) are plain immutable SQL
+// (and add_message's blank check, per message, and cleanup's eligibility,
+// per memory) are plain immutable SQL
 // without SET and stay SECURITY INVOKER (the
 // access script keeps such functions so), which is what lets the planner
 // inline them; made SECURITY DEFINER or given a SET they would be called
@@ -508,13 +509,24 @@ func TestInlinedHelpersStayInlinable(t *testing.T) {
 		                                      AND p.provolatile = 'i' THEN 'inlinable' ELSE 'not inlinable' END
 		FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
 		WHERE p.pronamespace = 'mneme'::regnamespace
-		  AND p.proname IN ('_retrievability', '_bm25_weight', '_bm25_tf', '_label_key', '_word_separator', '_is_blank')
+		  AND p.proname IN ('_retrievability', '_bm25_weight', '_bm25_tf', '_label_key', '_word_separator', '_is_blank',
+		                   '_cleanup_eligible')
 		ORDER BY 1`)
 	require.NoError(t, err)
 	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
-	require.Equal(t, []string{"_bm25_tf: inlinable", "_bm25_weight: inlinable", "_is_blank: inlinable", "_label_key: inlinable",
-		"_retrievability: inlinable", "_word_separator: inlinable"}, got)
+	require.Equal(t, []string{"_bm25_tf: inlinable", "_bm25_weight: inlinable", "_cleanup_eligible: inlinable", "_is_blank: inlinable",
+		"_label_key: inlinable", "_retrievability: inlinable", "_word_separator: inlinable"}, got)
+
+	// And the planner does inline cleanup's predicate: the plan filters on
+	// the columns, with no call left.
+	rows, err = db.Pool.Query(context.Background(), `EXPLAIN (VERBOSE) SELECT count(*) FROM mneme.memories m
+		WHERE mneme._cleanup_eligible(m.status, m.pinned, m.label, 'active')`)
+	require.NoError(t, err)
+	plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.NotContains(t, strings.Join(plan, "\n"), "_cleanup_eligible")
+	require.Contains(t, strings.Join(plan, "\n"), "(m.status = 'active'::text)")
 }
 
 // TestEntryPointsRunWithoutJIT: every PL/pgSQL function a role may call

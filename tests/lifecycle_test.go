@@ -336,6 +336,18 @@ func TestCleanupBadInput(t *testing.T) {
 			}
 			_, err := db.Pool.Exec(ctx, `SELECT * FROM mneme.cleanup(NULL)`)
 			require.Equal(t, "22004", sqlState(t, err))
+			// The phases refuse what the orchestrator would never pass them.
+			for _, q := range []string{
+				`SELECT mneme._cleanup_inactivate(NULL, false, 0.5)`,
+				`SELECT mneme._cleanup_inactivate(now() + interval '5 years', false, NULL)`,
+				`SELECT mneme._cleanup_expire(now(), NULL, 'cleanup')`,
+				`SELECT mneme._cleanup_expire(now(), false, NULL)`,
+				`SELECT mneme._cleanup_purge(NULL, false, 1)`,
+				`SELECT mneme._cleanup_prune_jobs(now(), NULL, '1 day')`,
+			} {
+				_, err = db.Pool.Exec(ctx, q)
+				require.Equal(t, "22004", sqlState(t, err), q)
+			}
 			st, _ := e.status(id)
 			require.Equal(t, "active", st, "no failed cleanup changed anything")
 			require.Equal(t, []string{"created"}, e.events(id))
@@ -576,4 +588,27 @@ func TestCleanupReviewRace(t *testing.T) {
 			require.Zero(t, inactive, "a reviewed memory is never left inactive")
 		})
 	}
+}
+
+// TestCleanupKindSaysWhatItDoes: the cleanup job kind's description (what
+// `mneme jobs` and an operator read in mneme.job_kinds) names each action
+// mneme.cleanup reports, and no step it does not have (it once promised an
+// archive).
+func TestCleanupKindSaysWhatItDoes(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	ctx := context.Background()
+	var desc string
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT description FROM mneme.job_kinds WHERE kind = 'cleanup'`).Scan(&desc))
+	rows, err := db.Pool.Query(ctx, `SELECT action FROM mneme.cleanup(true)`)
+	require.NoError(t, err)
+	actions, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	verb := map[string]string{"inactivated": "inactivate", "expired": "expired", "purged": "purge", "jobs_pruned": "prune done jobs"}
+	require.Len(t, actions, len(verb))
+	for _, a := range actions {
+		require.Contains(t, verb, a, "an action the description does not know")
+		require.Contains(t, desc, verb[a], "the description of action %s", a)
+	}
+	require.NotContains(t, desc, "archive")
 }

@@ -88,8 +88,8 @@ func (s *liveSidecar) stop() {
 	}
 }
 
-// waitIdle waits until no job is due or running (three looks in a row;
-// the daily cleanup job waits for its time).
+// waitIdle waits until no job is due, running or waiting for a retry (three
+// looks in a row; the daily cleanup job waits for its time).
 func waitIdle(t *testing.T, pool *pgxpool.Pool) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
@@ -102,7 +102,7 @@ func waitIdle(t *testing.T, pool *pgxpool.Pool) {
 		}
 		var n int
 		require.NoError(t, pool.QueryRow(context.Background(),
-			`SELECT count(*) FROM mneme.jobs WHERE state = 'running' OR (state = 'pending' AND run_at <= now())`).Scan(&n))
+			`SELECT count(*) FROM mneme.jobs WHERE state = 'running' OR (state = 'pending' AND (run_at <= now() OR attempts > 0))`).Scan(&n))
 		if n == 0 {
 			quiet++
 		} else {

@@ -180,7 +180,8 @@ func attach(t testing.TB, admin *pgx.Conn, name, url string) *DB {
 // MNEME_TEST_ON_CITUS=1 with DATABASE_URL naming a Citus coordinator whose
 // workers are registered in its maintenance database. Then every New
 // database is created on every node and distributed (migrate --citus);
-// docs/scale.md lists what passes there and why the rest cannot. Never set
+// docs/history/scale-2026-11.md lists what passed there and why the rest
+// could not. Never set
 // in make test.
 func OnCitus() bool { return os.Getenv("MNEME_TEST_ON_CITUS") == "1" }
 
