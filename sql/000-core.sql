@@ -258,6 +258,100 @@ ON CONFLICT (kind) DO UPDATE SET needs_conversation = EXCLUDED.needs_conversatio
 WHERE (k.needs_conversation, k.payload_rule::text, k.payload_hint, k.description)
       IS DISTINCT FROM (EXCLUDED.needs_conversation, EXCLUDED.payload_rule::text, EXCLUDED.payload_hint, EXCLUDED.description);
 
+-- One payload builder per kind: every SQL site that enqueues a kind builds
+-- its payload here, with the fields and JSON names of the kind's Go type
+-- (sidecar/jobs/kinds.go) and of its rule above; an optional field given
+-- NULL is left out. tests/job_contract_test.go decodes each builder's
+-- output strictly into the Go type. A new kind gets a row above, a builder
+-- here (mneme._<kind>_payload) and a Go type.
+CREATE OR REPLACE FUNCTION mneme._segment_payload(
+    reason text, "check" boolean, through_message_id bigint, trigger_message_id bigint)
+RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF _segment_payload."check" IS NULL THEN
+        RAISE EXCEPTION 'segment payload: check must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF NOT _segment_payload."check" AND _segment_payload.through_message_id IS NULL THEN
+        RAISE EXCEPTION 'segment payload: through_message_id is required when check is false' USING ERRCODE = '22004';
+    END IF;
+    IF _segment_payload.through_message_id < 1 OR _segment_payload.trigger_message_id < 1 THEN
+        RAISE EXCEPTION 'segment payload: message ids must be at least 1, got % and %',
+            _segment_payload.through_message_id, _segment_payload.trigger_message_id USING ERRCODE = '22023';
+    END IF;
+    RETURN jsonb_strip_nulls(jsonb_build_object(
+        'reason', _segment_payload.reason, 'check', _segment_payload."check",
+        'through_message_id', _segment_payload.through_message_id,
+        'trigger_message_id', _segment_payload.trigger_message_id));
+END
+$$;
+COMMENT ON FUNCTION mneme._segment_payload(text, boolean, bigint, bigint) IS
+    'Internal: a segment job''s payload {reason, check, through_message_id, trigger_message_id} (Go: jobs.SegmentArgs); '
+    'NULL reason or ids are left out; through_message_id is required when check is false.';
+
+-- STABLE: reviewed_at is written in the session's time zone, as to_jsonb
+-- writes a timestamptz.
+CREATE OR REPLACE FUNCTION mneme._review_payload(reviews jsonb, reviewed_at timestamptz, context_message_ids bigint[])
+RETURNS jsonb
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF _review_payload.reviews IS NULL OR _review_payload.reviewed_at IS NULL THEN
+        RAISE EXCEPTION 'review payload: reviews and reviewed_at must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF jsonb_typeof(_review_payload.reviews) <> 'array' THEN
+        RAISE EXCEPTION 'review payload: reviews must be a JSON array, got %', left(_review_payload.reviews::text, 80)
+            USING ERRCODE = '22023';
+    END IF;
+    IF array_position(_review_payload.context_message_ids, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'review payload: context_message_ids must not hold NULL' USING ERRCODE = '22004';
+    END IF;
+    RETURN jsonb_build_object('reviews', _review_payload.reviews, 'reviewed_at', _review_payload.reviewed_at)
+        || CASE WHEN _review_payload.context_message_ids IS NULL THEN '{}'::jsonb
+                ELSE jsonb_build_object('context_message_ids', to_jsonb(_review_payload.context_message_ids)) END;
+END
+$$;
+COMMENT ON FUNCTION mneme._review_payload(jsonb, timestamptz, bigint[]) IS
+    'Internal: a review job''s payload {reviews, reviewed_at, context_message_ids} (Go: jobs.ReviewArgs); '
+    'reviews is the array of pending reviews as taken; NULL context_message_ids is left out.';
+
+CREATE OR REPLACE FUNCTION mneme._revise_payload(memory_id uuid)
+RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF _revise_payload.memory_id IS NULL THEN
+        RAISE EXCEPTION 'revise payload: memory_id must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF _revise_payload.memory_id = '00000000-0000-0000-0000-000000000000' THEN
+        RAISE EXCEPTION 'revise payload: memory_id must not be the nil uuid' USING ERRCODE = '22023';
+    END IF;
+    RETURN jsonb_build_object('memory_id', _revise_payload.memory_id);
+END
+$$;
+COMMENT ON FUNCTION mneme._revise_payload(uuid) IS
+    'Internal: a revise job''s payload {memory_id} (Go: jobs.ReviseArgs).';
+
+CREATE OR REPLACE FUNCTION mneme._cleanup_payload()
+RETURNS jsonb
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT '{}'::jsonb $$;
+COMMENT ON FUNCTION mneme._cleanup_payload() IS
+    'Internal: a cleanup job''s payload, {} (Go: jobs.CleanupArgs; the handler reads no field).';
+
+CREATE OR REPLACE FUNCTION mneme._noop_payload()
+RETURNS jsonb
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT '{}'::jsonb $$;
+COMMENT ON FUNCTION mneme._noop_payload() IS
+    'Internal: a noop job''s payload, {} (Go: jobs.NoopArgs).';
+
 -- A pending job that does the same work as a job of this kind,
 -- conversation and dedupe key: the same dedupe key, or a segment job of the
 -- same conversation (the two unique indexes on pending jobs,

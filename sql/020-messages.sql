@@ -200,18 +200,15 @@ BEGIN
     -- moment a job ran.
     IF v_prev_id IS NOT NULL AND v_queue.last_message_at IS NOT NULL AND v_at - v_queue.last_message_at > v_gap THEN
         -- The late message starts the next episode.
-        v_payload := jsonb_build_object('reason', 'gap', 'check', false,
-                                        'through_message_id', v_prev_id, 'trigger_message_id', v_id);
+        v_payload := mneme._segment_payload('gap', false, v_prev_id, v_id);
     ELSIF v_queued >= v_max_msgs THEN
-        v_payload := jsonb_build_object('reason', 'max_messages', 'check', false,
-                                        'through_message_id', v_id, 'trigger_message_id', v_id);
+        v_payload := mneme._segment_payload('max_messages', false, v_id, v_id);
     ELSIF v_queued < v_min_msgs THEN
         RETURN v_id;
     ELSIF length(regexp_replace(add_message.content, format('^%1$s+|%1$s+$', mneme._word_separator()), '', 'g')) < v_min_chars THEN
         RETURN v_id;
     ELSE
-        v_payload := jsonb_build_object('reason', 'check', 'check', true,
-                                        'through_message_id', v_id, 'trigger_message_id', v_id);
+        v_payload := mneme._segment_payload('check', true, v_id, v_id);
     END IF;
 
     PERFORM mneme.enqueue_segment(add_message.conversation_id, v_payload);
@@ -280,8 +277,7 @@ BEGIN
     -- queue, now or after a restart, ends an episode here.
     UPDATE mneme.messages m SET ends_session = true
      WHERE m.conversation_id = segment_now.conversation_id AND m.id = v_last AND NOT m.ends_session;
-    RETURN mneme.enqueue_segment(segment_now.conversation_id, jsonb_build_object(
-        'reason', 'segment_now', 'check', false, 'through_message_id', v_last, 'trigger_message_id', v_last));
+    RETURN mneme.enqueue_segment(segment_now.conversation_id, mneme._segment_payload('segment_now', false, v_last, v_last));
 END
 $$;
 COMMENT ON FUNCTION mneme.segment_now(uuid) IS
@@ -304,7 +300,8 @@ AS $$
 DECLARE
     v_n       int;
     v_max     int := mneme.setting('pending_reviews_max')::int;
-    v_payload jsonb;
+    v_reviews jsonb;
+    v_context bigint[];
     v_conv    uuid;
     v_live    bigint := 0;
 BEGIN
@@ -360,14 +357,15 @@ BEGIN
              WHERE q.id = add_pending_review.conversation_id
             RETURNING q.id
         )
-        SELECT jsonb_build_object(
-                   'reviews', (SELECT jsonb_agg(e.e ORDER BY e.o) FROM e WHERE e.o <= v_n - v_max / 2),
-                   'reviewed_at', now(),
-                   'context_message_ids', coalesce((SELECT jsonb_agg(m.id ORDER BY m.id) FROM mneme.messages m
-                                                    WHERE m.conversation_id = add_pending_review.conversation_id
-                                                      AND m.consumed_at IS NULL), '[]'::jsonb))
-          INTO v_payload FROM moved;
-        PERFORM mneme.enqueue_job('review', add_pending_review.conversation_id, v_payload);
+        SELECT (SELECT jsonb_agg(e.e ORDER BY e.o) FROM e WHERE e.o <= v_n - v_max / 2),
+               coalesce((SELECT array_agg(m.id ORDER BY m.id) FROM mneme.messages m
+                         WHERE m.conversation_id = add_pending_review.conversation_id
+                           AND m.consumed_at IS NULL), '{}')
+          INTO v_reviews, v_context FROM moved;
+        -- Built apart from the statement on the tables (on Citus, a
+        -- statement may run on a worker, which has no mneme._review_payload).
+        PERFORM mneme.enqueue_job('review', add_pending_review.conversation_id,
+                                  mneme._review_payload(v_reviews, now(), v_context));
     END IF;
 END
 $$;

@@ -139,7 +139,7 @@ BEGIN
     ELSE
         -- Every other write is revised against what is already believed
         -- (the revise job: ADD, NOOP, SUPERSEDE or INVALIDATE).
-        PERFORM mneme.enqueue_job('revise', remember.conversation_id, jsonb_build_object('memory_id', v_id));
+        PERFORM mneme.enqueue_job('revise', remember.conversation_id, mneme._revise_payload(v_id));
     END IF;
     RETURN v_id;
 END

@@ -125,7 +125,7 @@ BEGIN
                            'messages ' || array_to_string(v_ids, ',')), 512),
             mneme._source_confidence('extracted'), v_last, v_last)
     RETURNING id INTO v_id;
-    PERFORM mneme.enqueue_job('revise', add_fact.conversation_id, jsonb_build_object('memory_id', v_id));
+    PERFORM mneme.enqueue_job('revise', add_fact.conversation_id, mneme._revise_payload(v_id));
     RETURN v_id;
 END
 $$;

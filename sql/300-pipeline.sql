@@ -169,8 +169,7 @@ BEGIN
     IF v_last IS NULL THEN
         RETURN NULL;
     END IF;
-    RETURN mneme.enqueue_segment(_segment_followup.conversation_id, jsonb_build_object('reason', 'followup',
-        'check', false, 'through_message_id', v_last, 'trigger_message_id', v_last));
+    RETURN mneme.enqueue_segment(_segment_followup.conversation_id, mneme._segment_payload('followup', false, v_last, v_last));
 END
 $$;
 COMMENT ON FUNCTION mneme._segment_followup(uuid, bigint, bigint) IS

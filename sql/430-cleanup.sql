@@ -519,7 +519,7 @@ BEGIN
         v_at := greatest(coalesce(v_at, now()), now());
     END IF;
     -- One pending cleanup at a time: the dedupe key returns the pending one.
-    RETURN mneme.enqueue_job('cleanup', NULL, '{}', 'cleanup', v_at);
+    RETURN mneme.enqueue_job('cleanup', NULL, mneme._cleanup_payload(), 'cleanup', v_at);
 END
 $$;
 COMMENT ON FUNCTION mneme.schedule_cleanup(interval) IS

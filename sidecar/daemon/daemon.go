@@ -44,7 +44,7 @@ func New(ctx context.Context, cfg config.Config, pool *pgxpool.Pool, log *slog.L
 	if err != nil {
 		return nil, err
 	}
-	d.Runner.Register("noop", noop)
+	d.Runner.Register(jobs.KindNoop, noop)
 	if err := pipeline.Register(d.Runner, deps); err != nil {
 		return nil, fmt.Errorf("register pipelines: %w", err)
 	}

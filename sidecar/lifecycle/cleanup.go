@@ -17,7 +17,7 @@ import (
 )
 
 // KindCleanup is the job kind of the cleanup job.
-const KindCleanup = "cleanup"
+const KindCleanup = jobs.KindCleanup
 
 // registry is where handlers go (jobs.Runner).
 type registry interface {

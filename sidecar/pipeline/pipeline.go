@@ -20,8 +20,8 @@ import (
 
 // Job kinds this package handles.
 const (
-	KindSegment = "segment"
-	KindReview  = "review"
+	KindSegment = jobs.KindSegment
+	KindReview  = jobs.KindReview
 )
 
 // chatJSON is the LLM: structured output into out (sidecar/llm.Client).

@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mneme-memory/mneme/sidecar/jobs"
 )
 
 var testSettings = settings{Window: 3, EpisodeMin: 4, EpisodeMax: 14, ShiftSimilarity: 0.10, SummarySents: 2,
@@ -150,7 +152,7 @@ func TestReviewHeuristic(t *testing.T) {
 
 func TestAggregateKeepsEveryQuery(t *testing.T) {
 	a, b := uuid.New(), uuid.New()
-	order, qs := aggregate([]pendingReview{
+	order, qs := aggregate([]jobs.PendingReview{
 		{Query: "q1", MemoryIDs: []string{a.String(), b.String()}},
 		{Query: "q2", MemoryIDs: []string{b.String(), "not-a-uuid"}},
 		{Query: "q1", MemoryIDs: []string{a.String()}},

@@ -14,25 +14,6 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/jobs"
 )
 
-// reviewPayload is a review job's payload, written by Segment.
-type reviewPayload struct {
-	// Reviews are the pending reviews as taken: [{query, memory_ids}, ...].
-	Reviews json.RawMessage `json:"reviews"`
-	// ContextIDs are the conversation's messages the review judges by; their
-	// text stays in mneme.messages (read when the job runs).
-	ContextIDs []int64 `json:"context_message_ids,omitempty"`
-	// Context carries messages inline: only review jobs enqueued by a
-	// release before context_message_ids, still queued after an upgrade.
-	Context    []message `json:"context,omitempty"`
-	ReviewedAt time.Time `json:"reviewed_at"`
-}
-
-// pendingReview is one retrieval recorded by mneme.retrieve.
-type pendingReview struct {
-	Query     string   `json:"query"`
-	MemoryIDs []string `json:"memory_ids"`
-}
-
 // target is one memory to rate, with every query that returned it.
 type target struct {
 	ID      uuid.UUID
@@ -51,19 +32,14 @@ type target struct {
 // writes it with a review_log row. A review not newer than a memory's
 // last_reviewed_at is skipped as stale.
 func (p *Pipelines) Review(ctx context.Context, db jobs.Store, job jobs.Job) error {
-	var pl reviewPayload
+	var pl jobs.ReviewArgs
 	if err := json.Unmarshal(job.Payload, &pl); err != nil {
-		return fmt.Errorf("review job %d: payload: %v: %w", job.ID, err, jobs.ErrPermanent)
+		return fmt.Errorf("review job %d: payload (reviews must be an array of {query, memory_ids}): %v: %w", job.ID, err, jobs.ErrPermanent)
 	}
 	if pl.ReviewedAt.IsZero() {
 		return fmt.Errorf("review job %d: payload has no reviewed_at: %w", job.ID, jobs.ErrPermanent)
 	}
-	var entries []pendingReview
-	if len(pl.Reviews) > 0 && string(pl.Reviews) != "null" {
-		if err := json.Unmarshal(pl.Reviews, &entries); err != nil {
-			return fmt.Errorf("review job %d: reviews must be an array of {query, memory_ids}: %v: %w", job.ID, err, jobs.ErrPermanent)
-		}
-	}
+	entries := pl.Reviews
 	set, err := loadSettings(ctx, db)
 	if err != nil {
 		return err
@@ -92,9 +68,12 @@ func (p *Pipelines) Review(ctx context.Context, db jobs.Store, job jobs.Job) err
 	if len(live) == 0 {
 		return nil
 	}
-	convo := pl.Context
-	if len(pl.ContextIDs) > 0 {
-		if convo, err = contextMessages(ctx, db, job.ConversationID.UUID, pl.ContextIDs); err != nil {
+	convo := make([]message, len(pl.Context))
+	for i, m := range pl.Context {
+		convo[i] = message(m)
+	}
+	if len(pl.ContextMessageIDs) > 0 {
+		if convo, err = contextMessages(ctx, db, job.ConversationID.UUID, pl.ContextMessageIDs); err != nil {
 			return fmt.Errorf("review job %d: %w", job.ID, err)
 		}
 	}
@@ -191,7 +170,7 @@ func reviewable(status string) bool { return status == "active" || status == "in
 
 // aggregate deduplicates memory ids in first-seen order and collects every
 // query that returned each (a repeat is kept: the count is a signal).
-func aggregate(entries []pendingReview, log interface{ Warn(string, ...any) }) ([]uuid.UUID, map[uuid.UUID][]string) {
+func aggregate(entries []jobs.PendingReview, log interface{ Warn(string, ...any) }) ([]uuid.UUID, map[uuid.UUID][]string) {
 	var order []uuid.UUID
 	queries := map[uuid.UUID][]string{}
 	for _, e := range entries {

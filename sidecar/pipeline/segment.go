@@ -18,18 +18,6 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/revision"
 )
 
-// segmentPayload is what mneme.add_message puts in a segment job: why it
-// was enqueued. The job decides from the queue itself (readSessions).
-type segmentPayload struct {
-	Reason           string `json:"reason"`
-	Check            bool   `json:"check"`
-	ThroughMessageID *int64 `json:"through_message_id"`
-	TriggerMessageID *int64 `json:"trigger_message_id"`
-	// NextThroughMessageID: written by releases before issue 37 (a cut
-	// asked for while another was pending); read only to accept them.
-	NextThroughMessageID *int64 `json:"next_through_message_id"`
-}
-
 // message is one queued message.
 type message struct {
 	ID      int64     `json:"id"`
@@ -75,7 +63,7 @@ func (p *Pipelines) Segment(ctx context.Context, db jobs.Store, job jobs.Job) er
 		return fmt.Errorf("segment job %d has no conversation: %w", job.ID, jobs.ErrPermanent)
 	}
 	conv := job.ConversationID.UUID
-	var pl segmentPayload
+	var pl jobs.SegmentArgs
 	if err := json.Unmarshal(job.Payload, &pl); err != nil {
 		return fmt.Errorf("segment job %d: payload %s: %v: %w", job.ID, clip.String(string(job.Payload), 200), err, jobs.ErrPermanent)
 	}
@@ -482,13 +470,14 @@ func (p *Pipelines) handOverReviews(ctx context.Context, tx pgx.Tx, conv uuid.UU
 	for i, m := range msgs {
 		ids[i] = m.ID
 	}
-	payload, err := json.Marshal(reviewPayload{Reviews: pending, ContextIDs: ids, ReviewedAt: at})
+	var reviews []jobs.PendingReview
+	if err := json.Unmarshal(pending, &reviews); err != nil {
+		return fmt.Errorf("take pending reviews: %w", err)
+	}
+	jobID, err := jobs.Enqueue(ctx, tx, uuid.NullUUID{UUID: conv, Valid: true},
+		jobs.ReviewArgs{Reviews: reviews, ContextMessageIDs: ids, ReviewedAt: at})
 	if err != nil {
 		return err
-	}
-	var jobID int64
-	if err := tx.QueryRow(ctx, `SELECT mneme.enqueue_job('review', $1, $2)`, conv, payload).Scan(&jobID); err != nil {
-		return fmt.Errorf("enqueue review: %w", err)
 	}
 	log.Info("segment: pending reviews handed to a review job", "review_job", jobID)
 	return nil

@@ -22,7 +22,7 @@ import (
 )
 
 // KindRevise is the job kind mneme.remember and mneme.add_fact enqueue.
-const KindRevise = "revise"
+const KindRevise = jobs.KindRevise
 
 // forceAttempt is the attempt from which a decision whose target changed
 // meanwhile is stored as an ADD instead of being decided again.
@@ -38,17 +38,13 @@ type Reviser struct {
 	Log        *slog.Logger
 }
 
-type payload struct {
-	MemoryID uuid.UUID `json:"memory_id"`
-}
-
 // Handle is the handler of kind "revise": it reads the new fact and its
 // candidates, lets the classifier decide with no transaction open, then
 // applies the decision in one short transaction (mneme.apply_revision locks
 // both rows and re-checks them); a NOOP also gives the confirmed fact an
 // FSRS "good" review at the time of the restatement.
 func (r Reviser) Handle(ctx context.Context, db jobs.Store, job jobs.Job) error {
-	var pl payload
+	var pl jobs.ReviseArgs
 	if err := json.Unmarshal(job.Payload, &pl); err != nil || pl.MemoryID == uuid.Nil {
 		return fmt.Errorf("revise job %d: payload %s needs a memory_id: %w", job.ID, job.Payload, jobs.ErrPermanent)
 	}

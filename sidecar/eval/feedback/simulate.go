@@ -293,15 +293,14 @@ func reviewUse(ctx context.Context, tx pgx.Tx, review reviewer, conv uuid.UUID, 
 	if err != nil {
 		return err
 	}
-	reviews, _ := json.Marshal([]map[string]any{{"query": query, "memory_ids": idStrs}})
-	payload, _ := json.Marshal(map[string]any{
-		"reviews":             json.RawMessage(reviews),
-		"context_message_ids": msgIDs,
-		"reviewed_at":         at,
-	})
+	args := jobs.ReviewArgs{Reviews: []jobs.PendingReview{{Query: query, MemoryIDs: idStrs}}, ContextMessageIDs: msgIDs, ReviewedAt: at}
+	payload, err := json.Marshal(args)
+	if err != nil {
+		return fmt.Errorf("review payload: %w", err)
+	}
 	// The handler reads through the simulation's transaction and commits its
 	// writes in a savepoint of it.
-	job := jobs.Job{Kind: "review", ConversationID: uuid.NullUUID{UUID: conv, Valid: true}, Payload: payload, Attempts: 1}
+	job := jobs.Job{Kind: args.Kind(), ConversationID: uuid.NullUUID{UUID: conv, Valid: true}, Payload: payload, Attempts: 1}
 	if err := review(ctx, jobs.Inline(tx), job); err != nil {
 		return fmt.Errorf("review: %w", err)
 	}
