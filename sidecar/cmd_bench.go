@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 
@@ -28,11 +29,7 @@ func cmdBenchRetrieve(ctx context.Context, log *slog.Logger, args []string) erro
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		return json.NewEncoder(os.Stdout).Encode(res)
-	}
-	res.WriteTable(os.Stdout)
-	return nil
+	return writeResult(*asJSON, res, res.WriteTable)
 }
 
 func cmdBenchEvents(ctx context.Context, log *slog.Logger, args []string) error {
@@ -46,11 +43,7 @@ func cmdBenchEvents(ctx context.Context, log *slog.Logger, args []string) error 
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		return jsonLines(results)
-	}
-	bench.WriteEventsTable(os.Stdout, o, results)
-	return nil
+	return writeResults(*asJSON, results, func(w io.Writer) { bench.WriteEventsTable(w, o, results) })
 }
 
 func cmdBenchWriters(ctx context.Context, log *slog.Logger, args []string) error {
@@ -64,11 +57,7 @@ func cmdBenchWriters(ctx context.Context, log *slog.Logger, args []string) error
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		return jsonLines(results)
-	}
-	bench.WriteWritersTable(os.Stdout, o, results)
-	return nil
+	return writeResults(*asJSON, results, func(w io.Writer) { bench.WriteWritersTable(w, o, results) })
 }
 
 func cmdBenchScale(ctx context.Context, log *slog.Logger, args []string) error {
@@ -87,11 +76,7 @@ func cmdBenchScale(ctx context.Context, log *slog.Logger, args []string) error {
 			return err
 		}
 	}
-	if *asJSON {
-		return json.NewEncoder(os.Stdout).Encode(res)
-	}
-	res.WriteTable(os.Stdout)
-	return nil
+	return writeResult(*asJSON, res, res.WriteTable)
 }
 
 func cmdBenchIngest(ctx context.Context, log *slog.Logger, args []string) error {
@@ -105,11 +90,7 @@ func cmdBenchIngest(ctx context.Context, log *slog.Logger, args []string) error 
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		return jsonLines(results)
-	}
-	bench.WriteIngestTable(os.Stdout, o, results)
-	return nil
+	return writeResults(*asJSON, results, func(w io.Writer) { bench.WriteIngestTable(w, o, results) })
 }
 
 func cmdBenchSoak(ctx context.Context, log *slog.Logger, args []string) error {
@@ -121,12 +102,8 @@ func cmdBenchSoak(ctx context.Context, log *slog.Logger, args []string) error {
 	}
 	res, err := soak.Run(ctx, o)
 	if res != nil {
-		if *asJSON {
-			if err := json.NewEncoder(os.Stdout).Encode(res); err != nil {
-				return err
-			}
-		} else {
-			res.WriteTable(os.Stdout)
+		if werr := writeResult(*asJSON, res, res.WriteTable); werr != nil {
+			return werr
 		}
 	}
 	return err
@@ -147,8 +124,21 @@ func benchSetup(name string, fs *flag.FlagSet, args []string, validate func() er
 	return err
 }
 
-// jsonLines prints one JSON object per result.
-func jsonLines[T any](results []T) error {
+// writeResult prints a bench's result as one JSON object or as its table.
+func writeResult(asJSON bool, res any, table func(io.Writer)) error {
+	if asJSON {
+		return json.NewEncoder(os.Stdout).Encode(res)
+	}
+	table(os.Stdout)
+	return nil
+}
+
+// writeResults prints one JSON object per result, or their table.
+func writeResults[T any](asJSON bool, results []T, table func(io.Writer)) error {
+	if !asJSON {
+		table(os.Stdout)
+		return nil
+	}
 	enc := json.NewEncoder(os.Stdout)
 	for _, r := range results {
 		if err := enc.Encode(r); err != nil {
@@ -169,9 +159,5 @@ func cmdBenchTransfer(ctx context.Context, log *slog.Logger, args []string) erro
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		return json.NewEncoder(os.Stdout).Encode(res)
-	}
-	res.WriteTable(os.Stdout)
-	return nil
+	return writeResult(*asJSON, res, res.WriteTable)
 }

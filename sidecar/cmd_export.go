@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
-	"strings"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -17,23 +15,10 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/transfer"
 )
 
-// uuidList is a repeatable --conversation flag.
-type uuidList []uuid.UUID
-
-func (l *uuidList) String() string { return fmt.Sprint(*l) }
-func (l *uuidList) Set(s string) error {
-	id, err := uuid.Parse(s)
-	if err != nil {
-		return fmt.Errorf("not a conversation id: %q", s)
-	}
-	*l = append(*l, id)
-	return nil
-}
-
 func cmdExport(ctx context.Context, log *slog.Logger, args []string) error {
 	fs := flags("export")
 	o := transfer.ExportOptions{MnemeVersion: version}
-	var convs uuidList
+	var convs cli.UUIDList
 	fs.StringVar(&o.Tenant, "tenant", "", "the tenant to export (default: the session's)")
 	fs.Var(&convs, "conversation", "export only this conversation (repeatable)")
 	out := fs.String("o", "-", "output file; a name ending in .gz is gzipped; - = stdout")
@@ -55,42 +40,14 @@ func cmdExport(ctx context.Context, log *slog.Logger, args []string) error {
 		return fmt.Errorf("connect: %w", err)
 	}
 	defer conn.Close(ctx)
-	var w io.Writer = os.Stdout
-	var f *os.File
-	if *out != "-" {
-		// Written beside the target and renamed at the end, so a failed
-		// export never leaves a file that looks complete.
-		if f, err = os.CreateTemp(dirOf(*out), ".mneme-export-*"); err != nil {
-			return fmt.Errorf("create %s: %w", *out, err)
-		}
-		defer os.Remove(f.Name()) //nolint:errcheck // gone after the rename
-		defer f.Close()
-		w = f
-		o.Gzip = strings.HasSuffix(*out, ".gz")
-	}
 	o.Progress = transfer.NewProgress(os.Stderr, "exported", *quiet)
-	st, err := transfer.Export(ctx, conn, w, o)
+	st, err := transfer.ExportFile(ctx, conn, *out, os.Stdout, o)
 	if err != nil {
 		return err
-	}
-	if f != nil {
-		if err := f.Close(); err != nil {
-			return fmt.Errorf("write %s: %w", *out, err)
-		}
-		if err := os.Rename(f.Name(), *out); err != nil {
-			return fmt.Errorf("write %s: %w", *out, err)
-		}
 	}
 	log.Info("exported", "conversations", st.Conversations, "messages", st.Messages, "memories", st.Memories,
 		"reviews", st.Reviews, "events", st.Events, "file", *out)
 	return nil
-}
-
-func dirOf(path string) string {
-	if i := strings.LastIndexByte(path, '/'); i >= 0 {
-		return path[:i+1]
-	}
-	return "."
 }
 
 func cmdImport(ctx context.Context, log *slog.Logger, args []string) error {
@@ -111,37 +68,19 @@ func cmdImport(ctx context.Context, log *slog.Logger, args []string) error {
 	if fs.NArg() != 1 {
 		return fmt.Errorf("%w: import: want one FILE (- = stdin) (see mneme import --help)", cli.ErrUsage)
 	}
-	switch *ids {
-	case "keep":
-	case "new":
-		o.NewIDs = true
-	default:
-		return fmt.Errorf("%w: import: --conversations %q: use keep or new", cli.ErrUsage, *ids)
-	}
-	if *seed != "" {
-		s, err := uuid.Parse(*seed)
-		if err != nil || !o.NewIDs {
-			return fmt.Errorf("%w: import: --seed wants a UUID, with --conversations new", cli.ErrUsage)
-		}
-		o.Seed = s
-	}
-	if *from != "mneme" && *from != "mem0" {
-		return fmt.Errorf("%w: import: --from %q: use mneme or mem0", cli.ErrUsage, *from)
+	if err := o.SetIDs(*ids, *seed, *from); err != nil {
+		return fmt.Errorf("%w: import: %v", cli.ErrUsage, err)
 	}
 	o.Settings = !*noSettings
 	cfg, err := config.Load(true)
 	if err != nil {
 		return err
 	}
-	var r io.Reader = os.Stdin
-	if name := fs.Arg(0); name != "-" {
-		f, err := os.Open(name)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		r = f
+	r, err := transfer.OpenInput(fs.Arg(0), os.Stdin)
+	if err != nil {
+		return err
 	}
+	defer r.Close()
 	conn, err := pgx.Connect(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)

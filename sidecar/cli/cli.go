@@ -14,6 +14,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/google/uuid"
 )
 
 // Command is one subcommand: Run gets the arguments after its name. A group
@@ -177,4 +179,19 @@ func LogLevel(s string) slog.Level {
 		return slog.LevelInfo
 	}
 	return l
+}
+
+// UUIDList is a repeatable flag of uuids (mneme export's --conversation).
+type UUIDList []uuid.UUID
+
+func (l *UUIDList) String() string { return fmt.Sprint(*l) }
+
+// Set parses one uuid.
+func (l *UUIDList) Set(s string) error {
+	id, err := uuid.Parse(s)
+	if err != nil {
+		return fmt.Errorf("not a conversation id: %q", s)
+	}
+	*l = append(*l, id)
+	return nil
 }
