@@ -438,6 +438,10 @@ BEGIN
     IF enqueue_job.kind = 'review' AND v_kind.kind IS NOT NULL THEN
         BEGIN
             PERFORM mneme._check_time('reviewed_at', (enqueue_job.payload ->> 'reviewed_at')::timestamptz);
+            -- Go's zero time is an unset one: the review handler refuses it.
+            IF (enqueue_job.payload ->> 'reviewed_at')::timestamptz = '0001-01-01 00:00:00+00'::timestamptz THEN
+                RAISE EXCEPTION 'the zero time (0001-01-01T00:00:00Z) is an unset time' USING ERRCODE = '22023';
+            END IF;
         EXCEPTION WHEN data_exception THEN
             RAISE EXCEPTION 'review job payload: reviewed_at %: %', mneme._quote_prefix(enqueue_job.payload ->> 'reviewed_at'), SQLERRM
                 USING ERRCODE = '22023', HINT = format('a review job: %s', v_kind.payload_hint);

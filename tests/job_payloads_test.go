@@ -73,6 +73,7 @@ func TestJobPayloadsMalformedEveryKind(t *testing.T) {
 		{"review", `{"reviews": [], "reviewed_at": "yesterday"}`, "reviewed_at: RFC 3339 time"},
 		{"review", `{"reviews": [], "reviewed_at": 1767225600}`, "reviewed_at"},
 		{"review", `{"reviews": [], "reviewed_at": "2026-02-30T00:00:00Z"}`, "reviewed_at"},
+		{"review", `{"reviews": [], "reviewed_at": "0001-01-01T00:00:00Z"}`, "reviewed_at"},
 		{"review", `{"reviews": {}, ` + at + `}`, "$.reviews: array"},
 		{"review", `{"reviews": [[1]], ` + at + `}`, "$.reviews[*]: object"},
 		{"review", `{"reviews": [{"query": 1, "memory_ids": []}], ` + at + `}`, "query: string"},
