@@ -145,9 +145,16 @@ func cutEpisodes(embs [][]float32, final bool, s settings) [][2]int {
 		}
 		if cut < 0 && n-start > s.EpisodeMax {
 			// No shift within the longest episode: its weakest boundary.
+			// Its windows end at the first message past the longest
+			// episode, as when the messages arrive one by one (before
+			// issue 37 this was decided on that message's arrival).
+			end := start + s.EpisodeMax + 1
+			clipped := func(i int) float64 {
+				return cosine(mean(embs[max(start, i-w):i]), mean(embs[i:min(end, i+w)]))
+			}
 			cut = start + s.EpisodeMin
 			for i := cut + 1; i <= start+s.EpisodeMax; i++ {
-				if sim(i) <= sim(cut) { // ties: the longer episode
+				if clipped(i) <= clipped(cut) { // ties: the longer episode
 					cut = i
 				}
 			}
