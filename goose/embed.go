@@ -5,7 +5,7 @@
 // with one exception: mneme._is_worker(), which every row policy calls,
 // has its one-server body only here (goose 00045 created it, 00061 made it
 // an inlinable SQL function without SET search_path); on Citus,
-// ../sql/950-citus.sql replaces it. A migration also creates the functions
+// ../sql/citus/200-functions.sql replaces it. A migration also creates the functions
 // its own statements need (mneme._tenant() in 00045 and 00054), which
 // ../sql then replaces.
 package migrations

@@ -59,34 +59,17 @@ $$;
 COMMENT ON FUNCTION mneme._set_local(text, text) IS
     'Internal: a transaction-local mneme.* setting the triggers read; on Citus forwarded to the workers (SET LOCAL).';
 
--- On Citus an AFTER row trigger runs on the worker, on the shard. Had it
--- written mneme's tables by their names, Citus would run those writes as
--- distributed statements of their own inside the coordinator's
--- transaction, and a transaction committed in two phases then fails on the
--- worker (measured: "could not commit transaction for shard", then a
--- crash in COMMIT PREPARED). So on Citus each such trigger calls this
--- dispatcher, which runs the copy of the trigger's function made for the
--- shard the row is in (sql/950-citus.sql): the same body, writing the
--- colocated shards of the other tables by their shard names, as plain
--- local tables.
-CREATE OR REPLACE FUNCTION mneme._shard_local_trg()
-RETURNS trigger
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_shard text := substring(TG_TABLE_NAME FROM '_([0-9]+)$');
+-- Earlier versions made per-shard copies of the row triggers' functions at
+-- migrate time and called them through mneme._shard_local_trg; on Citus the
+-- triggers' functions are now written whole in sql/citus/300-triggers.sql,
+-- which drops the dispatcher there (its triggers are re-created first).
+DO $gone$
 BEGIN
-    IF v_shard IS NULL THEN
-        RAISE EXCEPTION 'trigger %: % is not a shard of a Citus table', TG_NAME, TG_TABLE_NAME USING ERRCODE = '0A000';
+    IF NOT mneme._distributed('mneme.memories') THEN
+        DROP FUNCTION IF EXISTS mneme._shard_local_trg();
     END IF;
-    EXECUTE format('SELECT mneme.%I($1, $2, $3)', TG_ARGV[0] || '_' || v_shard) USING TG_OP, NEW, OLD;
-    RETURN NULL;
 END
-$$;
-COMMENT ON FUNCTION mneme._shard_local_trg() IS
-    'Internal, Citus only: an AFTER row trigger on a shard runs the shard''s copy of its function (TG_ARGV[0]); '
-    'the copies write colocated shards directly (sql/950-citus.sql).';
+$gone$;
 
 -- -----------------------------------------------------------------------------
 -- Settings
@@ -474,32 +457,7 @@ COMMENT ON FUNCTION mneme.enqueue_job(text, uuid, jsonb, text, timestamptz) IS
     'A pending duplicate (same dedupe_key, or a second segment job for a conversation) is not inserted; '
     'its id is returned instead.';
 
--- The functions of schema mneme that name a table matching table_re, by
--- themselves or through the mneme functions they call (by name, as
--- mneme.f(...)). For sql/950-citus.sql, which changes those on Citus.
-CREATE OR REPLACE FUNCTION mneme._functions_reaching(table_re text)
-RETURNS oid[]
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_reached oid[];
-    v_more    oid[];
-BEGIN
-    v_reached := ARRAY(
-        SELECT p.oid FROM pg_catalog.pg_proc p
-         WHERE p.pronamespace = 'mneme'::regnamespace AND p.prosrc ~ _functions_reaching.table_re);
-    LOOP
-        v_more := ARRAY(
-            SELECT DISTINCT p.oid FROM pg_catalog.pg_proc p,
-                   regexp_matches(p.prosrc, 'mneme\.([a-z_0-9]+)\s*\(', 'g') AS m(name)
-              JOIN pg_catalog.pg_proc q ON q.proname = m.name[1] AND q.pronamespace = 'mneme'::regnamespace
-             WHERE p.pronamespace = 'mneme'::regnamespace AND q.oid = ANY (v_reached) AND NOT p.oid = ANY (v_reached));
-        EXIT WHEN cardinality(v_more) = 0;
-        v_reached := v_reached || v_more;
-    END LOOP;
-    RETURN v_reached;
-END
-$$;
-COMMENT ON FUNCTION mneme._functions_reaching(text) IS
-    'Internal: the mneme functions that reach a table matching table_re, directly or through the mneme functions they call.';
+-- (mneme._functions_reaching served the migrate-time rewriting of
+-- functions on Citus, which is gone: sql/citus/100-generated.sql is made
+-- ahead of time.)
+DROP FUNCTION IF EXISTS mneme._functions_reaching(text);

@@ -11,7 +11,7 @@
 -- else 'default'; a bound login that sets another tenant is refused. On one
 -- server mneme._tenant(), which the row policies call, is this (below); on
 -- Citus _tenant() inside the API is the tenant mneme._enter resolved with
--- this at the call's start and forwarded to the workers (sql/950-citus.sql,
+-- this at the call's start and forwarded to the workers (sql/citus/200-functions.sql,
 -- docs/scale.md).
 CREATE OR REPLACE FUNCTION mneme._resolve_tenant()
 RETURNS text
@@ -42,7 +42,7 @@ COMMENT ON FUNCTION mneme._resolve_tenant() IS
 
 -- The row policies' tenant (goose 00054 made it with this body; one body
 -- now). Plain SQL without SET: inlined where it is called. On Citus
--- sql/950-citus.sql replaces it.
+-- sql/citus/200-functions.sql replaces it.
 CREATE OR REPLACE FUNCTION mneme._tenant()
 RETURNS text
 LANGUAGE sql STABLE PARALLEL SAFE
@@ -259,8 +259,8 @@ COMMENT ON FUNCTION mneme._readable_conversation(uuid) IS
 -- reach the workers on connections of mneme_owner (the functions' owner),
 -- where the caller's login and the transaction's tenant (a setting of the
 -- coordinator's session) are not known. Every API function that reaches a
--- distributed table calls this first (its first declaration, injected by
--- sql/950-citus.sql). At the top of a call (no mneme function on the
+-- distributed table calls this first (its first declaration, in
+-- sql/citus/100-generated.sql). At the top of a call (no mneme function on the
 -- stack above the one that entered) it resolves the caller on the node that runs it (the
 -- coordinator, or the worker a call is delegated to, where the session is
 -- the caller's): its tenant (mneme._resolve_tenant: the login's binding or
@@ -328,4 +328,4 @@ END
 $$;
 COMMENT ON FUNCTION mneme._enter(uuid) IS
     'Internal, Citus: forwards the caller (tenant, sidecar or not, login) to the workers of the transaction and '
-    'opens the distributed transaction on the conversation''s shard (sql/950-citus.sql says why).';
+    'opens the distributed transaction on the conversation''s shard (docs/scale.md says why).';

@@ -257,7 +257,7 @@ COMMENT ON FUNCTION mneme.context_items(uuid, text, int, real[], timestamptz, ti
 -- query embedding (turns found by meaning in context_items). The messages
 -- are of the given conversations (the scope's): on one server the ids are
 -- the plan (the primary key, which no statistics can flip); on Citus
--- (sql/950-citus.sql) the read names the conversations too, so it goes to
+-- (sql/citus/200-functions.sql) the read names the conversations too, so it goes to
 -- their shards only. The same holds for _context_item's reads.
 DO $do$
 BEGIN
@@ -283,7 +283,7 @@ COMMENT ON FUNCTION mneme._turn_distances(bigint[], real[], uuid[]) IS
 -- its date, in conversation order, "speaker: text" per line; a fact as a
 -- list entry, with the messages it comes from as its message_ids.
 -- Its inputs are named i_* (goose 00062): its output columns take the plain
--- names, and the PL/pgSQL form it gets on Citus (sql/950-citus.sql) may not
+-- names, and the PL/pgSQL form it gets on Citus (sql/citus/100-generated.sql) may not
 -- reuse a name.
 CREATE OR REPLACE FUNCTION mneme._context_item(
     i_item int, i_memory_id uuid, i_kind text, i_label text, i_score float8, i_first_at timestamptz, i_message_ids bigint[], i_words int,

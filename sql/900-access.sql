@@ -73,7 +73,7 @@ BEGIN
         IF f.name IN ('_tenant', '_resolve_tenant', '_is_worker') THEN
             -- The row policies call them as whoever queries. _tenant reads
             -- the login bindings (SECURITY DEFINER, as mneme_owner); on
-            -- Citus through _resolve_tenant (sql/950-citus.sql).
+            -- Citus through _resolve_tenant (sql/citus/200-functions.sql).
             IF f.name IN ('_tenant', '_resolve_tenant') THEN
                 EXECUTE format('ALTER FUNCTION %s OWNER TO mneme_owner', f.sig);
             END IF;
@@ -98,8 +98,9 @@ BEGIN
         IF NOT f.inlined THEN
             EXECUTE format('ALTER FUNCTION %s SECURITY DEFINER', f.sig);
         END IF;
-        -- (PL/pgSQL, and SQL that is not inlined: on Citus, 950-citus.sql
-        -- re-creates those as PL/pgSQL with their settings)
+        -- (PL/pgSQL, and SQL that is not inlined: on Citus,
+        -- sql/citus/100-generated.sql re-creates those as PL/pgSQL with
+        -- their settings)
         IF (f.plpgsql OR NOT f.inlined) AND f.name = ANY (app || worker || admin) THEN
             -- No JIT inside a call: mneme's statements run for milliseconds,
             -- but the planner's guesses for unnest and regexp splits can pass

@@ -16,3 +16,11 @@ var FS embed.FS
 //
 //go:embed citus/distribute.sql citus/workers.sql
 var Citus embed.FS
+
+// CitusLayer holds the Citus forms of the SQL layer, sql/citus/NNN-*.sql:
+// applied in name order after the files of FS, on a distributed mneme only.
+// Each replaces one-server functions by name; 100-generated.sql is made
+// ahead of time (tests/testdata/citus_generate.sql), never at migrate time.
+//
+//go:embed citus/[0-9]*.sql
+var CitusLayer embed.FS

@@ -97,16 +97,20 @@ func TestMigrateCitusDistributes(t *testing.T) {
 	_, err = conn.Exec(ctx, `SELECT mneme.remember($1, 'The user owns a small red bicycle.')`, conv)
 	require.NoError(t, err)
 
-	// The per-shard copies of the triggers' functions are mneme_owner's
-	// and no login's to call (a new function is PUBLIC's; a copy of a
-	// SECURITY DEFINER one would run as the migrating role).
-	var copies, open int
-	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE pg_get_userbyid(p.proowner) <> 'mneme_owner'
-			OR has_function_privilege('mneme_app', p.oid, 'EXECUTE') OR has_function_privilege('mneme_worker', p.oid, 'EXECUTE')
-			OR has_function_privilege('mneme_admin', p.oid, 'EXECUTE'))
-		FROM pg_proc p WHERE p.pronamespace = 'mneme'::regnamespace AND p.proname ~ '_[0-9]{4,}$'`).Scan(&copies, &open))
-	require.Positive(t, copies)
-	require.Zero(t, open, "per-shard copies a login may call, or not owned by mneme_owner")
+	// No per-shard copies of functions (the triggers' functions write the
+	// shards by name: sql/citus/300-triggers.sql), and the Citus-only
+	// helpers they call are mneme_owner's and no login's to call (a new
+	// function is PUBLIC's).
+	var copies, helpers, open int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE p.proname ~ '_[0-9]{4,}$'),
+			count(*) FILTER (WHERE p.proname IN ('_shard', '_bm25_apply_shard')),
+			count(*) FILTER (WHERE p.proname IN ('_shard', '_bm25_apply_shard') AND (pg_get_userbyid(p.proowner) <> 'mneme_owner'
+				OR has_function_privilege('mneme_app', p.oid, 'EXECUTE') OR has_function_privilege('mneme_worker', p.oid, 'EXECUTE')
+				OR has_function_privilege('mneme_admin', p.oid, 'EXECUTE')))
+		FROM pg_proc p WHERE p.pronamespace = 'mneme'::regnamespace`).Scan(&copies, &helpers, &open))
+	require.Zero(t, copies, "per-shard copies of functions")
+	require.Equal(t, 2, helpers)
+	require.Zero(t, open, "Citus helpers a login may call, or not owned by mneme_owner")
 
 	// The array variant's <=> exists on the workers too (Citus does not
 	// propagate CREATE OPERATOR): a bare vector lookup over the shards.
@@ -348,7 +352,7 @@ func TestCitusPipelineAndCallsByID(t *testing.T) {
 // TestCitusContextReadsOneShard: on Citus a context for one conversation,
 // run on the coordinator (inside a transaction block, so not delegated),
 // sends every statement to that conversation's shards only: its reads of
-// turns and memories by id name the conversation too (sql/950-citus.sql).
+// turns and memories by id name the conversation too (sql/citus/100-generated.sql).
 // Counted with citus.log_remote_commands: every shard a command names is
 // the conversation's shard of its table, or a reference table's.
 func TestCitusContextReadsOneShard(t *testing.T) {

@@ -82,7 +82,6 @@ func TestHostileInputToEveryFunction(t *testing.T) {
 		LEFT JOIN LATERAL unnest(p.proargtypes::oid[]) WITH ORDINALITY AS t(typ, n) ON true
 		WHERE p.pronamespace = 'mneme'::regnamespace AND p.prokind = 'f' AND p.proname !~ '^_'
 		  AND p.prorettype <> 'trigger'::regtype
-		  AND NOT 'anyelement'::regtype = ANY (p.proargtypes::regtype[])  -- Citus's per-shard trigger copies (sql/950-citus.sql)
 		  AND p.proname NOT IN ('change_embedding_dim', 'bm25_reindex', 'erase_conversation', 'cleanup', 'reset_initial_state')
 		GROUP BY p.oid, p.proname ORDER BY p.proname`)
 	require.NoError(t, err)

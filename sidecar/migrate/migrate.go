@@ -360,7 +360,8 @@ func layout(ctx context.Context, conn *pgx.Conn) (variant string, dim int, err e
 	return variant, dim, nil
 }
 
-// applySQL re-applies every sql/*.sql file in name order in one transaction.
+// applySQL re-applies every sql/*.sql file in name order in one transaction,
+// then on a distributed mneme the Citus layer, sql/citus/NNN-*.sql.
 func applySQL(ctx context.Context, conn *pgx.Conn, variant string, distributed bool) ([]string, error) {
 	names, err := fs.Glob(sqlfiles.FS, "*.sql")
 	if err != nil {
@@ -379,15 +380,33 @@ func applySQL(ctx context.Context, conn *pgx.Conn, variant string, distributed b
 		return nil, err
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // after Commit this is a no-op
+	apply := func(files fs.FS, name string) error {
+		body, err := fs.ReadFile(files, name)
+		if err != nil {
+			return err
+		}
+		text := strings.ReplaceAll(string(body), "@extschema@", pgx.Identifier{extSchema}.Sanitize())
+		return execScript(ctx, tx, "sql/"+name, text, distributed)
+	}
 	for _, name := range names {
-		body, err := fs.ReadFile(sqlfiles.FS, name)
+		if err := apply(sqlfiles.FS, name); err != nil {
+			return nil, err
+		}
+	}
+	if distributed {
+		// The Citus layer (sql/citus/NNN-*.sql): the functions Citus runs in
+		// another form, each replacing the one-server function by name.
+		layer, err := fs.Glob(sqlfiles.CitusLayer, "citus/*.sql")
 		if err != nil {
 			return nil, err
 		}
-		text := strings.ReplaceAll(string(body), "@extschema@", pgx.Identifier{extSchema}.Sanitize())
-		if err := execScript(ctx, tx, "sql/"+name, text, distributed); err != nil {
-			return nil, err
+		sort.Strings(layer)
+		for _, name := range layer {
+			if err := apply(sqlfiles.CitusLayer, name); err != nil {
+				return nil, err
+			}
 		}
+		names = append(names, layer...)
 	}
 	return names, tx.Commit(ctx)
 }

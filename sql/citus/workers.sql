@@ -1,9 +1,9 @@
 -- =============================================================================
 -- mneme on Citus, after the migrate's transaction (`mneme migrate` on a
 -- distributed mneme, every time): what Citus does not propagate, made on
--- every worker. Not in sql/950-citus.sql because run_command_on_workers
--- opens connections of its own, which do not see the migrate's
--- uncommitted objects (the function behind the operator).
+-- every worker. Not in the Citus layer (sql/citus/NNN-*.sql) because
+-- run_command_on_workers opens connections of its own, which do not see
+-- the migrate's uncommitted objects (the function behind the operator).
 --
 -- The array variant's operator mneme.<=> (real[], real[]): without it a
 -- query on the distributed memories that orders by embedding <=> q (an

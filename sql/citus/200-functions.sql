@@ -1,0 +1,53 @@
+-- =============================================================================
+-- mneme on Citus: the functions Citus needs in another form, written whole.
+-- Applied only on a distributed mneme (mneme migrate --citus;
+-- docs/scale.md), after sql/*.sql and sql/citus/100-generated.sql; each
+-- replaces the one-server function of the same name (CREATE OR REPLACE keeps
+-- its owner and grants).
+-- =============================================================================
+
+-- The row policies' functions (mneme._enter, sql/005-tenants.sql, says
+-- why): inside the API the tenant is the one the call resolved (none, if it
+-- was not forwarded: no tenant's rows); the sidecar's calls are the
+-- sidecar's on the owner's connections.
+CREATE OR REPLACE FUNCTION mneme._tenant()
+RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $f$ SELECT CASE WHEN current_user = 'mneme_owner'::name
+                   THEN coalesce(pg_catalog.current_setting('mneme.call_tenant', true), '')
+                   ELSE mneme._resolve_tenant() END $f$;
+
+CREATE OR REPLACE FUNCTION mneme._is_worker()
+RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $f$ SELECT pg_catalog.pg_has_role(session_user, 'mneme_worker', 'MEMBER')
+           OR (session_user = 'mneme_owner'::name
+               AND pg_catalog.current_setting('mneme.caller_worker', true) = 'on') $f$;
+
+-- The turns' distances (sql/140-context.sql) as PL/pgSQL, whose read Citus
+-- plans with its parameters (see sql/citus/100-generated.sql), naming the
+-- conversations so that it goes to their shards only. Written here, not
+-- generated: its distance is the vector variant's.
+DO $do$
+BEGIN
+    EXECUTE replace($fn$
+CREATE OR REPLACE FUNCTION mneme._turn_distances(message_ids bigint[], embedding real[], conversation_ids uuid[])
+RETURNS TABLE (message_id bigint, distance float8)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET citus.allow_nested_distributed_execution = on
+AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    SELECT m.id, @@distance@@
+    FROM mneme.messages m
+    WHERE m.id = ANY (_turn_distances.message_ids) AND m.conversation_id = ANY (_turn_distances.conversation_ids)
+      AND m.embedding IS NOT NULL;
+END
+$$
+$fn$, '@@distance@@', CASE WHEN mneme.setting('vector_variant') #>> '{}' = 'pgvector'
+        THEN '(m.embedding OPERATOR(@extschema@.<=>) _turn_distances.embedding::mneme.embedding)::float8'
+        ELSE 'mneme.cosine_distance(m.embedding::real[], _turn_distances.embedding)' END);
+END
+$do$;

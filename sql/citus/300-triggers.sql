@@ -1,0 +1,282 @@
+-- =============================================================================
+-- mneme on Citus: the AFTER row triggers' functions, written whole, each
+-- replacing the one-server function of its name (sql/110-bm25.sql,
+-- sql/200-jobs.sql, sql/420-events.sql create the triggers). Applied only on
+-- a distributed mneme (docs/scale.md).
+--
+-- Why they differ: on Citus a row trigger runs on the worker, on the shard.
+-- Had it written mneme's tables by their names, Citus would run those
+-- writes as distributed statements of their own inside the coordinator's
+-- transaction, and a transaction committed in two phases then fails on the
+-- worker (measured: "could not commit transaction for shard", then a crash
+-- in COMMIT PREPARED). So each writes the shard of the other table that
+-- holds the row's conversation (mneme._shard: colocated, on the same
+-- worker) by its name, a plain local table, with dynamic SQL. Shard tables
+-- have no column defaults: memory_events gets its id and caller here.
+-- =============================================================================
+
+-- The shard of the distributed table rel that holds the conversation, as a
+-- qualified name for format('%s'): on a worker, a colocated shard of the
+-- shard a trigger runs on.
+CREATE OR REPLACE FUNCTION mneme._shard(rel regclass, conversation_id uuid)
+RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF _shard.rel IS NULL OR _shard.conversation_id IS NULL THEN
+        RAISE EXCEPTION 'mneme._shard: the table and the conversation must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    RETURN pg_catalog.shard_name(_shard.rel, pg_catalog.get_shard_id_for_distribution_column(_shard.rel, _shard.conversation_id));
+END
+$$;
+COMMENT ON FUNCTION mneme._shard(regclass, uuid) IS
+    'Internal, Citus only: the qualified name of the shard of rel that holds the conversation (the row triggers write it).';
+REVOKE ALL ON FUNCTION mneme._shard(regclass, uuid) FROM PUBLIC;
+ALTER FUNCTION mneme._shard(regclass, uuid) OWNER TO mneme_owner;
+
+-- mneme._bm25_apply (sql/110-bm25.sql) on one conversation's shards: the
+-- same statements, in the same order, on the shards by name.
+CREATE OR REPLACE FUNCTION mneme._bm25_apply_shard(conversation_id uuid, removed uuid[], added uuid[])
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    v_postings text := mneme._shard('mneme.bm25_postings', _bm25_apply_shard.conversation_id);
+    v_docs     text := mneme._shard('mneme.bm25_docs', _bm25_apply_shard.conversation_id);
+    v_terms    text := mneme._shard('mneme.bm25_terms', _bm25_apply_shard.conversation_id);
+    v_stats    text := mneme._shard('mneme.bm25_stats', _bm25_apply_shard.conversation_id);
+    v_memories text := mneme._shard('mneme.memories', _bm25_apply_shard.conversation_id);
+    v_rm_conv uuid[];
+    v_rm_term text[];
+    v_rm_doc_conv uuid[];
+    v_rm_doc_len int[];
+BEGIN
+    -- 0. the conversation's totals locked first
+    EXECUTE format($q$
+        INSERT INTO %1$s AS s (conversation_id, n, total_len)
+        SELECT DISTINCT x.c, 0, 0
+        FROM (SELECT d.conversation_id AS c FROM %2$s d WHERE d.memory_id = ANY ($1)
+              UNION ALL
+              SELECT m.conversation_id FROM %3$s m WHERE m.id = ANY ($2) AND m.status = 'active') x
+        ORDER BY x.c
+        ON CONFLICT (conversation_id) DO UPDATE SET n = s.n$q$, v_stats, v_docs, v_memories)
+        USING _bm25_apply_shard.removed, _bm25_apply_shard.added;
+
+    -- 1. the removed memories out
+    IF cardinality(_bm25_apply_shard.removed) > 0 THEN
+        EXECUTE format($q$
+            WITH del AS (
+                DELETE FROM %1$s p WHERE p.memory_id = ANY ($1)
+                RETURNING p.conversation_id, p.term)
+            SELECT array_agg(conversation_id), array_agg(term) FROM del$q$, v_postings)
+            INTO v_rm_conv, v_rm_term USING _bm25_apply_shard.removed;
+        EXECUTE format($q$
+            WITH del AS (
+                DELETE FROM %1$s d WHERE d.memory_id = ANY ($1)
+                RETURNING d.conversation_id, d.doclen)
+            SELECT array_agg(conversation_id), array_agg(doclen) FROM del$q$, v_docs)
+            INTO v_rm_doc_conv, v_rm_doc_len USING _bm25_apply_shard.removed;
+    END IF;
+
+    -- 2. the added (active) memories in
+    IF cardinality(_bm25_apply_shard.added) > 0 THEN
+        EXECUTE format($q$
+            WITH docs AS (
+                SELECT m.id, m.conversation_id,
+                       mneme.bm25_tsvector(mneme.memory_text(m.title, m.summary, m.content)) AS tsv
+                FROM %1$s m
+                WHERE m.id = ANY ($1) AND m.status = 'active'
+            ), terms AS (
+                SELECT d.id, d.conversation_id, u.lexeme AS term, cardinality(u.positions) AS tf
+                FROM docs d, unnest(d.tsv) AS u
+            ), lens AS (
+                SELECT d.id, d.conversation_id, coalesce(t.len, 0)::int AS doclen
+                FROM docs d LEFT JOIN (SELECT id, sum(tf) AS len FROM terms GROUP BY id) t ON t.id = d.id
+            ), ins AS (
+                INSERT INTO %2$s (memory_id, conversation_id, doclen)
+                SELECT id, conversation_id, doclen FROM lens
+            )
+            INSERT INTO %3$s (conversation_id, term, memory_id, tf, doclen)
+            SELECT t.conversation_id, t.term, t.id, t.tf, l.doclen
+            FROM terms t JOIN lens l ON l.id = t.id$q$, v_memories, v_docs, v_postings)
+            USING _bm25_apply_shard.added;
+    END IF;
+
+    -- 3. the df deltas, then the totals, each in key order
+    EXECUTE format($q$
+        INSERT INTO %1$s AS t (conversation_id, term, df, max_tf, min_len_per_tf)
+        SELECT conversation_id, term, sum(delta), max(tf), min(len_per_tf)
+        FROM (SELECT c AS conversation_id, x AS term, -1 AS delta, 0 AS tf, 'Infinity'::float8 AS len_per_tf
+              FROM unnest($1::uuid[], $2::text[]) AS r(c, x)
+              UNION ALL
+              SELECT p.conversation_id, p.term, 1, p.tf, p.doclen::float8 / p.tf
+              FROM %2$s p WHERE p.memory_id = ANY ($3)) d
+        GROUP BY conversation_id, term
+        HAVING sum(delta) <> 0 OR max(tf) > 0
+        ORDER BY conversation_id, term
+        ON CONFLICT (conversation_id, term) DO UPDATE
+            SET df = t.df + EXCLUDED.df,
+                max_tf = greatest(t.max_tf, EXCLUDED.max_tf),
+                min_len_per_tf = least(t.min_len_per_tf, EXCLUDED.min_len_per_tf)$q$, v_terms, v_postings)
+        USING v_rm_conv, v_rm_term, _bm25_apply_shard.added;
+
+    EXECUTE format($q$
+        INSERT INTO %1$s AS s (conversation_id, n, total_len)
+        SELECT conversation_id, sum(dn), sum(dlen)
+        FROM (SELECT c AS conversation_id, -1 AS dn, -l::bigint AS dlen FROM unnest($1::uuid[], $2::int[]) AS r(c, l)
+              UNION ALL
+              SELECT d.conversation_id, 1, d.doclen FROM %2$s d WHERE d.memory_id = ANY ($3)) d
+        GROUP BY conversation_id
+        ORDER BY conversation_id
+        ON CONFLICT (conversation_id) DO UPDATE SET n = s.n + EXCLUDED.n, total_len = s.total_len + EXCLUDED.total_len$q$,
+        v_stats, v_docs)
+        USING v_rm_doc_conv, v_rm_doc_len, _bm25_apply_shard.added;
+
+    IF v_rm_conv IS NOT NULL THEN
+        EXECUTE format($q$
+            DELETE FROM %1$s t
+            USING (SELECT DISTINCT c, x FROM unnest($1::uuid[], $2::text[]) AS r(c, x)) r
+            WHERE t.conversation_id = r.c AND t.term = r.x AND t.df <= 0$q$, v_terms)
+            USING v_rm_conv, v_rm_term;
+    END IF;
+    IF v_rm_doc_conv IS NOT NULL THEN
+        EXECUTE format($q$DELETE FROM %1$s s WHERE s.conversation_id = ANY ($1) AND s.n <= 0$q$, v_stats)
+            USING v_rm_doc_conv;
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION mneme._bm25_apply_shard(uuid, uuid[], uuid[]) IS
+    'Internal, Citus only: mneme._bm25_apply on the shards that hold the conversation (called by memories_bm25_row_trg on a shard).';
+REVOKE ALL ON FUNCTION mneme._bm25_apply_shard(uuid, uuid[], uuid[]) FROM PUBLIC;
+ALTER FUNCTION mneme._bm25_apply_shard(uuid, uuid[], uuid[]) OWNER TO mneme_owner;
+
+CREATE OR REPLACE FUNCTION mneme.memories_bm25_row_trg()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_removed uuid[] := '{}';
+    v_added   uuid[] := '{}';
+BEGIN
+    IF TG_OP = 'UPDATE' AND (OLD.status = 'active') = (NEW.status = 'active')
+       AND (NEW.status <> 'active'
+            OR (OLD.conversation_id, OLD.title, OLD.summary, OLD.content)
+               IS NOT DISTINCT FROM (NEW.conversation_id, NEW.title, NEW.summary, NEW.content)) THEN
+        RETURN NULL;
+    END IF;
+    IF TG_OP <> 'INSERT' AND OLD.status = 'active' THEN
+        v_removed := ARRAY[OLD.id];
+    END IF;
+    IF TG_OP <> 'DELETE' AND NEW.status = 'active' THEN
+        v_added := ARRAY[NEW.id];
+    END IF;
+    IF v_removed <> '{}' OR v_added <> '{}' THEN
+        -- (the distribution column never changes: OLD's conversation is NEW's)
+        PERFORM mneme._bm25_apply_shard(CASE WHEN TG_OP = 'DELETE' THEN OLD.conversation_id ELSE NEW.conversation_id END,
+                                        v_removed, v_added);
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION mneme.memories_events_row_trg()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_actor  text := mneme._event_actor();
+    v_at     timestamptz := mneme._event_at();
+    v_insert text;
+BEGIN
+    IF mneme._importing() THEN
+        RETURN NULL;  -- mneme import writes the file's events
+    END IF;
+    v_insert := format('INSERT INTO %s (id, caller, memory_id, conversation_id, event, reason, actor, at) '
+                       'VALUES (nextval(''mneme.memory_events_id_seq''), $1, $2, $3, $4, $5, $6, $7)',
+                       mneme._shard('mneme.memory_events', CASE WHEN TG_OP = 'DELETE' THEN OLD.conversation_id ELSE NEW.conversation_id END));
+    IF TG_OP = 'INSERT' THEN
+        EXECUTE v_insert USING mneme._caller(), NEW.id, NEW.conversation_id, 'created',
+            mneme._created_reason(NEW.source_type, NEW.kind, NEW.label, NEW.stability), v_actor, v_at;
+    ELSIF TG_OP = 'UPDATE' THEN
+        IF OLD.pinned IS DISTINCT FROM NEW.pinned THEN
+            EXECUTE v_insert USING mneme._caller(), NEW.id, NEW.conversation_id,
+                CASE WHEN NEW.pinned THEN 'pinned' ELSE 'unpinned' END, NULL::text, v_actor, v_at;
+        END IF;
+        IF OLD.status IS DISTINCT FROM NEW.status THEN
+            EXECUTE v_insert USING mneme._caller(), NEW.id, NEW.conversation_id, mneme._status_event(NEW.status),
+                mneme._status_reason(NEW.status, NEW.status_reason, NEW.last_reviewed_at, OLD.last_reviewed_at,
+                                     NEW.pinned, OLD.pinned, NEW.last_confirmed_at, OLD.last_confirmed_at),
+                v_actor, v_at;
+        END IF;
+    ELSE
+        EXECUTE v_insert USING mneme._caller(), OLD.id, OLD.conversation_id, mneme._deleted_event(), mneme._deleted_reason(),
+            v_actor, v_at;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION mneme.review_log_events_row_trg()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF mneme._importing() THEN
+        RETURN NULL;  -- mneme import writes the file's events
+    END IF;
+    EXECUTE format('INSERT INTO %s (id, caller, memory_id, conversation_id, event, reason, actor, review_log_id, at) '
+                   'VALUES (nextval(''mneme.memory_events_id_seq''), $1, $2, $3, ''reviewed'', $4, ''review'', $5, $6)',
+                   mneme._shard('mneme.memory_events', NEW.conversation_id))
+        USING mneme._caller(), NEW.memory_id, NEW.conversation_id,
+              format('%s (%s%s)', NEW.rating, NEW.reviewer, CASE WHEN NEW.defaulted THEN ', defaulted' ELSE '' END),
+              NEW.id, mneme._event_at();
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION mneme.jobs_set_aside_trg()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- (sql/200-jobs.sql says why)
+    IF NEW.state = 'failed' THEN
+        EXECUTE format('UPDATE %s m SET consumed_at = now(), set_aside_job_id = $1 '
+                       'WHERE m.conversation_id = $2 AND m.consumed_at IS NULL',
+                       mneme._shard('mneme.messages', NEW.conversation_id))
+            USING NEW.id, NEW.conversation_id;
+    ELSE
+        EXECUTE format('UPDATE %s m SET consumed_at = NULL, set_aside_job_id = NULL WHERE m.set_aside_job_id = $1',
+                       mneme._shard('mneme.messages', NEW.conversation_id))
+            USING NEW.id;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+-- Left by earlier versions, which copied these functions per shard with the
+-- tables renamed (and called the copies through mneme._shard_local_trg):
+-- dropped.
+DO $drop$
+DECLARE
+    f record;
+BEGIN
+    FOR f IN
+        SELECT p.oid::regprocedure AS sig FROM pg_catalog.pg_proc p
+         WHERE p.pronamespace = 'mneme'::regnamespace AND p.proname ~ '_[0-9]+$'
+           AND EXISTS (SELECT 1 FROM pg_catalog.pg_proc q
+                        WHERE q.pronamespace = 'mneme'::regnamespace
+                          AND q.proname = regexp_replace(p.proname, '_[0-9]+$', ''))
+    LOOP
+        EXECUTE format('DROP FUNCTION %s', f.sig);
+    END LOOP;
+END
+$drop$;
+DROP FUNCTION IF EXISTS mneme._shard_local_trg();
