@@ -12,7 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/mneme-memory/mneme/sidecar/eval/plot"
+	"github.com/mneme-memory/mneme/sidecar/plot"
 	"github.com/mneme-memory/mneme/sidecar/fsrs"
 )
 

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mneme-memory/mneme/sidecar/clip"
+	"github.com/mneme-memory/mneme/sidecar/progress"
 )
 
 // Candidate is one setting combination the cross-validation may choose:
@@ -131,7 +132,7 @@ func crossValidate(ctx context.Context, pool *pgxpool.Pool, convs []Conversation
 	for i := range convs {
 		total += len(convs[i].Questions)
 	}
-	bar := NewProgress(opt.Progress, "cross-validation", total*len(opt.Candidates))
+	bar := progress.New(opt.Progress, "cross-validation", total*len(opt.Candidates))
 	for ci, cand := range opt.Candidates {
 		if err := set(saved); err != nil {
 			return nil, err

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/mneme-memory/mneme/sidecar/progress"
 )
 
 // wiring is what a run needs of the pipelines: the job runner that
@@ -77,7 +79,7 @@ func run(ctx context.Context, pool *pgxpool.Pool, o Options, d *Data, convs []Co
 		turns += convs[i].TurnCount()
 		questions += len(convs[i].Questions)
 	}
-	ingestBar := NewProgress(o.Progress, "ingest", turns)
+	ingestBar := progress.New(o.Progress, "ingest", turns)
 	ingested := make([]*Ingested, len(convs))
 	for i := range convs {
 		c := &convs[i]
@@ -91,7 +93,7 @@ func run(ctx context.Context, pool *pgxpool.Pool, o Options, d *Data, convs []Co
 	}
 	ingestBar.Done()
 
-	qBar := NewProgress(o.Progress, "questions", questions)
+	qBar := progress.New(o.Progress, "questions", questions)
 	for i := range convs {
 		c := &convs[i]
 		qBar.Label = "questions " + c.ID

@@ -222,3 +222,21 @@ func TestCrossValidation(t *testing.T) {
 	}
 	require.Greater(t, cv.Recall[0].Recall, 0.8)
 }
+
+func add(key string, day float64, text string) Write {
+	return Write{Key: key, Text: text, Day: day, Expect: revision.ActionAdd}
+}
+
+func noop(key string, day float64, text, target string) Write {
+	return Write{Key: key, Text: text, Day: day, Expect: revision.ActionNoop, Target: target}
+}
+
+func supersede(key string, day float64, text, target string) Write {
+	return Write{Key: key, Text: text, Day: day, Expect: revision.ActionSupersede, Target: target}
+}
+
+func invalidate(key string, day float64, text, target string) Write {
+	return Write{Key: key, Text: text, Day: day, Expect: revision.ActionInvalidate, Target: target}
+}
+
+func q(query, current string) Question { return Question{Query: query, Current: current} }
