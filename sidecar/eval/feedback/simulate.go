@@ -3,7 +3,6 @@ package feedback
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -15,7 +14,6 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/eval/lifecycle"
 	"github.com/mneme-memory/mneme/sidecar/fsrs"
 	"github.com/mneme-memory/mneme/sidecar/jobs"
-	"github.com/mneme-memory/mneme/sidecar/migrate"
 )
 
 // Policy is what happens to FSRS state after a retrieval.
@@ -86,15 +84,8 @@ func Run(ctx context.Context, db interface {
 		return res, fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // the simulation never commits
-	// Not on Citus: the simulation writes memories as the caller and
-	// searches and reviews through the API (as mneme's owner) in the same
-	// transaction, and Citus refuses to read placements another role
-	// modified in the transaction (25001; docs/scale.md).
-	if citus, err := migrate.Distributed(ctx, tx); err != nil {
+	if err := lifecycle.OneServer(ctx, tx, "feedback"); err != nil {
 		return res, err
-	} else if citus {
-		return res, errors.New("eval feedback does not run on a distributed mneme (Citus): its simulation writes and searches " +
-			"in one transaction as two roles, which Citus refuses; run it on one server (the review rules are the same)")
 	}
 
 	var now time.Time

@@ -11,7 +11,6 @@ package lifecycle
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -145,15 +144,8 @@ func simulate(ctx context.Context, db interface {
 		return sc, fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // the simulation never commits
-	// Not on Citus: the simulation writes memories as the caller and runs
-	// the cleanup (as mneme's owner) in the same transaction, and Citus
-	// refuses to read placements another role modified in the transaction
-	// (25001; docs/scale.md).
-	if citus, err := migrate.Distributed(ctx, tx); err != nil {
+	if err := OneServer(ctx, tx, "lifecycle"); err != nil {
 		return sc, err
-	} else if citus {
-		return sc, errors.New("eval lifecycle does not run on a distributed mneme (Citus): its simulation writes and cleans up " +
-			"in one transaction as two roles, which Citus refuses; run it on one server (the lifecycle rules are the same)")
 	}
 
 	purge := "null"
@@ -339,6 +331,20 @@ func Review(ctx context.Context, tx pgx.Tx, id uuid.UUID, r fsrs.Rating, at time
 		return fmt.Errorf("review %s: %w", id, err)
 	}
 	return nil
+}
+
+// OneServer refuses a distributed mneme (Citus) for `mneme eval <name>`:
+// the simulations (this package's and package feedback's) write memories
+// as the caller and act through the API (as mneme's owner) in one
+// transaction, and Citus refuses to read placements another role modified
+// in the transaction (25001; docs/scale.md).
+func OneServer(ctx context.Context, tx pgx.Tx, name string) error {
+	citus, err := migrate.Distributed(ctx, tx)
+	if err == nil && citus {
+		err = fmt.Errorf("eval %s does not run on a distributed mneme (Citus): its simulation writes and reads in one transaction "+
+			"as two roles, which Citus refuses; run it on one server (the rules are the same)", name)
+	}
+	return err
 }
 
 // unit is a deterministic number in [0, 1) from a, b and a stream (splitmix64).

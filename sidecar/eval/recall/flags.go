@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/mneme-memory/mneme/sidecar/cli"
@@ -28,19 +27,13 @@ type Flags struct {
 	quiet     *bool
 	asOf      *string
 	sets      cli.Settings
-	choose    Choices
+	choose    cli.Choices
 }
-
-// Choices collects --choose key=v1|v2|...: the values of one setting the
-// cross-validation may choose among (JSON each, as --set takes them).
-type Choices map[string][]string
-
-func (c *Choices) String() string { return fmt.Sprint(map[string][]string(*c)) }
 
 // Candidates checks --folds against --choose (both or neither, folds 0 or
 // at least 2) and gives every combination of the values to choose among
 // (nil without --choose).
-func (c Choices) Candidates(folds int) ([]Candidate, error) {
+func Candidates(c cli.Choices, folds int) ([]Candidate, error) {
 	switch {
 	case folds < 0 || folds == 1:
 		return nil, fmt.Errorf("%w: --folds must be 0 (off) or at least 2", cli.ErrUsage)
@@ -52,26 +45,6 @@ func (c Choices) Candidates(folds int) ([]Candidate, error) {
 		return nil, nil
 	}
 	return Grid(c), nil
-}
-
-func (c *Choices) Set(s string) error {
-	k, vs, ok := strings.Cut(s, "=")
-	if !ok || k == "" || vs == "" {
-		return fmt.Errorf("want key=value1|value2|..., e.g. context_window=1|2|3")
-	}
-	if *c == nil {
-		*c = Choices{}
-	}
-	if _, dup := (*c)[k]; dup {
-		return fmt.Errorf("--choose %s given twice", k)
-	}
-	for _, v := range strings.Split(vs, "|") {
-		if v == "" {
-			return fmt.Errorf("--choose %s: an empty value", k)
-		}
-		(*c)[k] = append((*c)[k], v)
-	}
-	return nil
 }
 
 // NewFlags binds the flags to fs; data is --data's default.
@@ -118,7 +91,7 @@ func (f *Flags) Check(log *slog.Logger) error {
 	if f.Options.Count != CountContent && f.Options.Count != CountMemoryText {
 		return fmt.Errorf("%w: --count must be %s or %s", cli.ErrUsage, CountContent, CountMemoryText)
 	}
-	if f.Options.Candidates, err = f.choose.Candidates(f.Options.Folds); err != nil {
+	if f.Options.Candidates, err = Candidates(f.choose, f.Options.Folds); err != nil {
 		return err
 	}
 	if !*f.quiet {

@@ -148,7 +148,7 @@ func (s *mnemeSource) methods() []string {
 }
 
 func (s *mnemeSource) rank(ctx context.Context, q string) ([][]Doc, []time.Duration, error) {
-	qemb, embTook, err := s.embedQuestion(ctx, q)
+	qemb, embTook, err := embedQuestion(ctx, s.embed, q)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -220,12 +220,12 @@ func RankLikeSQL(hits []Scored) []uuid.UUID {
 // embedQuestion embeds the question with the external embedder: a
 // []float32, or nil (SQL NULL) without one (SQL embeds it with the hash
 // embedder).
-func (s *mnemeSource) embedQuestion(ctx context.Context, q string) (any, time.Duration, error) {
-	if s.embed == nil {
+func embedQuestion(ctx context.Context, e QueryEmbedder, q string) (any, time.Duration, error) {
+	if e == nil {
 		return nil, 0, nil
 	}
 	start := time.Now()
-	v, err := s.embed.Embed(ctx, []string{q})
+	v, err := e.Embed(ctx, []string{q})
 	if err != nil {
 		return nil, 0, fmt.Errorf("embed question: %w", err)
 	}

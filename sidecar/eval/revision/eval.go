@@ -38,14 +38,14 @@ func Command(ctx context.Context, log *slog.Logger, fs *flag.FlagSet, args []str
 	keep := fs.Bool("keep-db", false, "keep the scratch database afterwards (its name is logged)")
 	quiet := fs.Bool("quiet", false, "no progress, and only errors from the pipelines")
 	folds := fs.Int("folds", 0, "cross-validate the revision settings over N folds of the conversations (with --choose; 0: off)")
-	var choose recall.Choices
+	var choose cli.Choices
 	fs.Var(&choose, "choose", `with --folds: values of a setting to choose among, key=JSON|JSON|... (repeatable; every combination is a candidate), e.g. --choose revision_duplicate_similarity=0.7|0.8|0.9`)
 	if err := cli.Parse(fs, args, false); err != nil {
 		return err
 	}
 	o := Options{Keep: *keep, Log: log, Folds: *folds}
 	var err error
-	if o.Candidates, err = choose.Candidates(*folds); err != nil {
+	if o.Candidates, err = recall.Candidates(choose, *folds); err != nil {
 		return err
 	}
 	level := slog.LevelWarn
