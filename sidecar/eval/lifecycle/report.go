@@ -14,27 +14,11 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/scratch"
 )
 
-// Eval runs the simulation on a scratch database (on the server of
-// cfg.DatabaseURL, else a private cluster) freshly migrated with the
-// defaults and cfg's vector layout (MNEME_VECTOR, MNEME_EMBED_DIM); the cleanup schedule is the setting cleanup_interval's.
-func Eval(ctx context.Context, cfg config.Config, opts Options, log *slog.Logger) (Result, error) {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	db, err := scratch.Open(ctx, scratch.ForEval(cfg, false, log))
-	if err != nil {
-		return Result{}, err
-	}
-	defer db.Close()
-	res, err := Run(ctx, db.Pool, opts, log)
-	if err != nil {
-		return res, fmt.Errorf("lifecycle simulation: %w", err)
-	}
-	return res, nil
-}
-
 // Command is `mneme eval lifecycle`: its flags bound to fs and parsed from
-// args, the simulation, and its table (or --json) printed and --plot drawn.
+// args, the simulation on a scratch database (on the server of
+// DATABASE_URL, else a private cluster) freshly migrated with the defaults
+// and the configured vector layout (the cleanup schedule is the setting
+// cleanup_interval's), and its table (or --json) printed and --plot drawn.
 func Command(ctx context.Context, log *slog.Logger, fs *flag.FlagSet, args []string) error {
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	plot := fs.String("plot", "", "write the per-label plot to this SVG file")
@@ -51,9 +35,14 @@ func Command(ctx context.Context, log *slog.Logger, fs *flag.FlagSet, args []str
 	if err != nil {
 		return err
 	}
-	res, err := Eval(ctx, cfg, o, log)
+	db, err := scratch.Open(ctx, scratch.ForEval(cfg, false, log))
 	if err != nil {
 		return err
+	}
+	defer db.Close()
+	res, err := Run(ctx, db.Pool, o, log)
+	if err != nil {
+		return fmt.Errorf("lifecycle simulation: %w", err)
 	}
 	return cli.Report(res, *asJSON, *plot, func(w io.Writer) error { return WriteSVG(w, res) },
 		func(w io.Writer) error { return WriteTable(w, res) })

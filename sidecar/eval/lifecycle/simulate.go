@@ -56,7 +56,6 @@ var Workload = map[string]usage{
 type Options struct {
 	Days           int     // default 365
 	PurgeAfterDays float64 // purge_after_days in the purge-on scenario, default 60
-	Start          time.Time
 }
 
 // Share is one label's state on one day, as shares of the memories of that
@@ -100,6 +99,11 @@ type Result struct {
 	Scenarios      []Scenario         `json:"scenarios"`
 }
 
+// start is day 0: fixed and in the past, since the simulated year must end
+// before the wall clock (apply_review refuses review times in the future)
+// and the numbers must not depend on the day they are computed.
+var start = time.Date(2024, 1, 1, 9, 0, 0, 0, time.UTC)
+
 type memory struct {
 	id      uuid.UUID
 	label   string
@@ -117,12 +121,6 @@ func Run(ctx context.Context, db interface {
 	}
 	if opts.PurgeAfterDays <= 0 {
 		opts.PurgeAfterDays = 60
-	}
-	// A fixed start in the past: the simulated year must end before the
-	// wall clock (apply_review refuses review times in the future), and the
-	// numbers must not depend on the day they are computed.
-	if opts.Start.IsZero() {
-		opts.Start = time.Date(2024, 1, 1, 9, 0, 0, 0, time.UTC)
 	}
 	res := Result{Days: opts.Days}
 	purge := opts.PurgeAfterDays
@@ -168,7 +166,7 @@ func simulate(ctx context.Context, db interface {
 	conv := uuid.NewSHA1(uuid.NameSpaceOID, []byte("mneme-lifecycle-"+sc.Name))
 	var mems []memory
 	count := map[string]int{}
-	day0 := opts.Start
+	day0 := start
 	nextCleanup := day0.Add(every)
 	for d := 0; d < opts.Days; d++ {
 		now := day0.AddDate(0, 0, d)

@@ -13,7 +13,6 @@ import (
 
 	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/pipeline"
-	"github.com/mneme-memory/mneme/sidecar/scratch"
 )
 
 // DefaultBudgets are the context budgets, in words, of every report.
@@ -53,18 +52,6 @@ type Options struct {
 	// budget (QuestionLine): what each method put inside, for comparing
 	// them question by question. nil: none.
 	Questions io.Writer
-}
-
-// Eval evaluates d on a fresh scratch database (Run).
-func Eval(ctx context.Context, o Options, d *Data) (*Report, error) {
-	so := scratch.ForEval(o.Config, o.Keep, o.Log)
-	so.Citus = o.Citus
-	db, err := scratch.Open(ctx, so)
-	if err != nil {
-		return nil, err
-	}
-	defer db.Close()
-	return Run(ctx, db.Pool, o, d)
 }
 
 // Run evaluates d against the migrated mneme database behind pool, which
