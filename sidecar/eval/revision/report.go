@@ -201,14 +201,6 @@ func ratio(a, b int) float64 {
 	return float64(a) / float64(b)
 }
 
-// Score returns the score of an action (zero if unknown).
-func (r *Report) Score(action string) Score {
-	if s := r.score(action); s != nil {
-		return *s
-	}
-	return Score{}
-}
-
 // WriteTable prints the report: per action precision and recall, the
 // confusion matrix, the questions, the final states, and every write and question that went wrong.
 func (r *Report) WriteTable(w io.Writer) error {

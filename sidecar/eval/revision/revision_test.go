@@ -244,3 +244,11 @@ func invalidate(key string, day float64, text, target string) Write {
 }
 
 func q(query, current string) Question { return Question{Query: query, Current: current} }
+
+// Score returns the score of an action (zero if unknown).
+func (r *Report) Score(action string) Score {
+	if s := r.score(action); s != nil {
+		return *s
+	}
+	return Score{}
+}
