@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
@@ -63,4 +64,19 @@ func forceSetting(t *testing.T, db *dbtest.DB, key, value string) {
 	t.Helper()
 	_, err := db.Pool.Exec(context.Background(), `UPDATE mneme.settings SET value = $2::jsonb WHERE key = $1`, key, value)
 	require.NoError(t, err)
+}
+
+// noticeConn opens a connection to url that collects the server's notices
+// (what Citus logs of its remote commands and delegation), closed after
+// the test.
+func noticeConn(t *testing.T, url string) (*pgx.Conn, *[]string) {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(url)
+	require.NoError(t, err)
+	notices := new([]string)
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) { *notices = append(*notices, n.Message) }
+	conn, err := pgx.ConnectConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn, notices
 }
