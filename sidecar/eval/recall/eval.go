@@ -61,9 +61,6 @@ type Options struct {
 // unless o.Config names an LLM or an embedder) and runs their jobs in
 // process while it ingests.
 func Run(ctx context.Context, pool *pgxpool.Pool, o Options, d *Data) (*Report, error) {
-	if err := d.check(); err != nil {
-		return nil, err
-	}
 	convs := d.Conversations
 	if o.Limit > 0 && o.Limit < len(convs) {
 		convs = convs[:o.Limit]
