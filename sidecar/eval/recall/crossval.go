@@ -144,7 +144,7 @@ func crossValidate(ctx context.Context, pool *pgxpool.Pool, convs []Conversation
 		for i := range convs {
 			c := &convs[i]
 			bar.Label = "cross-validation " + cand.String()
-			src := &contextSource{pool: pool, conv: ingested[i].ConvID, at: asOf(opt.AsOf, ingested[i]), in: ingested[i], embed: embed}
+			src := &contextSource{pool: pool, conv: ingested[i].ConvID, at: ingested[i].Last, in: ingested[i], embed: embed}
 			sc.Sum[ci][i] = map[int]float64{}
 			for _, q := range c.Questions {
 				for _, b := range budgets {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -21,19 +20,13 @@ var DefaultBudgets = []int{200, 500, 1000, 2000}
 // Options are one run's, whatever the benchmark (the flags of `mneme eval
 // locomo` and `mneme eval beam` set them).
 type Options struct {
-	Limit    int    // first N conversations (0: all)
-	Budgets  []int  // context budgets in words; nil: DefaultBudgets
-	Headline int    // the budget of the per-category table; 0: 1000
-	Count    string // what of a memory fills the budget: CountContent (default) or CountMemoryText
+	Limit    int   // first N conversations (0: all)
+	Budgets  []int // context budgets in words; nil: DefaultBudgets
+	Headline int   // the budget of the per-category table; 0: 1000
 	// AgentK > 0 simulates a live agent during ingest: mneme.retrieve (k =
 	// AgentK) with every turn as the query, so the review pipeline rates
 	// what was retrieved. 0: search-only, no reviews.
 	AgentK int
-	// AsOf is the time mneme.search evaluates retrievability at (its
-	// `at`). Zero: each conversation's last turn, when a live agent would
-	// be asked the questions. Never the wall clock: the numbers must not
-	// depend on the day they are computed.
-	AsOf time.Time
 	// Folds > 1 with Candidates cross-validates the mneme context's
 	// query-time settings (Report.CrossValidated): chosen on some
 	// conversations, measured on the others.

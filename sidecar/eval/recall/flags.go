@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"time"
 
 	"github.com/mneme-memory/mneme/sidecar/cli"
 	"github.com/mneme-memory/mneme/sidecar/config"
@@ -49,9 +48,7 @@ func Command(ctx context.Context, log *slog.Logger, fs *flag.FlagSet, args []str
 	fs.BoolVar(&o.Keep, "keep-db", false, "keep the scratch database afterwards (its name is logged)")
 	fs.BoolVar(&o.Citus, "citus", false, "DATABASE_URL is a Citus coordinator: the scratch database is created on every node and distributed (migrate --citus; docs/scale.md)")
 	quiet := fs.Bool("quiet", false, "no progress bars")
-	fs.StringVar(&o.Count, "count", CountContent, "what of a memory fills the budget: content (its transcript) or memory_text (title, summary and content, as indexed)")
 	fs.IntVar(&o.AgentK, "agent-k", 0, "simulate a live agent: mneme.retrieve with k memories for every turn during ingest, reviewed by the pipeline (0: no retrievals, no reviews)")
-	asOf := fs.String("as-of", "last", `the time mneme.search evaluates retrievability at: "last" (each conversation's last turn, when a live agent would be asked) or an RFC 3339 time`)
 	fs.Var(&sets, "set", "mneme setting for the run, key=JSON (repeatable), e.g. --set segment_max_messages=20")
 	fs.IntVar(&o.Folds, "folds", 0, "cross-validate the context's settings over N folds of the conversations (with --choose; 0: off)")
 	fs.Var(&choose, "choose", `with --folds: values of a query-time setting to choose among, key=JSON|JSON|... (repeatable; every combination is a candidate), e.g. --choose context_window=1|2|3 --choose 'context_order="rank"|"newest"'`)
@@ -65,16 +62,8 @@ func Command(ctx context.Context, log *slog.Logger, fs *flag.FlagSet, args []str
 	if o.Settings, err = sets.Parse(); err != nil {
 		return err
 	}
-	if *asOf != "last" {
-		if o.AsOf, err = time.Parse(time.RFC3339, *asOf); err != nil {
-			return fmt.Errorf("%w: --as-of %q: want last or an RFC 3339 time, e.g. 2026-01-01T00:00:00Z", cli.ErrUsage, *asOf)
-		}
-	}
 	if o.AgentK < 0 || o.AgentK > 100 {
 		return fmt.Errorf("%w: --agent-k must be 0 (off) to 100", cli.ErrUsage)
-	}
-	if o.Count != CountContent && o.Count != CountMemoryText {
-		return fmt.Errorf("%w: --count must be %s or %s", cli.ErrUsage, CountContent, CountMemoryText)
 	}
 	if o.Candidates, err = Candidates(choose, o.Folds); err != nil {
 		return err

@@ -24,37 +24,16 @@ type QueryEmbedder interface {
 // Memory is one memory of an evaluated conversation as the budget sees it.
 type Memory struct {
 	ID    uuid.UUID
-	Text  string // what counts toward the budget (see CountContent)
+	Text  string // what counts toward the budget: its content (for an episode, the transcript of its span)
 	Doc   Doc
 	Turns int
 }
 
-// What of a memory goes into the context, and so counts toward the budget.
-const (
-	// CountContent: the memory's content. For an episodic memory that is
-	// the transcript of its source span, which is what holds the evidence;
-	// title and summary are ranking features (indexed, embedded) and a
-	// preview, not repeated in the context. The default.
-	CountContent = "content"
-	// CountMemoryText: everything mneme indexes and embeds,
-	// mneme.memory_text(title, summary, content); a summary extracted from
-	// the content then costs its words twice.
-	CountMemoryText = "memory_text"
-)
-
 // loadMemories reads the conversation's active memories and places the
 // turns of each memory's source span in its text.
-func loadMemories(ctx context.Context, pool *pgxpool.Pool, in *Ingested, count string) (map[uuid.UUID]*Memory, error) {
-	textSQL := "content"
-	switch count {
-	case CountContent, "":
-	case CountMemoryText:
-		textSQL = "mneme.memory_text(title, summary, content)"
-	default:
-		return nil, fmt.Errorf("count %q: want %s or %s", count, CountContent, CountMemoryText)
-	}
+func loadMemories(ctx context.Context, pool *pgxpool.Pool, in *Ingested) (map[uuid.UUID]*Memory, error) {
 	rows, err := pool.Query(ctx, `
-		SELECT id, `+textSQL+`, coalesce(source_message_ids, '{}')
+		SELECT id, content, coalesce(source_message_ids, '{}')
 		FROM mneme.memories
 		WHERE conversation_id = $1 AND status = 'active'`, in.ConvID)
 	if err != nil {

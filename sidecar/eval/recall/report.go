@@ -31,8 +31,6 @@ type Report struct {
 	Headline      int            `json:"headline_budget"`
 	BudgetRule    string         `json:"budget_rule"`
 	Measures      []Measure      `json:"measures"` // the reader's extra measures (none for LoCoMo)
-	Count         string         `json:"memory_text_counted"`
-	AsOf          string         `json:"retrievability_as_of"`
 	AgentK        int            `json:"agent_k"`
 	Memories      MemoryStats    `json:"memories"`
 	Settings      map[string]any `json:"settings"`

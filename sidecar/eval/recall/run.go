@@ -59,14 +59,6 @@ func run(ctx context.Context, pool *pgxpool.Pool, o Options, d *Data, convs []Co
 
 	rep := newReport(d, convs, budgets, headline)
 	rep.Mode = w.mode
-	rep.Count = o.Count
-	if rep.Count == "" {
-		rep.Count = CountContent
-	}
-	rep.AsOf = "last turn of each conversation"
-	if !o.AsOf.IsZero() {
-		rep.AsOf = o.AsOf.UTC().Format(time.RFC3339)
-	}
 	rep.AgentK = o.AgentK
 	if o.Questions != nil {
 		rep.questions = json.NewEncoder(o.Questions)
@@ -98,7 +90,7 @@ func run(ctx context.Context, pool *pgxpool.Pool, o Options, d *Data, convs []Co
 		c := &convs[i]
 		qBar.Label = "questions " + c.ID
 		rep.conv = c.ID
-		mems, err := loadMemories(ctx, pool, ingested[i], o.Count)
+		mems, err := loadMemories(ctx, pool, ingested[i])
 		if err != nil {
 			return nil, fmt.Errorf("conversation %s: %w", c.ID, err)
 		}
@@ -115,7 +107,7 @@ func run(ctx context.Context, pool *pgxpool.Pool, o Options, d *Data, convs []Co
 		if err != nil {
 			return nil, err
 		}
-		at := asOf(o.AsOf, ingested[i])
+		at := ingested[i].Last // retrievability when a live agent would be asked: never the wall clock
 		sources := []source{
 			&mnemeSource{pool: pool, conv: ingested[i].ConvID, at: at, memories: mems, embed: w.embed},
 			turnsSrc, winSrc, pgSrc,
@@ -157,12 +149,4 @@ func run(ctx context.Context, pool *pgxpool.Pool, o Options, d *Data, convs []Co
 	}
 	rep.finish()
 	return rep, nil
-}
-
-// asOf is the retrievability time of a conversation's questions.
-func asOf(fixed time.Time, in *Ingested) time.Time {
-	if fixed.IsZero() {
-		return in.Last
-	}
-	return fixed
 }
