@@ -14,12 +14,24 @@
 -- Idempotent: re-applied on every migrate.
 -- =============================================================================
 
+-- Written once, in _bm25_tsv: plain SQL without SET, so the planner inlines
+-- it into _bm25_apply's pass over a statement's memories (a SECURITY
+-- DEFINER call per memory cost as much as the tokenising itself).
+CREATE OR REPLACE FUNCTION mneme._bm25_tsv(input text)
+RETURNS tsvector
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+SELECT pg_catalog.to_tsvector('pg_catalog.english'::pg_catalog.regconfig, pg_catalog.left(coalesce($1, ''), 100000))
+$$;
+COMMENT ON FUNCTION mneme._bm25_tsv(text) IS
+    'Internal, inlined: the body of mneme.bm25_tsvector.';
+
 CREATE OR REPLACE FUNCTION mneme.bm25_tsvector(input text)
 RETURNS tsvector
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-SELECT to_tsvector('pg_catalog.english'::regconfig, left(coalesce(bm25_tsvector.input, ''), 100000))
+SELECT mneme._bm25_tsv(bm25_tsvector.input)
 $$;
 COMMENT ON FUNCTION mneme.bm25_tsvector(text) IS
     'The BM25 tokeniser: to_tsvector(''english'', text) over the first 100,000 characters (a tsvector holds at '
@@ -90,7 +102,7 @@ BEGIN
     IF cardinality(_bm25_apply.added) > 0 THEN
         WITH docs AS (
             SELECT m.id, m.conversation_id,
-                   mneme.bm25_tsvector(mneme.memory_text(m.title, m.summary, m.content)) AS tsv
+                   mneme._bm25_tsv(mneme._memory_text(m.title, m.summary, m.content)) AS tsv
             FROM mneme.memories m
             WHERE m.id = ANY (_bm25_apply.added) AND m.status = 'active'
         ), terms AS (

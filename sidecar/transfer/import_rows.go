@@ -90,10 +90,19 @@ func (im *importer) row(n int, kind string, b []byte) error {
 		m.SupersedesID, m.ConfirmsID, m.InvalidatesID = im.remapPtr(m.SupersedesID), im.remapPtr(m.ConfirmsID), im.remapPtr(m.InvalidatesID)
 		if !im.res.KeptEmbedding {
 			m.Embedding = nil
-			if im.hash != nil {
-				if m.Embedding, err = im.hashEmbedding(m); err != nil {
-					return lineErr(n, "embed: %v", err)
-				}
+		}
+		// The built-in embedder's vectors are computed here (the hash
+		// trigger's PL/pgSQL per row was most of an import), also for a
+		// line of a file with embeddings that has none; the array
+		// variant's are sent normalised, as its trigger stores them
+		// (mneme.import_memories with normalized => true).
+		if m.Embedding == nil && im.hash != nil {
+			if m.Embedding, err = im.hashEmbedding(m); err != nil {
+				return lineErr(n, "embed: %v", err)
+			}
+		} else if m.Embedding != nil && im.normalize {
+			if m.Embedding, err = normalizedJSON(m.Embedding); err != nil {
+				return lineErr(n, "%v", err)
 			}
 		}
 		cv.lineOf[m.ID] = n
@@ -190,6 +199,9 @@ func (im *importer) hashEmbedding(m memoryLine) (json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
+	if im.normalize {
+		vec = l2Normalized(vec)
+	}
 	return json.Marshal(vec)
 }
 
@@ -274,7 +286,7 @@ func (im *importer) flush(last int) error {
 		}
 		cv.msgIDs = append(cv.msgIDs, ids...)
 	case kindMemory:
-		rows, err := cv.tx.Query(im.ctx, `SELECT memory_id, link, target FROM mneme.import_memories($1, $2::jsonb)`, cv.id, batch)
+		rows, err := cv.tx.Query(im.ctx, `SELECT memory_id, link, target FROM mneme.import_memories($1, $2::jsonb, $3)`, cv.id, batch, im.normalize)
 		if err != nil {
 			return im.dbErr(cv.first, last, kind, err)
 		}
