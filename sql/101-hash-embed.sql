@@ -180,6 +180,9 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    IF TG_OP = 'INSERT' AND NEW.embedding IS NOT NULL THEN
+        RETURN NEW;  -- an insert that brings its embedding (mneme import): no settings read per row
+    END IF;
     IF mneme.setting('embedder') #>> '{}' IS DISTINCT FROM 'hash' THEN
         RETURN NEW;
     END IF;
@@ -197,15 +200,11 @@ COMMENT ON FUNCTION mneme.memories_hash_embed_trg() IS
     'embedding of a row whose text changed) is replaced by mneme.hash_embed(memory_text), so a plain INSERT '
     'is retrievable by both legs.';
 
--- An insert that brings its embedding (mneme import, the segment job with
--- an external embedder) skips the call: WHEN costs no function call per row.
+-- (No WHEN on the embedding: mneme reembed alters the column's type, which
+-- a trigger's WHEN that names it forbids.)
 DROP TRIGGER IF EXISTS memories_hash_embed ON mneme.memories;
-DROP TRIGGER IF EXISTS memories_hash_embed_update ON mneme.memories;
 CREATE TRIGGER memories_hash_embed
-    BEFORE INSERT ON mneme.memories
-    FOR EACH ROW WHEN (NEW.embedding IS NULL) EXECUTE FUNCTION mneme.memories_hash_embed_trg();
-CREATE TRIGGER memories_hash_embed_update
-    BEFORE UPDATE OF title, summary, content, embedding ON mneme.memories
+    BEFORE INSERT OR UPDATE OF title, summary, content, embedding ON mneme.memories
     FOR EACH ROW EXECUTE FUNCTION mneme.memories_hash_embed_trg();
 
 -- -----------------------------------------------------------------------------

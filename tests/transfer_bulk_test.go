@@ -188,7 +188,7 @@ func searchOf(t *testing.T, pool *pgxpool.Pool, conv uuid.UUID, old map[uuid.UUI
 	ctx := context.Background()
 	var out []string
 	for _, q := range []string{"where does the user live", "green tea after lunch", "the dog by the river", "apple trees"} {
-		rows, err := pool.Query(ctx, `SELECT memory_id, score, rank FROM mneme.bm25_search($1, $2, 5)`, conv, q)
+		rows, err := pool.Query(ctx, `SELECT memory_id, score, rank FROM mneme.bm25_search($1, $2, 20)`, conv, q)
 		require.NoError(t, err)
 		for rows.Next() {
 			var id uuid.UUID
@@ -198,7 +198,7 @@ func searchOf(t *testing.T, pool *pgxpool.Pool, conv uuid.UUID, old map[uuid.UUI
 			out = append(out, fmt.Sprintf("bm25 %q %d %.9f %s", q, rank, score, old[id]))
 		}
 		require.NoError(t, rows.Err())
-		rows, err = pool.Query(ctx, `SELECT memory_id, score FROM mneme.search($1, $2, 5)`, conv, q)
+		rows, err = pool.Query(ctx, `SELECT memory_id, score FROM mneme.search($1, $2, 20)`, conv, q)
 		require.NoError(t, err)
 		for rows.Next() {
 			var id uuid.UUID
