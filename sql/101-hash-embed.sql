@@ -18,7 +18,7 @@
 -- search_path puts pg_catalog first, call it); names qualified anyway.
 CREATE OR REPLACE FUNCTION mneme._memory_text(title text, summary text, content text)
 RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
+LANGUAGE sql STABLE PARALLEL SAFE  -- as concat_ws is: an IMMUTABLE wrapper would not be inlined
 AS $$
 -- a summary equal to the content (mneme.remember writes both) counts once
 SELECT pg_catalog.concat_ws(E'\n', nullif($1, ''), nullif(nullif($2, ''), $3), nullif($3, ''))
