@@ -392,6 +392,20 @@ func TestImportBulkLoadOnlyForImport(t *testing.T) {
 	require.NoError(t, admin.QueryRow(ctx, `SELECT coalesce(current_setting('mneme.bulk_load', true), '')`).Scan(&flag))
 	require.Empty(t, flag, "the flag is off again after the import function")
 
+	// Bad binary embeddings: 22023, nothing written.
+	one, err := json.Marshal([]map[string]any{{"id": uuid.New(), "kind": "semantic", "content": "Bad embedding place.",
+		"surprise": 0, "stability": 10, "difficulty": 5, "fsrs_state": "review", "last_reviewed_at": "2026-03-01T08:00:00Z",
+		"review_count": 0, "label": "general", "pinned": false, "status": "active", "confidence_score": 1, "source_type": "import",
+		"created_at": "2026-03-01T08:00:00Z", "updated_at": "2026-03-01T08:00:00Z", "embedding_at": 2}})
+	require.NoError(t, err)
+	_, err = admin.Exec(ctx, `SELECT count(*) FROM mneme.import_memories($1, $2::jsonb, true, $3::real[])`, conv, string(one), scaled)
+	require.Equal(t, "22023", sqlState(t, err), "embedding_at past the array")
+	_, err = admin.Exec(ctx, `SELECT count(*) FROM mneme.import_memories($1, $2::jsonb, true, $3::real[])`, conv, string(one), scaled[:100])
+	require.Equal(t, "22023", sqlState(t, err), "not a whole number of embeddings")
+	var n int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme.memories WHERE content = 'Bad embedding place.'`).Scan(&n))
+	require.Zero(t, n)
+
 	// NULL for normalized: 22004.
 	_, err = admin.Exec(ctx, `SELECT count(*) FROM mneme.import_memories($1, '[]'::jsonb, NULL)`, conv)
 	require.Equal(t, "22004", sqlState(t, err))

@@ -79,6 +79,7 @@ type conv struct {
 	first     int // line of the batch's first line
 	lineOf    map[uuid.UUID]int
 	nBatch    int
+	embs      []float32 // the memory batch's embeddings, dim each (memoryLine.EmbeddingAt)
 }
 
 type importer struct {
@@ -88,6 +89,7 @@ type importer struct {
 	// normalize: the target is the array variant, which stores embeddings
 	// L2-normalised: they are sent so (mneme.import_memories' normalized)
 	normalize bool
+	dim       int // the database's embedding dimension
 	o         ImportOptions
 	res       Result
 	header    Header
@@ -245,7 +247,7 @@ func (im *importer) start(b []byte) error {
 		mneme.setting('vector_variant') #>> '{}'`).Scan(&embedder, &dim, &variant); err != nil {
 		return fmt.Errorf("read the embedding settings: %w", err)
 	}
-	im.normalize = variant == "array"
+	im.normalize, im.dim = variant == "array", dim
 	model := "hash"
 	if embedder == "hash" {
 		// The same vectors SQL's hash_embed computes (TestHashEmbedSQLEqualsGo),

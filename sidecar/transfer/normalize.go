@@ -1,10 +1,6 @@
 package transfer
 
-import (
-	"encoding/json"
-	"fmt"
-	"math"
-)
+import "math"
 
 // l2Normalized is mneme.l2_normalize (sql/101-hash-embed.sql) in the same
 // arithmetic, so the array variant's rows come out bit for bit as its
@@ -27,13 +23,4 @@ func l2Normalized(v []float32) []float32 {
 		out[i] = float32(float64(x) / norm)
 	}
 	return out
-}
-
-// normalizedJSON is the JSON array of numbers raw, L2-normalised.
-func normalizedJSON(raw json.RawMessage) (json.RawMessage, error) {
-	var v []float32
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return nil, fmt.Errorf("embedding: %w", err)
-	}
-	return json.Marshal(l2Normalized(v))
 }
