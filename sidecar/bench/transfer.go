@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -71,6 +72,13 @@ type TransferResult struct {
 	ImportSeconds float64 `json:"import_seconds"`
 	ImportRate    float64 `json:"import_memories_per_second"`
 	ImportRSSMB   float64 `json:"import_peak_rss_mb"`
+	// CPU seconds of the phase's server backend (0 when the server is not
+	// on this machine) and of this process: where the time went.
+	ExportServerCPU float64 `json:"export_server_cpu_seconds"`
+	ExportClientCPU float64 `json:"export_client_cpu_seconds"`
+	ImportServerCPU float64 `json:"import_server_cpu_seconds"`
+	ImportClientCPU float64 `json:"import_client_cpu_seconds"`
+	LoadAverage     string  `json:"load_average"` // /proc/loadavg's 1-minute figure at the start and the end
 }
 
 // Transfer loads a tenant, exports it to a temporary file and imports the
@@ -107,9 +115,12 @@ func Transfer(ctx context.Context, o TransferOptions) (TransferResult, error) {
 		return res, err
 	}
 	debug.FreeOSMemory() // the load's rows are garbage: not part of the export's peak
+	load0 := loadAverage()
+	cpu := startCPU(ctx, conn)
 	resetPeakRSS()
 	t0 := time.Now()
 	st, err := transfer.Export(ctx, conn, f, transfer.ExportOptions{Embeddings: o.Embeddings, Gzip: o.Gzip, MnemeVersion: "bench"})
+	res.ExportServerCPU, res.ExportClientCPU = cpu.stop()
 	conn.Close(ctx)
 	if err != nil {
 		return res, err
@@ -135,12 +146,15 @@ func Transfer(ctx context.Context, o TransferOptions) (TransferResult, error) {
 		return res, err
 	}
 	defer conn.Close(ctx)
+	cpu = startCPU(ctx, conn)
 	resetPeakRSS()
 	t0 = time.Now()
 	ir, err := transfer.Import(ctx, conn, f, transfer.ImportOptions{Settings: true, DeferIndex: o.DeferIndex, Log: o.Log})
 	if err != nil {
 		return res, err
 	}
+	res.ImportServerCPU, res.ImportClientCPU = cpu.stop()
+	res.LoadAverage = load0 + " to " + loadAverage()
 	res.ImportSeconds = time.Since(t0).Seconds()
 	res.ImportRSSMB = peakRSSMB()
 	res.ImportRate = float64(ir.Memories) / res.ImportSeconds
@@ -213,6 +227,52 @@ func loadTransfer(ctx context.Context, url string, memories, conversations int) 
 	return nil
 }
 
+// phaseCPU measures a phase's CPU: its connection's backend (read from
+// /proc when the server runs on this machine) and this process.
+type phaseCPU struct {
+	pid            int
+	server, client float64
+}
+
+func startCPU(ctx context.Context, conn *pgx.Conn) phaseCPU {
+	var p phaseCPU
+	if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&p.pid); err == nil {
+		p.server, _ = procCPU(p.pid)
+	}
+	p.client = selfCPU()
+	return p
+}
+
+// stop returns the server's and this process's CPU seconds since start.
+func (p phaseCPU) stop() (server, client float64) {
+	if s, ok := procCPU(p.pid); ok {
+		server = s - p.server
+	}
+	return server, selfCPU() - p.client
+}
+
+// selfCPU is this process's user + system CPU seconds so far.
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// loadAverage is /proc/loadavg's one-minute figure ("" elsewhere).
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return ""
+	}
+	return f[0]
+}
+
 // resetPeakRSS resets the process's peak RSS (Linux: clear_refs 5); a
 // no-op elsewhere.
 func resetPeakRSS() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
@@ -236,7 +296,10 @@ func peakRSSMB() float64 {
 func (r TransferResult) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "variant %s, %d memories in %d conversations, embeddings %v, defer index %v: %d lines, %.1f MB\n",
 		r.Variant, r.Memories, r.Conversations, r.Embeddings, r.DeferIndex, r.Lines, r.FileMB)
-	fmt.Fprintf(w, "%-8s %10s %14s %14s\n", "", "seconds", "memories/s", "peak RSS MB")
-	fmt.Fprintf(w, "%-8s %10.1f %14.0f %14.1f\n", "export", r.ExportSeconds, r.ExportRate, r.ExportRSSMB)
-	fmt.Fprintf(w, "%-8s %10.1f %14.0f %14.1f\n", "import", r.ImportSeconds, r.ImportRate, r.ImportRSSMB)
+	fmt.Fprintf(w, "%-8s %10s %14s %14s %12s %12s\n", "", "seconds", "memories/s", "peak RSS MB", "server CPU s", "client CPU s")
+	fmt.Fprintf(w, "%-8s %10.1f %14.0f %14.1f %12.1f %12.1f\n", "export", r.ExportSeconds, r.ExportRate, r.ExportRSSMB,
+		r.ExportServerCPU, r.ExportClientCPU)
+	fmt.Fprintf(w, "%-8s %10.1f %14.0f %14.1f %12.1f %12.1f\n", "import", r.ImportSeconds, r.ImportRate, r.ImportRSSMB,
+		r.ImportServerCPU, r.ImportClientCPU)
+	fmt.Fprintf(w, "load average %s\n", r.LoadAverage)
 }
