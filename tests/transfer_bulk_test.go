@@ -182,11 +182,16 @@ func embeddingsOf(t *testing.T, pool *pgxpool.Pool, conv uuid.UUID, old map[uuid
 }
 
 // searchOf is what bm25_search and search answer on a conversation, ids
-// replaced by the old ones.
-func searchOf(t *testing.T, pool *pgxpool.Pool, conv uuid.UUID, old map[uuid.UUID]uuid.UUID) []string {
+// replaced by the old ones: bm25_search's ranks and scores (to 1e-9; equal
+// scores share a rank and are listed by id, which differs between the
+// conversations, so the lines are sorted), and search's scores by query
+// and memory (search's retrievability moves with the clock between calls:
+// compared to 1e-9 by sameSearch).
+func searchOf(t *testing.T, pool *pgxpool.Pool, conv uuid.UUID, old map[uuid.UUID]uuid.UUID) ([]string, map[string]float64) {
 	t.Helper()
 	ctx := context.Background()
 	var out []string
+	scores := map[string]float64{}
 	for _, q := range []string{"where does the user live", "green tea after lunch", "the dog by the river", "apple trees"} {
 		rows, err := pool.Query(ctx, `SELECT memory_id, score, rank FROM mneme.bm25_search($1, $2, 20)`, conv, q)
 		require.NoError(t, err)
@@ -204,16 +209,23 @@ func searchOf(t *testing.T, pool *pgxpool.Pool, conv uuid.UUID, old map[uuid.UUI
 			var id uuid.UUID
 			var score float64
 			require.NoError(t, rows.Scan(&id, &score))
-			out = append(out, fmt.Sprintf("search %q %.9f %s", q, score, old[id]))
+			scores[fmt.Sprintf("%q %s", q, old[id])] = score
 		}
 		require.NoError(t, rows.Err())
 	}
-	// Equal scores share a rank and are listed by id, which differs
-	// between the conversations: sorted with the old ids. (Scores to 1e-9:
-	// search's retrievability moves with the clock between the calls.)
 	sortStrings(out)
 	require.NotEmpty(t, out)
-	return out
+	require.NotEmpty(t, scores)
+	return out, scores
+}
+
+func sameSearch(t *testing.T, want, got map[string]float64) {
+	t.Helper()
+	require.Len(t, got, len(want))
+	for k, w := range want {
+		require.Contains(t, got, k)
+		require.InDelta(t, w, got[k], 1e-9, k)
+	}
 }
 
 // A conversation imported through the bulk path (mneme import, which sends
@@ -302,9 +314,15 @@ func TestImportBulkEqualsRowPath(t *testing.T) {
 				}
 			}
 
-			wantSearch := searchOf(t, db.Pool, rowConv, rowOld)
-			require.Equal(t, wantSearch, searchOf(t, db.Pool, sqlConv, sqlOld))
-			require.Equal(t, wantSearch, searchOf(t, db.Pool, goConv, goOld))
+			wantBM25, wantSearch := searchOf(t, db.Pool, rowConv, rowOld)
+			for _, c := range []struct {
+				conv uuid.UUID
+				old  map[uuid.UUID]uuid.UUID
+			}{{sqlConv, sqlOld}, {goConv, goOld}} {
+				bm25, search := searchOf(t, db.Pool, c.conv, c.old)
+				require.Equal(t, wantBM25, bm25)
+				sameSearch(t, wantSearch, search)
+			}
 		})
 	}
 }
