@@ -428,3 +428,25 @@ func TestImportBulkLoadOnlyForImport(t *testing.T) {
 	_, err = admin.Exec(ctx, `SELECT count(*) FROM mneme.import_memories($1, '[]'::jsonb, NULL)`, conv)
 	require.Equal(t, "22004", sqlState(t, err))
 }
+
+// The helpers BM25 maintenance and the bulk insert call per row are
+// inlined by the planner (plain SQL without SET, not SECURITY DEFINER, no
+// more volatile than their body): a SECURITY DEFINER call per memory cost
+// as much as the tokenising. An IMMUTABLE _memory_text (concat_ws is
+// STABLE) was not inlined: this fails then.
+func TestImportBulkHelpersInline(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t, dbtest.WithVector("array"))
+	rows, err := db.Pool.Query(context.Background(), `EXPLAIN (VERBOSE)
+		SELECT mneme._bm25_tsv(mneme._memory_text(m.title, m.summary, m.content)), n.embedding
+		FROM mneme.memories m, mneme._l2_normalized(m.embedding::real[]) n`)
+	require.NoError(t, err)
+	plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	text := strings.Join(plan, "\n")
+	for _, f := range []string{"_bm25_tsv", "_memory_text", "_l2_normalized"} {
+		require.NotContains(t, text, f, "inlined")
+	}
+	require.Contains(t, text, "to_tsvector")
+	require.Contains(t, text, "concat_ws")
+}
