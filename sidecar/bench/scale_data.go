@@ -63,7 +63,7 @@ func scaleSetup(ctx context.Context, conn *pgx.Conn, o ScaleOptions, hash embed.
 	ids := make([]string, o.Conversations)
 	tenants := make([]string, o.Conversations)
 	for i := range ids {
-		ids[i], tenants[i] = bulkConv(i).String(), tenantOf(i, o.Tenants)
+		ids[i], tenants[i] = bulkConv(i).String(), scaleTenantOf(i, o.Tenants)
 	}
 	if _, err := conn.Exec(ctx, `INSERT INTO mneme.message_queue (id, tenant_id) SELECT * FROM unnest($1::uuid[], $2::text[])`,
 		ids, tenants); err != nil {

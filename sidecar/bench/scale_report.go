@@ -42,7 +42,8 @@ func (r *ScaleResult) WriteTable(w io.Writer) {
 	for _, e := range []struct {
 		call  string
 		steps []SlowStep
-	}{{"context_items", r.ContextSteps}, {"search (typical conversation)", r.SearchSteps}} {
+	}{{"context_items", r.ContextSteps}, {"search (typical conversation)", r.SearchSteps},
+		{"search (huge conversation)", r.HugeSteps}, {"search (scope tenant, the huge conversation's tenant)", r.TenantSteps}} {
 		if len(e.steps) > 0 {
 			fmt.Fprintln(w)
 			writeSlowSteps(w, e.call, e.steps, "")
