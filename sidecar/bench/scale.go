@@ -43,6 +43,10 @@ type ScaleOptions struct {
 type ScaleStep struct {
 	Memories     int     `json:"memories"`
 	BuildSeconds float64 `json:"build_seconds"` // adding this step's memories (0 when they were there)
+	// IndexSeconds: making the per-scope HNSW indexes this step needed
+	// (mneme.vector_index_plan; ScopeIndexes of them).
+	IndexSeconds float64 `json:"index_seconds,omitempty"`
+	ScopeIndexes int     `json:"scope_indexes_made,omitempty"`
 	DBBytes      int64   `json:"database_bytes"`
 	// BytesPerMemory: the heap and each index of mneme.memories, and the
 	// BM25 tables, divided by the memories.
@@ -221,6 +225,25 @@ func Scale(ctx context.Context, o ScaleOptions) (*ScaleResult, error) {
 		}
 		if grew {
 			step.BuildSeconds = time.Since(t0).Seconds()
+		}
+		// The large conversations' and tenants' own HNSW indexes, as an
+		// operator makes them (mneme vector-indexes): what is missing.
+		if res.Variant == "pgvector" && !o.Citus {
+			t1 := time.Now()
+			if _, err := conn.Exec(ctx, `SET maintenance_work_mem = '1GB'`); err != nil {
+				return nil, err
+			}
+			plan, err := migrate.VectorIndexes(ctx, conn, true, log)
+			if err != nil {
+				return nil, fmt.Errorf("per-scope vector indexes: %w", err)
+			}
+			if _, err := conn.Exec(ctx, `RESET maintenance_work_mem`); err != nil {
+				return nil, err
+			}
+			if len(plan) > 0 {
+				step.IndexSeconds = time.Since(t1).Seconds()
+			}
+			step.ScopeIndexes = len(plan)
 		}
 		// (before the sizes: the database's size includes the copy)
 		if err := scaleHybrid(ctx, conn, hybrid, o, n); err != nil {

@@ -150,6 +150,14 @@ func scaleGrow(ctx context.Context, conn *pgx.Conn, o ScaleOptions, hash embed.H
 			return false, err
 		}
 	}
+	// The per-scope HNSW indexes too: made again after the load
+	// (mneme.vector_index_plan, in Scale).
+	if _, err := conn.Exec(ctx, `DO $$ DECLARE i text; BEGIN
+		FOR i IN SELECT indexname FROM pg_indexes WHERE schemaname = 'mneme' AND indexname ~ '^memories_hnsw_[ct]_' LOOP
+			EXECUTE format('DROP INDEX mneme.%I', i);
+		END LOOP; END $$`); err != nil {
+		return false, fmt.Errorf("drop the per-scope vector indexes: %w", err)
+	}
 	if _, err := conn.Exec(ctx, `CREATE UNLOGGED TABLE IF NOT EXISTS bench_scale_load
 		(conversation_id uuid, content text, embedding real[], created_at timestamptz)`); err != nil {
 		return false, err

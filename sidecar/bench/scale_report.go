@@ -19,7 +19,11 @@ func (r *ScaleResult) WriteTable(w io.Writer) {
 			"the \"bound login\" calls are made alone by a login bound to the tenant, which Citus delegates to the conversation's worker whole")
 	}
 	for _, s := range r.Steps {
-		fmt.Fprintf(w, "\n%d memories (database %.0f MB, built in %.0f s); bytes per memory:", s.Memories, float64(s.DBBytes)/1e6, s.BuildSeconds)
+		fmt.Fprintf(w, "\n%d memories (database %.0f MB, built in %.0f s", s.Memories, float64(s.DBBytes)/1e6, s.BuildSeconds)
+		if s.ScopeIndexes > 0 {
+			fmt.Fprintf(w, ", %d per-scope HNSW indexes made in %.0f s", s.ScopeIndexes, s.IndexSeconds)
+		}
+		fmt.Fprint(w, "); bytes per memory:")
 		names := make([]string, 0, len(s.BytesPerMemory))
 		for k := range s.BytesPerMemory {
 			names = append(names, k)
