@@ -165,6 +165,11 @@ BEGIN
     #variable_conflict use_column
     DECLARE
         v_min  bigint := mneme.setting('vector_scope_index_min')::bigint;
+        -- The hash embedder's vectors lose too much through an index (its
+        -- recall@10 of the exact top 10 was 0.69 on the benchmark's
+        -- 50,000-memory conversation, docs/performance.md): its scopes
+        -- stay exact, so it gets no index (and loses those it had).
+        v_ext  boolean := mneme.setting('embedder') #>> '{}' <> 'hash';
         v_ops  text;
     BEGIN
         SELECT format('%I.vector_cosine_ops', n.nspname) INTO v_ops
@@ -176,12 +181,12 @@ BEGIN
             FROM mneme.bm25_stats s JOIN mneme.message_queue q ON q.id = s.conversation_id
         ), wanted AS (
             SELECT 'conversation'::text AS scope, c.id, c.n, format('conversation_id = %L::uuid', c.id) AS pred
-            FROM conv c WHERE c.n >= v_min
+            FROM conv c WHERE c.n >= v_min AND v_ext
             UNION ALL
             -- A tenant of several conversations (one conversation's index
             -- serves a tenant of one).
             SELECT 'tenant', c.tenant_id, sum(c.n)::bigint, format('tenant_id = %L', c.tenant_id)
-            FROM conv c GROUP BY c.tenant_id HAVING sum(c.n) >= v_min AND count(*) > 1
+            FROM conv c WHERE v_ext GROUP BY c.tenant_id HAVING sum(c.n) >= v_min AND count(*) > 1
         ), have AS (
             SELECT ic.relname::text AS name FROM pg_catalog.pg_index i JOIN pg_catalog.pg_class ic ON ic.oid = i.indexrelid
             WHERE i.indrelid = 'mneme.memories'::regclass AND ic.relname ~ '^memories_hnsw_[ct]_'
@@ -202,7 +207,7 @@ BEGIN
                format('DROP INDEX CONCURRENTLY IF EXISTS mneme.%I', h.name)
         FROM have h
         LEFT JOIN LATERAL (SELECT z.scope, z.id, z.n FROM sizes z WHERE mneme._vector_index_name(z.scope, z.id) = h.name) x ON true
-        WHERE x.n IS NULL OR x.n < v_min / 2
+        WHERE x.n IS NULL OR x.n < v_min / 2 OR NOT v_ext
            OR NOT mneme._vector_index_ready(x.scope, x.id)
         ORDER BY 1 DESC, 4 DESC, 5;
     END
@@ -210,9 +215,10 @@ BEGIN
 END
 $do$;
 COMMENT ON FUNCTION mneme.vector_index_plan() IS
-    'pgvector: the statements that give every conversation and every tenant of several conversations with at least '
-    'vector_scope_index_min active memories an HNSW index of its own (action create), and drop those whose scope '
-    'shrank below half of it, is gone, or whose build failed (action drop; drops come first). CREATE and DROP INDEX '
+    'pgvector with an external embedder: the statements that give every conversation and every tenant of several '
+    'conversations with at least vector_scope_index_min active memories an HNSW index of its own (action create), and '
+    'drop those whose scope shrank below half of it, is gone, or whose build failed (action drop; drops come first); '
+    'with embedder "hash" (whose vectors lose too much through an index) only drops. CREATE and DROP INDEX '
     'CONCURRENTLY: run each statement alone, outside a transaction, as the role that owns the tables (psql: '
     'SELECT statement FROM mneme.vector_index_plan() \gexec; or mneme vector-indexes). Reads every tenant.';
 
@@ -264,6 +270,7 @@ BEGIN
     -- the table for an iterative scan of hnsw.max_scan_tuples to meet 10x
     -- the candidates wanted. A date range always searches exactly.
     IF mneme.setting('vector_variant') #>> '{}' = 'pgvector' AND _vector_search.since IS NULL AND _vector_search.until IS NULL
+       AND mneme.setting('embedder') #>> '{}' <> 'hash'
        AND mneme._vector_index_ready('conversation', _vector_search.conversation_id::text) THEN
         -- The conversation's own HNSW index (vector_index_plan): its graph
         -- holds this conversation's active memories only, so nothing is
@@ -397,7 +404,8 @@ BEGIN
                                                         _vector_search_scope.k, _vector_search_scope.since, _vector_search_scope.until);
         RETURN;
     END IF;
-    IF mneme.setting('vector_variant') #>> '{}' = 'pgvector' AND _vector_search_scope.since IS NULL AND _vector_search_scope.until IS NULL THEN
+    IF mneme.setting('vector_variant') #>> '{}' = 'pgvector' AND _vector_search_scope.since IS NULL AND _vector_search_scope.until IS NULL
+       AND mneme.setting('embedder') #>> '{}' <> 'hash' THEN
         -- (the conversations of a scope share their tenant: _scope_conversations)
         SELECT q.tenant_id INTO v_tenant FROM mneme.message_queue q WHERE q.id = _vector_search_scope.conversation_ids[1];
         IF v_tenant IS NOT NULL AND mneme._vector_index_ready('tenant', v_tenant) THEN

@@ -212,6 +212,22 @@ func TestVectorScopeIndexes(t *testing.T) {
 				return
 			}
 
+			// The hash embedder: no index, however large the scope (its
+			// vectors lose too much through one). An external embedder's:
+			// the scopes below.
+			_, err = db.Pool.Exec(ctx, `SELECT mneme.set_setting('vector_scope_index_min', '2000')`)
+			require.NoError(t, err)
+			hashConn, err := pgx.Connect(ctx, db.URL)
+			require.NoError(t, err)
+			plan, err := migrate.VectorIndexes(ctx, hashConn, false, nil)
+			hashConn.Close(context.Background())
+			require.NoError(t, err)
+			require.Empty(t, plan, "embedder hash plans no index")
+			_, err = db.Pool.Exec(ctx, `SELECT mneme.set_setting('vector_scope_index_min', '20000')`)
+			require.NoError(t, err)
+			_, err = db.Pool.Exec(ctx, `SELECT mneme.set_setting('embedder', '"external"')`)
+			require.NoError(t, err)
+
 			// Below the minimum: nothing planned, the leg exact. (The older
 			// rule that filters the index over the whole table is kept out
 			// of reach: vector_exact_max.)
@@ -220,7 +236,7 @@ func TestVectorScopeIndexes(t *testing.T) {
 			conn, err := pgx.Connect(ctx, db.URL)
 			require.NoError(t, err)
 			defer conn.Close(context.Background())
-			plan, err := migrate.VectorIndexes(ctx, conn, false, nil)
+			plan, err = migrate.VectorIndexes(ctx, conn, false, nil)
 			require.NoError(t, err)
 			require.Empty(t, plan, "default vector_scope_index_min is above every scope here")
 			exactCheck("no index")
@@ -313,6 +329,20 @@ func TestVectorScopeIndexes(t *testing.T) {
 			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme._vector_search($1, $2, 5000, '-infinity'::timestamptz, NULL)`,
 				convA, queries[0]).Scan(&ranged))
 			require.Equal(t, exactN, ranged)
+
+			// Back to the hash embedder: the leg is exact with the indexes
+			// there, and the plan drops them.
+			_, err = db.Pool.Exec(ctx, `SELECT mneme.set_setting('embedder', '"hash"')`)
+			require.NoError(t, err)
+			exactCheck("embedder hash, indexes there")
+			plan, err = migrate.VectorIndexes(ctx, conn, false, nil)
+			require.NoError(t, err)
+			require.Len(t, plan, 3)
+			for _, s := range plan {
+				require.Equal(t, "drop", s.Action)
+			}
+			_, err = db.Pool.Exec(ctx, `SELECT mneme.set_setting('embedder', '"external"')`)
+			require.NoError(t, err)
 
 			// The scopes shrink below half the minimum: the plan drops
 			// their indexes, and the leg is exact again.

@@ -46,7 +46,7 @@ BEGIN
             ORDER BY x.d, x.id LIMIT 100) y;
         ex_ms := 1000 * extract(epoch FROM clock_timestamp() - t0);
         FOREACH ef IN ARRAY ARRAY[40, 100, 200, 400] LOOP
-            PERFORM mneme.set_setting('vector_ef_search', ef::text);
+            PERFORM mneme.set_setting('vector_ef_search', to_jsonb(ef));
             t0 := clock_timestamp();
             SELECT array_agg(v.memory_id ORDER BY v.rank, v.memory_id) INTO an
             FROM mneme._vector_search_scope(q.convs, emb, 100, NULL, NULL) v;
@@ -56,7 +56,7 @@ BEGIN
                 ex_ms, 1000 * extract(epoch FROM clock_timestamp() - t0));
         END LOOP;
     END LOOP;
-    PERFORM mneme.set_setting('vector_ef_search', '200');
+    PERFORM mneme.set_setting('vector_ef_search', '200'::jsonb);
 END
 $$;
 SELECT scope, ef, round(avg(recall10)::numeric, 3) AS recall_at_10, round(avg(recall100)::numeric, 3) AS recall_at_100,
