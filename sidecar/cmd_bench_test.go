@@ -161,6 +161,7 @@ func TestBenchScale(t *testing.T) {
 		}
 	}
 	require.NotEmpty(t, res.Goals)
+	require.Equal(t, "hash", res.Embedder)
 	// A missed latency goal comes with where the call's time goes.
 	for _, g := range res.Goals {
 		if g.Pass || g.NotApplicable {
@@ -243,6 +244,9 @@ func TestBenchScale(t *testing.T) {
 	_, stderr, code = mnemeCmd(t, server, "bench", "scale", "--vector", "faiss")
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, `--vector "faiss"`)
+	_, stderr, code = mnemeCmd(t, server, "bench", "scale", "--embedder", "openai")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, `--embedder "openai"`)
 	// The kept database keeps its variant: asking for the other is refused.
 	other := map[string]string{"array": "pgvector", "pgvector": "array"}[res.Variant]
 	_, stderr, code = mnemeCmd(t, server, "bench", "scale", "--sizes", "2000,4000", "--conversations", "40", "--tenants", "4",

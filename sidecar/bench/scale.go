@@ -32,9 +32,12 @@ type ScaleOptions struct {
 	Fresh         bool   // drop the database first
 	// Citus: Server is a Citus coordinator; the benchmark database is a
 	// scratch database on every node, distributed, dropped afterwards.
-	Citus    bool
-	Plot     string // an SVG of p50 against size goes here ("": none)
-	Vector   string // the embedding variant of a new database: auto, pgvector or array ("": auto)
+	Citus  bool
+	Plot   string // an SVG of p50 against size goes here ("": none)
+	Vector string // the embedding variant of a new database: auto, pgvector or array ("": auto)
+	// Embedder: the database's embedder setting for the run, hash ("") or
+	// external (every call then passes the query's embedding).
+	Embedder string
 	Progress io.Writer
 	Log      *slog.Logger
 }
@@ -71,6 +74,7 @@ type ScaleResult struct {
 	DB            string         `json:"database"`
 	Citus         bool           `json:"citus"` // on a Citus cluster (a scratch database, distributed)
 	Variant       string         `json:"variant"`
+	Embedder      string         `json:"embedder"`
 	Conversations int            `json:"conversations"`
 	Tenants       int            `json:"tenants"`
 	Queries       int            `json:"queries"`
@@ -199,6 +203,13 @@ func Scale(ctx context.Context, o ScaleOptions) (*ScaleResult, error) {
 	if err := scaleBigTenant(ctx, conn, o); err != nil {
 		return nil, err
 	}
+	if o.Embedder == "" {
+		o.Embedder = "hash"
+	}
+	out.Embedder = o.Embedder
+	if _, err := conn.Exec(ctx, `SELECT mneme.set_setting('embedder', to_jsonb($1::text))`, o.Embedder); err != nil {
+		return nil, fmt.Errorf("embedder %s: %w", o.Embedder, err)
+	}
 	// The hybrid search people write in PostgreSQL, over a copy of the same
 	// memories in its own table (package pghybrid).
 	hybrid, err := pghybrid.New(ctx, conn, nil)
@@ -269,20 +280,20 @@ func Scale(ctx context.Context, o ScaleOptions) (*ScaleResult, error) {
 		return false
 	}
 	if missed("context_items p") {
-		if out.ContextSteps, err = explainCall(ctx, dsn, probeContext, `SELECT count(*) FROM mneme.context_items($1, $2, 1000)`); err != nil {
+		if out.ContextSteps, err = explainCall(ctx, dsn, probeContext, callSQL(`SELECT count(*) FROM mneme.context_items($1, $2, 1000@qe@)`, o.Embedder)); err != nil {
 			return nil, fmt.Errorf("explain context_items: %w", err)
 		}
 	}
 	if missed("search p50") || missed("retrieve p50") {
-		if out.SearchSteps, err = explainCall(ctx, dsn, probeTypical, `SELECT count(*) FROM mneme.search($1, $2, 10)`); err != nil {
+		if out.SearchSteps, err = explainCall(ctx, dsn, probeTypical, callSQL(`SELECT count(*) FROM mneme.search($1, $2, 10@qe@)`, o.Embedder)); err != nil {
 			return nil, fmt.Errorf("explain search: %w", err)
 		}
 	}
 	if missed("issue 42: search p") || missed("issue 42: retrieve p") {
-		if out.HugeSteps, err = explainCall(ctx, dsn, bulkConv(0), `SELECT count(*) FROM mneme.search($1, $2, 10)`); err != nil {
+		if out.HugeSteps, err = explainCall(ctx, dsn, bulkConv(0), callSQL(`SELECT count(*) FROM mneme.search($1, $2, 10@qe@)`, o.Embedder)); err != nil {
 			return nil, fmt.Errorf("explain search on the huge conversation: %w", err)
 		}
-		if out.TenantSteps, err = explainCall(ctx, dsn, bulkConv(0), `SELECT count(*) FROM mneme.search($1, $2, 10, scope => 'tenant')`); err != nil {
+		if out.TenantSteps, err = explainCall(ctx, dsn, bulkConv(0), callSQL(`SELECT count(*) FROM mneme.search($1, $2, 10, scope => 'tenant'@qe@)`, o.Embedder)); err != nil {
 			return nil, fmt.Errorf("explain search with scope tenant: %w", err)
 		}
 	}

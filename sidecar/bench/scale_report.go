@@ -11,9 +11,9 @@ import (
 
 // WriteTable prints the result for a person.
 func (r *ScaleResult) WriteTable(w io.Writer) {
-	fmt.Fprintf(w, "mneme bench scale: database %s, variant %s, %d conversations over %d tenants, %d queries per call; "+
+	fmt.Fprintf(w, "mneme bench scale: database %s, variant %s, embedder %s, %d conversations over %d tenants, %d queries per call; "+
 		"timed conversations: small %d memories, typical %d, context %d episodes (fixed), huge (the largest, grows)\n",
-		r.DB, r.Variant, r.Conversations, r.Tenants, r.Queries, r.Probes["small"], r.Probes["typical"], r.Probes["context"])
+		r.DB, r.Variant, r.Embedder, r.Conversations, r.Tenants, r.Queries, r.Probes["small"], r.Probes["typical"], r.Probes["context"])
 	if r.Citus {
 		fmt.Fprintln(w, "on Citus: a scratch database distributed by conversation; each call in a transaction (set_tenant), so Citus runs it on the coordinator, every statement routed to the conversation's shard; "+
 			"the \"bound login\" calls are made alone by a login bound to the tenant, which Citus delegates to the conversation's worker whole")

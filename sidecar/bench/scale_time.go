@@ -9,6 +9,7 @@ import (
 	mrand "math/rand/v2"
 	"net/url"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -128,28 +129,39 @@ var scaleCalls = []struct {
 	// a query; see scaleTime)
 	{"BM25 leg", `SELECT count(*) FROM mneme.bm25_search($1, $2, 100)`, false, []string{"small", "typical", "huge"}, false, "", false},
 	{"vector leg", `SELECT count(*) FROM mneme.vector_search($1, mneme.hash_embed($2), 100)`, false, []string{"small", "typical", "huge"}, false, "", false},
-	{"search", `SELECT count(*) FROM mneme.search($1, $2, 10)`, false, []string{"small", "typical", "huge"}, false, "", false},
-	{"retrieve", `SELECT count(*) FROM mneme.retrieve($1, $2, 10)`, false, []string{"small", "typical", "huge"}, false, "", false},
+	{"search", `SELECT count(*) FROM mneme.search($1, $2, 10@qe@)`, false, []string{"small", "typical", "huge"}, false, "", false},
+	{"retrieve", `SELECT count(*) FROM mneme.retrieve($1, $2, 10@qe@)`, false, []string{"small", "typical", "huge"}, false, "", false},
 	// Scope tenant on the typical conversation's tenant, and on the huge
 	// conversation's: two conversations of 5% each and about a hundredth of
 	// the rest (100,000 memories of 1,000,000; scaleBigTenant).
-	{"search, scope tenant", `SELECT count(*) FROM mneme.search($1, $2, 10, scope => 'tenant')`, false, []string{"typical", "huge"}, false, "", false},
-	{"retrieve, scope tenant", `SELECT count(*) FROM mneme.retrieve($1, $2, 10, scope => 'tenant')`, false, []string{"huge"}, false, "", false},
-	{"context_items", `SELECT count(*) FROM mneme.context_items($1, $2, 1000)`, false, []string{"context"}, false, "", false},
-	{"context", `SELECT length(mneme.context($1, $2, 1000, record => false))`, false, []string{"context"}, false, "", false},
+	{"search, scope tenant", `SELECT count(*) FROM mneme.search($1, $2, 10, scope => 'tenant'@qe@)`, false, []string{"typical", "huge"}, false, "", false},
+	{"retrieve, scope tenant", `SELECT count(*) FROM mneme.retrieve($1, $2, 10, scope => 'tenant'@qe@)`, false, []string{"huge"}, false, "", false},
+	{"context_items", `SELECT count(*) FROM mneme.context_items($1, $2, 1000@qe@)`, false, []string{"context"}, false, "", false},
+	{"context", `SELECT length(mneme.context($1, $2, 1000, record => false@qe@))`, false, []string{"context"}, false, "", false},
 	// The hybrid baseline (pghybrid), top 10 like search, over its copy of
 	// the memories: its own table, no row security, run as the owner.
 	{hybridCall, "", true, []string{"small", "typical", "huge"}, false, "", false},
 	// The form Citus delegates: the call alone in the target list (not
 	// SELECT ... FROM the call, which Citus plans on the coordinator).
-	{"search, bound login", `SELECT mneme.search($1, $2, 10)`, false, []string{"small", "typical"}, true, "", false},
-	{"retrieve, bound login", `SELECT mneme.retrieve($1, $2, 10)`, false, []string{"small", "typical"}, true, "", false},
-	{"context_items, bound login", `SELECT mneme.context_items($1, $2, 1000)`, false, []string{"context"}, true, "", false},
+	{"search, bound login", `SELECT mneme.search($1, $2, 10@qe@)`, false, []string{"small", "typical"}, true, "", false},
+	{"retrieve, bound login", `SELECT mneme.retrieve($1, $2, 10@qe@)`, false, []string{"small", "typical"}, true, "", false},
+	{"context_items, bound login", `SELECT mneme.context_items($1, $2, 1000@qe@)`, false, []string{"context"}, true, "", false},
 }
 
 // bareIterative: pgvector's iterative index scans for the bare lookups
 // (a placeholder setting where pgvector is not installed, harmless).
 const bareIterative = `SET LOCAL hnsw.iterative_scan = relaxed_order; SET LOCAL plan_cache_mode = force_custom_plan`
+
+// callSQL is a call's statement for the run's embedder: with an external
+// one, every API call passes the query's embedding (the hash embedder's,
+// computed in SQL), as an application with an external embedder does.
+func callSQL(sql, embedder string) string {
+	qe := ""
+	if embedder == "external" {
+		qe = ", query_embedding => mneme.hash_embed($2)"
+	}
+	return strings.ReplaceAll(sql, "@qe@", qe)
+}
 
 // hybridCall is the hybrid baseline's line (pghybrid.Search, not SQL here).
 const hybridCall = "PostgreSQL hybrid_search, top 10"
@@ -201,7 +213,7 @@ func scaleTime(ctx context.Context, conn, app, bound *pgx.Conn, hybrid *pghybrid
 							return err
 						}
 						t0 := time.Now()
-						_, err := tx.Exec(ctx, c.sql, arg, q)
+						_, err := tx.Exec(ctx, callSQL(c.sql, o.Embedder), arg, q)
 						took = time.Since(t0)
 						return err
 					})
@@ -214,7 +226,7 @@ func scaleTime(ctx context.Context, conn, app, bound *pgx.Conn, hybrid *pghybrid
 						on = bound
 					}
 					t0 := time.Now()
-					if _, err := on.Exec(ctx, c.sql, arg, q); err != nil {
+					if _, err := on.Exec(ctx, callSQL(c.sql, o.Embedder), arg, q); err != nil {
 						return nil, fmt.Errorf("%s on %s: %w", c.name, name, err)
 					}
 					took = time.Since(t0)
@@ -224,7 +236,7 @@ func scaleTime(ctx context.Context, conn, app, bound *pgx.Conn, hybrid *pghybrid
 							return err
 						}
 						t0 := time.Now()
-						_, err := tx.Exec(ctx, c.sql, convs[name], q)
+						_, err := tx.Exec(ctx, callSQL(c.sql, o.Embedder), convs[name], q)
 						took = time.Since(t0)
 						return err
 					})
