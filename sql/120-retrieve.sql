@@ -347,7 +347,11 @@ BEGIN
     ELSE
         -- Exact: the distance is computed in a materialized CTE, so the
         -- planner cannot turn the ORDER BY into an index scan that filters
-        -- after the fact.
+        -- after the fact. The top k first (a top-N heapsort), then their
+        -- ranks: the same ranks (a row's rank counts the rows nearer than
+        -- it, all of them in the top k), without sorting every row for the
+        -- window, which spilled to disk on the 50,000-memory conversation
+        -- (93 to 124 ms against 53 to 62, EXPLAIN ANALYZE, issue 42).
         RETURN QUERY
         WITH c AS MATERIALIZED (
             SELECT m.id, m.embedding OPERATOR(@extschema@.<=>) v_q AS d
@@ -355,9 +359,11 @@ BEGIN
             WHERE m.conversation_id = _vector_search.conversation_id AND m.status = 'active'
               AND (m.valid_until IS NULL OR m.valid_until > now()) AND m.embedding IS NOT NULL
               AND (_vector_search.since IS NULL OR m.created_at >= _vector_search.since)
-              AND (_vector_search.until IS NULL OR m.created_at < _vector_search.until))
-        SELECT c.id, c.d::float8, (rank() OVER (ORDER BY c.d))::int
-        FROM c WHERE c.d IS NOT NULL ORDER BY c.d, c.id LIMIT _vector_search.k;
+              AND (_vector_search.until IS NULL OR m.created_at < _vector_search.until)
+        ), t AS (
+            SELECT c.id, c.d FROM c WHERE c.d IS NOT NULL ORDER BY c.d, c.id LIMIT _vector_search.k)
+        SELECT t.id, t.d::float8, (rank() OVER (ORDER BY t.d))::int
+        FROM t ORDER BY t.d, t.id;
     END IF;
 END
 $$
