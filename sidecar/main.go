@@ -47,7 +47,7 @@ func commands() []cli.Command {
 			{Name: "beam", Args: "[flags]", Summary: "evidence recall on BEAM, knowledge updates and contradictions, beside baselines", Run: cmdEvalBeam},
 			{Name: "feedback", Args: "[flags]", Summary: "review-based vs auto-GOOD vs no reinforcement: precision@5 over simulated sessions", Run: cmdEvalFeedback},
 			{Name: "lifecycle", Args: "[flags]", Summary: "a simulated year of use: share of memories active, inactive and purged per label", Run: cmdEvalLifecycle},
-			{Name: "revision", Args: "[--llm scripted] [flags]", Summary: "belief revision on scripted conversations: per action precision and recall, current value first", Run: cmdEvalRevision},
+			{Name: "revision", Args: "[flags]", Summary: "belief revision on scripted conversations: per action precision and recall, current value first", Run: cmdEvalRevision},
 		}},
 		{Name: "mcp", Args: "[--transport stdio|http]", Summary: "serve the memory tools to agents over the Model Context Protocol", Run: cmdMCP},
 		{Name: "ui", Args: "[--addr 127.0.0.1:8420]", Summary: "web pages to look into the memory: conversations, memories, lineage, reviews, search, jobs", Run: cmdUI},

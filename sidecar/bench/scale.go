@@ -15,9 +15,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mneme-memory/mneme/sidecar/embed"
-	"github.com/mneme-memory/mneme/sidecar/eval/pghybrid"
-	"github.com/mneme-memory/mneme/sidecar/eval/recall"
 	"github.com/mneme-memory/mneme/sidecar/migrate"
+	"github.com/mneme-memory/mneme/sidecar/pghybrid"
+	"github.com/mneme-memory/mneme/sidecar/progress"
 	"github.com/mneme-memory/mneme/sidecar/scratch"
 )
 
@@ -314,7 +314,7 @@ func scaleHybrid(ctx context.Context, conn *pgx.Conn, h *pghybrid.Baseline, o Sc
 	if _, err := conn.Exec(ctx, `TRUNCATE eval_baseline.turns`); err != nil {
 		return err
 	}
-	bar := recall.NewProgress(o.Progress, fmt.Sprintf("copy %d memories for the hybrid baseline", n), int(want))
+	bar := progress.New(o.Progress, fmt.Sprintf("copy %d memories for the hybrid baseline", n), int(want))
 	var from *uuid.UUID
 	for {
 		var to *uuid.UUID

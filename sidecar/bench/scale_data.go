@@ -14,7 +14,7 @@ import (
 
 	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/embed"
-	"github.com/mneme-memory/mneme/sidecar/eval/recall"
+	"github.com/mneme-memory/mneme/sidecar/progress"
 	"github.com/mneme-memory/mneme/sidecar/scratch"
 )
 
@@ -162,7 +162,7 @@ func scaleGrow(ctx context.Context, conn *pgx.Conn, o ScaleOptions, hash embed.H
 		(conversation_id uuid, content text, embedding real[], created_at timestamptz)`); err != nil {
 		return false, err
 	}
-	bar := recall.NewProgress(o.Progress, fmt.Sprintf("grow to %d memories", n), n-have)
+	bar := progress.New(o.Progress, fmt.Sprintf("grow to %d memories", n), n-have)
 	base := time.Now().Add(-time.Duration(n) * time.Second)
 	for from := have - probes; from < n-probes; from += scaleChunk {
 		to := min(from+scaleChunk, n-probes)

@@ -6,7 +6,7 @@ import (
 	"sort"
 
 	"github.com/mneme-memory/mneme/sidecar/clip"
-	"github.com/mneme-memory/mneme/sidecar/eval/plot"
+	"github.com/mneme-memory/mneme/sidecar/plot"
 )
 
 // WriteTable prints the result for a person.

@@ -15,7 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/mneme-memory/mneme/sidecar/eval/pghybrid"
+	"github.com/mneme-memory/mneme/sidecar/pghybrid"
 )
 
 // appLogin creates a mneme_app login for the run (what an application
