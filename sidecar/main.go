@@ -30,6 +30,7 @@ func commands() []cli.Command {
 		{Name: "psql", Args: "[psql arguments]", Summary: "open psql on $DATABASE_URL, or on the demo cluster", Run: cmdPsql},
 		{Name: "slot", Args: "show|drop", Summary: "show or drop the replication slot ($MNEME_SLOT) of the replication transport", Run: cmdSlot},
 		{Name: "reembed", Args: "[--dim N]", Summary: "change the embedding dimension and re-embed every memory", Run: cmdReembed},
+		{Name: "vector-indexes", Args: "[--apply] [--json]", Summary: "pgvector: the HNSW indexes of large conversations and tenants (mneme.vector_index_plan), shown or made", Run: cmdVectorIndexes},
 		{Name: "export", Args: "[--tenant T] [--conversation C ...] [--embeddings] [-o FILE]", Summary: "write a tenant's memory as versioned JSON Lines (docs/export.md)", Run: cmdExport},
 		{Name: "import", Args: "[--tenant T] [--conversations keep|new] [--from mneme|mem0] FILE", Summary: "read an export (or mem0's exported memories) into a tenant", Run: cmdImport},
 		{Name: "bench", Args: "<name> [flags]", Summary: "run a benchmark", Subs: []cli.Command{

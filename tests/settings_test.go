@@ -54,6 +54,7 @@ func TestSettingRules(t *testing.T) {
 		"message_max_chars": {`0`, `1.5`}, "pending_reviews_max": {`1`}, "retrieve_candidates": {`0`, `1001`},
 		"segment_episode_max": {`0`}, "segment_episode_min": {`2.5`}, "segment_max_messages": {`0`}, "segment_min_messages": {`0`},
 		"segment_min_chars": {`-2`}, "segment_summary_sentences": {`0`}, "segment_window": {`0`}, "vector_exact_max": {`-5`},
+		"vector_ef_search": {`0`, `1001`, `2.5`}, "vector_scope_index_min": {`0`, `1.5`},
 		"context_candidates": {`0`, `101`}, "context_window": {`-1`, `1.5`},
 		"revision_candidates": {`0`, `100`, `2.5`}, "revision_reconfirm_boost": {`-0.1`, `1.5`}, "revision_slot_candidates": {`-1`, `1001`, `2.5`}, "revision_duplicate_similarity": {`0.4`, `1.1`},
 		"revision_scope": {`"everything"`}, "context_order": {`"oldest"`}, "confidence_weight": {`11`}, "extract_facts": {`"yes"`, `1`},

@@ -63,7 +63,7 @@ func scaleSetup(ctx context.Context, conn *pgx.Conn, o ScaleOptions, hash embed.
 	ids := make([]string, o.Conversations)
 	tenants := make([]string, o.Conversations)
 	for i := range ids {
-		ids[i], tenants[i] = bulkConv(i).String(), tenantOf(i, o.Tenants)
+		ids[i], tenants[i] = bulkConv(i).String(), scaleTenantOf(i, o.Tenants)
 	}
 	if _, err := conn.Exec(ctx, `INSERT INTO mneme.message_queue (id, tenant_id) SELECT * FROM unnest($1::uuid[], $2::text[])`,
 		ids, tenants); err != nil {
@@ -149,6 +149,14 @@ func scaleGrow(ctx context.Context, conn *pgx.Conn, o ScaleOptions, hash embed.H
 		if _, err := conn.Exec(ctx, `DROP INDEX mneme.memories_embedding_hnsw`); err != nil {
 			return false, err
 		}
+	}
+	// The per-scope HNSW indexes too: made again after the load
+	// (mneme.vector_index_plan, in Scale).
+	if _, err := conn.Exec(ctx, `DO $$ DECLARE i text; BEGIN
+		FOR i IN SELECT indexname FROM pg_indexes WHERE schemaname = 'mneme' AND indexname ~ '^memories_hnsw_[ct]_' LOOP
+			EXECUTE format('DROP INDEX mneme.%I', i);
+		END LOOP; END $$`); err != nil {
+		return false, fmt.Errorf("drop the per-scope vector indexes: %w", err)
 	}
 	if _, err := conn.Exec(ctx, `CREATE UNLOGGED TABLE IF NOT EXISTS bench_scale_load
 		(conversation_id uuid, content text, embedding real[], created_at timestamptz)`); err != nil {
