@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -33,17 +32,8 @@ func cmdVectorIndexes(ctx context.Context, log *slog.Logger, args []string) erro
 	}
 	defer conn.Close(context.Background())
 	plan, err := migrate.VectorIndexes(ctx, conn, *apply, log)
-	if *asJSON {
-		if jerr := json.NewEncoder(os.Stdout).Encode(plan); jerr != nil && err == nil {
-			err = jerr
-		}
-	} else {
-		for _, s := range plan {
-			fmt.Printf("%s;  -- %s %s %s, %d memories\n", s.Statement, s.Action, s.Scope, s.ScopeID, s.Memories)
-		}
-		if len(plan) == 0 {
-			fmt.Println("-- nothing to do: every scope of at least vector_scope_index_min memories has its index")
-		}
+	if werr := migrate.WritePlan(os.Stdout, plan, *asJSON); werr != nil && err == nil {
+		err = werr
 	}
 	return err
 }

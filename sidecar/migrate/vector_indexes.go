@@ -2,7 +2,9 @@ package migrate
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 
 	"github.com/jackc/pgx/v5"
@@ -52,4 +54,19 @@ func VectorIndexes(ctx context.Context, conn *pgx.Conn, apply bool, log *slog.Lo
 		}
 	}
 	return plan, nil
+}
+
+// WritePlan prints a plan as one JSON array, or as its statements with
+// what each is for.
+func WritePlan(w io.Writer, plan []IndexStep, asJSON bool) error {
+	if asJSON {
+		return json.NewEncoder(w).Encode(plan)
+	}
+	for _, s := range plan {
+		fmt.Fprintf(w, "%s;  -- %s %s %s, %d memories\n", s.Statement, s.Action, s.Scope, s.ScopeID, s.Memories)
+	}
+	if len(plan) == 0 {
+		fmt.Fprintln(w, "-- nothing to do: every scope of at least vector_scope_index_min memories has its index")
+	}
+	return nil
 }
