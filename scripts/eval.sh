@@ -58,10 +58,9 @@ $MNEME eval lifecycle --plot docs/lifecycle.svg
 # --- eval: belief revision suite ------------------------------------
 # Scripted conversations in which facts change (sidecar/eval/revision, written
 # for mneme, no benchmark data): per action precision and recall of the
-# offline classifier, then of the LLM classifier against a scripted model that
-# also sends bad answers (docs/revision.md). Deterministic; its own scratch
-# database each.
+# offline classifier (docs/revision.md). Deterministic; a scratch database per
+# candidate. The LLM classifier against a scripted model is a test:
+# go test -v -run TestScriptedModel ./sidecar/eval/revision
 $MNEME eval revision --quiet --folds 5 \
   --choose 'revision_duplicate_similarity=0.7|0.8|0.9' --choose 'revision_candidates=5|10|20'
-$MNEME eval revision --llm scripted --quiet
 # --- end eval: revision -------------------------------------------------------

@@ -153,7 +153,7 @@ func TestBenchScale(t *testing.T) {
 		require.Positive(t, s.DBBytes)
 		require.Positive(t, s.BytesPerMemory["memories heap"])
 		for conv, calls := range map[string][]string{"small": {"search", "retrieve", "BM25 leg", "vector leg", "bare vector top-10", "search, bound login", "retrieve, bound login"},
-			"typical": {"search", "search, scope tenant", "search, bound login", "PostgreSQL hybrid_search, top 10"}, "huge": {"search"},
+			"typical": {"search", "search, scope tenant", "search, bound login", "PostgreSQL hybrid_search, top 10"}, "huge": {"search", "retrieve", "search, scope tenant", "retrieve, scope tenant"},
 			"context": {"context_items", "context", "context_items, bound login"}} {
 			for _, call := range calls {
 				require.Positive(t, s.Calls[conv][call].P50, "%s on %s", call, conv)
@@ -161,6 +161,7 @@ func TestBenchScale(t *testing.T) {
 		}
 	}
 	require.NotEmpty(t, res.Goals)
+	require.Equal(t, "hash", res.Embedder)
 	// A missed latency goal comes with where the call's time goes.
 	for _, g := range res.Goals {
 		if g.Pass || g.NotApplicable {
@@ -172,6 +173,23 @@ func TestBenchScale(t *testing.T) {
 		case strings.HasPrefix(g.Goal, "search p50"), strings.HasPrefix(g.Goal, "retrieve p50"):
 			require.NotEmpty(t, res.SearchSteps, g.Goal)
 			require.Contains(t, res.SearchSteps[0].Plan, "(actual time=", "an EXPLAIN ANALYZE plan")
+		case strings.HasPrefix(g.Goal, "issue 42: search p"), strings.HasPrefix(g.Goal, "issue 42: retrieve p"):
+			require.NotEmpty(t, res.HugeSteps, g.Goal)
+			require.NotEmpty(t, res.TenantSteps, g.Goal)
+		}
+	}
+	// Issue 42's goals are reported: the huge conversation, the large
+	// tenant (both search and retrieve, p50 and p99) and context_items.
+	var issue42 int
+	for _, g := range res.Goals {
+		if strings.HasPrefix(g.Goal, "issue 42: ") {
+			issue42++
+		}
+	}
+	require.Equal(t, 9, issue42)
+	if res.Variant == "pgvector" {
+		for _, call := range []string{"bare vector top-10", "bare exact top-10", "bare vector top-10, tenant", "bare exact top-10, tenant"} {
+			require.Positive(t, res.Steps[1].Calls["huge"][call].P50, call)
 		}
 	}
 	// The run's logins are gone, and the binding of the bound one with them.
@@ -185,10 +203,40 @@ func TestBenchScale(t *testing.T) {
 	conn.Close(context.Background())
 	require.Zero(t, bindings)
 	require.Zero(t, logins)
+	// The large tenant: the first and third conversations (the huge ones)
+	// share a tenant. A database kept from before (the third in a tenant
+	// of its own) gets that layout on its next run, rows and all.
+	third := uuid.NewSHA1(uuid.NameSpaceOID, []byte("mneme-scale-2")) // the bench's third huge conversation
+	tenantRows := func() (string, int) {
+		conn, err := pgx.Connect(context.Background(), dbURL)
+		require.NoError(t, err)
+		defer conn.Close(context.Background())
+		var tenant string
+		var others int
+		require.NoError(t, conn.QueryRow(context.Background(), `SELECT q.tenant_id,
+			(SELECT count(*) FROM mneme.memories m WHERE m.conversation_id = q.id AND m.tenant_id <> q.tenant_id)
+			FROM mneme.message_queue q WHERE q.id = $1`, third).Scan(&tenant, &others))
+		return tenant, others
+	}
+	tenant, others := tenantRows()
+	require.Equal(t, "t0", tenant)
+	require.Zero(t, others)
+	conn, err = pgx.Connect(context.Background(), dbURL)
+	require.NoError(t, err)
+	_, err = conn.Exec(context.Background(), fmt.Sprintf(`BEGIN; SET LOCAL session_replication_role = replica;
+		UPDATE mneme.message_queue SET tenant_id = 't2' WHERE id = '%[1]s';
+		UPDATE mneme.memories SET tenant_id = 't2' WHERE conversation_id = '%[1]s'; COMMIT`, third))
+	conn.Close(context.Background())
+	require.NoError(t, err)
+	tenant, _ = tenantRows()
+	require.Equal(t, "t2", tenant, "moved back")
 	again := run()
 	for _, s := range again.Steps {
 		require.Zero(t, s.BuildSeconds, "the database is reused, not rebuilt")
 	}
+	tenant, others = tenantRows()
+	require.Equal(t, "t0", tenant)
+	require.Zero(t, others)
 
 	_, stderr, code := mnemeCmd(t, server, "bench", "scale", "--sizes", "5000,3000")
 	require.Equal(t, 2, code)
@@ -196,6 +244,9 @@ func TestBenchScale(t *testing.T) {
 	_, stderr, code = mnemeCmd(t, server, "bench", "scale", "--vector", "faiss")
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, `--vector "faiss"`)
+	_, stderr, code = mnemeCmd(t, server, "bench", "scale", "--embedder", "openai")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, `--embedder "openai"`)
 	// The kept database keeps its variant: asking for the other is refused.
 	other := map[string]string{"array": "pgvector", "pgvector": "array"}[res.Variant]
 	_, stderr, code = mnemeCmd(t, server, "bench", "scale", "--sizes", "2000,4000", "--conversations", "40", "--tenants", "4",

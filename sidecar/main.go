@@ -30,6 +30,7 @@ func commands() []cli.Command {
 		{Name: "psql", Args: "[psql arguments]", Summary: "open psql on $DATABASE_URL, or on the demo cluster", Run: cmdPsql},
 		{Name: "slot", Args: "show|drop", Summary: "show or drop the replication slot ($MNEME_SLOT) of the replication transport", Run: cmdSlot},
 		{Name: "reembed", Args: "[--dim N]", Summary: "change the embedding dimension and re-embed every memory", Run: cmdReembed},
+		{Name: "vector-indexes", Args: "[--apply] [--json]", Summary: "pgvector: the HNSW indexes of large conversations and tenants (mneme.vector_index_plan), shown or made", Run: cmdVectorIndexes},
 		{Name: "export", Args: "[--tenant T] [--conversation C ...] [--embeddings] [-o FILE]", Summary: "write a tenant's memory as versioned JSON Lines (docs/export.md)", Run: cmdExport},
 		{Name: "import", Args: "[--tenant T] [--conversations keep|new] [--from mneme|mem0] FILE", Summary: "read an export (or mem0's exported memories) into a tenant", Run: cmdImport},
 		{Name: "bench", Args: "<name> [flags]", Summary: "run a benchmark", Subs: []cli.Command{
@@ -46,7 +47,7 @@ func commands() []cli.Command {
 			{Name: "beam", Args: "[flags]", Summary: "evidence recall on BEAM, knowledge updates and contradictions, beside baselines", Run: cmdEvalBeam},
 			{Name: "feedback", Args: "[flags]", Summary: "review-based vs auto-GOOD vs no reinforcement: precision@5 over simulated sessions", Run: cmdEvalFeedback},
 			{Name: "lifecycle", Args: "[flags]", Summary: "a simulated year of use: share of memories active, inactive and purged per label", Run: cmdEvalLifecycle},
-			{Name: "revision", Args: "[--llm scripted] [flags]", Summary: "belief revision on scripted conversations: per action precision and recall, current value first", Run: cmdEvalRevision},
+			{Name: "revision", Args: "[flags]", Summary: "belief revision on scripted conversations: per action precision and recall, current value first", Run: cmdEvalRevision},
 		}},
 		{Name: "mcp", Args: "[--transport stdio|http]", Summary: "serve the memory tools to agents over the Model Context Protocol", Run: cmdMCP},
 		{Name: "ui", Args: "[--addr 127.0.0.1:8420]", Summary: "web pages to look into the memory: conversations, memories, lineage, reviews, search, jobs", Run: cmdUI},

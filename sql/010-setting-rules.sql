@@ -101,8 +101,12 @@ VALUES
      'offline segmenter: sentences in the extractive summary (the most informative by the search''s term weights, in order; mneme.extractive_summary)'),
     ('segment_window', '2',
      'offline segmenter: messages compared on each side of a candidate topic boundary'),
+    ('vector_ef_search', '200',
+     'pgvector: hnsw.ef_search of a search through a conversation''s or tenant''s own HNSW index (vector_index_plan; iterative scans, relaxed order); recall against cost in docs/performance.md'),
     ('vector_exact_max', '2000',
-     'pgvector: conversations with at most this many active memories are searched exactly (btree on conversation_id); larger ones through the HNSW index with iterative scans')
+     'pgvector: conversations with at most this many active memories are searched exactly (btree on conversation_id); larger ones through the HNSW index with iterative scans'),
+    ('vector_scope_index_min', '20000',
+     'pgvector: mneme.vector_index_plan gives a conversation, and a tenant of several conversations, with at least this many active memories an HNSW index of its own (and drops it below half); smaller scopes are searched exactly')
 $$;
 COMMENT ON FUNCTION mneme._setting_defaults() IS
     'Internal: the registry of settings (key, default, meaning), applied by migrate without touching values users set.';
@@ -265,6 +269,8 @@ BEGIN
     WHEN 'segment_summary_sentences' THEN PERFORM mneme._setting_number(k, v, 1, 100, true);
     WHEN 'segment_window' THEN PERFORM mneme._setting_number(k, v, 1, 100, true);
     WHEN 'vector_exact_max' THEN PERFORM mneme._setting_number(k, v, 0, 1000000000, true);
+    WHEN 'vector_ef_search' THEN PERFORM mneme._setting_number(k, v, 1, 1000, true);
+    WHEN 'vector_scope_index_min' THEN PERFORM mneme._setting_number(k, v, 1, 1000000000, true);
     WHEN 'purge_after_days' THEN
         IF jsonb_typeof(v) <> 'null' THEN
             PERFORM mneme._setting_number(k, v, 0, 36500, false, true);

@@ -11,13 +11,27 @@
 -- -----------------------------------------------------------------------------
 -- Memory text: what is embedded and indexed for BM25
 -- -----------------------------------------------------------------------------
+-- Written once, in _memory_text: plain SQL without SET, so the planner
+-- inlines it where a statement computes many memories' text (BM25
+-- maintenance, sql/110-bm25.sql: a SECURITY DEFINER call per memory cost
+-- as much as the tokenising). Internal (only mneme's functions, whose
+-- search_path puts pg_catalog first, call it); names qualified anyway.
+CREATE OR REPLACE FUNCTION mneme._memory_text(title text, summary text, content text)
+RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE  -- as concat_ws is: an IMMUTABLE wrapper would not be inlined
+AS $$
+-- a summary equal to the content (mneme.remember writes both) counts once
+SELECT pg_catalog.concat_ws(E'\n', nullif($1, ''), nullif(nullif($2, ''), $3), nullif($3, ''))
+$$;
+COMMENT ON FUNCTION mneme._memory_text(text, text, text) IS
+    'Internal, inlined: the body of mneme.memory_text.';
+
 CREATE OR REPLACE FUNCTION mneme.memory_text(title text, summary text, content text)
 RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
--- a summary equal to the content (mneme.remember writes both) counts once
-SELECT concat_ws(E'\n', nullif(memory_text.title, ''), nullif(nullif(memory_text.summary, ''), memory_text.content), nullif(memory_text.content, ''))
+SELECT mneme._memory_text(memory_text.title, memory_text.summary, memory_text.content)
 $$;
 COMMENT ON FUNCTION mneme.memory_text(text, text, text) IS
     'The text of a memory that is embedded and indexed for BM25: title, summary and content, '
@@ -166,6 +180,9 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    IF TG_OP = 'INSERT' AND NEW.embedding IS NOT NULL THEN
+        RETURN NEW;  -- an insert that brings its embedding (mneme import): no settings read per row
+    END IF;
     IF mneme.setting('embedder') #>> '{}' IS DISTINCT FROM 'hash' THEN
         RETURN NEW;
     END IF;
@@ -183,6 +200,8 @@ COMMENT ON FUNCTION mneme.memories_hash_embed_trg() IS
     'embedding of a row whose text changed) is replaced by mneme.hash_embed(memory_text), so a plain INSERT '
     'is retrievable by both legs.';
 
+-- (No WHEN on the embedding: mneme reembed alters the column's type, which
+-- a trigger's WHEN that names it forbids.)
 DROP TRIGGER IF EXISTS memories_hash_embed ON mneme.memories;
 CREATE TRIGGER memories_hash_embed
     BEFORE INSERT OR UPDATE OF title, summary, content, embedding ON mneme.memories
@@ -193,15 +212,29 @@ CREATE TRIGGER memories_hash_embed
 -- dot product over the query's non-zero components (mneme.vector_search).
 -- Cosine distance is scale-invariant: no result changes.
 -- -----------------------------------------------------------------------------
+-- Written once, in _l2_normalized: a set-returning plain SQL function
+-- without SET, which the planner inlines into a FROM (LATERAL) of the
+-- statement that calls it (mneme.import_memories normalises a batch in
+-- its insert).
+CREATE OR REPLACE FUNCTION mneme._l2_normalized(p real[])
+RETURNS TABLE (embedding real[])
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+SELECT CASE WHEN n.norm > 0 AND abs(n.norm - 1) > 1e-7
+            THEN (SELECT pg_catalog.array_agg((u.x / n.norm)::real ORDER BY u.i)
+                  FROM pg_catalog.unnest($1) WITH ORDINALITY AS u(x, i))
+            ELSE $1 END
+FROM (SELECT pg_catalog.sqrt(pg_catalog.sum(x::float8 * x)) AS norm FROM pg_catalog.unnest($1) AS x) n
+$$;
+COMMENT ON FUNCTION mneme._l2_normalized(real[]) IS
+    'Internal, inlined: the body of mneme.l2_normalize, as one row (for a LATERAL in a set-wise insert).';
+
 CREATE OR REPLACE FUNCTION mneme.l2_normalize(p real[])
 RETURNS real[]
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-SELECT CASE WHEN n.norm > 0 AND abs(n.norm - 1) > 1e-7
-            THEN (SELECT array_agg((x / n.norm)::real ORDER BY i) FROM unnest(p) WITH ORDINALITY AS u(x, i))
-            ELSE p END
-FROM (SELECT sqrt(sum(x::float8 * x)) AS norm FROM unnest(p) AS x) n
+SELECT n.embedding FROM mneme._l2_normalized(l2_normalize.p) n
 $$;
 COMMENT ON FUNCTION mneme.l2_normalize(real[]) IS
     'p / |p| (p itself when already of unit length or all zero).';
@@ -221,13 +254,25 @@ $$;
 COMMENT ON FUNCTION mneme.memories_normalize_embedding_trg() IS
     'Array variant: stores embeddings L2-normalised (runs after memories_hash_embed: triggers fire in name order).';
 
+-- mneme.import_memories inserts a batch with the rows already normalised
+-- (set-wise in its insert, or by the importer, which computes the same
+-- floats: TestImportBulkEqualsRowPath): the trigger stands aside while it
+-- runs, by a transaction-local setting that counts only in a session of an
+-- admin or the owner (mneme._bulk_loading), so an application login that
+-- sets it still gets its embeddings normalised. The condition is written
+-- out in WHEN (no function call per row; the first test is false outside
+-- an import, so the others are not evaluated).
 DROP TRIGGER IF EXISTS memories_normalize_embedding ON mneme.memories;
 DO $$
 BEGIN
     IF mneme.setting('vector_variant') #>> '{}' = 'array' THEN
         CREATE TRIGGER memories_normalize_embedding
             BEFORE INSERT OR UPDATE OF embedding, title, summary, content ON mneme.memories
-            FOR EACH ROW EXECUTE FUNCTION mneme.memories_normalize_embedding_trg();
+            FOR EACH ROW
+            WHEN (NOT (pg_catalog.current_setting('mneme.bulk_load', true) IS NOT DISTINCT FROM 'on'
+                       AND (pg_catalog.pg_has_role(session_user, 'mneme_admin', 'MEMBER')
+                            OR pg_catalog.pg_has_role(session_user, 'mneme_owner', 'MEMBER'))))
+            EXECUTE FUNCTION mneme.memories_normalize_embedding_trg();
     END IF;
 END
 $$;

@@ -14,12 +14,24 @@
 -- Idempotent: re-applied on every migrate.
 -- =============================================================================
 
+-- Written once, in _bm25_tsv: plain SQL without SET, so the planner inlines
+-- it into _bm25_apply's pass over a statement's memories (a SECURITY
+-- DEFINER call per memory cost as much as the tokenising itself).
+CREATE OR REPLACE FUNCTION mneme._bm25_tsv(input text)
+RETURNS tsvector
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+SELECT pg_catalog.to_tsvector('pg_catalog.english'::pg_catalog.regconfig, pg_catalog.left(coalesce($1, ''), 100000))
+$$;
+COMMENT ON FUNCTION mneme._bm25_tsv(text) IS
+    'Internal, inlined: the body of mneme.bm25_tsvector.';
+
 CREATE OR REPLACE FUNCTION mneme.bm25_tsvector(input text)
 RETURNS tsvector
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-SELECT to_tsvector('pg_catalog.english'::regconfig, left(coalesce(bm25_tsvector.input, ''), 100000))
+SELECT mneme._bm25_tsv(bm25_tsvector.input)
 $$;
 COMMENT ON FUNCTION mneme.bm25_tsvector(text) IS
     'The BM25 tokeniser: to_tsvector(''english'', text) over the first 100,000 characters (a tsvector holds at '
@@ -86,54 +98,54 @@ BEGIN
         SELECT array_agg(conversation_id), array_agg(doclen) INTO v_rm_doc_conv, v_rm_doc_len FROM del;
     END IF;
 
-    -- 2. Put the added (active) memories in.
-    IF cardinality(_bm25_apply.added) > 0 THEN
-        WITH docs AS (
-            SELECT m.id, m.conversation_id,
-                   mneme.bm25_tsvector(mneme.memory_text(m.title, m.summary, m.content)) AS tsv
-            FROM mneme.memories m
-            WHERE m.id = ANY (_bm25_apply.added) AND m.status = 'active'
-        ), terms AS (
-            SELECT d.id, d.conversation_id, u.lexeme AS term, cardinality(u.positions) AS tf
-            FROM docs d, unnest(d.tsv) AS u
-        ), lens AS (
-            SELECT d.id, d.conversation_id, coalesce(t.len, 0)::int AS doclen
-            FROM docs d LEFT JOIN (SELECT id, sum(tf) AS len FROM terms GROUP BY id) t ON t.id = d.id
-        ), ins AS (
-            INSERT INTO mneme.bm25_docs (memory_id, conversation_id, doclen)
-            SELECT id, conversation_id, doclen FROM lens
-        )
-        INSERT INTO mneme.bm25_postings (conversation_id, term, memory_id, tf, doclen)
-        SELECT t.conversation_id, t.term, t.id, t.tf, l.doclen
-        FROM terms t JOIN lens l ON l.id = t.id;
-    END IF;
-
-    -- 3. One upsert of the df deltas, then one of the conversation totals,
-    -- each in key order, so concurrent writers lock rows in the same order
-    -- and cannot deadlock on the statistics.
+    -- 2. Put the added (active) memories in, and 3. apply the deltas: one
+    -- upsert of the df deltas, then one of the conversation totals, each in
+    -- key order, so concurrent writers lock rows in the same order and
+    -- cannot deadlock on the statistics. The added memories' postings and
+    -- lengths come from the one tokenising pass (docs), not read back.
     -- The bounds of a term's contribution (max_tf, min_len_per_tf) widen
     -- with every added posting and are left as they are by removals: still
     -- bounds, if looser (bm25_reindex tightens them).
-    INSERT INTO mneme.bm25_terms AS t (conversation_id, term, df, max_tf, min_len_per_tf)
-    SELECT conversation_id, term, sum(delta), max(tf), min(len_per_tf)
-    FROM (SELECT c AS conversation_id, x AS term, -1 AS delta, 0 AS tf, 'Infinity'::float8 AS len_per_tf
-          FROM unnest(v_rm_conv, v_rm_term) AS r(c, x)
-          UNION ALL
-          SELECT p.conversation_id, p.term, 1, p.tf, p.doclen::float8 / p.tf
-          FROM mneme.bm25_postings p WHERE p.memory_id = ANY (_bm25_apply.added)) d
-    GROUP BY conversation_id, term
-    HAVING sum(delta) <> 0 OR max(tf) > 0
-    ORDER BY conversation_id, term
-    ON CONFLICT (conversation_id, term) DO UPDATE
-        SET df = t.df + EXCLUDED.df,
-            max_tf = greatest(t.max_tf, EXCLUDED.max_tf),
-            min_len_per_tf = least(t.min_len_per_tf, EXCLUDED.min_len_per_tf);
-
+    WITH docs AS MATERIALIZED (
+        SELECT m.id, m.conversation_id,
+               mneme._bm25_tsv(mneme._memory_text(m.title, m.summary, m.content)) AS tsv
+        FROM mneme.memories m
+        WHERE m.id = ANY (_bm25_apply.added) AND m.status = 'active'
+    ), terms AS MATERIALIZED (
+        SELECT d.id, d.conversation_id, u.lexeme AS term, cardinality(u.positions) AS tf
+        FROM docs d, unnest(d.tsv) AS u
+    ), lens AS MATERIALIZED (
+        SELECT d.id, d.conversation_id, coalesce(t.len, 0)::int AS doclen
+        FROM docs d LEFT JOIN (SELECT id, sum(tf) AS len FROM terms GROUP BY id) t ON t.id = d.id
+    ), postings AS MATERIALIZED (
+        SELECT t.conversation_id, t.term, t.id, t.tf, l.doclen
+        FROM terms t JOIN lens l ON l.id = t.id
+    ), ins_docs AS (
+        INSERT INTO mneme.bm25_docs (memory_id, conversation_id, doclen)
+        SELECT id, conversation_id, doclen FROM lens
+    ), ins_postings AS (
+        INSERT INTO mneme.bm25_postings (conversation_id, term, memory_id, tf, doclen)
+        SELECT conversation_id, term, id, tf, doclen FROM postings
+    ), up_terms AS (
+        INSERT INTO mneme.bm25_terms AS t (conversation_id, term, df, max_tf, min_len_per_tf)
+        SELECT conversation_id, term, sum(delta), max(tf), min(len_per_tf)
+        FROM (SELECT c AS conversation_id, x AS term, -1 AS delta, 0 AS tf, 'Infinity'::float8 AS len_per_tf
+              FROM unnest(v_rm_conv, v_rm_term) AS r(c, x)
+              UNION ALL
+              SELECT p.conversation_id, p.term, 1, p.tf, p.doclen::float8 / p.tf FROM postings p) d
+        GROUP BY conversation_id, term
+        HAVING sum(delta) <> 0 OR max(tf) > 0
+        ORDER BY conversation_id, term
+        ON CONFLICT (conversation_id, term) DO UPDATE
+            SET df = t.df + EXCLUDED.df,
+                max_tf = greatest(t.max_tf, EXCLUDED.max_tf),
+                min_len_per_tf = least(t.min_len_per_tf, EXCLUDED.min_len_per_tf)
+    )
     INSERT INTO mneme.bm25_stats AS s (conversation_id, n, total_len)
     SELECT conversation_id, sum(dn), sum(dlen)
     FROM (SELECT c AS conversation_id, -1 AS dn, -l::bigint AS dlen FROM unnest(v_rm_doc_conv, v_rm_doc_len) AS r(c, l)
           UNION ALL
-          SELECT d.conversation_id, 1, d.doclen FROM mneme.bm25_docs d WHERE d.memory_id = ANY (_bm25_apply.added)) d
+          SELECT l.conversation_id, 1, l.doclen FROM lens l) d
     GROUP BY conversation_id
     ORDER BY conversation_id
     ON CONFLICT (conversation_id) DO UPDATE SET n = s.n + EXCLUDED.n, total_len = s.total_len + EXCLUDED.total_len;

@@ -249,16 +249,10 @@ BEGIN
         UNION ALL
         SELECT h.memory_id, h.bm25_score, h.bm25_rank FROM h WHERE h.bm25_rank IS NOT NULL
     ), v AS (
-        SELECT * FROM mneme._vector_search(v_convs[1], v_emb, v_cand, v_since, v_until)
-        WHERE cardinality(v_convs) = 1 AND NOT v_hist
+        -- One conversation, or several in one ranking (scope tenant).
+        SELECT * FROM mneme._vector_search_scope(v_convs, v_emb, v_cand, v_since, v_until) WHERE NOT v_hist
         UNION ALL
         SELECT h.memory_id, h.vector_distance, h.vector_rank FROM h WHERE h.vector_rank IS NOT NULL
-        UNION ALL
-        -- Distances are comparable across conversations: one ranking.
-        SELECT x.memory_id, x.distance, (rank() OVER (ORDER BY x.distance))::int
-        FROM (SELECT y.* FROM unnest(v_convs) AS c(id), LATERAL mneme._vector_search(c.id, v_emb, v_cand, v_since, v_until) AS y
-              WHERE cardinality(v_convs) > 1 AND NOT v_hist
-              ORDER BY y.distance, y.memory_id LIMIT v_cand) x
     )
     SELECT coalesce(b.memory_id, v.memory_id), b.rank, v.rank, b.score, v.distance
     FROM b FULL JOIN v ON v.memory_id = b.memory_id;

@@ -96,9 +96,11 @@ COMMENT ON FUNCTION mneme.memories_initial_state_trg() IS
     'BEFORE INSERT on mneme.memories: a row without stability, difficulty or fsrs_state gets mneme.initial_state '
     'of its label and surprise.';
 
+-- WHEN: a row that brings its state (mneme import) costs no call.
 DROP TRIGGER IF EXISTS memories_initial_state ON mneme.memories;
 CREATE TRIGGER memories_initial_state BEFORE INSERT ON mneme.memories
-    FOR EACH ROW EXECUTE FUNCTION mneme.memories_initial_state_trg();
+    FOR EACH ROW WHEN (NEW.stability IS NULL OR NEW.difficulty IS NULL OR NEW.fsrs_state IS NULL)
+    EXECUTE FUNCTION mneme.memories_initial_state_trg();
 
 CREATE OR REPLACE FUNCTION mneme.reset_initial_state(conversation_id uuid DEFAULT NULL, dry_run boolean DEFAULT false)
 RETURNS bigint

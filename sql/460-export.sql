@@ -360,14 +360,30 @@ $$;
 COMMENT ON FUNCTION mneme.import_messages(uuid, jsonb) IS
     'Import: appends message lines (source seqs resolved by the caller) to a conversation; returns the new ids in order.';
 
-CREATE OR REPLACE FUNCTION mneme.import_memories(conversation_id uuid, lines jsonb)
+-- The bulk path. A batch is one INSERT whose rows bring what the per-row
+-- triggers would compute: the importer sends the built-in embeddings (the
+-- same floats hash_embed computes), the FSRS state and the tenant, so the
+-- triggers that fill those are skipped by their WHEN; the array variant's
+-- normalisation is done set-wise in the insert (or by the importer, with
+-- normalized => true) and its trigger stands aside (mneme.bulk_load, which
+-- counts only in an admin's or the owner's session: an application login
+-- that sets it by hand is normalised all the same); BM25 is maintained by
+-- its statement trigger, once per batch, from one tokenising pass
+-- (sql/110-bm25.sql). The result is the per-row path's, row for row
+-- (TestImportBulkEqualsRowPath). On Citus the rows go through the
+-- triggers as they are (no bulk_load: the trigger runs on the shards).
+CREATE OR REPLACE FUNCTION mneme.import_memories(conversation_id uuid, lines jsonb, normalized boolean DEFAULT false,
+                                                 embeddings real[] DEFAULT NULL)
 RETURNS TABLE (memory_id uuid, link text, target uuid)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_bulk      boolean := NOT mneme._distributed('mneme.memories');
+    v_normalize boolean;
 BEGIN
-    IF import_memories.conversation_id IS NULL OR import_memories.lines IS NULL THEN
-        RAISE EXCEPTION 'conversation_id and lines must not be NULL' USING ERRCODE = '22004';
+    IF import_memories.conversation_id IS NULL OR import_memories.lines IS NULL OR import_memories.normalized IS NULL THEN
+        RAISE EXCEPTION 'conversation_id, lines and normalized must not be NULL' USING ERRCODE = '22004';
     END IF;
     IF jsonb_typeof(import_memories.lines) <> 'array' THEN
         RAISE EXCEPTION 'lines must be an array of lines' USING ERRCODE = '22023';
@@ -375,15 +391,40 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM mneme.message_queue q WHERE q.id = import_memories.conversation_id AND q.tenant_id = mneme._tenant()) THEN
         RAISE EXCEPTION 'conversation % does not exist in this tenant', import_memories.conversation_id USING ERRCODE = 'P0002';
     END IF;
+    -- Normalised here unless the importer did (array variant; the trigger
+    -- does it on Citus).
+    v_normalize := v_bulk AND NOT import_memories.normalized AND mneme.setting('vector_variant') #>> '{}' = 'array';
+    IF import_memories.embeddings IS NOT NULL
+       AND cardinality(import_memories.embeddings) % (mneme.setting('embedding_dim') #>> '{}')::int <> 0 THEN
+        RAISE EXCEPTION 'embeddings holds % numbers, not a whole number of embeddings of % dimensions',
+            cardinality(import_memories.embeddings), mneme.setting('embedding_dim') #>> '{}' USING ERRCODE = '22023';
+    END IF;
+    IF EXISTS (SELECT 1 FROM jsonb_array_elements(import_memories.lines) l
+               WHERE l ? 'embedding_at'
+                 AND (jsonb_typeof(l -> 'embedding_at') <> 'number'
+                      OR (l ->> 'embedding_at')::numeric NOT BETWEEN 1
+                         AND coalesce(cardinality(import_memories.embeddings), 0) / (mneme.setting('embedding_dim') #>> '{}')::int)) THEN
+        RAISE EXCEPTION 'a line''s embedding_at is not the place of an embedding in embeddings (1 to %)',
+            coalesce(cardinality(import_memories.embeddings), 0) / (mneme.setting('embedding_dim') #>> '{}')::int
+            USING ERRCODE = '22023';
+    END IF;
     PERFORM mneme._set_local('mneme.importing', 'on');
+    IF v_bulk THEN
+        PERFORM mneme._set_local('mneme.bulk_load', 'on');
+    END IF;
     BEGIN
-        PERFORM mneme._import_memory_rows(import_memories.conversation_id, import_memories.lines);
+        PERFORM mneme._import_memory_rows(import_memories.conversation_id, import_memories.lines, v_normalize,
+                                          import_memories.embeddings);
     EXCEPTION WHEN unique_violation THEN
         -- Row security hides the other row (and the key from the error):
         -- find the id that collides, one probe insert at a time.
+        PERFORM mneme._set_local('mneme.bulk_load', '');
         PERFORM mneme._import_collision(import_memories.conversation_id, import_memories.lines);
         RAISE;
     END;
+    IF v_bulk THEN
+        PERFORM mneme._set_local('mneme.bulk_load', '');
+    END IF;
     PERFORM mneme._set_local('mneme.importing', '');
 
     RETURN QUERY
@@ -393,11 +434,15 @@ BEGIN
       AND NOT EXISTS (SELECT 1 FROM mneme.memories m WHERE m.id = (x.l ->> k)::uuid);
 END
 $$;
-COMMENT ON FUNCTION mneme.import_memories(uuid, jsonb) IS
+COMMENT ON FUNCTION mneme.import_memories(uuid, jsonb, boolean, real[]) IS
     'Import: inserts memory lines into a conversation as they were (FSRS state, status, times, provenance), with '
-    'no events (the file''s follow); BM25 and, with the built-in embedder, missing embeddings are computed by the '
-    'usual triggers. Returns the lineage links whose target is not in yet (mneme.import_links sets them later). '
-    '23505 naming the id for a memory id another conversation or tenant holds.';
+    'no events (the file''s follow), as one set-wise insert per call; BM25 and, with the built-in embedder, missing '
+    'embeddings are computed as for any insert. normalized: the caller vouches that the embeddings are as the '
+    'array variant stores them (mneme.l2_normalize''s floats), so they are not normalised again. embeddings: the '
+    'lines'' embeddings in one binary array, embedding_dim numbers each; a line''s embedding_at (1, 2, ...) is its '
+    'place there (a line''s own embedding is taken first). Returns the lineage '
+    'links whose target is not in yet (mneme.import_links sets them later). 23505 naming the id for a memory id '
+    'another conversation or tenant holds.';
 
 CREATE OR REPLACE FUNCTION mneme._import_collision(conversation_id uuid, lines jsonb)
 RETURNS void
@@ -428,11 +473,15 @@ COMMENT ON FUNCTION mneme._import_collision(uuid, jsonb) IS
     'Internal: after a unique violation in mneme.import_memories, raises 23505 naming the first memory id of lines '
     'that another row holds.';
 
-CREATE OR REPLACE FUNCTION mneme._import_memory_rows(conversation_id uuid, lines jsonb)
+CREATE OR REPLACE FUNCTION mneme._import_memory_rows(conversation_id uuid, lines jsonb, renormalize boolean,
+                                                     embeddings real[])
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_hash boolean := _import_memory_rows.renormalize AND mneme.setting('embedder') #>> '{}' = 'hash';
+    v_dim  int := (mneme.setting('embedding_dim') #>> '{}')::int;
 BEGIN
     -- Lineage links whose target exists (already, or in this batch: the
     -- foreign keys are checked at the statement's end) are set now; the
@@ -446,7 +495,12 @@ BEGIN
             fsrs_state text, last_reviewed_at timestamptz, review_count int, label text, pinned boolean, status text,
             status_reason text, confidence_score real, valid_until timestamptz, last_confirmed_at timestamptz,
             source_type text, source_ref text, supersedes_id uuid, confirms_id uuid, invalidates_id uuid, slot text,
-            metadata jsonb, created_at timestamptz, updated_at timestamptz, embedding real[])
+            metadata jsonb, created_at timestamptz, updated_at timestamptz, embedding real[], embedding_at int)
+    ), emb AS (
+        -- a line's embedding: its own, or its slice of the binary array
+        SELECT s.*, coalesce(s.embedding, _import_memory_rows.embeddings[(s.embedding_at - 1) * v_dim + 1 : s.embedding_at * v_dim])
+                    AS vec
+        FROM src s
     ), known AS (
         SELECT s.id FROM src s
         UNION ALL
@@ -466,12 +520,19 @@ BEGIN
            CASE WHEN s.supersedes_id IN (SELECT k.id FROM known k) THEN s.supersedes_id END,
            CASE WHEN s.confirms_id IN (SELECT k.id FROM known k) THEN s.confirms_id END,
            CASE WHEN s.invalidates_id IN (SELECT k.id FROM known k) THEN s.invalidates_id END,
-           s.slot, coalesce(s.metadata, '{}'), s.created_at, s.updated_at, s.embedding
-    FROM src s;
+           s.slot, coalesce(s.metadata, '{}'), s.created_at, s.updated_at,
+           -- (renormalize: the array variant's trigger stands aside; the
+           -- built-in embedding of a line without one, which the hash
+           -- trigger would add before it, is normalised here too)
+           CASE WHEN _import_memory_rows.renormalize
+                THEN (SELECT n.embedding FROM mneme._l2_normalized(coalesce(s.vec,
+                          CASE WHEN v_hash THEN mneme.hash_embed(mneme.memory_text(s.title, s.summary, s.content)) END)) n)
+                ELSE s.vec END
+    FROM emb s;
 END
 $$;
-COMMENT ON FUNCTION mneme._import_memory_rows(uuid, jsonb) IS
-    'Internal: the insert of mneme.import_memories.';
+COMMENT ON FUNCTION mneme._import_memory_rows(uuid, jsonb, boolean, real[]) IS
+    'Internal: the insert of mneme.import_memories (renormalize: L2-normalise the embeddings in it).';
 
 CREATE OR REPLACE FUNCTION mneme.import_links(links jsonb)
 RETURNS TABLE (memory_id uuid, link text, target uuid)

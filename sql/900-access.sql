@@ -83,9 +83,9 @@ BEGIN
         IF f.trg THEN
             CONTINUE;  -- run by their triggers as whoever writes (mneme_owner inside the API)
         END IF;
-        IF f.name = 'change_embedding_dim' THEN
+        IF f.name IN ('change_embedding_dim', 'vector_index_plan') THEN
             -- DDL: runs as its caller, who must own the tables (mneme reembed
-            -- runs as the role that migrates).
+            -- and mneme vector-indexes run as the role that migrates).
             EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO mneme_admin', f.sig);
             CONTINUE;
         END IF;

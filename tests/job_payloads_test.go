@@ -227,3 +227,60 @@ func TestClaimSurvivesAJobThatCannotFail(t *testing.T) {
 	require.True(t, later, "left out of claims for an hour")
 	require.Contains(t, lastErr, "this row refuses to fail")
 }
+
+// TestJobPayloadRules: mneme.enqueue_job checks every job against its row of
+// mneme.job_kinds (a conversation when the kind needs one, the payload
+// rule), names what the handler reads in the hint, and writes nothing when
+// it refuses; a review job without reviewed_at is refused at once instead
+// of failing in the sidecar.
+func TestJobPayloadRules(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	ctx := context.Background()
+	conv := uuid.New()
+	_, err := db.Pool.Exec(ctx, `SELECT mneme.add_message($1, 'user', 'hello there')`, conv)
+	require.NoError(t, err)
+	var kinds []string
+	rows, err := db.Pool.Query(ctx, `SELECT kind FROM mneme.job_kinds ORDER BY kind`)
+	require.NoError(t, err)
+	kinds, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"cleanup", "noop", "review", "revise", "segment"}, kinds)
+
+	count := func() int {
+		var n int
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme.jobs`).Scan(&n))
+		return n
+	}
+	before := count()
+	for _, c := range []struct {
+		kind    string
+		conv    any
+		payload string
+		hint    string
+	}{
+		{"review", conv, `{"reviews": []}`, "reviewed_at"},
+		{"review", conv, `{"reviews": {}, "reviewed_at": "2026-01-01T00:00:00Z"}`, "reviews"},
+		{"review", nil, `{"reviews": [], "reviewed_at": "2026-01-01T00:00:00Z"}`, "a conversation"},
+		{"segment", conv, `{"check": "yes"}`, "check"},
+		{"segment", conv, `{"check": false}`, "through_message_id"},
+		{"revise", conv, `{"memory_id": "not-a-uuid"}`, "memory_id"},
+		{"revise", conv, `{"memory_id": 7}`, "memory_id"},
+	} {
+		_, err := db.Pool.Exec(ctx, `SELECT mneme.enqueue_job($1, $2, $3::jsonb)`, c.kind, c.conv, c.payload)
+		require.Equal(t, "22023", sqlState(t, err), "%s %s", c.kind, c.payload)
+		require.ErrorContains(t, err, "not what its handler reads")
+		var pgErr *pgconn.PgError
+		require.ErrorAs(t, err, &pgErr)
+		require.Contains(t, pgErr.Hint, c.hint, "%s %s", c.kind, c.payload)
+	}
+	require.Equal(t, before, count(), "nothing written")
+	for _, c := range []struct{ kind, payload string }{
+		{"review", `{"reviews": [], "reviewed_at": "2026-01-01T00:00:00Z"}`},
+		{"segment", `{"check": false, "through_message_id": 1}`},
+		{"revise", `{"memory_id": "` + uuid.NewString() + `"}`},
+	} {
+		_, err := db.Pool.Exec(ctx, `SELECT mneme.enqueue_job($1, $2, $3::jsonb)`, c.kind, conv, c.payload)
+		require.NoError(t, err, "%s %s", c.kind, c.payload)
+	}
+}

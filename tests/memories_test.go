@@ -118,3 +118,22 @@ func TestMemoryAPIBadInput(t *testing.T) {
 		})
 	}
 }
+
+func TestPlainMemoryInsertIsActive(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	ctx := context.Background()
+	var status, label, kind string
+	var stab float64
+	require.NoError(t, db.Pool.QueryRow(ctx, `INSERT INTO mneme.memories (conversation_id, content)
+		VALUES ($1, 'likes tea') RETURNING status, label, kind, stability`, uuid.New()).Scan(&status, &label, &kind, &stab))
+	require.Equal(t, "active", status)
+	require.Equal(t, "general", label)
+	require.Equal(t, "semantic", kind)
+	require.Greater(t, stab, 0.0)
+	// A memory never supersedes itself.
+	_, err := db.Pool.Exec(ctx, `UPDATE mneme.memories SET supersedes_id = id`)
+	require.Equal(t, "23514", sqlState(t, err))
+	_, err = db.Pool.Exec(ctx, `UPDATE mneme.memories SET confidence_score = 1.5`)
+	require.Equal(t, "23514", sqlState(t, err))
+}

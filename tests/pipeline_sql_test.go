@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -148,4 +149,59 @@ func TestCreateEpisodes(t *testing.T) {
 		AND source_message_ids = $2`, got[1].ID, ids[4:]))
 	require.Equal(t, 2, e.count(`SELECT count(*) FROM mneme.bm25_docs`), "both in the BM25 statistics")
 	require.Equal(t, "55000", code(create(`jsonb_build_array(jsonb_build_object('message_ids', $2::bigint[], 'content', 'c', 'surprise', 0.5))`, ids[:1])))
+}
+
+// TestFactsPerEpisodeCapped: one message stating hundreds of facts stores
+// at most extract_facts_max of them (and as many revise jobs), and
+// mneme.add_fact itself refuses more (54000), with or without an episode.
+func TestFactsPerEpisodeCapped(t *testing.T) {
+	t.Parallel()
+	e := newPipelineEnv(t, false)
+	ctx := context.Background()
+	var b strings.Builder
+	for i := range 300 {
+		fmt.Fprintf(&b, "I own red car number %d. ", i)
+	}
+	e.say("2026-01-05 10:00:00+00", "user", b.String())
+	_, err := e.db.Pool.Exec(ctx, `SELECT mneme.segment_now($1)`, e.conv)
+	require.NoError(t, err)
+	e.drain()
+	require.Zero(t, e.count(`SELECT count(*) FROM mneme.jobs WHERE state = 'failed'`))
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM mneme.memories WHERE kind = 'episodic'`), "the episode keeps the whole message")
+	require.Equal(t, 20, e.count(`SELECT count(*) FROM mneme.memories WHERE source_type = 'extracted'`), "extract_facts_max (20) facts")
+	require.Equal(t, 20, e.count(`SELECT count(*) FROM mneme.jobs WHERE kind = 'revise'`))
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM mneme.memories WHERE source_type = 'extracted' AND content LIKE '%I own red car number 0.'`),
+		"the first facts are the ones kept")
+
+	// The cap in SQL: no caller of add_fact gets past it.
+	_, err = e.db.Pool.Exec(ctx, `SELECT mneme.set_setting('extract_facts_max', '2')`)
+	require.NoError(t, err)
+	conv := uuid.New()
+	var msg int64
+	require.NoError(t, e.db.Pool.QueryRow(ctx, `SELECT mneme.add_message($1, 'user', 'I like tea. I like jam. I like scones.')`, conv).Scan(&msg))
+	for _, episode := range []bool{false, true} {
+		err := pgx.BeginFunc(ctx, e.db.Pool, func(tx pgx.Tx) error {
+			var ep *uuid.UUID
+			if episode {
+				var id uuid.UUID
+				if err := tx.QueryRow(ctx, `SELECT mneme.create_episode($1, $2, 'user: I like tea', 'tea', NULL, 0.5, NULL, false, NULL, NULL)`,
+					conv, []int64{msg}).Scan(&id); err != nil {
+					return err
+				}
+				ep = &id
+			}
+			for i, f := range []string{"I like tea.", "I like jam.", "I like scones."} {
+				_, err := tx.Exec(ctx, `SELECT mneme.add_fact($1, $2, $3, $4)`, conv, f, []int64{msg}, ep)
+				if i < 2 {
+					require.NoError(t, err, "fact %d of 2", i+1)
+				} else {
+					require.Error(t, err, "the third fact of one episode (episode given: %v)", episode)
+					require.Equal(t, "54000", sqlState(t, err))
+					require.Contains(t, err.Error(), "extract_facts_max")
+				}
+			}
+			return errors.New("roll back")
+		})
+		require.EqualError(t, err, "roll back")
+	}
 }

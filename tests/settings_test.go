@@ -2,9 +2,12 @@ package tests
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
@@ -51,6 +54,7 @@ func TestSettingRules(t *testing.T) {
 		"message_max_chars": {`0`, `1.5`}, "pending_reviews_max": {`1`}, "retrieve_candidates": {`0`, `1001`},
 		"segment_episode_max": {`0`}, "segment_episode_min": {`2.5`}, "segment_max_messages": {`0`}, "segment_min_messages": {`0`},
 		"segment_min_chars": {`-2`}, "segment_summary_sentences": {`0`}, "segment_window": {`0`}, "vector_exact_max": {`-5`},
+		"vector_ef_search": {`0`, `1001`, `2.5`}, "vector_scope_index_min": {`0`, `1.5`},
 		"context_candidates": {`0`, `101`}, "context_window": {`-1`, `1.5`},
 		"revision_candidates": {`0`, `100`, `2.5`}, "revision_reconfirm_boost": {`-0.1`, `1.5`}, "revision_slot_candidates": {`-1`, `1001`, `2.5`}, "revision_duplicate_similarity": {`0.4`, `1.1`},
 		"revision_scope": {`"everything"`}, "context_order": {`"oldest"`}, "confidence_weight": {`11`}, "extract_facts": {`"yes"`, `1`},
@@ -138,4 +142,46 @@ func TestSettingDefaultsRegistry(t *testing.T) {
 	require.Equal(t, []string{"1.5", "1.2"}, []string{v, d}, "a value the user set stays")
 	v, d = get("rrf_k")
 	require.Equal(t, v, d, "a new key arrives with its default")
+}
+
+// TestSettingPairsRefused: a minimum above its maximum is refused (22023,
+// naming both keys) whichever side is set, against the other's current
+// value; the value stays; equal bounds are accepted.
+func TestSettingPairsRefused(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	ctx := context.Background()
+	get := func(k string) string {
+		var v string
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT value::text FROM mneme.settings WHERE key = $1`, k).Scan(&v))
+		return v
+	}
+	set := func(k, v string) error {
+		_, err := db.Pool.Exec(ctx, `SELECT mneme.set_setting($1, $2::jsonb)`, k, v)
+		return err
+	}
+	for _, p := range [][2]string{{"segment_min_messages", "segment_max_messages"}, {"segment_episode_min", "segment_episode_max"}} {
+		lo, hi := p[0], p[1]
+		loV, hiV := get(lo), get(hi)
+		// The minimum above the current maximum, and the maximum below the
+		// current minimum.
+		for _, c := range []struct{ key, value string }{{lo, "100"}, {hi, "1"}} {
+			err := set(c.key, c.value)
+			require.Error(t, err, "%s = %s with %s = %s, %s = %s", c.key, c.value, lo, loV, hi, hiV)
+			var pgErr *pgconn.PgError
+			require.True(t, errors.As(err, &pgErr))
+			require.Equal(t, "22023", pgErr.Code)
+			require.Contains(t, pgErr.Message, lo, "the error names both keys")
+			require.Contains(t, pgErr.Message, hi, "the error names both keys")
+			require.Equal(t, loV, get(lo))
+			require.Equal(t, hiV, get(hi))
+		}
+		// Equal bounds are consistent; then each side may move away again.
+		require.NoError(t, set(lo, hiV), "%s = %s (its maximum)", lo, hiV)
+		require.Error(t, set(hi, fmt.Sprint(mustAtoi(t, hiV)-1)), "%s below %s again", hi, lo)
+		require.NoError(t, set(lo, loV))
+		require.NoError(t, set(hi, loV), "%s = %s (its minimum)", hi, loV)
+		require.Error(t, set(lo, fmt.Sprint(mustAtoi(t, loV)+1)), "%s above %s again", lo, hi)
+		require.NoError(t, set(hi, hiV))
+	}
 }

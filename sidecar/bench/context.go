@@ -10,7 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/mneme-memory/mneme/sidecar/eval/pghybrid"
+	"github.com/mneme-memory/mneme/sidecar/pghybrid"
 )
 
 // ContextResult times mneme.context_items on a conversation of episodes

@@ -130,6 +130,7 @@ func (o *ScaleOptions) Bind(fs *flag.FlagSet) (*string, *bool) {
 	fs.BoolVar(&o.Citus, "citus", false, "DATABASE_URL is a Citus coordinator: the benchmark database is a scratch database on every node, distributed (migrate --citus) and dropped afterwards (--db and --fresh do not apply)")
 	fs.StringVar(&o.Plot, "plot", "", "write an SVG plot of p50 against the database's size to this file")
 	fs.StringVar(&o.Vector, "vector", "auto", "embedding variant of a new benchmark database: auto, pgvector or array (a kept database keeps its own)")
+	fs.StringVar(&o.Embedder, "embedder", "hash", "the database's embedder for the run: hash, or external (every call passes the query's embedding, the hash embedder's computed in SQL; pgvector then searches large scopes through their own HNSW indexes, whose recall with these vectors is not an external model's)")
 	return sizes, fs.Bool("json", false, "print one JSON object")
 }
 
@@ -140,6 +141,9 @@ func (o *ScaleOptions) Validate(sizes string) error {
 	}
 	if err := validVector(o.Vector); err != nil {
 		return err
+	}
+	if o.Embedder != "hash" && o.Embedder != "external" {
+		return fmt.Errorf("--embedder %q: want hash or external", o.Embedder)
 	}
 	prev := 0
 	for _, s := range strings.Split(sizes, ",") {

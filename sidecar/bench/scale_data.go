@@ -14,7 +14,7 @@ import (
 
 	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/embed"
-	"github.com/mneme-memory/mneme/sidecar/eval/recall"
+	"github.com/mneme-memory/mneme/sidecar/progress"
 	"github.com/mneme-memory/mneme/sidecar/scratch"
 )
 
@@ -63,7 +63,7 @@ func scaleSetup(ctx context.Context, conn *pgx.Conn, o ScaleOptions, hash embed.
 	ids := make([]string, o.Conversations)
 	tenants := make([]string, o.Conversations)
 	for i := range ids {
-		ids[i], tenants[i] = bulkConv(i).String(), tenantOf(i, o.Tenants)
+		ids[i], tenants[i] = bulkConv(i).String(), scaleTenantOf(i, o.Tenants)
 	}
 	if _, err := conn.Exec(ctx, `INSERT INTO mneme.message_queue (id, tenant_id) SELECT * FROM unnest($1::uuid[], $2::text[])`,
 		ids, tenants); err != nil {
@@ -150,11 +150,19 @@ func scaleGrow(ctx context.Context, conn *pgx.Conn, o ScaleOptions, hash embed.H
 			return false, err
 		}
 	}
+	// The per-scope HNSW indexes too: made again after the load
+	// (mneme.vector_index_plan, in Scale).
+	if _, err := conn.Exec(ctx, `DO $$ DECLARE i text; BEGIN
+		FOR i IN SELECT indexname FROM pg_indexes WHERE schemaname = 'mneme' AND indexname ~ '^memories_hnsw_[ct]_' LOOP
+			EXECUTE format('DROP INDEX mneme.%I', i);
+		END LOOP; END $$`); err != nil {
+		return false, fmt.Errorf("drop the per-scope vector indexes: %w", err)
+	}
 	if _, err := conn.Exec(ctx, `CREATE UNLOGGED TABLE IF NOT EXISTS bench_scale_load
 		(conversation_id uuid, content text, embedding real[], created_at timestamptz)`); err != nil {
 		return false, err
 	}
-	bar := recall.NewProgress(o.Progress, fmt.Sprintf("grow to %d memories", n), n-have)
+	bar := progress.New(o.Progress, fmt.Sprintf("grow to %d memories", n), n-have)
 	base := time.Now().Add(-time.Duration(n) * time.Second)
 	for from := have - probes; from < n-probes; from += scaleChunk {
 		to := min(from+scaleChunk, n-probes)

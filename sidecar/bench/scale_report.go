@@ -6,20 +6,24 @@ import (
 	"sort"
 
 	"github.com/mneme-memory/mneme/sidecar/clip"
-	"github.com/mneme-memory/mneme/sidecar/eval/plot"
+	"github.com/mneme-memory/mneme/sidecar/plot"
 )
 
 // WriteTable prints the result for a person.
 func (r *ScaleResult) WriteTable(w io.Writer) {
-	fmt.Fprintf(w, "mneme bench scale: database %s, variant %s, %d conversations over %d tenants, %d queries per call; "+
+	fmt.Fprintf(w, "mneme bench scale: database %s, variant %s, embedder %s, %d conversations over %d tenants, %d queries per call; "+
 		"timed conversations: small %d memories, typical %d, context %d episodes (fixed), huge (the largest, grows)\n",
-		r.DB, r.Variant, r.Conversations, r.Tenants, r.Queries, r.Probes["small"], r.Probes["typical"], r.Probes["context"])
+		r.DB, r.Variant, r.Embedder, r.Conversations, r.Tenants, r.Queries, r.Probes["small"], r.Probes["typical"], r.Probes["context"])
 	if r.Citus {
 		fmt.Fprintln(w, "on Citus: a scratch database distributed by conversation; each call in a transaction (set_tenant), so Citus runs it on the coordinator, every statement routed to the conversation's shard; "+
 			"the \"bound login\" calls are made alone by a login bound to the tenant, which Citus delegates to the conversation's worker whole")
 	}
 	for _, s := range r.Steps {
-		fmt.Fprintf(w, "\n%d memories (database %.0f MB, built in %.0f s); bytes per memory:", s.Memories, float64(s.DBBytes)/1e6, s.BuildSeconds)
+		fmt.Fprintf(w, "\n%d memories (database %.0f MB, built in %.0f s", s.Memories, float64(s.DBBytes)/1e6, s.BuildSeconds)
+		if s.ScopeIndexes > 0 {
+			fmt.Fprintf(w, ", %d per-scope HNSW indexes made in %.0f s", s.ScopeIndexes, s.IndexSeconds)
+		}
+		fmt.Fprint(w, "); bytes per memory:")
 		names := make([]string, 0, len(s.BytesPerMemory))
 		for k := range s.BytesPerMemory {
 			names = append(names, k)
@@ -42,7 +46,8 @@ func (r *ScaleResult) WriteTable(w io.Writer) {
 	for _, e := range []struct {
 		call  string
 		steps []SlowStep
-	}{{"context_items", r.ContextSteps}, {"search (typical conversation)", r.SearchSteps}} {
+	}{{"context_items", r.ContextSteps}, {"search (typical conversation)", r.SearchSteps},
+		{"search (huge conversation)", r.HugeSteps}, {"search (scope tenant, the huge conversation's tenant)", r.TenantSteps}} {
 		if len(e.steps) > 0 {
 			fmt.Fprintln(w)
 			writeSlowSteps(w, e.call, e.steps, "")

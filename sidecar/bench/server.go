@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"flag"
 	"fmt"
 
+	"github.com/mneme-memory/mneme/sidecar/cli"
 	"github.com/mneme-memory/mneme/sidecar/config"
 )
 
@@ -14,4 +16,19 @@ func Server(name string) (string, error) {
 		err = fmt.Errorf("DATABASE_URL is not set: run ./scripts/with-test-db.sh bin/mneme bench %s", name)
 	}
 	return cfg.DatabaseURL, err
+}
+
+// Setup is what every bench command does before it runs: parse its flags,
+// check its options (a usage error) and find the server its scratch
+// database goes on.
+func Setup(name string, fs *flag.FlagSet, args []string, validate func() error, server *string) error {
+	if err := cli.Parse(fs, args, false); err != nil {
+		return err
+	}
+	if err := validate(); err != nil {
+		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
+	}
+	var err error
+	*server, err = Server(name)
+	return err
 }

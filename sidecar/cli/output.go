@@ -36,3 +36,27 @@ func WriteFile(path string, write func(io.Writer) error) error {
 	}
 	return f.Close()
 }
+
+// Result prints a bench's result as one JSON object or as its table.
+func Result(asJSON bool, res any, table func(io.Writer)) error {
+	if asJSON {
+		return json.NewEncoder(os.Stdout).Encode(res)
+	}
+	table(os.Stdout)
+	return nil
+}
+
+// Results prints one JSON object per result, or their table.
+func Results[T any](asJSON bool, results []T, table func(io.Writer)) error {
+	if !asJSON {
+		table(os.Stdout)
+		return nil
+	}
+	enc := json.NewEncoder(os.Stdout)
+	for _, r := range results {
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}

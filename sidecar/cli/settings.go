@@ -25,3 +25,30 @@ func (s Settings) Parse() (map[string]json.RawMessage, error) {
 	}
 	return out, nil
 }
+
+// Choices collects --choose key=v1|v2|...: the values of one setting the
+// cross-validation may choose among (JSON each, as --set takes them).
+// Package recall makes the candidates of them.
+type Choices map[string][]string
+
+func (c *Choices) String() string { return fmt.Sprint(map[string][]string(*c)) }
+
+func (c *Choices) Set(s string) error {
+	k, vs, ok := strings.Cut(s, "=")
+	if !ok || k == "" || vs == "" {
+		return fmt.Errorf("want key=value1|value2|..., e.g. context_window=1|2|3")
+	}
+	if *c == nil {
+		*c = Choices{}
+	}
+	if _, dup := (*c)[k]; dup {
+		return fmt.Errorf("--choose %s given twice", k)
+	}
+	for _, v := range strings.Split(vs, "|") {
+		if v == "" {
+			return fmt.Errorf("--choose %s: an empty value", k)
+		}
+		(*c)[k] = append((*c)[k], v)
+	}
+	return nil
+}

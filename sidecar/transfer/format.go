@@ -153,6 +153,9 @@ type memoryLine struct {
 	CreatedAt        string          `json:"created_at"`
 	UpdatedAt        string          `json:"updated_at"`
 	Embedding        json.RawMessage `json:"embedding,omitempty"`
+	// EmbeddingAt is filled on import: the embedding is the EmbeddingAt-th
+	// of the batch's binary array (mneme.import_memories' embeddings).
+	EmbeddingAt *int `json:"embedding_at,omitempty"`
 }
 
 type reviewLine struct {

@@ -79,20 +79,25 @@ type conv struct {
 	first     int // line of the batch's first line
 	lineOf    map[uuid.UUID]int
 	nBatch    int
+	embs      []float32 // the memory batch's embeddings, dim each (memoryLine.EmbeddingAt)
 }
 
 type importer struct {
-	ctx      context.Context
-	conn     *pgx.Conn
-	hash     *embed.Hash // the target embeds with the built-in embedder: computed here
-	o        ImportOptions
-	res      Result
-	header   Header
-	settings []settingAt
-	applied  bool
-	cur      *conv
-	pending  []link
-	lines    int64 // lines between header and end
+	ctx  context.Context
+	conn *pgx.Conn
+	hash *embed.Hash // the target embeds with the built-in embedder: computed here
+	// normalize: the target is the array variant, which stores embeddings
+	// L2-normalised: they are sent so (mneme.import_memories' normalized)
+	normalize bool
+	dim       int // the database's embedding dimension
+	o         ImportOptions
+	res       Result
+	header    Header
+	settings  []settingAt
+	applied   bool
+	cur       *conv
+	pending   []link
+	lines     int64 // lines between header and end
 }
 
 type settingAt struct {
@@ -236,11 +241,13 @@ func (im *importer) start(b []byte) error {
 			return fmt.Errorf("tenant %s: %w", im.o.Tenant, err)
 		}
 	}
-	var embedder string
+	var embedder, variant string
 	var dim int
-	if err := im.conn.QueryRow(im.ctx, `SELECT mneme.setting('embedder') #>> '{}', (mneme.setting('embedding_dim') #>> '{}')::int`).Scan(&embedder, &dim); err != nil {
+	if err := im.conn.QueryRow(im.ctx, `SELECT mneme.setting('embedder') #>> '{}', (mneme.setting('embedding_dim') #>> '{}')::int,
+		mneme.setting('vector_variant') #>> '{}'`).Scan(&embedder, &dim, &variant); err != nil {
 		return fmt.Errorf("read the embedding settings: %w", err)
 	}
+	im.normalize, im.dim = variant == "array", dim
 	model := "hash"
 	if embedder == "hash" {
 		// The same vectors SQL's hash_embed computes (TestHashEmbedSQLEqualsGo),

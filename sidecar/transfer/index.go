@@ -13,6 +13,10 @@ import (
 // sql/060-reembed.sql).
 const vectorIndex = "memories_embedding_hnsw"
 
+// indexBuildMemory is maintenance_work_mem for building it again (the
+// floats alone of 100,000 embeddings of 256 dimensions are 100 MB).
+const indexBuildMemory = "1GB"
+
 // deferIndex drops the pgvector HNSW index for a restore (ImportOptions
 // DeferIndex) and returns the function that builds it again from its own
 // definition: one build after the load instead of an insertion per row.
@@ -45,7 +49,18 @@ func deferIndex(ctx context.Context, conn *pgx.Conn, log *slog.Logger) (func() e
 			}
 			defer c.Close(bctx)
 		}
-		if _, err := c.Exec(bctx, def); err != nil {
+		// HNSW builds far faster while the graph fits in
+		// maintenance_work_mem (pgvector's advice): raised for this one
+		// statement, never lowered.
+		if _, err := c.Exec(bctx, `SELECT set_config('maintenance_work_mem', $1, false)
+			WHERE pg_size_bytes(current_setting('maintenance_work_mem')) < pg_size_bytes($1)`, indexBuildMemory); err != nil {
+			return fmt.Errorf("build %s again (run: %s): %w", vectorIndex, def, err)
+		}
+		_, err := c.Exec(bctx, def)
+		if _, rerr := c.Exec(bctx, `RESET maintenance_work_mem`); err == nil && rerr != nil {
+			log.Warn("import: reset maintenance_work_mem", "err", rerr)
+		}
+		if err != nil {
 			return fmt.Errorf("build %s again (run: %s): %w", vectorIndex, def, err)
 		}
 		log.Info("import: vector index built", "index", vectorIndex, "seconds", time.Since(t0).Seconds())

@@ -12,8 +12,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/mneme-memory/mneme/sidecar/eval/plot"
 	"github.com/mneme-memory/mneme/sidecar/fsrs"
+	"github.com/mneme-memory/mneme/sidecar/plot"
 )
 
 const day = 24 * time.Hour

@@ -2,7 +2,6 @@ package feedback
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -16,41 +15,6 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/scratch"
 )
 
-// Eval runs the simulation on a scratch database (on the server of
-// cfg.DatabaseURL, else a private cluster) freshly migrated with the
-// defaults and cfg's vector layout (MNEME_VECTOR, MNEME_EMBED_DIM): the same numbers every time, and nothing lands in a real
-// database. The reviewer is the offline one, as `mneme run` uses it with no
-// LLM configured.
-//
-// settings (key to JSON) override mneme settings for the run.
-func Eval(ctx context.Context, cfg config.Config, opts Options, settings map[string]json.RawMessage, log *slog.Logger) (Result, error) {
-	db, err := scratch.Open(ctx, scratch.ForEval(cfg, false, log))
-	if err != nil {
-		return Result{}, err
-	}
-	defer db.Close()
-	for k, v := range settings {
-		if _, err := db.Pool.Exec(ctx, `SELECT mneme.set_setting($1, $2::jsonb)`, k, string(v)); err != nil {
-			return Result{}, fmt.Errorf("--set %s: %w", k, err)
-		}
-	}
-	var dim int
-	if err := db.Pool.QueryRow(ctx, `SELECT (mneme.setting('embedding_dim') #>> '{}')::int`).Scan(&dim); err != nil {
-		return Result{}, fmt.Errorf("read embedding_dim: %w", err)
-	}
-	// Its per-memory logs are thousands of lines here: warnings only.
-	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	p, err := pipeline.New(pipeline.Deps{Embedder: embed.NewHash(dim), Log: quiet})
-	if err != nil {
-		return Result{}, err
-	}
-	res, err := Run(ctx, db.Pool, p.Review, opts, log)
-	if err != nil {
-		return res, fmt.Errorf("feedback simulation: %w", err)
-	}
-	return res, nil
-}
-
 // WriteReport prints the run's shape and its table.
 func WriteReport(w io.Writer, res Result) error {
 	fmt.Fprintf(w, "feedback simulation: %d needs (%d answers and %d lookalikes each, plus digests), %d memories per policy at the start, "+
@@ -60,7 +24,12 @@ func WriteReport(w io.Writer, res Result) error {
 }
 
 // Command is `mneme eval feedback`: its flags bound to fs and parsed from
-// args, the simulation, and its table (or --json) printed and --plot drawn.
+// args, the simulation on a scratch database (on the server of
+// DATABASE_URL, else a private cluster) freshly migrated with the defaults
+// and the configured vector layout, so the numbers are the same every time
+// and nothing lands in a real database, and its table (or --json) printed
+// and --plot drawn. The reviewer is the offline one, as `mneme run` uses it
+// with no LLM configured.
 func Command(ctx context.Context, log *slog.Logger, fs *flag.FlagSet, args []string) error {
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	plot := fs.String("plot", "", "write the precision plot to this SVG file")
@@ -82,9 +51,29 @@ func Command(ctx context.Context, log *slog.Logger, fs *flag.FlagSet, args []str
 	if err != nil {
 		return err
 	}
-	res, err := Eval(ctx, cfg, o, settings, log)
+	db, err := scratch.Open(ctx, scratch.ForEval(cfg, false, log))
 	if err != nil {
 		return err
+	}
+	defer db.Close()
+	for k, v := range settings {
+		if _, err := db.Pool.Exec(ctx, `SELECT mneme.set_setting($1, $2::jsonb)`, k, string(v)); err != nil {
+			return fmt.Errorf("--set %s: %w", k, err)
+		}
+	}
+	var dim int
+	if err := db.Pool.QueryRow(ctx, `SELECT (mneme.setting('embedding_dim') #>> '{}')::int`).Scan(&dim); err != nil {
+		return fmt.Errorf("read embedding_dim: %w", err)
+	}
+	// Its per-memory logs are thousands of lines here: warnings only.
+	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	p, err := pipeline.New(pipeline.Deps{Embedder: embed.NewHash(dim), Log: quiet})
+	if err != nil {
+		return err
+	}
+	res, err := Run(ctx, db.Pool, p.Review, o, log)
+	if err != nil {
+		return fmt.Errorf("feedback simulation: %w", err)
 	}
 	return cli.Report(res, *asJSON, *plot, func(w io.Writer) error { return WriteSVG(w, res) },
 		func(w io.Writer) error { return WriteReport(w, res) })

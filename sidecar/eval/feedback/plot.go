@@ -5,7 +5,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/mneme-memory/mneme/sidecar/eval/plot"
+	"github.com/mneme-memory/mneme/sidecar/plot"
 )
 
 // WriteSVG plots precision@K per session for each policy (the "none"

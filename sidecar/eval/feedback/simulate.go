@@ -3,7 +3,6 @@ package feedback
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -15,7 +14,6 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/eval/lifecycle"
 	"github.com/mneme-memory/mneme/sidecar/fsrs"
 	"github.com/mneme-memory/mneme/sidecar/jobs"
-	"github.com/mneme-memory/mneme/sidecar/migrate"
 )
 
 // Policy is what happens to FSRS state after a retrieval.
@@ -31,10 +29,12 @@ const (
 // Policies in report order.
 var Policies = []Policy{AutoGood, Review, None}
 
+// topK is how many results each retrieval asks for: precision@topK.
+const topK = 5
+
 // Options size the simulation.
 type Options struct {
 	Sessions int // default 30; one simulated day each; new answers arrive after half of them
-	K        int // results per retrieval, default 5
 }
 
 // Point is one session's mean precision@K per policy.
@@ -75,26 +75,16 @@ func Run(ctx context.Context, db interface {
 	if opts.Sessions <= 0 {
 		opts.Sessions = 30
 	}
-	if opts.K <= 0 {
-		opts.K = 5
-	}
 	needs, hubs := buildWorkload()
-	res := Result{NewAnswersAt: opts.Sessions/2 + 1, Sessions: opts.Sessions, K: opts.K, Needs: len(needs), Relevant: len(needs[0].Relevant), Lookalikes: len(needs[0].Lookalikes),
+	res := Result{NewAnswersAt: opts.Sessions/2 + 1, Sessions: opts.Sessions, K: topK, Needs: len(needs), Relevant: len(needs[0].Relevant), Lookalikes: len(needs[0].Lookalikes),
 		NoiseStability: map[Policy]float64{}, RelevantStability: map[Policy]float64{}}
 	tx, err := db.Begin(ctx)
 	if err != nil {
 		return res, fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // the simulation never commits
-	// Not on Citus: the simulation writes memories as the caller and
-	// searches and reviews through the API (as mneme's owner) in the same
-	// transaction, and Citus refuses to read placements another role
-	// modified in the transaction (25001; docs/scale.md).
-	if citus, err := migrate.Distributed(ctx, tx); err != nil {
+	if err := lifecycle.OneServer(ctx, tx, "feedback"); err != nil {
 		return res, err
-	} else if citus {
-		return res, errors.New("eval feedback does not run on a distributed mneme (Citus): its simulation writes and searches " +
-			"in one transaction as two roles, which Citus refuses; run it on one server (the review rules are the same)")
 	}
 
 	var now time.Time
@@ -172,7 +162,7 @@ func Run(ctx context.Context, db interface {
 			}
 			pt.Queries++
 			for _, p := range Policies {
-				ids, err := search(ctx, tx, convs[p], n.Query, opts.K)
+				ids, err := search(ctx, tx, convs[p], n.Query, topK)
 				if err != nil {
 					return res, err
 				}
@@ -182,7 +172,7 @@ func Run(ctx context.Context, db interface {
 						used = append(used, id)
 					}
 				}
-				pt.Precision[p] += float64(len(used)) / float64(opts.K)
+				pt.Precision[p] += float64(len(used)) / float64(topK)
 				tick++
 				at := now.Add(time.Duration(tick) * time.Second)
 				switch p {

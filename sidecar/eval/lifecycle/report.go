@@ -10,30 +10,15 @@ import (
 
 	"github.com/mneme-memory/mneme/sidecar/cli"
 	"github.com/mneme-memory/mneme/sidecar/config"
+	"github.com/mneme-memory/mneme/sidecar/plot"
 	"github.com/mneme-memory/mneme/sidecar/scratch"
 )
 
-// Eval runs the simulation on a scratch database (on the server of
-// cfg.DatabaseURL, else a private cluster) freshly migrated with the
-// defaults and cfg's vector layout (MNEME_VECTOR, MNEME_EMBED_DIM); the cleanup schedule is the setting cleanup_interval's.
-func Eval(ctx context.Context, cfg config.Config, opts Options, log *slog.Logger) (Result, error) {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	db, err := scratch.Open(ctx, scratch.ForEval(cfg, false, log))
-	if err != nil {
-		return Result{}, err
-	}
-	defer db.Close()
-	res, err := Run(ctx, db.Pool, opts, log)
-	if err != nil {
-		return res, fmt.Errorf("lifecycle simulation: %w", err)
-	}
-	return res, nil
-}
-
 // Command is `mneme eval lifecycle`: its flags bound to fs and parsed from
-// args, the simulation, and its table (or --json) printed and --plot drawn.
+// args, the simulation on a scratch database (on the server of
+// DATABASE_URL, else a private cluster) freshly migrated with the defaults
+// and the configured vector layout (the cleanup schedule is the setting
+// cleanup_interval's), and its table (or --json) printed and --plot drawn.
 func Command(ctx context.Context, log *slog.Logger, fs *flag.FlagSet, args []string) error {
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	plot := fs.String("plot", "", "write the per-label plot to this SVG file")
@@ -50,9 +35,14 @@ func Command(ctx context.Context, log *slog.Logger, fs *flag.FlagSet, args []str
 	if err != nil {
 		return err
 	}
-	res, err := Eval(ctx, cfg, o, log)
+	db, err := scratch.Open(ctx, scratch.ForEval(cfg, false, log))
 	if err != nil {
 		return err
+	}
+	defer db.Close()
+	res, err := Run(ctx, db.Pool, o, log)
+	if err != nil {
+		return fmt.Errorf("lifecycle simulation: %w", err)
 	}
 	return cli.Report(res, *asJSON, *plot, func(w io.Writer) error { return WriteSVG(w, res) },
 		func(w io.Writer) error { return WriteTable(w, res) })
@@ -95,57 +85,27 @@ func WriteTable(w io.Writer, r Result) error {
 	return nil
 }
 
-// colors per state in the plot.
-var colors = map[string]string{"active": "#2ca02c", "inactive": "#ff7f0e", "purged": "#d62728"}
-
-// WriteSVG plots, per label (one panel each), the share of memories active,
-// inactive and purged over the simulated days: solid for purge off, dashed
-// for purge on. A plain SVG, no dependencies.
+// WriteSVG plots, per label, the share of its memories still active over
+// the simulated days (purge off; purging moves inactive memories only, so
+// the active share is the same with it on). The table has the inactive and
+// purged shares.
 func WriteSVG(w io.Writer, r Result) error {
-	const (
-		cols, rows      = 3, 2
-		pw, ph          = 230.0, 150.0
-		left, top, gapX = 50.0, 50.0, 40.0
-		gapY            = 60.0
-	)
-	width := left + cols*(pw+gapX) + 10
-	height := top + rows*(ph+gapY) + 30
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-family="sans-serif" font-size="11">`+"\n", width, height, width, height)
-	fmt.Fprintf(&b, `<rect width="%.0f" height="%.0f" fill="white"/>`+"\n", width, height)
-	fmt.Fprintf(&b, `<text x="%.0f" y="20" font-size="14">mneme eval lifecycle: share of memories by state over %d days (solid: purge off, dashed: purge on)</text>`+"\n", left, r.Days)
-	lx := left
-	for _, st := range []string{"active", "inactive", "purged"} {
-		fmt.Fprintf(&b, `<line x1="%.0f" x2="%.0f" y1="34" y2="34" stroke="%s" stroke-width="2"/><text x="%.0f" y="38">%s</text>`+"\n", lx, lx+18, colors[st], lx+22, st)
-		lx += 90
+	if len(r.Scenarios) == 0 {
+		return fmt.Errorf("lifecycle: nothing to plot")
 	}
-	for i, label := range Labels {
-		x0 := left + float64(i%cols)*(pw+gapX)
-		y0 := top + float64(i/cols)*(ph+gapY) + 10
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="12">%s</text>`+"\n", x0, y0-6, label)
-		fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="#999"/>`+"\n", x0, y0, pw, ph)
-		for _, p := range []float64{0, 0.5, 1} {
-			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="end">%.1f</text>`+"\n", x0-4, y0+ph*(1-p)+4, p)
-		}
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="end">day %d</text>`+"\n", x0+pw, y0+ph+14, r.Days)
-		for si, sc := range r.Scenarios {
-			n := len(sc.Days)
-			for _, st := range []string{"active", "inactive", "purged"} {
-				var pts []string
-				for d, day := range sc.Days {
-					s := day.Labels[label]
-					v := map[string]float64{"active": s.Active, "inactive": s.Inactive, "purged": s.Purged}[st]
-					pts = append(pts, fmt.Sprintf("%.1f,%.1f", x0+pw*float64(d)/float64(max(1, n-1)), y0+ph*(1-v)))
-				}
-				dash := ""
-				if si > 0 {
-					dash = ` stroke-dasharray="5 4"`
-				}
-				fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.5"%s points="%s"/>`+"\n", colors[st], dash, strings.Join(pts, " "))
-			}
+	c := plot.Chart{Title: fmt.Sprintf("mneme eval lifecycle: share of memories active over %d days", r.Days),
+		XLabel: "day", YLabel: "share of the label's memories active", YFormat: func(v float64) string { return fmt.Sprintf("%.1f", v) }}
+	for _, d := range Checkpoints {
+		if d <= r.Days {
+			c.XTicks = append(c.XTicks, float64(d))
 		}
 	}
-	b.WriteString("</svg>\n")
-	_, err := io.WriteString(w, b.String())
-	return err
+	for _, label := range Labels {
+		sr := plot.Series{Label: label, NoPoints: true}
+		for _, day := range r.Scenarios[0].Days {
+			sr.X, sr.Y = append(sr.X, float64(day.Day)), append(sr.Y, day.Labels[label].Active)
+		}
+		c.Series = append(c.Series, sr)
+	}
+	return c.WriteSVG(w)
 }

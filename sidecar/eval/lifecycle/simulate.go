@@ -11,7 +11,6 @@ package lifecycle
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -57,7 +56,6 @@ var Workload = map[string]usage{
 type Options struct {
 	Days           int     // default 365
 	PurgeAfterDays float64 // purge_after_days in the purge-on scenario, default 60
-	Start          time.Time
 }
 
 // Share is one label's state on one day, as shares of the memories of that
@@ -101,6 +99,11 @@ type Result struct {
 	Scenarios      []Scenario         `json:"scenarios"`
 }
 
+// start is day 0: fixed and in the past, since the simulated year must end
+// before the wall clock (apply_review refuses review times in the future)
+// and the numbers must not depend on the day they are computed.
+var start = time.Date(2024, 1, 1, 9, 0, 0, 0, time.UTC)
+
 type memory struct {
 	id      uuid.UUID
 	label   string
@@ -118,12 +121,6 @@ func Run(ctx context.Context, db interface {
 	}
 	if opts.PurgeAfterDays <= 0 {
 		opts.PurgeAfterDays = 60
-	}
-	// A fixed start in the past: the simulated year must end before the
-	// wall clock (apply_review refuses review times in the future), and the
-	// numbers must not depend on the day they are computed.
-	if opts.Start.IsZero() {
-		opts.Start = time.Date(2024, 1, 1, 9, 0, 0, 0, time.UTC)
 	}
 	res := Result{Days: opts.Days}
 	purge := opts.PurgeAfterDays
@@ -145,15 +142,8 @@ func simulate(ctx context.Context, db interface {
 		return sc, fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // the simulation never commits
-	// Not on Citus: the simulation writes memories as the caller and runs
-	// the cleanup (as mneme's owner) in the same transaction, and Citus
-	// refuses to read placements another role modified in the transaction
-	// (25001; docs/scale.md).
-	if citus, err := migrate.Distributed(ctx, tx); err != nil {
+	if err := OneServer(ctx, tx, "lifecycle"); err != nil {
 		return sc, err
-	} else if citus {
-		return sc, errors.New("eval lifecycle does not run on a distributed mneme (Citus): its simulation writes and cleans up " +
-			"in one transaction as two roles, which Citus refuses; run it on one server (the lifecycle rules are the same)")
 	}
 
 	purge := "null"
@@ -176,7 +166,7 @@ func simulate(ctx context.Context, db interface {
 	conv := uuid.NewSHA1(uuid.NameSpaceOID, []byte("mneme-lifecycle-"+sc.Name))
 	var mems []memory
 	count := map[string]int{}
-	day0 := opts.Start
+	day0 := start
 	nextCleanup := day0.Add(every)
 	for d := 0; d < opts.Days; d++ {
 		now := day0.AddDate(0, 0, d)
@@ -339,6 +329,20 @@ func Review(ctx context.Context, tx pgx.Tx, id uuid.UUID, r fsrs.Rating, at time
 		return fmt.Errorf("review %s: %w", id, err)
 	}
 	return nil
+}
+
+// OneServer refuses a distributed mneme (Citus) for `mneme eval <name>`:
+// the simulations (this package's and package feedback's) write memories
+// as the caller and act through the API (as mneme's owner) in one
+// transaction, and Citus refuses to read placements another role modified
+// in the transaction (25001; docs/scale.md).
+func OneServer(ctx context.Context, tx pgx.Tx, name string) error {
+	citus, err := migrate.Distributed(ctx, tx)
+	if err == nil && citus {
+		err = fmt.Errorf("eval %s does not run on a distributed mneme (Citus): its simulation writes and reads in one transaction "+
+			"as two roles, which Citus refuses; run it on one server (the rules are the same)", name)
+	}
+	return err
 }
 
 // unit is a deterministic number in [0, 1) from a, b and a stream (splitmix64).

@@ -27,14 +27,10 @@ type contextSource struct {
 }
 
 func (s *contextSource) context(ctx context.Context, q string, budget int) ([]string, int, time.Duration, error) {
-	var qarg any
 	start := time.Now()
-	if s.embed != nil {
-		v, err := s.embed.Embed(ctx, []string{q})
-		if err != nil {
-			return nil, 0, 0, fmt.Errorf("embed question: %w", err)
-		}
-		qarg = v[0]
+	qarg, _, err := embedQuestion(ctx, s.embed, q)
+	if err != nil {
+		return nil, 0, 0, err
 	}
 	rows, err := s.pool.Query(ctx, `
 		SELECT coalesce(message_ids, '{}'), words

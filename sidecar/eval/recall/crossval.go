@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mneme-memory/mneme/sidecar/clip"
+	"github.com/mneme-memory/mneme/sidecar/progress"
 )
 
 // Candidate is one setting combination the cross-validation may choose:
@@ -131,7 +132,7 @@ func crossValidate(ctx context.Context, pool *pgxpool.Pool, convs []Conversation
 	for i := range convs {
 		total += len(convs[i].Questions)
 	}
-	bar := NewProgress(opt.Progress, "cross-validation", total*len(opt.Candidates))
+	bar := progress.New(opt.Progress, "cross-validation", total*len(opt.Candidates))
 	for ci, cand := range opt.Candidates {
 		if err := set(saved); err != nil {
 			return nil, err
@@ -143,7 +144,7 @@ func crossValidate(ctx context.Context, pool *pgxpool.Pool, convs []Conversation
 		for i := range convs {
 			c := &convs[i]
 			bar.Label = "cross-validation " + cand.String()
-			src := &contextSource{pool: pool, conv: ingested[i].ConvID, at: asOf(opt.AsOf, ingested[i]), in: ingested[i], embed: embed}
+			src := &contextSource{pool: pool, conv: ingested[i].ConvID, at: ingested[i].Last, in: ingested[i], embed: embed}
 			sc.Sum[ci][i] = map[int]float64{}
 			for _, q := range c.Questions {
 				for _, b := range budgets {

@@ -40,19 +40,19 @@ func TestFoldScoresNeverSeeTheHeldOutFold(t *testing.T) {
 // TestChoicesCandidates: --folds and --choose go together (folds 0 or at
 // least 2), and the candidates are every combination of the values.
 func TestChoicesCandidates(t *testing.T) {
-	c := Choices{}
+	c := cli.Choices{}
 	require.NoError(t, c.Set("context_window=1|2"))
 	require.NoError(t, c.Set(`context_order="rank"|"newest"`))
-	got, err := c.Candidates(5)
+	got, err := Candidates(c, 5)
 	require.NoError(t, err)
 	require.Len(t, got, 4)
 	for _, folds := range []int{-1, 1, 0} {
-		_, err := c.Candidates(folds)
+		_, err := Candidates(c, folds)
 		require.ErrorIs(t, err, cli.ErrUsage, "folds %d with --choose", folds)
 	}
-	_, err = Choices{}.Candidates(3)
+	_, err = Candidates(cli.Choices{}, 3)
 	require.ErrorIs(t, err, cli.ErrUsage, "folds without --choose")
-	none, err := Choices{}.Candidates(0)
+	none, err := Candidates(cli.Choices{}, 0)
 	require.NoError(t, err)
 	require.Nil(t, none)
 }

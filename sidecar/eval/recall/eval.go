@@ -7,13 +7,11 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/pipeline"
-	"github.com/mneme-memory/mneme/sidecar/scratch"
 )
 
 // DefaultBudgets are the context budgets, in words, of every report.
@@ -22,19 +20,13 @@ var DefaultBudgets = []int{200, 500, 1000, 2000}
 // Options are one run's, whatever the benchmark (the flags of `mneme eval
 // locomo` and `mneme eval beam` set them).
 type Options struct {
-	Limit    int    // first N conversations (0: all)
-	Budgets  []int  // context budgets in words; nil: DefaultBudgets
-	Headline int    // the budget of the per-category table; 0: 1000
-	Count    string // what of a memory fills the budget: CountContent (default) or CountMemoryText
+	Limit    int   // first N conversations (0: all)
+	Budgets  []int // context budgets in words; nil: DefaultBudgets
+	Headline int   // the budget of the per-category table; 0: 1000
 	// AgentK > 0 simulates a live agent during ingest: mneme.retrieve (k =
 	// AgentK) with every turn as the query, so the review pipeline rates
 	// what was retrieved. 0: search-only, no reviews.
 	AgentK int
-	// AsOf is the time mneme.search evaluates retrievability at (its
-	// `at`). Zero: each conversation's last turn, when a live agent would
-	// be asked the questions. Never the wall clock: the numbers must not
-	// depend on the day they are computed.
-	AsOf time.Time
 	// Folds > 1 with Candidates cross-validates the mneme context's
 	// query-time settings (Report.CrossValidated): chosen on some
 	// conversations, measured on the others.
@@ -55,18 +47,6 @@ type Options struct {
 	Questions io.Writer
 }
 
-// Eval evaluates d on a fresh scratch database (Run).
-func Eval(ctx context.Context, o Options, d *Data) (*Report, error) {
-	so := scratch.ForEval(o.Config, o.Keep, o.Log)
-	so.Citus = o.Citus
-	db, err := scratch.Open(ctx, so)
-	if err != nil {
-		return nil, err
-	}
-	defer db.Close()
-	return Run(ctx, db.Pool, o, d)
-}
-
 // Run evaluates d against the migrated mneme database behind pool, which
 // must hold none of these conversations yet (use a fresh database: the
 // numbers are reproducible only from the same start). It applies the
@@ -74,9 +54,6 @@ func Eval(ctx context.Context, o Options, d *Data) (*Report, error) {
 // unless o.Config names an LLM or an embedder) and runs their jobs in
 // process while it ingests.
 func Run(ctx context.Context, pool *pgxpool.Pool, o Options, d *Data) (*Report, error) {
-	if err := d.check(); err != nil {
-		return nil, err
-	}
 	convs := d.Conversations
 	if o.Limit > 0 && o.Limit < len(convs) {
 		convs = convs[:o.Limit]

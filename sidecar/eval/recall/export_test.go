@@ -2,6 +2,8 @@ package recall
 
 import (
 	"context"
+	"encoding/json"
+	"io"
 	"time"
 
 	"github.com/google/uuid"
@@ -20,4 +22,11 @@ var (
 func RankMneme(ctx context.Context, pool *pgxpool.Pool, conv uuid.UUID, at time.Time, mems map[uuid.UUID]*Memory, q string) ([][]Doc, error) {
 	docs, _, err := (&mnemeSource{pool: pool, conv: conv, at: at, memories: mems}).rank(ctx, q)
 	return docs, err
+}
+
+// WriteJSON writes the report as `mneme eval locomo --json` does.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/mneme-memory/mneme/sidecar/progress"
 )
 
 // Jobs runs mneme's pending jobs (segmentation and what it enqueues) until
@@ -47,7 +49,7 @@ type Ingested struct {
 
 // ingest feeds every turn of c through mneme.add_message, running the
 // pending jobs after each, then flushes the last messages into a segment.
-func ingest(ctx context.Context, pool *pgxpool.Pool, jobs Jobs, c *Conversation, bar *Progress, agentK int) (*Ingested, error) {
+func ingest(ctx context.Context, pool *pgxpool.Pool, jobs Jobs, c *Conversation, bar *progress.Bar, agentK int) (*Ingested, error) {
 	in := &Ingested{
 		ConvID:    ConversationUUID(c.ID, "mneme"),
 		TurnByMsg: map[int64]string{},

@@ -25,7 +25,7 @@ func TestRunWithLLMSegmenter(t *testing.T) {
 	})
 	db := dbtest.New(t)
 	cfg := config.Config{LLM: config.Endpoint{BaseURL: srv.URL(), Model: "fake"}, LLMTimeout: 10 * time.Second}
-	rep, err := recall.Run(context.Background(), db.Pool, recall.Options{Budgets: []int{2000}, Count: recall.CountMemoryText, Config: cfg}, load(t))
+	rep, err := recall.Run(context.Background(), db.Pool, recall.Options{Budgets: []int{2000}, Config: cfg}, load(t))
 	require.NoError(t, err)
 	require.NotEmpty(t, srv.Requests(), "the LLM segmented")
 	require.Equal(t, "offline, LLM fake", rep.Mode)

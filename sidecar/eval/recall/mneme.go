@@ -24,37 +24,16 @@ type QueryEmbedder interface {
 // Memory is one memory of an evaluated conversation as the budget sees it.
 type Memory struct {
 	ID    uuid.UUID
-	Text  string // what counts toward the budget (see CountContent)
+	Text  string // what counts toward the budget: its content (for an episode, the transcript of its span)
 	Doc   Doc
 	Turns int
 }
 
-// What of a memory goes into the context, and so counts toward the budget.
-const (
-	// CountContent: the memory's content. For an episodic memory that is
-	// the transcript of its source span, which is what holds the evidence;
-	// title and summary are ranking features (indexed, embedded) and a
-	// preview, not repeated in the context. The default.
-	CountContent = "content"
-	// CountMemoryText: everything mneme indexes and embeds,
-	// mneme.memory_text(title, summary, content); a summary extracted from
-	// the content then costs its words twice.
-	CountMemoryText = "memory_text"
-)
-
 // loadMemories reads the conversation's active memories and places the
 // turns of each memory's source span in its text.
-func loadMemories(ctx context.Context, pool *pgxpool.Pool, in *Ingested, count string) (map[uuid.UUID]*Memory, error) {
-	textSQL := "content"
-	switch count {
-	case CountContent, "":
-	case CountMemoryText:
-		textSQL = "mneme.memory_text(title, summary, content)"
-	default:
-		return nil, fmt.Errorf("count %q: want %s or %s", count, CountContent, CountMemoryText)
-	}
+func loadMemories(ctx context.Context, pool *pgxpool.Pool, in *Ingested) (map[uuid.UUID]*Memory, error) {
 	rows, err := pool.Query(ctx, `
-		SELECT id, `+textSQL+`, coalesce(source_message_ids, '{}')
+		SELECT id, content, coalesce(source_message_ids, '{}')
 		FROM mneme.memories
 		WHERE conversation_id = $1 AND status = 'active'`, in.ConvID)
 	if err != nil {
@@ -148,7 +127,7 @@ func (s *mnemeSource) methods() []string {
 }
 
 func (s *mnemeSource) rank(ctx context.Context, q string) ([][]Doc, []time.Duration, error) {
-	qemb, embTook, err := s.embedQuestion(ctx, q)
+	qemb, embTook, err := embedQuestion(ctx, s.embed, q)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -220,12 +199,12 @@ func RankLikeSQL(hits []Scored) []uuid.UUID {
 // embedQuestion embeds the question with the external embedder: a
 // []float32, or nil (SQL NULL) without one (SQL embeds it with the hash
 // embedder).
-func (s *mnemeSource) embedQuestion(ctx context.Context, q string) (any, time.Duration, error) {
-	if s.embed == nil {
+func embedQuestion(ctx context.Context, e QueryEmbedder, q string) (any, time.Duration, error) {
+	if e == nil {
 		return nil, 0, nil
 	}
 	start := time.Now()
-	v, err := s.embed.Embed(ctx, []string{q})
+	v, err := e.Embed(ctx, []string{q})
 	if err != nil {
 		return nil, 0, fmt.Errorf("embed question: %w", err)
 	}

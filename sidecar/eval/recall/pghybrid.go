@@ -6,7 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/mneme-memory/mneme/sidecar/eval/pghybrid"
+	"github.com/mneme-memory/mneme/sidecar/pghybrid"
 )
 
 // MethodPGHybrid is the hybrid search people write in PostgreSQL today

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/mneme-memory/mneme/sidecar/eval/plot"
+	"github.com/mneme-memory/mneme/sidecar/plot"
 )
 
 // WritePlot draws evidence recall against budget, one line per method, as

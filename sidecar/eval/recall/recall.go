@@ -10,13 +10,12 @@
 // benchmark's files into Data.
 package recall
 
-import (
-	"fmt"
-	"time"
-)
+import "time"
 
 // Data is one benchmark's conversations as its reader gives them to the
-// harness.
+// harness. The reader refuses what the run cannot evaluate faithfully: a
+// conversation id empty or given twice, a turn id given twice in a
+// conversation, no spacing between turns.
 type Data struct {
 	Benchmark string // the benchmark's name, e.g. LoCoMo: the report's title
 	Name      string // the file or folder read, as the report names it
@@ -83,29 +82,4 @@ func (c *Conversation) TurnCount() int {
 		n += len(s.Turns)
 	}
 	return n
-}
-
-// check refuses what the run cannot evaluate faithfully: conversations
-// without an id or named twice, turns named twice, no spacing.
-func (d *Data) check() error {
-	seen := map[string]bool{}
-	for _, c := range d.Conversations {
-		if c.ID == "" || seen[c.ID] {
-			return fmt.Errorf("recall: conversation id %q is empty or given twice", c.ID)
-		}
-		seen[c.ID] = true
-		if c.Spacing <= 0 {
-			return fmt.Errorf("recall: conversation %s: no spacing between turns", c.ID)
-		}
-		turns := map[string]bool{}
-		for _, s := range c.Sessions {
-			for _, t := range s.Turns {
-				if turns[t.ID] {
-					return fmt.Errorf("recall: conversation %s: turn id %q given twice", c.ID, t.ID)
-				}
-				turns[t.ID] = true
-			}
-		}
-	}
-	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"slices"
 	"sort"
@@ -32,8 +31,6 @@ type Report struct {
 	Headline      int            `json:"headline_budget"`
 	BudgetRule    string         `json:"budget_rule"`
 	Measures      []Measure      `json:"measures"` // the reader's extra measures (none for LoCoMo)
-	Count         string         `json:"memory_text_counted"`
-	AsOf          string         `json:"retrievability_as_of"`
 	AgentK        int            `json:"agent_k"`
 	Memories      MemoryStats    `json:"memories"`
 	Settings      map[string]any `json:"settings"`
@@ -43,8 +40,8 @@ type Report struct {
 	// settings (--folds, --choose).
 	CrossValidated *CrossValidation `json:"cross_validated,omitempty"`
 
-	acc      map[string]map[int]map[string]*cellAcc    // method -> budget -> category ("" overall)
-	measured map[string]map[int]map[string]*measureAcc // method -> budget -> measure
+	acc      map[cellKey]*cellAcc // key: a category ("" overall)
+	measured map[cellKey]*cellAcc // key: a measure; recall sums its values
 	lat      map[string][]time.Duration
 	// questions receives QuestionLines (Options.Questions); conv is the
 	// conversation being measured.
@@ -114,9 +111,19 @@ type cellAcc struct {
 	words  int
 }
 
-type measureAcc struct {
-	n   int
-	sum float64
+// cellKey names an accumulator: a method's at a budget for a key.
+type cellKey struct {
+	method string
+	budget int
+	key    string
+}
+
+// at is the accumulator of k in m, created on first use.
+func at(m map[cellKey]*cellAcc, k cellKey) *cellAcc {
+	if m[k] == nil {
+		m[k] = &cellAcc{}
+	}
+	return m[k]
 }
 
 // BudgetRule documents how a memory that fits partly counts.
@@ -128,8 +135,8 @@ func newReport(d *Data, convs []Conversation, budgets []int, headline int) *Repo
 		Benchmark: d.Benchmark, Data: d.Name, Budgets: budgets, Headline: headline, BudgetRule: BudgetRule,
 		Measures: append([]Measure{}, d.Measures...), Skipped: map[string]int{},
 		Evidence: EvidenceStats{InvalidIDs: []string{}},
-		acc:      map[string]map[int]map[string]*cellAcc{},
-		measured: map[string]map[int]map[string]*measureAcc{},
+		acc:      map[cellKey]*cellAcc{},
+		measured: map[cellKey]*cellAcc{},
 		lat:      map[string][]time.Duration{},
 		Timing:   Timing{IngestSeconds: map[string]float64{}, SearchMS: map[string]Latency{}},
 	}
@@ -152,18 +159,6 @@ func newReport(d *Data, convs []Conversation, budgets []int, headline int) *Repo
 		}
 	}
 	r.Categories = append(r.Categories, other...)
-	for _, m := range Methods {
-		r.acc[m.Name], r.measured[m.Name] = map[int]map[string]*cellAcc{}, map[int]map[string]*measureAcc{}
-		for _, b := range budgets {
-			r.acc[m.Name][b], r.measured[m.Name][b] = map[string]*cellAcc{"": {}}, map[string]*measureAcc{}
-			for _, cat := range r.Categories {
-				r.acc[m.Name][b][cat] = &cellAcc{}
-			}
-			for _, ms := range d.Measures {
-				r.measured[m.Name][b][ms.Name] = &measureAcc{}
-			}
-		}
-	}
 	return r
 }
 
@@ -247,7 +242,7 @@ func (r *Report) addContext(method string, q *Question, budget int, inside []str
 			Words: words, Recall: round(recall, 4), Measures: measures})
 	}
 	for _, key := range []string{"", q.Category} {
-		a := r.acc[method][budget][key]
+		a := at(r.acc, cellKey{method, budget, key})
 		a.n++
 		a.recall += recall
 		a.words += words
@@ -259,13 +254,9 @@ func (r *Report) addContext(method string, q *Question, budget int, inside []str
 		return
 	}
 	for name, v := range measures {
-		a := r.measured[method][budget][name]
-		if a == nil {
-			a = &measureAcc{}
-			r.measured[method][budget][name] = a
-		}
+		a := at(r.measured, cellKey{method, budget, name})
 		a.n++
-		a.sum += v
+		a.recall += v
 	}
 }
 
@@ -277,14 +268,16 @@ func (r *Report) finish() {
 	for _, m := range Methods {
 		mr := MethodResult{MethodInfo: m}
 		for _, b := range r.Budgets {
-			br := BudgetResult{Budget: b, Overall: r.acc[m.Name][b][""].cell(), ByCategory: map[string]Cell{}, Measures: map[string]float64{}}
+			br := BudgetResult{Budget: b, Overall: r.acc[cellKey{m.Name, b, ""}].cell(), ByCategory: map[string]Cell{}, Measures: map[string]float64{}}
 			for _, cat := range r.Categories {
-				br.ByCategory[cat] = r.acc[m.Name][b][cat].cell()
+				br.ByCategory[cat] = r.acc[cellKey{m.Name, b, cat}].cell()
 			}
-			for name, a := range r.measured[m.Name][b] {
-				br.Measures[name] = 0
-				if a.n > 0 {
-					br.Measures[name] = round(a.sum/float64(a.n), 4)
+			for _, ms := range r.Measures {
+				br.Measures[ms.Name] = 0
+			}
+			for k, a := range r.measured {
+				if k.method == m.Name && k.budget == b {
+					br.Measures[k.key] = round(a.recall/float64(a.n), 4)
 				}
 			}
 			mr.Results = append(mr.Results, br)
@@ -302,7 +295,7 @@ func (r *Report) finish() {
 }
 
 func (a *cellAcc) cell() Cell {
-	if a.n == 0 {
+	if a == nil || a.n == 0 {
 		return Cell{}
 	}
 	n := float64(a.n)
@@ -351,11 +344,4 @@ func (r *Report) Result(method string, budget int) BudgetResult {
 		}
 	}
 	return BudgetResult{}
-}
-
-// WriteJSON writes the report as one JSON object.
-func (r *Report) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
 }

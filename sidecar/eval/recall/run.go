@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/mneme-memory/mneme/sidecar/progress"
 )
 
 // wiring is what a run needs of the pipelines: the job runner that
@@ -57,14 +59,6 @@ func run(ctx context.Context, pool *pgxpool.Pool, o Options, d *Data, convs []Co
 
 	rep := newReport(d, convs, budgets, headline)
 	rep.Mode = w.mode
-	rep.Count = o.Count
-	if rep.Count == "" {
-		rep.Count = CountContent
-	}
-	rep.AsOf = "last turn of each conversation"
-	if !o.AsOf.IsZero() {
-		rep.AsOf = o.AsOf.UTC().Format(time.RFC3339)
-	}
 	rep.AgentK = o.AgentK
 	if o.Questions != nil {
 		rep.questions = json.NewEncoder(o.Questions)
@@ -77,7 +71,7 @@ func run(ctx context.Context, pool *pgxpool.Pool, o Options, d *Data, convs []Co
 		turns += convs[i].TurnCount()
 		questions += len(convs[i].Questions)
 	}
-	ingestBar := NewProgress(o.Progress, "ingest", turns)
+	ingestBar := progress.New(o.Progress, "ingest", turns)
 	ingested := make([]*Ingested, len(convs))
 	for i := range convs {
 		c := &convs[i]
@@ -91,12 +85,12 @@ func run(ctx context.Context, pool *pgxpool.Pool, o Options, d *Data, convs []Co
 	}
 	ingestBar.Done()
 
-	qBar := NewProgress(o.Progress, "questions", questions)
+	qBar := progress.New(o.Progress, "questions", questions)
 	for i := range convs {
 		c := &convs[i]
 		qBar.Label = "questions " + c.ID
 		rep.conv = c.ID
-		mems, err := loadMemories(ctx, pool, ingested[i], o.Count)
+		mems, err := loadMemories(ctx, pool, ingested[i])
 		if err != nil {
 			return nil, fmt.Errorf("conversation %s: %w", c.ID, err)
 		}
@@ -113,7 +107,7 @@ func run(ctx context.Context, pool *pgxpool.Pool, o Options, d *Data, convs []Co
 		if err != nil {
 			return nil, err
 		}
-		at := asOf(o.AsOf, ingested[i])
+		at := ingested[i].Last // retrievability when a live agent would be asked: never the wall clock
 		sources := []source{
 			&mnemeSource{pool: pool, conv: ingested[i].ConvID, at: at, memories: mems, embed: w.embed},
 			turnsSrc, winSrc, pgSrc,
@@ -155,12 +149,4 @@ func run(ctx context.Context, pool *pgxpool.Pool, o Options, d *Data, convs []Co
 	}
 	rep.finish()
 	return rep, nil
-}
-
-// asOf is the retrievability time of a conversation's questions.
-func asOf(fixed time.Time, in *Ingested) time.Time {
-	if fixed.IsZero() {
-		return in.Last
-	}
-	return fixed
 }

@@ -80,7 +80,7 @@ func TestIngestGoesThroughAddMessage(t *testing.T) {
 	}
 
 	// The memories' source spans cover every turn exactly once.
-	mems, err := recall.LoadMemories(ctx, db.Pool, in, recall.CountMemoryText)
+	mems, err := recall.LoadMemories(ctx, db.Pool, in)
 	require.NoError(t, err)
 	seen := map[string]int{}
 	for _, m := range mems {
@@ -242,15 +242,7 @@ func TestRunIgnoresWallClock(t *testing.T) {
 	}
 	const years = 7 * 365 * 24 * time.Hour
 	base := run(0, recall.Options{})
-	require.Equal(t, "last turn of each conversation", base["retrievability_as_of"])
 	require.Equal(t, base, run(-years, recall.Options{}))
-	// A fixed as-of moved with the data ranks alike too.
-	at := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
-	fixed := run(0, recall.Options{AsOf: at})
-	require.Equal(t, "2024-01-01T00:00:00Z", fixed["retrievability_as_of"])
-	shifted := run(-years, recall.Options{AsOf: at.Add(-years)})
-	shifted["retrievability_as_of"] = fixed["retrievability_as_of"]
-	require.Equal(t, fixed, shifted)
 }
 
 // With AgentK, ingest retrieves for every turn like a live agent, and the
@@ -270,12 +262,11 @@ func TestRunAgentRetrievals(t *testing.T) {
 	require.Contains(t, table.String(), "mneme.retrieve k=3 for every turn")
 }
 
-// The as-of time is what retrievability uses: a question about the first
+// Retrievability is evaluated at the last turn: a question about the first
 // session, a year before the second, whose memory matches the question
-// better. Asked right after the first session, its memory comes first; at
-// the last turn a year later the fresh second session outranks it by
-// retrievability alone.
-func TestRunAsOfDrivesRetrievability(t *testing.T) {
+// better. By relevance alone its memory comes first; at the last turn a
+// year later the fresh second session outranks it by retrievability.
+func TestRunLastTurnDrivesRetrievability(t *testing.T) {
 	t.Parallel()
 	convs, err := locomo.Parse([]byte(`[{"sample_id": "asof", "conversation": {
 		"speaker_a": "Ana", "speaker_b": "Ben",
@@ -293,7 +284,7 @@ func TestRunAsOfDrivesRetrievability(t *testing.T) {
 			{"speaker": "Ben", "dia_id": "D2:5", "text": "I will tell her that."}]},
 		"qa": [{"question": "What did Ana call the grey kitten she adopted from the shelter?", "evidence": ["D1:1"], "category": 4}]}]`))
 	require.NoError(t, err)
-	run := func(at time.Time) float64 {
+	run := func() float64 {
 		db := dbtest.New(t)
 		// Memories that fade in days (the shipped stabilities are months to
 		// years: docs/forgetting.md), so a year decides.
@@ -301,15 +292,14 @@ func TestRunAsOfDrivesRetrievability(t *testing.T) {
 			'{"trivial": 3, "temporary": 3, "general": 3, "project": 3, "user_profile": 3, "important": 3}'),
 			mneme.set_setting('extract_facts', 'false')`)
 		require.NoError(t, err)
-		rep, err := recall.Run(context.Background(), db.Pool, recall.Options{Budgets: []int{40}, Headline: 40, AsOf: at},
+		rep, err := recall.Run(context.Background(), db.Pool, recall.Options{Budgets: []int{40}, Headline: 40},
 			&recall.Data{Benchmark: "LoCoMo", Conversations: convs})
 		require.NoError(t, err)
 		require.Equal(t, 2, rep.Memories.Count, "one memory per session")
 		require.Equal(t, 1.0, rep.Result(recall.MethodMnemeNoR, 40).Overall.Recall, "by relevance alone, the first session comes first")
 		return rep.Result(recall.MethodMneme, 40).Overall.Recall
 	}
-	require.Equal(t, 1.0, run(time.Date(2022, 5, 2, 14, 0, 0, 0, time.UTC)))
-	require.Equal(t, 0.0, run(time.Time{}))
+	require.Equal(t, 0.0, run())
 }
 
 // TestRunWritesQuestions: Options.Questions gets one JSON line per

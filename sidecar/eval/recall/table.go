@@ -23,13 +23,13 @@ func (r *Report) WriteTable(w io.Writer) error {
 		len(r.Conversations), r.Turns, r.Questions, orNone(strings.Join(skipped, ", ")))
 	fmt.Fprintf(&b, "%d evidence ids, %d of them name no turn (%s) and count as missed\n",
 		r.Evidence.IDs, r.Evidence.Invalid, orNone(strings.Join(r.Evidence.InvalidIDs, ", ")))
-	fmt.Fprintf(&b, "mneme memories: %d, %.2f turns and %.1f words (%s) each on average\n",
-		r.Memories.Count, r.Memories.MeanTurns, r.Memories.MeanWords, r.Count)
+	fmt.Fprintf(&b, "mneme memories: %d, %.2f turns and %.1f words (content) each on average\n",
+		r.Memories.Count, r.Memories.MeanTurns, r.Memories.MeanWords)
 	agent := "none (search only, no reviews)"
 	if r.AgentK > 0 {
 		agent = fmt.Sprintf("mneme.retrieve k=%d for every turn during ingest, reviewed by the pipeline", r.AgentK)
 	}
-	fmt.Fprintf(&b, "retrievability as of: %s; agent retrievals: %s\n", r.AsOf, agent)
+	fmt.Fprintf(&b, "retrievability as of each conversation's last turn; agent retrievals: %s\n", agent)
 	for _, m := range r.Measures {
 		fmt.Fprintf(&b, "%s: %s\n", m.Label, m.About)
 	}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -18,15 +17,8 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/scratch"
 )
 
-// The modes.
-const (
-	ModeOffline  = "offline"  // the offline classifier (Heuristic)
-	ModeScripted = "scripted" // the LLM classifier against the scripted model
-)
-
 // Options are `mneme eval revision`'s.
 type Options struct {
-	Mode     string        // ModeOffline or ModeScripted
 	Keep     bool          // keep the scratch database
 	Config   config.Config // DATABASE_URL and the vector layout; its LLM and embedder are not used
 	Log      *slog.Logger  // the run's (the scratch database)
@@ -42,31 +34,20 @@ type Options struct {
 // Command is `mneme eval revision`: its flags bound to fs and parsed from
 // args, the suite run, and its table (or --json) printed.
 func Command(ctx context.Context, log *slog.Logger, fs *flag.FlagSet, args []string) error {
-	model := fs.String("llm", "", `the classifier: none (the offline classifier) or "scripted" (the LLM classifier against an in-process fake `+
-		`OpenAI-compatible server that answers from the labels, a deterministic share of its answers bad on purpose)`)
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	keep := fs.Bool("keep-db", false, "keep the scratch database afterwards (its name is logged)")
 	quiet := fs.Bool("quiet", false, "no progress, and only errors from the pipelines")
 	folds := fs.Int("folds", 0, "cross-validate the revision settings over N folds of the conversations (with --choose; 0: off)")
-	var choose recall.Choices
+	var choose cli.Choices
 	fs.Var(&choose, "choose", `with --folds: values of a setting to choose among, key=JSON|JSON|... (repeatable; every combination is a candidate), e.g. --choose revision_duplicate_similarity=0.7|0.8|0.9`)
 	if err := cli.Parse(fs, args, false); err != nil {
 		return err
 	}
-	o := Options{Mode: ModeOffline, Keep: *keep, Log: log, Folds: *folds}
+	o := Options{Keep: *keep, Log: log, Folds: *folds}
 	var err error
-	if o.Candidates, err = choose.Candidates(*folds); err != nil {
+	if o.Candidates, err = recall.Candidates(choose, *folds); err != nil {
 		return err
 	}
-	switch *model {
-	case "":
-	case ModeScripted:
-		o.Mode = ModeScripted
-	default:
-		return fmt.Errorf("%w: --llm %q: want scripted, or no --llm for the offline classifier", cli.ErrUsage, *model)
-	}
-	// The pipelines warn of every unusable model answer and retry: the
-	// scripted mode sends those on purpose.
 	level := slog.LevelWarn
 	if *quiet {
 		level = slog.LevelError
@@ -95,7 +76,7 @@ func Eval(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	defer db.Close()
-	rep, err := RunMode(ctx, db.Pool, o.Mode, o.Config, o.PipeLog, o.Progress)
+	rep, err := RunOffline(ctx, db.Pool, o.Config, o.PipeLog, o.Progress)
 	if err != nil || o.Folds < 2 {
 		return rep, err
 	}
@@ -130,7 +111,7 @@ func crossValidate(ctx context.Context, o Options, log *slog.Logger) (*recall.Cr
 					return nil, fmt.Errorf("revision: candidate %s: %w", cand, err)
 				}
 			}
-			return RunMode(ctx, db.Pool, o.Mode, o.Config, o.PipeLog, o.Progress)
+			return RunOffline(ctx, db.Pool, o.Config, o.PipeLog, o.Progress)
 		}()
 		if err != nil {
 			return nil, err
@@ -145,30 +126,27 @@ func crossValidate(ctx context.Context, o Options, log *slog.Logger) (*recall.Cr
 	return recall.FoldScores(names, ids, sc, o.Folds, []int{0}, 0), nil
 }
 
-// RunMode runs the suite on pool (a migrated, empty mneme database) in
-// mode, through the sidecar's own pipelines (pipeline.Configure) and job
-// runner. The embedder is always the built-in hash embedder, so the
-// numbers do not depend on an endpoint; the LLM is none (offline) or the
-// scripted model (MNEME_LLM_* are ignored either way). log is the
-// pipelines' (nil: none).
-func RunMode(ctx context.Context, pool *pgxpool.Pool, mode string, cfg config.Config, log *slog.Logger, progress io.Writer) (*Report, error) {
+// RunOffline runs the suite on pool (a migrated, empty mneme database)
+// through the sidecar's own pipelines (pipeline.Configure) and job runner,
+// with the offline classifier and the built-in hash embedder, so the
+// numbers depend on no endpoint (MNEME_LLM_* and MNEME_EMBED_* are
+// ignored). The LLM path is checked by TestScriptedModel, against a
+// scripted model: a test of the mechanism, not a measurement of a model.
+// log is the pipelines' (nil: none).
+func RunOffline(ctx context.Context, pool *pgxpool.Pool, cfg config.Config, log *slog.Logger, progress io.Writer) (*Report, error) {
+	cfg.LLM, cfg.Embed = config.Endpoint{}, config.Endpoint{}
+	rep, err := runPipelines(ctx, pool, cfg, log, progress, nil)
+	if rep != nil {
+		rep.Mode = "offline classifier"
+	}
+	return rep, err
+}
+
+// runPipelines runs the suite through the pipelines cfg configures; obs
+// (nil: none) is told which write is being revised.
+func runPipelines(ctx context.Context, pool *pgxpool.Pool, cfg config.Config, log *slog.Logger, progress io.Writer, obs observer) (*Report, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
-	}
-	cfg.LLM, cfg.Embed = config.Endpoint{}, config.Endpoint{}
-	var model *Scripted
-	switch mode {
-	case ModeOffline:
-	case ModeScripted:
-		var err error
-		if model, err = NewScripted(); err != nil {
-			return nil, err
-		}
-		defer model.Close()
-		cfg.LLM = config.Endpoint{BaseURL: model.URL(), APIKey: "scripted", Model: "scripted"}
-		cfg.LLMTimeout = 30 * time.Second
-	default:
-		return nil, fmt.Errorf("mode %q: want %s or %s", mode, ModeOffline, ModeScripted)
 	}
 	deps, err := pipeline.Configure(ctx, cfg, pool, log, nil, nil)
 	if err != nil {
@@ -178,21 +156,5 @@ func RunMode(ctx context.Context, pool *pgxpool.Pool, mode string, cfg config.Co
 	if err != nil {
 		return nil, err
 	}
-	var obs observer
-	if model != nil {
-		obs = model
-	}
-	rep, err := Run(ctx, pool, jobs, Suite(), obs, progress)
-	if err != nil {
-		return nil, err
-	}
-	rep.Mode = "offline classifier"
-	if model != nil {
-		if err := model.Err(); err != nil {
-			return nil, err
-		}
-		rep.Mode = "LLM classifier, scripted model"
-		rep.LLM = model.Stats(rep)
-	}
-	return rep, nil
+	return Run(ctx, pool, jobs, Suite(), obs, progress)
 }

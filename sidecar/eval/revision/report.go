@@ -3,8 +3,6 @@ package revision
 import (
 	"fmt"
 	"io"
-	"sort"
-	"strings"
 
 	"github.com/mneme-memory/mneme/sidecar/clip"
 	"github.com/mneme-memory/mneme/sidecar/eval/recall"
@@ -75,7 +73,6 @@ type Report struct {
 	Final         Final                     `json:"final"`
 	FailedJobs    int                       `json:"failed_jobs"`
 	PendingJobs   int                       `json:"pending_jobs"`
-	LLM           *LLMStats                 `json:"llm,omitempty"`
 	WrongWrites   []WriteOutcome            `json:"wrong_writes"`
 	Missed        []QuestionOutcome         `json:"missed_questions"`
 
@@ -204,17 +201,8 @@ func ratio(a, b int) float64 {
 	return float64(a) / float64(b)
 }
 
-// Score returns the score of an action (zero if unknown).
-func (r *Report) Score(action string) Score {
-	if s := r.score(action); s != nil {
-		return *s
-	}
-	return Score{}
-}
-
 // WriteTable prints the report: per action precision and recall, the
-// confusion matrix, the questions, the final states, the scripted model's
-// bad answers, and every write and question that went wrong.
+// confusion matrix, the questions, the final states, and every write and question that went wrong.
 func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "revision suite, %s: %d conversations, %d writes, %d questions (mneme.search k=%d)\n",
 		r.Mode, r.Conversations, r.Writes, r.Questions, r.K)
@@ -252,9 +240,6 @@ func (r *Report) WriteTable(w io.Writer) error {
 			fmt.Fprintf(w, "  fold %d (%d conversations): chose %s (%.3f on the other folds)\n", f.Fold, len(f.Conversations), f.Candidate, f.TrainRecall)
 		}
 	}
-	if r.LLM != nil {
-		r.LLM.write(w)
-	}
 	if len(r.WrongWrites) > 0 {
 		fmt.Fprintf(w, "\nwrites revised otherwise than labelled (%d)\n", len(r.WrongWrites))
 		for _, o := range r.WrongWrites {
@@ -280,26 +265,4 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 	}
 	return nil
-}
-
-func (s *LLMStats) write(w io.Writer) {
-	fmt.Fprintf(w, "\nscripted model: %d decisions asked, %d HTTP requests, %d labelled targets not among the candidates shown (answered ADD)\n",
-		s.Decisions, s.Requests, s.NotOffered)
-	fmt.Fprintf(w, "  %-22s %6s  %s\n", "bad answer", "count", "became")
-	for _, b := range s.Bad {
-		var parts []string
-		keys := make([]string, 0, len(b.Became))
-		for k := range b.Became {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			parts = append(parts, fmt.Sprintf("%s %d", k, b.Became[k]))
-		}
-		extra := ""
-		if b.Kind == BadHTTP500 {
-			extra = fmt.Sprintf(" (retried by the client; %d the labelled action)", b.Right)
-		}
-		fmt.Fprintf(w, "  %-22s %6d  %s%s\n", b.Kind, b.Count, strings.Join(parts, ", "), extra)
-	}
 }

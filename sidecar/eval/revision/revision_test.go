@@ -2,6 +2,7 @@ package revision
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -86,7 +87,7 @@ func TestParseRevised(t *testing.T) {
 // job or of apply_revision fails here.
 func TestOffline(t *testing.T) {
 	db := dbtest.New(t)
-	rep, err := RunMode(context.Background(), db.Pool, ModeOffline, config.Config{}, nil, nil)
+	rep, err := RunOffline(context.Background(), db.Pool, config.Config{}, nil, nil)
 	require.NoError(t, err)
 	require.Equal(t, "offline classifier", rep.Mode)
 	require.Zero(t, rep.FailedJobs)
@@ -143,15 +144,18 @@ func TestOffline(t *testing.T) {
 // ADD, and an HTTP 500 is retried into the right answer.
 func TestScriptedModel(t *testing.T) {
 	db := dbtest.New(t)
-	rep, err := RunMode(context.Background(), db.Pool, ModeScripted, config.Config{}, nil, nil)
+	rep, llm, err := runScripted(t, context.Background(), db.Pool, nil, nil)
 	require.NoError(t, err)
-	require.NotNil(t, rep.LLM)
+	var table strings.Builder
+	require.NoError(t, rep.WriteTable(&table))
+	llm.write(&table)
+	t.Log("\n" + table.String()) // go test -v -run TestScriptedModel prints what docs/revision.md shows
 	require.Zero(t, rep.FailedJobs)
 	require.Zero(t, rep.PendingJobs)
 	require.Zero(t, column(rep.Confusion, None))
 
 	garbage, http500 := 0, 0
-	for _, b := range rep.LLM.Bad {
+	for _, b := range llm.Bad {
 		require.Positive(t, b.Count, b.Kind)
 		if b.Kind == BadHTTP500 {
 			http500 = b.Count
@@ -162,10 +166,10 @@ func TestScriptedModel(t *testing.T) {
 		require.Equal(t, map[string]int{revision.ActionAdd: b.Count}, b.Became, b.Kind)
 		require.Zero(t, b.Right, "%s: only non-ADD decisions get bad answers", b.Kind)
 	}
-	require.Equal(t, rep.LLM.Decisions+http500, rep.LLM.Requests, "one retry per 500, none otherwise")
-	require.LessOrEqual(t, rep.LLM.NotOffered, 2, "the labelled target is among the candidates")
+	require.Equal(t, llm.Decisions+http500, llm.Requests, "one retry per 500, none otherwise")
+	require.LessOrEqual(t, llm.NotOffered, 2, "the labelled target is among the candidates")
 	// Wrong are exactly the garbage answers (and targets not shown).
-	require.LessOrEqual(t, len(rep.WrongWrites), garbage+rep.LLM.NotOffered)
+	require.LessOrEqual(t, len(rep.WrongWrites), garbage+llm.NotOffered)
 	require.GreaterOrEqual(t, len(rep.WrongWrites), garbage)
 	require.Zero(t, rep.Final.WronglyRetired, "a scripted model never retires a current belief")
 	for _, a := range Actions[1:] {
@@ -203,7 +207,7 @@ func column(m map[string]map[string]int, col string) int {
 // every write of every fold with the candidate chosen on the other folds.
 func TestCrossValidation(t *testing.T) {
 	db := dbtest.New(t)
-	o := Options{Mode: ModeOffline, Config: config.Config{DatabaseURL: db.URL, Vector: db.Variant}, Folds: 2,
+	o := Options{Config: config.Config{DatabaseURL: db.URL, Vector: db.Variant}, Folds: 2,
 		Candidates: []recall.Candidate{{"revision_duplicate_similarity": "0.8"}, {"revision_duplicate_similarity": "1"}}}
 	cv, err := crossValidate(context.Background(), o, nil)
 	require.NoError(t, err)
@@ -221,4 +225,30 @@ func TestCrossValidation(t *testing.T) {
 		require.Greater(t, cv.PerCand[c][0], 0.8, "%s: the suite ran with it", c)
 	}
 	require.Greater(t, cv.Recall[0].Recall, 0.8)
+}
+
+func add(key string, day float64, text string) Write {
+	return Write{Key: key, Text: text, Day: day, Expect: revision.ActionAdd}
+}
+
+func noop(key string, day float64, text, target string) Write {
+	return Write{Key: key, Text: text, Day: day, Expect: revision.ActionNoop, Target: target}
+}
+
+func supersede(key string, day float64, text, target string) Write {
+	return Write{Key: key, Text: text, Day: day, Expect: revision.ActionSupersede, Target: target}
+}
+
+func invalidate(key string, day float64, text, target string) Write {
+	return Write{Key: key, Text: text, Day: day, Expect: revision.ActionInvalidate, Target: target}
+}
+
+func q(query, current string) Question { return Question{Query: query, Current: current} }
+
+// Score returns the score of an action (zero if unknown).
+func (r *Report) Score(action string) Score {
+	if s := r.score(action); s != nil {
+		return *s
+	}
+	return Score{}
 }

@@ -7,8 +7,8 @@
 // the report compares what was applied with the labels (per action
 // precision and recall, the confusion matrix) and asks mneme.search for
 // each current value (returned first, or a stale one first). It runs with
-// the offline classifier or with a scripted model behind a fake
-// OpenAI-compatible server that also sends malformed answers.
+// the offline classifier (TestScriptedModel runs it through the LLM path
+// against a fake OpenAI-compatible server that also sends malformed answers).
 package revision
 
 import (

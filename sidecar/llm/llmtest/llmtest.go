@@ -48,19 +48,12 @@ type Server struct {
 
 // New starts a server that t closes at the end.
 func New(t testing.TB) *Server {
-	s := Start()
-	t.Cleanup(s.Close)
-	return s
-}
-
-// Start starts a server outside a test (an evaluation's scripted model);
-// the caller closes it.
-func Start() *Server {
 	s := &Server{dim: 256}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.chat)
 	mux.HandleFunc("POST /v1/embeddings", s.embeddings)
 	s.srv = httptest.NewServer(mux)
+	t.Cleanup(s.Close)
 	return s
 }
 

@@ -1,4 +1,6 @@
-package recall
+// Package progress draws the progress bars of mneme's evaluations and
+// benchmarks (mneme eval, mneme bench) on stderr.
+package progress
 
 import (
 	"fmt"
@@ -8,11 +10,10 @@ import (
 	"time"
 )
 
-// Progress draws a bar on a terminal (redrawn in place, at most ten times a
-// second) and, on anything else, a line at every tenth of the way. The
-// evaluations and the benchmarks (package bench) draw theirs with it; a
-// nil Progress, or one on a nil writer, draws nothing.
-type Progress struct {
+// Bar draws a bar on a terminal (redrawn in place, at most ten times a
+// second) and, on anything else, a line at every tenth of the way; a nil
+// Bar, or one on a nil writer, draws nothing.
+type Bar struct {
 	Label string // shown before the bar; may change as the work goes on
 	w     io.Writer
 	tty   bool
@@ -23,9 +24,9 @@ type Progress struct {
 	start time.Time
 }
 
-// NewProgress starts a bar of total steps on w (nil: none).
-func NewProgress(w io.Writer, label string, total int) *Progress {
-	p := &Progress{w: w, Label: label, total: total, start: time.Now()}
+// New starts a bar of total steps on w (nil: none).
+func New(w io.Writer, label string, total int) *Bar {
+	p := &Bar{w: w, Label: label, total: total, start: time.Now()}
 	if f, ok := w.(*os.File); ok {
 		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
 			p.tty = true
@@ -35,7 +36,7 @@ func NewProgress(w io.Writer, label string, total int) *Progress {
 }
 
 // Add advances the bar by n.
-func (p *Progress) Add(n int) {
+func (p *Bar) Add(n int) {
 	if p == nil || p.w == nil {
 		return
 	}
@@ -55,7 +56,7 @@ func (p *Progress) Add(n int) {
 	}
 }
 
-func (p *Progress) draw() {
+func (p *Bar) draw() {
 	const width = 30
 	filled := 0
 	if p.total > 0 {
@@ -66,7 +67,7 @@ func (p *Progress) draw() {
 }
 
 // Done ends the bar's line.
-func (p *Progress) Done() {
+func (p *Bar) Done() {
 	if p == nil || p.w == nil || !p.tty {
 		return
 	}

@@ -1,16 +1,26 @@
 package revision
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"regexp"
+	"sort"
 	"strconv"
+	"strings"
 	"sync"
+	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/mneme-memory/mneme/sidecar/config"
+	"github.com/mneme-memory/mneme/sidecar/llm/llmtest"
 	"github.com/mneme-memory/mneme/sidecar/revision"
 )
 
@@ -51,14 +61,14 @@ type LLMStats struct {
 	Bad        []BadStats `json:"bad"`
 }
 
-// Scripted is a model behind an OpenAI-compatible chat completions
-// endpoint on a loopback port (server.go) that answers each
+// Scripted is a model behind the tests' fake OpenAI-compatible endpoint
+// (llmtest) that answers each
 // revision_decision request from the suite's labels: it reads the numbered
 // candidates in the prompt and names the labelled target's number. A
 // deterministic share of its answers are bad (BadKinds). The sidecar
 // reaches it through the real go-openai client.
 type Scripted struct {
-	srv *server
+	srv *llmtest.Server
 
 	mu       sync.Mutex
 	conv     *Conversation
@@ -73,19 +83,12 @@ type Scripted struct {
 
 type badSent struct{ conv, key, kind string }
 
-// NewScripted starts the server; Close stops it.
-func NewScripted() (*Scripted, error) {
-	s := &Scripted{attempts: map[string]int{}}
-	var err error
-	s.srv, err = serve(s.respond)
-	return s, err
+// newScripted starts the model's server, which t stops.
+func newScripted(t testing.TB) *Scripted {
+	s := &Scripted{attempts: map[string]int{}, srv: llmtest.New(t)}
+	s.srv.Default(s.respond)
+	return s
 }
-
-// URL is the base URL for config.Endpoint.
-func (s *Scripted) URL() string { return s.srv.url }
-
-// Close stops the server.
-func (s *Scripted) Close() { s.srv.close() }
 
 func (s *Scripted) revising(c *Conversation, i int) {
 	s.mu.Lock()
@@ -117,19 +120,19 @@ type decision struct {
 	Confidence float64 `json:"confidence"`
 }
 
-func answer(d decision) reply {
+func answer(d decision) llmtest.Reply {
 	b, _ := json.Marshal(d)
-	return reply{content: string(b)}
+	return llmtest.Reply{Content: string(b)}
 }
 
-func (s *Scripted) respond(req openai.ChatCompletionRequest) reply {
+func (s *Scripted) respond(req openai.ChatCompletionRequest) llmtest.Reply {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stats.Requests++
 	add := answer(decision{Action: revision.ActionAdd, Reason: "scripted: new information", Confidence: 0.9})
 	if req.ResponseFormat == nil || req.ResponseFormat.JSONSchema == nil || req.ResponseFormat.JSONSchema.Name != "revision_decision" {
 		s.errs = append(s.errs, fmt.Errorf("scripted model: a request that is not a revision_decision"))
-		return reply{status: http.StatusBadRequest, content: "the scripted model answers revision_decision only"}
+		return llmtest.Reply{Status: http.StatusBadRequest, Content: "the scripted model answers revision_decision only"}
 	}
 	var user string
 	for _, m := range req.Messages {
@@ -192,7 +195,7 @@ func (s *Scripted) respond(req openai.ChatCompletionRequest) reply {
 			s.sent = append(s.sent, badSent{conv: s.conv.Name, key: w.Key, kind: kind})
 			switch kind {
 			case BadMalformed:
-				return reply{content: fmt.Sprintf(`{"action": %q, "target": %d, "reason": "cut o`, w.Expect, n)}
+				return llmtest.Reply{Content: fmt.Sprintf(`{"action": %q, "target": %d, "reason": "cut o`, w.Expect, n)}
 			case BadOutOfRange:
 				bad := good
 				bad.Target = len(cands) + 1
@@ -206,7 +209,7 @@ func (s *Scripted) respond(req openai.ChatCompletionRequest) reply {
 				bad.Confidence = 0.2
 				return answer(bad)
 			case BadHTTP500:
-				return reply{status: http.StatusInternalServerError, content: "scripted outage"}
+				return llmtest.Reply{Status: http.StatusInternalServerError, Content: "scripted outage"}
 			}
 		}
 	}
@@ -236,4 +239,42 @@ func (s *Scripted) Stats(rep *Report) *LLMStats {
 		st.Bad = append(st.Bad, b)
 	}
 	return &st
+}
+
+// runScripted runs the suite with the LLM classifier against the scripted
+// model: the report, and what the model saw and sent.
+func runScripted(t testing.TB, ctx context.Context, pool *pgxpool.Pool, log *slog.Logger, progress io.Writer) (*Report, *LLMStats, error) {
+	model := newScripted(t)
+	cfg := config.Config{LLM: config.Endpoint{BaseURL: model.srv.URL(), APIKey: "scripted", Model: "scripted"}, LLMTimeout: 30 * time.Second}
+	rep, err := runPipelines(ctx, pool, cfg, log, progress, model)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := model.Err(); err != nil {
+		return nil, nil, err
+	}
+	rep.Mode = "LLM classifier, scripted model"
+	return rep, model.Stats(rep), nil
+}
+
+func (s *LLMStats) write(w io.Writer) {
+	fmt.Fprintf(w, "\nscripted model: %d decisions asked, %d HTTP requests, %d labelled targets not among the candidates shown (answered ADD)\n",
+		s.Decisions, s.Requests, s.NotOffered)
+	fmt.Fprintf(w, "  %-22s %6s  %s\n", "bad answer", "count", "became")
+	for _, b := range s.Bad {
+		var parts []string
+		keys := make([]string, 0, len(b.Became))
+		for k := range b.Became {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			parts = append(parts, fmt.Sprintf("%s %d", k, b.Became[k]))
+		}
+		extra := ""
+		if b.Kind == BadHTTP500 {
+			extra = fmt.Sprintf(" (retried by the client; %d the labelled action)", b.Right)
+		}
+		fmt.Fprintf(w, "  %-22s %6d  %s%s\n", b.Kind, b.Count, strings.Join(parts, ", "), extra)
+	}
 }

@@ -511,3 +511,259 @@ func FuzzSetSetting(f *testing.F) {
 		requireDocumentedError(t, err, searchParams...)
 	})
 }
+
+// NaN, Infinity and mismatched dimensions are errors, never numbers that
+// rank first or break later searches; jobs the sidecar could only fail on
+// are refused when enqueued.
+func TestHostileNumbers(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	ctx := context.Background()
+	conv := uuid.New()
+	var mem uuid.UUID
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.remember($1, 'a memory to review')`, conv).Scan(&mem))
+	for _, c := range []struct {
+		q    string
+		args []any
+		code string
+	}{
+		{`SELECT mneme.retrievability('NaN', now(), now())`, nil, "22023"},
+		{`SELECT mneme.retrievability('Infinity', now(), now())`, nil, "22023"},
+		{`SELECT mneme.retrievability(3, '-infinity', now())`, nil, "22008"},
+		{`SELECT mneme.retrievability(3, now(), 'infinity')`, nil, "22008"},
+		{`SELECT mneme.cosine_distance(ARRAY[1, 0]::real[], ARRAY[1, 0, 0]::real[])`, nil, "22023"},
+		{`SELECT mneme.apply_review($1, 'good', 'NaN', 5, 'review', now(), 'heuristic', '{}', false, NULL)`, []any{mem}, "22023"},
+		{`SELECT mneme.apply_review($1, 'good', 'Infinity', 5, 'review', now(), 'heuristic', '{}', false, NULL)`, []any{mem}, "22023"},
+		{`SELECT mneme.apply_review($1, 'good', 10, 'NaN', 'review', now(), 'heuristic', '{}', false, NULL)`, []any{mem}, "22023"},
+		{`SELECT mneme.apply_review($1, 'good', 10, 5, 'review', 'infinity', 'heuristic', '{}', false, NULL)`, []any{mem}, "22008"},
+		{`SELECT mneme.enqueue_job('noop', NULL, '{}', NULL, 'infinity')`, nil, "22008"},
+		{`SELECT mneme.enqueue_job('noop', NULL, '[1]')`, nil, "22023"},
+		{`SELECT mneme.enqueue_job('segment', $1, '{"reason": "gap", "check": false}')`, []any{conv}, "22023"},
+		{`SELECT mneme.enqueue_job('review', $1, '{"reviews": "all"}')`, []any{conv}, "22023"},
+		{`SELECT * FROM mneme.vector_search($1, mneme.hash_embed('x'), 5, '2026-02-01', '2026-01-01')`, []any{conv}, "22023"},
+		{`SELECT * FROM mneme.bm25_search($1, 'x', 5, '2026-02-01', '2026-01-01')`, []any{conv}, "22023"},
+	} {
+		_, err := db.Pool.Exec(ctx, c.q, c.args...)
+		require.Error(t, err, c.q)
+		require.Equal(t, c.code, sqlState(t, err), "%s: %v", c.q, err)
+	}
+	var n int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme.search($1, 'memory review', 5)`, conv).Scan(&n))
+	require.Equal(t, 1, n, "nothing stored broke the search")
+	var s float64
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT stability FROM mneme.memories WHERE id = $1`, mem).Scan(&s))
+	require.False(t, math.IsNaN(s) || math.IsInf(s, 0))
+}
+
+// Text arguments have limits, and an error quotes at most a short prefix of
+// what it rejects: a 1 MB argument gives a short error.
+func TestLongArgumentsShortErrors(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	ctx := context.Background()
+	conv := uuid.New()
+	var mem uuid.UUID
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.remember($1, 'a memory')`, conv).Scan(&mem))
+	huge := strings.Repeat("x", 1<<20)
+	for _, c := range []struct {
+		q    string
+		args []any
+		code string
+	}{
+		{`SELECT mneme.add_message($1, $2, 'hello there')`, []any{conv, huge}, "22023"},
+		{`SELECT mneme.remember($1, 'fact', $2)`, []any{conv, huge}, "22023"},
+		{`SELECT mneme.remember($1, 'fact', title => $2)`, []any{conv, huge}, "22001"},
+		{`SELECT mneme.remember($1, 'fact', source_ref => $2)`, []any{conv, huge}, "22001"},
+		{`SELECT mneme.forget($1, $2)`, []any{mem, huge}, "22001"},
+		{`SELECT mneme.erase($1, $2)`, []any{mem, huge}, "22001"},
+		{`SELECT * FROM mneme.search($1, $2, 5)`, []any{conv, huge}, "22001"},
+		{`SELECT mneme.enqueue_job($1, NULL)`, []any{huge}, "22023"},
+		{`SELECT mneme.set_setting($1, '1')`, []any{huge}, "22023"},
+		{`SELECT mneme.set_tenant($1)`, []any{huge}, "22023"},
+		{`SELECT mneme.create_tenant($1)`, []any{huge}, "22023"},
+		{`SELECT mneme.set_setting('label_weights', jsonb_build_object($1::text, 1))`, []any{huge}, "22023"},
+	} {
+		_, err := db.Pool.Exec(ctx, c.q, c.args...)
+		require.Error(t, err, c.q)
+		require.Equal(t, c.code, sqlState(t, err), "%s", c.q)
+		require.Less(t, len(err.Error()), 400, "%s: the error quotes a prefix at most", c.q)
+	}
+}
+
+func TestAddMessageBadInput(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	ctx := context.Background()
+	c := newConv(t, db)
+	for i := 0; i < 5; i++ {
+		c.add(time.Minute, "a perfectly long message")
+	}
+	_, err := db.Pool.Exec(ctx, `SELECT mneme.add_pending_review($1, $2, 'q')`, c.id, []uuid.UUID{uuid.New()})
+	require.NoError(t, err)
+	before := counts(t, db)
+	later := c.at.Add(time.Minute)
+	cases := []struct {
+		name    string
+		sql     string
+		args    []any
+		state   string
+		message string
+	}{
+		{"null conversation", `SELECT mneme.add_message(NULL, 'user', 'hello there', $1)`, []any{later}, "22004", "conversation_id"},
+		{"null content", `SELECT mneme.add_message($1, 'user', NULL, $2)`, []any{c.id, later}, "22004", "content"},
+		{"empty content", `SELECT mneme.add_message($1, 'user', '', $2)`, []any{c.id, later}, "22023", "content"},
+		{"blank content", `SELECT mneme.add_message($1, 'user', E' \n\t', $2)`, []any{c.id, later}, "22023", "content"},
+		{"unknown role", `SELECT mneme.add_message($1, 'robot', 'hello there', $2)`, []any{c.id, later}, "22023", "unknown role"},
+		{"null role", `SELECT mneme.add_message($1, NULL, 'hello there', $2)`, []any{c.id, later}, "22004", "role"},
+		{"too long", `SELECT mneme.add_message($1, 'user', $2, $3)`, []any{c.id, strings.Repeat("x", 100001), later}, "22001", "over the limit"},
+		{"earlier than previous", `SELECT mneme.add_message($1, 'user', 'hello there', $2)`, []any{c.id, c.at.Add(-time.Second)}, "22008", "earlier than the previous"},
+		{"zero-width content", `SELECT mneme.add_message($1, 'user', E'\u200b\ufeff\u200d', $2)`, []any{c.id, later}, "22023", "content"},
+		{"control characters", `SELECT mneme.add_message($1, 'user', E'\x01\x02 \x7f', $2)`, []any{c.id, later}, "22023", "content"},
+		{"infinite time", `SELECT mneme.add_message($1, 'user', 'hello there', 'infinity')`, []any{c.id}, "22008", "finite"},
+		{"beyond year 9999", `SELECT mneme.add_message($1, 'user', 'hello there', '294000-01-01')`, []any{c.id}, "22008", "from year 1 to 9999"},
+		{"before year 1", `SELECT mneme.add_message($1, 'user', 'hello there', '0100-01-01 BC')`, []any{c.id}, "22008", "from year 1 to 9999"},
+		{"future beyond the skew", `SELECT mneme.add_message($1, 'user', 'hello there', now() + interval '2 hours')`, []any{c.id}, "22008", "in the future"},
+		{"review null conversation", `SELECT mneme.add_pending_review(NULL, $1, 'q')`, []any{[]uuid.UUID{uuid.New()}}, "22004", "conversation_id"},
+		{"review null ids", `SELECT mneme.add_pending_review($1, NULL, 'q')`, []any{c.id}, "22004", "memory_ids"},
+		{"review null id inside", `SELECT mneme.add_pending_review($1, ARRAY[NULL]::uuid[], 'q')`, []any{c.id}, "22004", "memory_ids"},
+		{"review null query", `SELECT mneme.add_pending_review($1, $2, NULL)`, []any{c.id, []uuid.UUID{uuid.New()}}, "22004", "query"},
+		{"take null conversation", `SELECT mneme.take_pending_reviews(NULL)`, nil, "22004", "conversation_id"},
+		{"bad speaker", `SELECT mneme.set_speakers($1, ARRAY['1bad'])`, []any{c.id}, "22023", "speaker"},
+		{"unknown setting", `SELECT mneme.set_setting('nope', '1')`, nil, "22023", "unknown mneme setting"},
+		{"fixed setting", `SELECT mneme.set_setting('embedding_dim', '3')`, nil, "55000", "fixed at migrate time"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := db.Pool.Exec(ctx, tc.sql, tc.args...)
+			require.Error(t, err)
+			require.Equal(t, tc.state, sqlState(t, err), err.Error())
+			require.Contains(t, err.Error(), tc.message)
+			require.Equal(t, before, counts(t, db), "nothing changed")
+		})
+	}
+}
+
+// One rule for NULL arguments of the public API (every function mneme_app
+// or mneme_admin may call): a NULL where a value is needed is 22004, never
+// 22023, which is for a value that is there but wrong (docs/sql-api.md).
+// Each argument in turn is NULL, the others valid; a function whose valid
+// call already fails with 22023 is reported as skipped.
+func TestNullArgumentsAre22004(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.New(t)
+	rows, err := db.Pool.Query(ctx, `
+		SELECT p.proname, coalesce(p.proargnames, '{}'), ARRAY(SELECT format_type(x, NULL) FROM unnest(p.proargtypes::oid[]) WITH ORDINALITY u(x, o) ORDER BY o)
+		FROM pg_proc p
+		WHERE p.pronamespace = 'mneme'::regnamespace AND p.prokind = 'f' AND p.pronargs > 0
+		  AND (has_function_privilege('mneme_app', p.oid, 'EXECUTE') OR has_function_privilege('mneme_admin', p.oid, 'EXECUTE'))
+		  AND p.proname NOT IN ('_tenant', '_resolve_tenant', '_is_worker', 'change_embedding_dim')
+		ORDER BY 1, 2`)
+	require.NoError(t, err)
+	type fn struct {
+		name  string
+		args  []string
+		types []string
+	}
+	fns, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (fn, error) {
+		var f fn
+		return f, r.Scan(&f.name, &f.args, &f.types)
+	})
+	require.NoError(t, err)
+	require.NotEmpty(t, fns)
+	call := func(sql string) string {
+		tx, err := db.Pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		if _, err := tx.Exec(ctx, sql); err != nil {
+			return sqlState(t, err)
+		}
+		return "ok"
+	}
+	checked := 0
+	for _, f := range fns {
+		vals := make([]string, len(f.types))
+		ok := true
+		for i, typ := range f.types {
+			name := ""
+			if i < len(f.args) {
+				name = f.args[i]
+			}
+			if vals[i] = nullRuleValue(name, typ); vals[i] == "" {
+				ok = false
+			}
+		}
+		if !ok {
+			t.Logf("skipped %s%v: no value for an argument type", f.name, f.types)
+			continue
+		}
+		sql := func(v []string) string {
+			return fmt.Sprintf("SELECT mneme.%s(%s)", pgx.Identifier{f.name}.Sanitize(), strings.Join(v, ", "))
+		}
+		if base := call(sql(vals)); base == "22023" {
+			t.Logf("skipped %s: the valid call gives 22023", sql(vals))
+			continue
+		}
+		for i, typ := range f.types {
+			v := append([]string(nil), vals...)
+			v[i] = "NULL::" + typ
+			require.NotEqual(t, "22023", call(sql(v)), "%s: a NULL argument is 22004 (or means its default), not 22023", sql(v))
+			checked++
+		}
+	}
+	require.Greater(t, checked, 50, "the rule is checked on the API's arguments")
+}
+
+// nullRuleValue is a valid value for an argument of the public API, by its
+// name and type ("" when the test has none: the function is skipped).
+func nullRuleValue(name, typ string) string {
+	switch name {
+	case "role":
+		return "'user'"
+	case "scope":
+		return "'conversation'"
+	case "label":
+		return "'general'"
+	case "key":
+		return "'rrf_k'"
+	case "value":
+		return "'60'::jsonb"
+	case "tenant":
+		return "'default'"
+	case "valid_until":
+		return "now() + interval '1 day'"
+	case "k", "limit":
+		return "5"
+	case "budget":
+		return "100"
+	case "dim":
+		return "256"
+	case "surprise":
+		return "0.5"
+	case "speakers", "contents":
+		return "ARRAY['Caroline']"
+	}
+	switch typ {
+	case "uuid":
+		return "'7f1c2f9e-0000-4000-8000-0000000000aa'::uuid"
+	case "text":
+		return "'The lighthouse keeper lives on the island.'"
+	case "integer", "bigint":
+		return "1"
+	case "timestamp with time zone":
+		return "now()"
+	case "boolean":
+		return "false"
+	case "double precision", "real":
+		return "0.5"
+	case "interval":
+		return "interval '1 hour'"
+	case "uuid[]":
+		return "ARRAY['7f1c2f9e-0000-4000-8000-0000000000aa']::uuid[]"
+	case "text[]":
+		return "ARRAY['island']"
+	case "real[]":
+		return "mneme.hash_embed('island keeper')"
+	}
+	return ""
+}
