@@ -2181,7 +2181,7 @@ BEGIN
 END
 $function$;
 
-CREATE OR REPLACE FUNCTION mneme.import_memories(conversation_id uuid, lines jsonb)
+CREATE OR REPLACE FUNCTION mneme.import_memories(conversation_id uuid, lines jsonb, normalized boolean DEFAULT false, embeddings real[] DEFAULT NULL::real[])
  RETURNS TABLE(memory_id uuid, link text, target uuid)
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -2190,9 +2190,11 @@ CREATE OR REPLACE FUNCTION mneme.import_memories(conversation_id uuid, lines jso
 AS $function$
 DECLARE
     v__entered boolean := mneme._enter($1);
+    v_bulk      boolean := NOT mneme._distributed('mneme.memories');
+    v_normalize boolean;
 BEGIN
-    IF import_memories.conversation_id IS NULL OR import_memories.lines IS NULL THEN
-        RAISE EXCEPTION 'conversation_id and lines must not be NULL' USING ERRCODE = '22004';
+    IF import_memories.conversation_id IS NULL OR import_memories.lines IS NULL OR import_memories.normalized IS NULL THEN
+        RAISE EXCEPTION 'conversation_id, lines and normalized must not be NULL' USING ERRCODE = '22004';
     END IF;
     IF jsonb_typeof(import_memories.lines) <> 'array' THEN
         RAISE EXCEPTION 'lines must be an array of lines' USING ERRCODE = '22023';
@@ -2200,15 +2202,40 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM mneme.message_queue q WHERE q.id = import_memories.conversation_id AND q.tenant_id = mneme._tenant()) THEN
         RAISE EXCEPTION 'conversation % does not exist in this tenant', import_memories.conversation_id USING ERRCODE = 'P0002';
     END IF;
+    -- Normalised here unless the importer did (array variant; the trigger
+    -- does it on Citus).
+    v_normalize := v_bulk AND NOT import_memories.normalized AND mneme.setting('vector_variant') #>> '{}' = 'array';
+    IF import_memories.embeddings IS NOT NULL
+       AND cardinality(import_memories.embeddings) % (mneme.setting('embedding_dim') #>> '{}')::int <> 0 THEN
+        RAISE EXCEPTION 'embeddings holds % numbers, not a whole number of embeddings of % dimensions',
+            cardinality(import_memories.embeddings), mneme.setting('embedding_dim') #>> '{}' USING ERRCODE = '22023';
+    END IF;
+    IF EXISTS (SELECT 1 FROM jsonb_array_elements(import_memories.lines) l
+               WHERE l ? 'embedding_at'
+                 AND (jsonb_typeof(l -> 'embedding_at') <> 'number'
+                      OR (l ->> 'embedding_at')::numeric NOT BETWEEN 1
+                         AND coalesce(cardinality(import_memories.embeddings), 0) / (mneme.setting('embedding_dim') #>> '{}')::int)) THEN
+        RAISE EXCEPTION 'a line''s embedding_at is not the place of an embedding in embeddings (1 to %)',
+            coalesce(cardinality(import_memories.embeddings), 0) / (mneme.setting('embedding_dim') #>> '{}')::int
+            USING ERRCODE = '22023';
+    END IF;
     PERFORM mneme._set_local('mneme.importing', 'on');
+    IF v_bulk THEN
+        PERFORM mneme._set_local('mneme.bulk_load', 'on');
+    END IF;
     BEGIN
-        PERFORM mneme._import_memory_rows(import_memories.conversation_id, import_memories.lines);
+        PERFORM mneme._import_memory_rows(import_memories.conversation_id, import_memories.lines, v_normalize,
+                                          import_memories.embeddings);
     EXCEPTION WHEN unique_violation THEN
         -- Row security hides the other row (and the key from the error):
         -- find the id that collides, one probe insert at a time.
+        PERFORM mneme._set_local('mneme.bulk_load', '');
         PERFORM mneme._import_collision(import_memories.conversation_id, import_memories.lines);
         RAISE;
     END;
+    IF v_bulk THEN
+        PERFORM mneme._set_local('mneme.bulk_load', '');
+    END IF;
     PERFORM mneme._set_local('mneme.importing', '');
 
     RETURN QUERY
@@ -3412,7 +3439,7 @@ ALTER FUNCTION mneme._fail_expired_jobs(integer) SET citus.allow_nested_distribu
 ALTER FUNCTION mneme._history_distributed(uuid) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._history_rows(integer[],uuid[],text[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._import_collision(uuid,jsonb) SET citus.allow_nested_distributed_execution = on;
-ALTER FUNCTION mneme._import_memory_rows(uuid,jsonb) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme._import_memory_rows(uuid,jsonb,boolean,real[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._interval_setting(text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._job_conversation(bigint) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._lock_memories(uuid[]) SET citus.allow_nested_distributed_execution = on;
@@ -3435,7 +3462,9 @@ ALTER FUNCTION mneme._set_local(text,text) SET citus.allow_nested_distributed_ex
 ALTER FUNCTION mneme._setting_number(text,jsonb,double precision,double precision,boolean,boolean) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._setting_weights(text,jsonb,text[],text[],double precision,double precision) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._source_messages(uuid,bigint[],boolean) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme._vector_index_ready(text,text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._vector_search(uuid,real[],integer,timestamp with time zone,timestamp with time zone) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme._vector_search_scope(uuid[],real[],integer,timestamp with time zone,timestamp with time zone) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.add_fact(uuid,text,bigint[],uuid,text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.add_message(uuid,text,text,timestamp with time zone) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.add_pending_review(uuid,uuid[],text) SET citus.allow_nested_distributed_execution = on;
@@ -3477,7 +3506,7 @@ ALTER FUNCTION mneme.import_conversation(jsonb) SET citus.allow_nested_distribut
 ALTER FUNCTION mneme.import_events(uuid,jsonb) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.import_fact(uuid,text,timestamp with time zone,jsonb,text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.import_links(jsonb) SET citus.allow_nested_distributed_execution = on;
-ALTER FUNCTION mneme.import_memories(uuid,jsonb) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.import_memories(uuid,jsonb,boolean,real[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.import_messages(uuid,jsonb) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.import_missing_links(jsonb) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.import_present(uuid,uuid[]) SET citus.allow_nested_distributed_execution = on;

@@ -51,3 +51,9 @@ $fn$, '@@distance@@', CASE WHEN mneme.setting('vector_variant') #>> '{}' = 'pgve
         ELSE 'mneme.cosine_distance(m.embedding::real[], _turn_distances.embedding)' END);
 END
 $do$;
+
+-- mneme.vector_index_plan (sql/120-retrieve.sql) reads the tables in the
+-- pgvector variant and only raises in the array variant: nested
+-- distributed execution allowed in both (sql/citus/100-generated.sql, the
+-- end, says why), here because the generated file is the same for both.
+ALTER FUNCTION mneme.vector_index_plan() SET citus.allow_nested_distributed_execution = on;

@@ -35,8 +35,11 @@ COMMENT ON FUNCTION mneme._shard(regclass, uuid) IS
 REVOKE ALL ON FUNCTION mneme._shard(regclass, uuid) FROM PUBLIC;
 ALTER FUNCTION mneme._shard(regclass, uuid) OWNER TO mneme_owner;
 
--- mneme._bm25_apply (sql/110-bm25.sql) on one conversation's shards: the
--- same statements, in the same order, on the shards by name.
+-- mneme._bm25_apply (sql/110-bm25.sql) on one conversation's shards, by
+-- name: the same changes in the same order (the totals locked first, the
+-- removed memories out, the added in, the df deltas, the totals, emptied
+-- rows dropped), a statement at a time. TestCitusRowTriggersWriteShards
+-- checks that what it keeps equals mneme.bm25_reindex's rebuild.
 CREATE OR REPLACE FUNCTION mneme._bm25_apply_shard(conversation_id uuid, removed uuid[], added uuid[])
 RETURNS void
 LANGUAGE plpgsql
