@@ -208,9 +208,11 @@ func (im *importer) read(r io.Reader) error {
 		if ended {
 			return lineErr(n, "a line after the end line")
 		}
-		kind, err := lineType(b)
-		if err != nil {
-			return im.fail(lineErr(n, "%v", err))
+		kind, pre := decodeRow(b)
+		if pre == nil {
+			if kind, err = lineType(b); err != nil {
+				return im.fail(lineErr(n, "%v", err))
+			}
 		}
 		if kind == kindEnd {
 			var e endLine
@@ -234,7 +236,7 @@ func (im *importer) read(r io.Reader) error {
 			continue
 		}
 		im.lines++
-		if err := im.line(n, kind, b); err != nil {
+		if err := im.line(n, kind, b, pre); err != nil {
 			return im.fail(err)
 		}
 		im.o.Progress.Set(im.res.Memories, im.res.Lines)
@@ -298,7 +300,8 @@ func (im *importer) start(b []byte) error {
 	return nil
 }
 
-func (im *importer) line(n int, kind string, b []byte) error {
+// line takes one line of kind (pre: the line decoded already, or nil).
+func (im *importer) line(n int, kind string, b []byte, pre any) error {
 	switch kind {
 	case kindHeader:
 		return lineErr(n, "a second header")
@@ -348,7 +351,7 @@ func (im *importer) line(n int, kind string, b []byte) error {
 			}
 		}
 		im.cur.rank = rank[kind]
-		return im.row(n, kind, b)
+		return im.row(n, kind, b, pre)
 	}
 	return lineErr(n, "unknown line type %q", kind)
 }

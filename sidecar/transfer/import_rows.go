@@ -31,16 +31,19 @@ func kindByRank(r int) string {
 // row validates one row line of the current conversation, translates the
 // references the file alone resolves (remapped ids; seqs are checked here
 // and become database ids in the worker) and batches it.
-func (im *importer) row(n int, kind string, b []byte) error {
+func (im *importer) row(n int, kind string, b []byte, pre any) error {
 	cv := im.cur
 	var v any
 	var conversation uuid.UUID
 	var ids []uuid.UUID // the ids the line writes or refers to (see touches)
 	switch kind {
 	case kindMessage:
-		var m messageLine
-		if err := decodeStrict(b, &m); err != nil {
-			return lineErr(n, "message: %v", err)
+		m, ok := pre.(*messageLine)
+		if !ok {
+			m = &messageLine{}
+			if err := decodeStrict(b, m); err != nil {
+				return lineErr(n, "message: %v", err)
+			}
 		}
 		if err := m.validate(); err != nil {
 			return lineErr(n, "%v", err)
@@ -53,12 +56,15 @@ func (im *importer) row(n int, kind string, b []byte) error {
 		if !im.res.KeptEmbedding {
 			m.Embedding = nil
 		}
-		conversation, v = m.Conversation, &m
+		conversation, v = m.Conversation, m
 		im.res.Messages++
 	case kindMemory:
-		var m memoryLine
-		if err := decodeStrict(b, &m); err != nil {
-			return lineErr(n, "memory: %v", err)
+		m, ok := pre.(*memoryLine)
+		if !ok {
+			m = &memoryLine{}
+			if err := decodeStrict(b, m); err != nil {
+				return lineErr(n, "memory: %v", err)
+			}
 		}
 		if m.SourceMessageIDs != nil {
 			return lineErr(n, "memory: unknown field \"source_message_ids\"")
@@ -84,12 +90,15 @@ func (im *importer) row(n int, kind string, b []byte) error {
 				ids = append(ids, *l)
 			}
 		}
-		conversation, v = m.Conversation, &m
+		conversation, v = m.Conversation, m
 		im.res.Memories++
 	case kindReview:
-		var r reviewLine
-		if err := decodeStrict(b, &r); err != nil {
-			return lineErr(n, "review: %v", err)
+		r, ok := pre.(*reviewLine)
+		if !ok {
+			r = &reviewLine{}
+			if err := decodeStrict(b, r); err != nil {
+				return lineErr(n, "review: %v", err)
+			}
 		}
 		if err := r.validate(); err != nil {
 			return lineErr(n, "%v", err)
@@ -100,12 +109,15 @@ func (im *importer) row(n int, kind string, b []byte) error {
 		}
 		r.Memory, r.AskedIn = im.remap(r.Memory), im.remapPtr(r.AskedIn)
 		ids = append(ids, r.Memory)
-		conversation, v = r.Conversation, &r
+		conversation, v = r.Conversation, r
 		im.res.Reviews++
 	case kindEvent:
-		var e eventLine
-		if err := decodeStrict(b, &e); err != nil {
-			return lineErr(n, "event: %v", err)
+		e, ok := pre.(*eventLine)
+		if !ok {
+			e = &eventLine{}
+			if err := decodeStrict(b, e); err != nil {
+				return lineErr(n, "event: %v", err)
+			}
 		}
 		if e.ReviewLogID != nil {
 			return lineErr(n, "event: unknown field \"review_log_id\"")
@@ -118,7 +130,7 @@ func (im *importer) row(n int, kind string, b []byte) error {
 			return lineErr(n, "review %d: the conversation has reviews 1 to %d", *e.Review, cv.nReview)
 		}
 		e.Memory = im.remapPtr(e.Memory)
-		conversation, v = e.Conversation, &e
+		conversation, v = e.Conversation, e
 		im.res.Events++
 	}
 	if conversation != cv.fileID {
