@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -60,6 +61,7 @@ func cmdImport(ctx context.Context, log *slog.Logger, args []string) error {
 	by := fs.String("mem0-by", "user", "--from mem0: one conversation per user (user_id), agent (agent_id) or run (run_id)")
 	noSettings := fs.Bool("no-settings", false, "do not apply the file's settings")
 	fs.IntVar(&o.Batch, "batch", 1000, "lines per statement")
+	fs.IntVar(&o.Jobs, "jobs", runtime.NumCPU(), "conversations written at once, each on its own connection (at least 1; they still commit in the file's order)")
 	fs.BoolVar(&o.DeferIndex, "defer-index", false, "pgvector: drop the HNSW index and build it after the import (a restore; needs the table's owner, and searches go without the index meanwhile)")
 	quiet := fs.Bool("quiet", false, "no progress on stderr")
 	if err := cli.Parse(fs, args, true); err != nil {
@@ -67,6 +69,9 @@ func cmdImport(ctx context.Context, log *slog.Logger, args []string) error {
 	}
 	if fs.NArg() != 1 {
 		return fmt.Errorf("%w: import: want one FILE (- = stdin) (see mneme import --help)", cli.ErrUsage)
+	}
+	if o.Jobs < 1 {
+		return fmt.Errorf("%w: import: --jobs %d: want at least 1", cli.ErrUsage, o.Jobs)
 	}
 	if err := o.SetIDs(*ids, *seed, *from); err != nil {
 		return fmt.Errorf("%w: import: %v", cli.ErrUsage, err)

@@ -50,14 +50,14 @@ func TestExportImportCommands(t *testing.T) {
 	require.Len(t, entries, 1, "no temporary file left behind")
 
 	dst := dbtest.New(t, dbtest.WithVector("array"))
-	_, stderr, code = mneme(t, dir, []string{"DATABASE_URL=" + dst.As(t, "mneme_admin")}, "import", "--quiet", "--tenant", "acme", file)
+	_, stderr, code = mneme(t, dir, []string{"DATABASE_URL=" + dst.As(t, "mneme_admin")}, "import", "--quiet", "--jobs", "2", "--tenant", "acme", file)
 	require.Equal(t, 0, code, stderr)
 	var n int
 	require.NoError(t, dst.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme.memories WHERE tenant_id = 'acme' AND content LIKE '%green tea%'`).Scan(&n))
 	require.Equal(t, 1, n)
 
 	for _, argv := range [][]string{{"import"}, {"import", "a", "b"}, {"import", "--conversations", "bogus", file},
-		{"import", "--seed", "x", file}, {"import", "--from", "zep", file}} {
+		{"import", "--seed", "x", file}, {"import", "--from", "zep", file}, {"import", "--jobs", "0", file}} {
 		_, stderr, code := mneme(t, dir, []string{"DATABASE_URL=" + dst.URL}, argv...)
 		require.Equal(t, 2, code, "%v: %s", argv, stderr)
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -32,6 +33,7 @@ type TransferOptions struct {
 	Embeddings    bool
 	Gzip          bool
 	DeferIndex    bool
+	Jobs          int
 	Keep          bool
 	Log           *slog.Logger
 }
@@ -44,12 +46,16 @@ func (o *TransferOptions) Bind(fs *flag.FlagSet) *bool {
 	fs.BoolVar(&o.Embeddings, "embeddings", false, "export (and import) the embeddings; without, import recomputes them")
 	fs.BoolVar(&o.Gzip, "gzip", false, "gzip the file")
 	fs.BoolVar(&o.DeferIndex, "defer-index", false, "import with --defer-index (pgvector: the HNSW index built once after the import)")
+	fs.IntVar(&o.Jobs, "jobs", runtime.NumCPU(), "import with --jobs (conversations written at once)")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the two benchmark databases and the file (their names are logged)")
 	return fs.Bool("json", false, "print one JSON object")
 }
 
 // Validate checks the bound flags.
 func (o *TransferOptions) Validate() error {
+	if o.Jobs < 1 {
+		return errors.New("need --jobs >= 1")
+	}
 	if o.Memories < 1 || o.Conversations < 1 || o.Conversations > o.Memories {
 		return errors.New("need --memories >= 1 and 1 <= --conversations <= memories")
 	}
@@ -64,6 +70,7 @@ type TransferResult struct {
 	Conversations int     `json:"conversations"`
 	Embeddings    bool    `json:"embeddings"`
 	DeferIndex    bool    `json:"defer_index"`
+	Jobs          int     `json:"jobs"`
 	Lines         int64   `json:"lines"`
 	FileMB        float64 `json:"file_mb"`
 	ExportSeconds float64 `json:"export_seconds"`
@@ -72,8 +79,10 @@ type TransferResult struct {
 	ImportSeconds float64 `json:"import_seconds"`
 	ImportRate    float64 `json:"import_memories_per_second"`
 	ImportRSSMB   float64 `json:"import_peak_rss_mb"`
-	// CPU seconds of the phase's server backend (0 when the server is not
-	// on this machine) and of this process: where the time went.
+	// CPU seconds of the server's cluster during the phase (its backends,
+	// the import's several connections, and its background processes; 0
+	// when the server is not on this machine) and of this process: where
+	// the time went.
 	ExportServerCPU float64 `json:"export_server_cpu_seconds"`
 	ExportClientCPU float64 `json:"export_client_cpu_seconds"`
 	ImportServerCPU float64 `json:"import_server_cpu_seconds"`
@@ -85,7 +94,7 @@ type TransferResult struct {
 // file into a second database, timing both and reading this process's peak
 // RSS (VmHWM, reset before each phase).
 func Transfer(ctx context.Context, o TransferOptions) (TransferResult, error) {
-	res := TransferResult{Conversations: o.Conversations, Embeddings: o.Embeddings, DeferIndex: o.DeferIndex}
+	res := TransferResult{Conversations: o.Conversations, Embeddings: o.Embeddings, DeferIndex: o.DeferIndex, Jobs: o.Jobs}
 	mo := migrate.Options{Vector: o.Vector}
 	src, err := scratch.Open(ctx, scratch.Options{Server: o.Server, Prefix: "mneme_bench_", Keep: o.Keep, Log: o.Log, Migrate: mo})
 	if err != nil {
@@ -149,7 +158,7 @@ func Transfer(ctx context.Context, o TransferOptions) (TransferResult, error) {
 	cpu = startCPU(ctx, conn)
 	resetPeakRSS()
 	t0 = time.Now()
-	ir, err := transfer.Import(ctx, conn, f, transfer.ImportOptions{Settings: true, DeferIndex: o.DeferIndex, Log: o.Log})
+	ir, err := transfer.Import(ctx, conn, f, transfer.ImportOptions{Settings: true, DeferIndex: o.DeferIndex, Jobs: o.Jobs, Log: o.Log})
 	if err != nil {
 		return res, err
 	}
@@ -227,17 +236,25 @@ func loadTransfer(ctx context.Context, url string, memories, conversations int) 
 	return nil
 }
 
-// phaseCPU measures a phase's CPU: its connection's backend (read from
-// /proc when the server runs on this machine) and this process.
+// phaseCPU measures a phase's CPU: the server's (read from /proc when the
+// server runs on this machine) and this process's. The server's is its
+// whole cluster's: the postmaster's children, the ones that ended during
+// the phase included (the kernel adds a child's time to its parent's
+// cutime and cstime when it is reaped), so an import's several
+// connections count, and the background writers with them.
 type phaseCPU struct {
-	pid            int
+	postmaster     int
 	server, client float64
 }
 
 func startCPU(ctx context.Context, conn *pgx.Conn) phaseCPU {
 	var p phaseCPU
-	if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&p.pid); err == nil {
-		p.server, _ = procCPU(p.pid)
+	var pid int
+	if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err == nil {
+		if f, ok := procStat(pid); ok && len(f) > 1 {
+			p.postmaster, _ = strconv.Atoi(f[1])
+			p.server, _ = clusterCPU(p.postmaster)
+		}
 	}
 	p.client = selfCPU()
 	return p
@@ -245,10 +262,60 @@ func startCPU(ctx context.Context, conn *pgx.Conn) phaseCPU {
 
 // stop returns the server's and this process's CPU seconds since start.
 func (p phaseCPU) stop() (server, client float64) {
-	if s, ok := procCPU(p.pid); ok {
+	if s, ok := clusterCPU(p.postmaster); ok {
 		server = s - p.server
 	}
 	return server, selfCPU() - p.client
+}
+
+// procStat is /proc/<pid>/stat's fields after the command name (state,
+// ppid, ...; utime is [11]).
+func procStat(pid int) ([]string, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil, false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return nil, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	return f, len(f) >= 15
+}
+
+// clusterCPU is the CPU seconds of a postmaster, of its children alive, and
+// of its children ended and reaped.
+func clusterCPU(postmaster int) (float64, bool) {
+	if postmaster <= 0 {
+		return 0, false
+	}
+	f, ok := procStat(postmaster)
+	if !ok {
+		return 0, false
+	}
+	ticks := 0.0
+	for _, x := range f[11:15] { // utime, stime, cutime, cstime
+		v, _ := strconv.ParseFloat(x, 64)
+		ticks += v
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, false
+	}
+	parent := strconv.Itoa(postmaster)
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if c, ok := procStat(pid); ok && c[1] == parent {
+			for _, x := range c[11:13] {
+				v, _ := strconv.ParseFloat(x, 64)
+				ticks += v
+			}
+		}
+	}
+	return ticks / clockTicks, true
 }
 
 // selfCPU is this process's user + system CPU seconds so far.
@@ -294,8 +361,8 @@ func peakRSSMB() float64 {
 
 // WriteTable prints the result.
 func (r TransferResult) WriteTable(w io.Writer) {
-	fmt.Fprintf(w, "variant %s, %d memories in %d conversations, embeddings %v, defer index %v: %d lines, %.1f MB\n",
-		r.Variant, r.Memories, r.Conversations, r.Embeddings, r.DeferIndex, r.Lines, r.FileMB)
+	fmt.Fprintf(w, "variant %s, %d memories in %d conversations, embeddings %v, defer index %v, import jobs %d: %d lines, %.1f MB\n",
+		r.Variant, r.Memories, r.Conversations, r.Embeddings, r.DeferIndex, r.Jobs, r.Lines, r.FileMB)
 	fmt.Fprintf(w, "%-8s %10s %14s %14s %12s %12s\n", "", "seconds", "memories/s", "peak RSS MB", "server CPU s", "client CPU s")
 	fmt.Fprintf(w, "%-8s %10.1f %14.0f %14.1f %12.1f %12.1f\n", "export", r.ExportSeconds, r.ExportRate, r.ExportRSSMB,
 		r.ExportServerCPU, r.ExportClientCPU)

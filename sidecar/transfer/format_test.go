@@ -90,3 +90,36 @@ func TestMem0Times(t *testing.T) {
 	_, err := parseMem0Time("yesterday")
 	require.Error(t, err)
 }
+
+// decodeRow decodes a row line in one pass only when the guessed type is
+// the decoded one; anything else is left to lineType and row's decode.
+func TestDecodeRow(t *testing.T) {
+	ev := `{"type":"event", "conversation": "8f1c1b8e-3f5e-4a57-9d3c-1c1d2b3a4f50", "event": "created", "actor": "a", "caller": "c", "at": "2026-11-27T08:00:00Z"}`
+	kind, v := decodeRow([]byte(ev))
+	require.Equal(t, "event", kind)
+	require.Equal(t, "created", v.(*eventLine).Event)
+	for _, line := range []string{
+		// the first "type" is a nested one: a guess of "event", a memory line
+		`{"metadata": {"type": "event"}, "type": "memory", "content": "x"}`,
+		strings.Replace(ev, `"type":"event"`, `"type": "memory"`, 1), // fails the memory decode
+		strings.Replace(ev, `"at"`, `"colour": "red", "at"`, 1),      // an unknown field
+		strings.Replace(ev, `}`, `} {}`, 1),                          // two values
+		`{"type": "header"}`,
+		`{"type": "event", "event": `, // truncated
+	} {
+		kind, v := decodeRow([]byte(line))
+		require.Empty(t, kind, line)
+		require.Nil(t, v, line)
+	}
+	// "type" inside a string is no key.
+	kind, _ = decodeRow([]byte(`{"reason": "{\"type\": \"memory\"}", "type": "event"}`))
+	require.Equal(t, "event", kind)
+	// A duplicate key: the last one counts, as for lineType.
+	dup := strings.Replace(ev, `"at"`, `"type": "memory", "at"`, 1)
+	kind, v = decodeRow([]byte(dup))
+	require.Empty(t, kind)
+	require.Nil(t, v)
+	k, err := lineType([]byte(dup))
+	require.NoError(t, err)
+	require.Equal(t, "memory", k)
+}

@@ -34,6 +34,11 @@ type ImportOptions struct {
 	Embedder Embedder
 	Model    string
 	Batch    int // lines per statement (default 1000)
+	// Jobs is how many conversations are written at once, each on its own
+	// connection (default 1). The file is read, checked and batched ahead
+	// of them; conversations still commit in the file's order, so the
+	// result, and the error of a bad file, are the same for every Jobs.
+	Jobs int
 	// DeferIndex drops the pgvector HNSW index for the import and builds it
 	// again at the end: for a restore into a database no one searches yet
 	// (it needs the table's owner; every tenant searches without the index
@@ -58,46 +63,37 @@ type link struct {
 	Target   uuid.UUID `json:"target"`
 }
 
-// conv is the conversation being imported.
+// conv is a conversation as the reader sees it: the checks that need
+// only the file (counts, seqs, order), and the batch being filled.
 type conv struct {
-	fileID    uuid.UUID
-	id        uuid.UUID
-	line      int
-	mode      string // created, exists, erased
-	tx        pgx.Tx
-	rank      int
-	msgIDs    []int64 // database id of message seq i+1
-	reviewIDs []int64
-	nMsg      int64
-	nReview   int64
-	memories  int64 // the file's
-	want      lineCounts
-	got       lineCounts
-	present   int64 // exists: how many of them the conversation holds
-	batch     []byte
-	kind      string
-	first     int // line of the batch's first line
-	lineOf    map[uuid.UUID]int
-	nBatch    int
-	embs      []float32 // the memory batch's embeddings, dim each (memoryLine.EmbeddingAt)
+	fileID  uuid.UUID
+	id      uuid.UUID
+	line    int
+	erased  bool
+	rank    int
+	nMsg    int64
+	nReview int64
+	want    lineCounts
+	got     lineCounts
+	task    *task
+	batch   *item // the batch being filled (nil: none)
 }
 
 type importer struct {
 	ctx  context.Context
 	conn *pgx.Conn
-	hash *embed.Hash // the target embeds with the built-in embedder: computed here
-	// normalize: the target is the array variant, which stores embeddings
-	// L2-normalised: they are sent so (mneme.import_memories' normalized)
-	normalize bool
-	dim       int // the database's embedding dimension
-	o         ImportOptions
-	res       Result
+	o    ImportOptions
+	// What the workers need to write: see start.
+	hash      *embed.Hash // the target embeds with the built-in embedder: computed here
+	normalize bool        // the array variant: embeddings are sent L2-normalised
+	dim       int         // the database's embedding dimension
+	res       Result      // the reader's counts; the workers' are in turns
 	header    Header
 	settings  []settingAt
 	applied   bool
 	cur       *conv
-	pending   []link
 	lines     int64 // lines between header and end
+	run       *pipeline
 }
 
 type settingAt struct {
@@ -110,10 +106,19 @@ type settingAt struct {
 // sql/460-export.sql, its rows and events as they were. A conversation the
 // tenant holds already with the file's memories is skipped, so an
 // interrupted import resumes by running it again; a bad line stops the
-// import with an error naming it, and its conversation is left as it was.
+// import with an error naming it, and its conversation is left as it was
+// (the conversations before it are in, the ones after it are not).
+//
+// This goroutine reads and checks the lines and batches them; o.Jobs
+// workers (import_worker.go) write the conversations, each on its own
+// connection (conn and copies of its configuration), and commit them in the
+// file's order.
 func Import(ctx context.Context, conn *pgx.Conn, r io.Reader, o ImportOptions) (_ Result, err error) {
 	if o.Batch <= 0 {
 		o.Batch = 1000
+	}
+	if o.Jobs <= 0 {
+		o.Jobs = 1
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
@@ -136,9 +141,18 @@ func Import(ctx context.Context, conn *pgx.Conn, r io.Reader, o ImportOptions) (
 			im.res.Seed = uuid.New()
 		}
 	}
-	err = im.run(r)
-	if im.cur != nil && im.cur.tx != nil {
-		_ = im.cur.tx.Rollback(ctx)
+	err = im.read(r)
+	if im.run != nil {
+		// The workers finish what they were given (or give it up after a
+		// failure); the first failed conversation's error is the import's.
+		if werr := im.run.wait(im.cur); werr != nil {
+			err = werr
+		}
+		im.res.Conversations, im.res.Skipped = im.run.turns.conversations, im.run.turns.skipped
+		im.res.Embedded = im.run.turns.embedded
+		if err == nil {
+			im.res.DroppedLinks = int64(len(im.run.turns.pending))
+		}
 	}
 	o.Progress.Done(im.res.Memories, im.res.Lines)
 	return im.res, err
@@ -159,7 +173,10 @@ func (im *importer) remapPtr(id *uuid.UUID) *uuid.UUID {
 	return &v
 }
 
-func (im *importer) run(r io.Reader) error {
+// read reads the file. An error within a conversation goes to its worker
+// (after the batches before it: a batch that fails in the database first
+// is the error), which gives the conversation up; read then returns nil.
+func (im *importer) read(r io.Reader) error {
 	rd, err := newReader(r)
 	if err != nil {
 		return err
@@ -176,56 +193,75 @@ func (im *importer) run(r io.Reader) error {
 	}
 	ended := false
 	for {
+		if im.run != nil && im.run.stopped() {
+			return nil // a conversation failed: its error is the import's
+		}
 		b, err := rd.next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return err
+			return im.fail(err)
 		}
 		n := rd.n
 		im.res.Lines++
 		if ended {
 			return lineErr(n, "a line after the end line")
 		}
-		kind, err := lineType(b)
-		if err != nil {
-			return lineErr(n, "%v", err)
+		kind, pre := decodeRow(b)
+		if pre == nil {
+			if kind, err = lineType(b); err != nil {
+				return im.fail(lineErr(n, "%v", err))
+			}
 		}
 		if kind == kindEnd {
 			var e endLine
 			if err := decodeStrict(b, &e); err != nil {
-				return lineErr(n, "end: %v", err)
+				return im.fail(lineErr(n, "end: %v", err))
 			}
 			// Checked before the last conversation commits: a line lost
 			// from it leaves it out.
-			convs := im.res.Conversations + im.res.Skipped
-			if im.cur != nil {
-				convs++
-			}
+			convs := im.res.Conversations
 			if e.Lines != im.lines || e.Conversations != convs {
-				return lineErr(n, "the end line counts %d lines and %d conversations, the file has %d and %d",
-					e.Lines, e.Conversations, im.lines, convs)
+				return im.fail(lineErr(n, "the end line counts %d lines and %d conversations, the file has %d and %d",
+					e.Lines, e.Conversations, im.lines, convs))
 			}
 			if err := im.applySettings(); err != nil {
 				return err
 			}
 			if err := im.finish(); err != nil {
-				return err
+				return im.fail(err)
 			}
 			ended = true
 			continue
 		}
 		im.lines++
-		if err := im.line(n, kind, b); err != nil {
-			return err
+		if err := im.line(n, kind, b, pre); err != nil {
+			return im.fail(err)
 		}
 		im.o.Progress.Set(im.res.Memories, im.res.Lines)
 	}
 	if !ended {
-		return lineErr(rd.n+1, "the file ends without its end line (truncated?): the conversation it ends in was not imported")
+		return im.fail(lineErr(rd.n+1, "the file ends without its end line (truncated?): the conversation it ends in was not imported"))
 	}
-	return im.dropLinks()
+	return nil
+}
+
+// fail hands err to the current conversation's worker (which gives the
+// conversation up with it), or returns it when no conversation is open.
+func (im *importer) fail(err error) error {
+	if im.cur == nil {
+		return err
+	}
+	if b := im.cur.batch; b != nil {
+		// Its lines are checked as one conversation after another would
+		// (an embedding of the wrong size before the error), not written.
+		b.dry = true
+		im.flush()
+	}
+	im.run.send(im.cur, item{err: err})
+	im.cur = nil
+	return nil
 }
 
 // start reads the header and learns the target's embedding model.
@@ -264,7 +300,8 @@ func (im *importer) start(b []byte) error {
 	return nil
 }
 
-func (im *importer) line(n int, kind string, b []byte) error {
+// line takes one line of kind (pre: the line decoded already, or nil).
+func (im *importer) line(n int, kind string, b []byte, pre any) error {
 	switch kind {
 	case kindHeader:
 		return lineErr(n, "a second header")
@@ -303,7 +340,7 @@ func (im *importer) line(n int, kind string, b []byte) error {
 		if rank[kind] < im.cur.rank {
 			return lineErr(n, "a %s line after the conversation's %s lines (order: messages, memories, reviews, events)", kind, kindByRank(im.cur.rank))
 		}
-		if im.cur.mode == "erased" && kind != kindEvent {
+		if im.cur.erased && kind != kindEvent {
 			return lineErr(n, "an erased conversation has only event lines")
 		}
 		if rank[kind] > im.cur.rank {
@@ -314,7 +351,7 @@ func (im *importer) line(n int, kind string, b []byte) error {
 			}
 		}
 		im.cur.rank = rank[kind]
-		return im.row(n, kind, b)
+		return im.row(n, kind, b, pre)
 	}
 	return lineErr(n, "unknown line type %q", kind)
 }
@@ -353,22 +390,13 @@ func (im *importer) applySettings() error {
 	return tx.Commit(im.ctx)
 }
 
-// begin opens the conversation's transaction.
+// begin starts a conversation: the workers start with the first one (the
+// settings are in by then), and the conversation goes to the next free one.
 func (im *importer) begin(n int, c conversationLine) error {
-	cv := &conv{fileID: c.ID, id: im.remap(c.ID), line: n, lineOf: map[uuid.UUID]int{}, want: *c.Lines}
-	im.cur = cv
-	tx, err := im.conn.Begin(im.ctx)
-	if err != nil {
-		return fmt.Errorf("begin conversation %s: %w", cv.id, err)
-	}
-	cv.tx = tx
-	if im.o.Tenant != "" {
-		if _, err := tx.Exec(im.ctx, `SELECT mneme.set_tenant($1)`, im.o.Tenant); err != nil {
-			return fmt.Errorf("set tenant %s: %w", im.o.Tenant, err)
-		}
-	}
+	cv := &conv{fileID: c.ID, id: im.remap(c.ID), line: n, erased: c.Erased, want: *c.Lines}
 	c.ID = cv.id
 	if im.o.NewIDs && len(c.PendingReviews) > 0 {
+		var err error
 		if c.PendingReviews, err = im.remapReviews(c.PendingReviews); err != nil {
 			return lineErr(n, "pending_reviews: %v", err)
 		}
@@ -377,9 +405,15 @@ func (im *importer) begin(n int, c conversationLine) error {
 	if err != nil {
 		return err
 	}
-	if err := tx.QueryRow(im.ctx, `SELECT mneme.import_conversation($1::jsonb)`, string(b)).Scan(&cv.mode); err != nil {
-		return im.dbErr(n, n, "conversation", err)
+	if im.run == nil {
+		if im.run, err = im.startWorkers(); err != nil {
+			return err
+		}
 	}
+	im.res.Conversations++
+	im.cur = cv
+	cv.task = im.run.dispatch()
+	im.run.send(cv, item{begin: b, conv: cv.id, first: n, last: n, barrier: im.run.touches(cv.task, cv.id)})
 	return nil
 }
 

@@ -11,75 +11,62 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// finish ends the current conversation: commits it, or checks that the
-// tenant's copy holds the file's memories (then it was imported before).
-func (im *importer) finish() error {
-	cv := im.cur
-	if cv == nil {
-		return nil
-	}
-	if err := im.flush(-1); err != nil {
-		return err
-	}
-	if err := cv.complete(rank[kindEvent] + 1); err != nil {
-		return err
-	}
+// commit ends the worker's conversation in its turn (the conversations
+// before it are in): commits it with the lineage links whose target is in
+// now, or checks that the tenant's copy holds the file's memories (then it
+// was imported before).
+func (w *worker) commit() error {
+	ctx, cv, turns := w.im.ctx, w.cv, &w.p.turns
+	turns.pending = append(turns.pending, cv.links...)
 	if cv.mode == "exists" {
-		_ = cv.tx.Rollback(im.ctx)
+		_ = cv.tx.Rollback(ctx)
 		cv.tx = nil
 		if cv.present != cv.memories {
 			return lineErr(cv.line, "conversation %s exists in the tenant but holds %d of the file's %d memories: it was not imported "+
 				"from this file (import with --conversations new to give the file's conversations new ids)", cv.id, cv.present, cv.memories)
 		}
-		im.res.Skipped++
-		im.cur = nil
+		turns.skipped++
 		return nil
 	}
-	if len(im.pending) > 0 {
-		if err := im.setLinks(cv.tx); err != nil {
+	if len(turns.pending) > 0 {
+		if err := w.setLinks(cv.tx); err != nil {
 			return fmt.Errorf("conversation %s (line %d): lineage links: %w", cv.id, cv.line, err)
 		}
 	}
-	if err := cv.tx.Commit(im.ctx); err != nil {
-		return im.dbErr(cv.line, cv.line, "conversation", err)
+	if err := cv.tx.Commit(ctx); err != nil {
+		return w.dbErr(cv.line, cv.line, "conversation", err)
 	}
 	cv.tx = nil
-	im.res.Conversations++
-	im.cur = nil
-	if cv.mode == "created" && im.o.Embedder != nil && !im.res.KeptEmbedding {
-		return im.embed(cv.id)
+	turns.conversations++
+	if cv.mode == "created" && w.im.o.Embedder != nil && !w.im.res.KeptEmbedding {
+		return w.embed(cv.id)
 	}
 	return nil
 }
 
 // setLinks sets the pending lineage links whose target is in now.
-func (im *importer) setLinks(tx pgx.Tx) error {
-	b, err := json.Marshal(im.pending)
+func (w *worker) setLinks(tx pgx.Tx) error {
+	b, err := json.Marshal(w.p.turns.pending)
 	if err != nil {
 		return err
 	}
-	rows, err := tx.Query(im.ctx, `SELECT memory_id, link, target FROM mneme.import_links($1::jsonb)`, string(b))
+	rows, err := tx.Query(w.im.ctx, `SELECT memory_id, link, target FROM mneme.import_links($1::jsonb)`, string(b))
 	if err != nil {
 		return err
 	}
-	im.pending, err = pgx.CollectRows(rows, pgx.RowToStructByPos[link])
+	w.p.turns.pending, err = pgx.CollectRows(rows, pgx.RowToStructByPos[link])
 	return err
-}
-
-func (im *importer) dropLinks() error {
-	im.res.DroppedLinks = int64(len(im.pending))
-	im.pending = nil
-	return nil
 }
 
 // embed fills the embeddings of a committed conversation's memories (and
 // of its episodes' messages, which the segment job embeds too) with the
 // external embedder: the model call outside any transaction, each page
 // written by its own statements.
-func (im *importer) embed(id uuid.UUID) error {
+func (w *worker) embed(id uuid.UUID) error {
+	ctx := w.im.ctx
 	var afterMemory *uuid.UUID
 	for {
-		rows, err := im.conn.Query(im.ctx, `SELECT memory_id, memory_text FROM mneme.import_unembedded($1, $2, 64)`, id, afterMemory)
+		rows, err := w.conn.Query(ctx, `SELECT memory_id, memory_text FROM mneme.import_unembedded($1, $2, 64)`, id, afterMemory)
 		if err != nil {
 			return fmt.Errorf("conversation %s: memories to embed: %w", id, err)
 		}
@@ -90,15 +77,15 @@ func (im *importer) embed(id uuid.UUID) error {
 		if len(items) == 0 {
 			break
 		}
-		if err := embedPage(im, items, `SELECT mneme.set_embedding($1, $2::real[])`); err != nil {
+		if err := embedPage(w, items, `SELECT mneme.set_embedding($1, $2::real[])`); err != nil {
 			return fmt.Errorf("conversation %s: %w", id, err)
 		}
-		im.res.Embedded += int64(len(items))
+		w.p.turns.embedded += int64(len(items))
 		afterMemory = &items[len(items)-1].ID
 	}
 	var afterMessage int64
 	for {
-		rows, err := im.conn.Query(im.ctx, `SELECT message_id, content FROM mneme.import_unembedded_messages($1, $2, 64)`, id, afterMessage)
+		rows, err := w.conn.Query(ctx, `SELECT message_id, content FROM mneme.import_unembedded_messages($1, $2, 64)`, id, afterMessage)
 		if err != nil {
 			return fmt.Errorf("conversation %s: messages to embed: %w", id, err)
 		}
@@ -109,7 +96,7 @@ func (im *importer) embed(id uuid.UUID) error {
 		if len(items) == 0 {
 			return nil
 		}
-		if err := embedPage(im, items, `SELECT mneme.set_message_embedding($1, $2::real[])`); err != nil {
+		if err := embedPage(w, items, `SELECT mneme.set_message_embedding($1, $2::real[])`); err != nil {
 			return fmt.Errorf("conversation %s: %w", id, err)
 		}
 		afterMessage = items[len(items)-1].ID
@@ -123,12 +110,12 @@ type textOf[K any] struct {
 }
 
 // embedPage embeds the texts of a page and stores each vector with store.
-func embedPage[K any](im *importer, items []textOf[K], store string) error {
+func embedPage[K any](w *worker, items []textOf[K], store string) error {
 	texts := make([]string, len(items))
 	for i, it := range items {
 		texts[i] = it.Text
 	}
-	vecs, err := im.o.Embedder.Embed(im.ctx, texts)
+	vecs, err := w.im.o.Embedder.Embed(w.im.ctx, texts)
 	if err != nil {
 		return fmt.Errorf("embed: %w", err)
 	}
@@ -139,7 +126,7 @@ func embedPage[K any](im *importer, items []textOf[K], store string) error {
 	for i, it := range items {
 		b.Queue(store, it.ID, vecs[i])
 	}
-	if err := im.conn.SendBatch(im.ctx, b).Close(); err != nil {
+	if err := w.conn.SendBatch(w.im.ctx, b).Close(); err != nil {
 		return fmt.Errorf("store embeddings: %w", err)
 	}
 	return nil
@@ -149,12 +136,12 @@ var keyDetail = regexp.MustCompile(`\(id\)=\(([0-9a-f-]{36})\)`)
 
 // dbErr names the lines a database error came from; an id another row
 // holds already names its line and what to do.
-func (im *importer) dbErr(first, last int, kind string, err error) error {
+func (w *worker) dbErr(first, last int, kind string, err error) error {
 	var pg *pgconn.PgError
 	if errors.As(err, &pg) && pg.Code == "23505" {
-		if m := keyDetail.FindStringSubmatch(pg.Detail); m != nil && im.cur != nil {
+		if m := keyDetail.FindStringSubmatch(pg.Detail); m != nil && w.cv != nil {
 			if id, perr := uuid.Parse(m[1]); perr == nil {
-				if n, ok := im.cur.lineOf[id]; ok {
+				if n, ok := w.cv.lineOf[id]; ok {
 					first = n
 					last = n
 				}
