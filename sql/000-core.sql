@@ -61,15 +61,8 @@ COMMENT ON FUNCTION mneme._set_local(text, text) IS
 
 -- Earlier versions made per-shard copies of the row triggers' functions at
 -- migrate time and called them through mneme._shard_local_trg; on Citus the
--- triggers' functions are now written whole in sql/citus/300-triggers.sql,
--- which drops the dispatcher there (its triggers are re-created first).
-DO $gone$
-BEGIN
-    IF NOT mneme._distributed('mneme.memories') THEN
-        DROP FUNCTION IF EXISTS mneme._shard_local_trg();
-    END IF;
-END
-$gone$;
+-- triggers' functions are now written whole in sql/citus/300-triggers.sql
+-- (goose 00090 drops the dispatcher where no trigger calls it).
 
 -- -----------------------------------------------------------------------------
 -- Settings
@@ -459,5 +452,4 @@ COMMENT ON FUNCTION mneme.enqueue_job(text, uuid, jsonb, text, timestamptz) IS
 
 -- (mneme._functions_reaching served the migrate-time rewriting of
 -- functions on Citus, which is gone: sql/citus/100-generated.sql is made
--- ahead of time.)
-DROP FUNCTION IF EXISTS mneme._functions_reaching(text);
+-- ahead of time; goose 00090 drops it.)

@@ -149,6 +149,7 @@ BEGIN
         RETURNS TABLE (action text, scope text, scope_id text, memories bigint, index_name text, statement text)
         LANGUAGE plpgsql STABLE
         SET search_path = pg_catalog, pg_temp
+        SET jit = off
         AS $fn$
         BEGIN
             RAISE EXCEPTION 'per-scope vector indexes need pgvector; this database uses the array variant'
@@ -161,6 +162,7 @@ BEGIN
     RETURNS TABLE (action text, scope text, scope_id text, memories bigint, index_name text, statement text)
     LANGUAGE plpgsql STABLE
     SET search_path = pg_catalog, pg_temp
+    SET jit = off
     AS $fn$
     #variable_conflict use_column
     DECLARE
