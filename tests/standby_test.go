@@ -60,9 +60,11 @@ func TestReadsOnHotStandby(t *testing.T) {
 
 	app, appURL := e.db.PoolAs(t, "mneme_app")
 	// The login was created after the base backup: wait until the standby
-	// has replayed everything the primary wrote so far.
+	// has replayed everything the primary has flushed so far (its commit
+	// included). Not the insert position: WAL inserted but not yet flushed
+	// is not sent, and under a loaded test run it can wait.
 	var lsn string
-	require.NoError(t, e.db.Pool.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&lsn))
+	require.NoError(t, e.db.Pool.QueryRow(ctx, `SELECT pg_current_wal_flush_lsn()::text`).Scan(&lsn))
 	u, err := url.Parse(appURL)
 	require.NoError(t, err)
 	u.Host = "127.0.0.1:" + strconv.Itoa(standby.Port)
@@ -75,7 +77,7 @@ func TestReadsOnHotStandby(t *testing.T) {
 	require.Eventually(t, func() bool {
 		var ok bool
 		return super.QueryRow(ctx, `SELECT pg_is_in_recovery() AND pg_last_wal_replay_lsn() >= $1::pg_lsn`, lsn).Scan(&ok) == nil && ok
-	}, 30*time.Second, 50*time.Millisecond, "the standby replays the primary's writes")
+	}, 2*time.Minute, 50*time.Millisecond, "the standby replays the primary's writes")
 	ro, err := pgxpool.New(ctx, u.String())
 	require.NoError(t, err)
 	defer ro.Close()
