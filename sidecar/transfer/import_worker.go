@@ -119,6 +119,14 @@ func (p *pipeline) dispatch() *task {
 	t := &task{seq: p.seq, items: make(chan item, itemDepth), prev: p.last, done: make(chan struct{}),
 		ids: map[uuid.UUID]struct{}{}}
 	p.last = t
+	p.pruneDone()
+	p.flight = append(p.flight, t)
+	p.tasks <- t
+	return t
+}
+
+// pruneDone drops the conversations that are done from the ones in flight.
+func (p *pipeline) pruneDone() {
 	live := p.flight[:0]
 	for _, f := range p.flight {
 		select {
@@ -127,9 +135,7 @@ func (p *pipeline) dispatch() *task {
 			live = append(live, f)
 		}
 	}
-	p.flight = append(live, t)
-	p.tasks <- t
-	return t
+	p.flight = live
 }
 
 // touches records that t writes or refers to ids, and says whether a
@@ -157,15 +163,7 @@ func (p *pipeline) touches(t *task, ids ...uuid.UUID) bool {
 	if hit {
 		// Whether they are done yet or not, t waits for them: forget
 		// them (the ones done since) for the next lines.
-		live := p.flight[:0]
-		for _, f := range p.flight {
-			select {
-			case <-f.done:
-			default:
-				live = append(live, f)
-			}
-		}
-		p.flight = live
+		p.pruneDone()
 	}
 	return hit
 }
