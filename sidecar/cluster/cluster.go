@@ -54,6 +54,11 @@ var baseSettings = []string{
 	"wal_level = logical",
 	"max_replication_slots = 32",
 	"max_wal_senders = 32",
+	// A standby made by pg_basebackup (StartStandby) streams from where its
+	// backup ended: keep that much WAL, or a run that writes a lot between
+	// the backup and the standby's start recycles it and the standby never
+	// catches up.
+	"wal_keep_size = 1GB",
 	"max_connections = 300",
 	"shared_buffers = 256MB",
 	"fsync = off",
