@@ -453,3 +453,18 @@ COMMENT ON FUNCTION mneme.enqueue_job(text, uuid, jsonb, text, timestamptz) IS
 -- (mneme._functions_reaching served the migrate-time rewriting of
 -- functions on Citus, which is gone: sql/citus/100-generated.sql is made
 -- ahead of time; goose 00090 drops it.)
+
+-- -----------------------------------------------------------------------------
+-- The SQL API's version (semantic: a major change breaks callers, a minor
+-- one adds functions or arguments). Clients and the sidecar read it at
+-- connect time and refuse a major they do not speak (docs/migrations.md).
+-- Bumped by hand with any change of the API's signatures or meaning.
+-- -----------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION mneme.version()
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT '1.0.0'::text $$;
+
+COMMENT ON FUNCTION mneme.version() IS
+    'The semantic version of mneme''s SQL API in this database (major.minor.patch): clients check its major at connect time.';
