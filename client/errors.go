@@ -69,7 +69,7 @@ func SQLState(err error) string {
 func ParseID(field, s string) (uuid.UUID, error) {
 	id, err := uuid.Parse(s)
 	if err != nil {
-		return uuid.Nil, &Error{Op: field, SQLState: "22P02", Message: "invalid input syntax for type uuid: " + strconv.Quote(s)}
+		return uuid.Nil, &Error{Op: "parse", SQLState: "22P02", Message: field + ": invalid input syntax for type uuid: " + strconv.Quote(s)}
 	}
 	return id, nil
 }
