@@ -49,6 +49,12 @@ func clientPackageDBs(t *testing.T, variant string) map[string][]string {
 	}
 }
 
+// runQuiet runs a short command and returns its combined output.
+func runQuiet(argv ...string) (string, error) {
+	out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
+	return string(out), err
+}
+
 // runPackageTests runs argv in dir with env added and fails with its
 // output when it fails.
 func runPackageTests(t *testing.T, dir string, env []string, argv ...string) string {
