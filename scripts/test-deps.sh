@@ -29,7 +29,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 command -v npm >/dev/null && command -v node >/dev/null || exit 0
-for dir in tests/mcp-node docs/clients clients/typescript; do
+for dir in tests/mcp-node clients/typescript docs/clients; do  # clients/typescript first: docs/clients links it
   lock="$dir/package-lock.json"
   if [ -d "$dir/node_modules" ] && [ "$dir/node_modules/.package-lock.json" -nt "$lock" ]; then
     continue

@@ -4,9 +4,10 @@ import type { Pool, Client, PoolClient } from 'pg';
 /** The mneme SQL API versions this package supports (mneme.version()). */
 export declare const SUPPORTED_API: string;
 
-/** A mneme (or PostgreSQL) error: sqlstate is the SQLSTATE (22004 NULL, 22023 bad value, 42501 privilege, ...), hint mneme's HINT. */
+/** A mneme (or PostgreSQL) error: message is the server's, op the mneme function, sqlstate the SQLSTATE (22004 NULL, 22023 bad value, 42501 privilege, ...), hint mneme's HINT, cause pg's error. */
 export declare class MnemeError extends Error {
-  constructor(message: string, fields?: { sqlstate?: string; hint?: string; detail?: string; cause?: unknown });
+  constructor(message: string, fields?: { op?: string; sqlstate?: string; hint?: string; detail?: string; cause?: unknown });
+  readonly op?: string;
   readonly sqlstate?: string;
   readonly hint?: string;
   readonly detail?: string;

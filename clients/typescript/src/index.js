@@ -11,21 +11,26 @@
 export const SUPPORTED_API = '>=1.0.0 <2.0.0';
 const SUPPORTED_MAJOR = 1;
 
-/** A mneme (or PostgreSQL) error with its SQLSTATE and HINT. */
+/**
+ * A mneme (or PostgreSQL) error: message is the server's, op the mneme
+ * function called, sqlstate the SQLSTATE, hint mneme's HINT, cause pg's
+ * error.
+ */
 export class MnemeError extends Error {
-  constructor(message, { sqlstate, hint, detail, cause } = {}) {
+  constructor(message, { op, sqlstate, hint, detail, cause } = {}) {
     super(message, cause ? { cause } : undefined);
     this.name = 'MnemeError';
+    this.op = op;
     this.sqlstate = sqlstate;
     this.hint = hint;
     this.detail = detail;
   }
 }
 
-function wrap(err, what) {
+function wrap(err, op) {
   if (err instanceof MnemeError) return err;
   if (err && typeof err.code === 'string' && err.severity) {
-    return new MnemeError(`${what}: ${err.message}`, { sqlstate: err.code, hint: err.hint, detail: err.detail, cause: err });
+    return new MnemeError(err.message, { op, sqlstate: err.code, hint: err.hint, detail: err.detail, cause: err });
   }
   return err;
 }
