@@ -84,7 +84,7 @@ func TestTypeScriptClient(t *testing.T) {
 	if _, err := exec.LookPath("node"); err != nil {
 		t.Fatalf("node is not installed: clients/typescript needs it (apt-get install nodejs npm; make test does)")
 	}
-	for _, pkg := range []string{"pg", "@langchain/langgraph", "ai", "@openai/agents", "zod"} {
+	for _, pkg := range []string{"pg", "@langchain/langgraph", "ai", "@openai/agents", "zod", "typescript"} {
 		if _, err := os.Stat(filepath.Join(dir, "node_modules", pkg)); err != nil {
 			t.Fatalf("%s is not installed: run `npm ci` in clients/typescript (make test does, scripts/test-deps.sh)", pkg)
 		}
