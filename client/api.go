@@ -216,3 +216,57 @@ func (c *Client) HashEmbed(ctx context.Context, text string) ([]float32, error) 
 	err := c.scalar(ctx, call{fn: "hash_embed", args: []any{text}}, &v)
 	return v, err
 }
+
+// ConversationMemory is a row of mneme.conversation_memories. Text that
+// may be NULL is "".
+type ConversationMemory struct {
+	MemoryID         uuid.UUID
+	Kind, Status     string
+	Label            string
+	Pinned           bool
+	Title, Summary   string
+	Content          string
+	SourceMessageIDs []int64
+	SourceFirstAt    *time.Time
+	Stability        float64
+	LastReviewedAt   *time.Time
+	ReviewCount      int32
+	ConfidenceScore  float32
+	SupersedesID     *uuid.UUID
+	CreatedAt        time.Time
+}
+
+// Memories is mneme.conversation_memories: the conversation's memories of
+// every status.
+func (c *Client) Memories(ctx context.Context, conv uuid.UUID) ([]ConversationMemory, error) {
+	return rows(ctx, c, newCall("conversation_memories", conv), `memory_id, kind, status, label, pinned, coalesce(title, ''),
+		coalesce(summary, ''), content, coalesce(source_message_ids, '{}'), source_first_at, stability, last_reviewed_at,
+		review_count, confidence_score, supersedes_id, created_at`,
+		func(r pgx.CollectableRow) (ConversationMemory, error) {
+			var m ConversationMemory
+			return m, r.Scan(&m.MemoryID, &m.Kind, &m.Status, &m.Label, &m.Pinned, &m.Title, &m.Summary, &m.Content,
+				&m.SourceMessageIDs, &m.SourceFirstAt, &m.Stability, &m.LastReviewedAt, &m.ReviewCount, &m.ConfidenceScore,
+				&m.SupersedesID, &m.CreatedAt)
+		})
+}
+
+// Conversation is a row of mneme.conversations.
+type Conversation struct {
+	ConversationID                                     uuid.UUID
+	Messages, QueuedMessages, Memories, ActiveMemories int64
+	LastMessageAt                                      *time.Time
+	PendingJobs, FailedJobs                            int64
+	PendingReviews                                     int32
+}
+
+// Conversations is mneme.conversations: the tenant's conversations, the
+// most recently active first, at most k (0: the SQL default, 100).
+func (c *Client) Conversations(ctx context.Context, k int) ([]Conversation, error) {
+	return rows(ctx, c, newCall("conversations").opt(k != 0, "k", "", k), `conversation_id, messages, queued_messages, memories,
+		active_memories, last_message_at, pending_jobs, failed_jobs, pending_reviews`,
+		func(r pgx.CollectableRow) (Conversation, error) {
+			var v Conversation
+			return v, r.Scan(&v.ConversationID, &v.Messages, &v.QueuedMessages, &v.Memories, &v.ActiveMemories,
+				&v.LastMessageAt, &v.PendingJobs, &v.FailedJobs, &v.PendingReviews)
+		})
+}

@@ -158,6 +158,16 @@ func everyFunction(t *testing.T, app, adminPool *pgxpool.Pool) {
 	ins, err = m.Inspect(ctx, newer)
 	require.NoError(t, err)
 	require.Equal(t, []string{"invalidated", "the user said it was wrong"}, []string{ins.Status, ins.StatusReason})
+	mems, err := m.Memories(ctx, conv)
+	require.NoError(t, err)
+	require.Len(t, mems, 2)
+	convs, err := m.Conversations(ctx, 1000)
+	require.NoError(t, err)
+	var found bool
+	for _, cv := range convs {
+		found = found || cv.ConversationID == conv && cv.Messages == 3 && cv.Memories == 2
+	}
+	require.True(t, found, "%+v", convs)
 	job, err := m.SegmentNow(ctx, conv)
 	require.NoError(t, err)
 	require.Positive(t, job)
