@@ -51,7 +51,8 @@ function call(fn, args, opts = {}, names = {}) {
   const params = [...args];
   const list = args.map((_, i) => `$${i + 1}`);
   for (const [k, v] of Object.entries(opts)) {
-    if (v === undefined || !(k in names)) continue;
+    if (!(k in names)) throw new TypeError(`${fn}: unknown option ${k} (known: ${Object.keys(names).join(', ')})`);
+    if (v === undefined) continue;
     params.push(v);
     list.push(`${names[k]} => $${params.length}${names[k] === 'query_embedding' ? '::real[]' : ''}`);
   }

@@ -113,6 +113,7 @@ test('bad input is a MnemeError with SQLSTATE and hint, and writes nothing', asy
   await rejectsWith(m.inspect('00000000-0000-4000-8000-000000000000'), 'P0002');
   await rejectsWith(m.addMessage('not-a-uuid', 'user', 'hi'), '22P02');
   await rejectsWith(m.setTenant('acme'), '25P01');
+  await assert.rejects(m.context(conv, 'x', { budgte: 200 }), /context: unknown option budgte \(known: budget, /);
   await rejectsWith(m.withTenant('nobody').search(conv, 'x'), '22023');
   // A failed transaction rolls back what it wrote before the error.
   await assert.rejects(m.transaction(async (tx) => {
