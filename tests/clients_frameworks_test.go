@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -65,5 +66,14 @@ func TestClientsDocShowsExamples(t *testing.T) {
 		src, err := os.ReadFile(filepath.Join("..", f))
 		require.NoError(t, err)
 		require.Contains(t, string(doc), "\n"+string(src)+"```\n", "docs/clients.md must show %s whole, in a fenced block", f)
+		if strings.HasPrefix(f, "docs/clients/loop.") {
+			// The table of the loops states each one's length.
+			lines := strings.Count(string(src), "\n")
+			name := filepath.Base(f)
+			require.Contains(t, string(doc), fmt.Sprintf("| [%s](clients/%s) | %d", name, name, lines), "docs/clients.md's line count of %s", f)
+			if !strings.HasSuffix(f, ".go") {
+				require.LessOrEqual(t, lines, 25, "%s stays a short example", f)
+			}
+		}
 	}
 }
