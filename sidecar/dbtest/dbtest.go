@@ -50,7 +50,7 @@ var (
 	serverErr  error
 	private    *cluster.Cluster
 
-	citus      *cluster.Citus
+	citus *cluster.Citus
 
 	tmplMu sync.Mutex
 	tmpls  = map[string]string{} // variant request -> template db name
