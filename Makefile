@@ -31,9 +31,8 @@ run: build ## run the sidecar daemon against $$DATABASE_URL (or the demo cluster
 psql: build ## psql on $$DATABASE_URL (or the demo cluster, started if needed)
 	$(BIN) psql
 
-test: build ## all tests against a real PostgreSQL (each test binary starts a private cluster unless DATABASE_URL is set)
-	./scripts/test-deps.sh
-	$(GO) test $(TESTFLAGS) $(PKGS)
+test: build ## all tests on every deployment this machine can run: array, pgvector, Citus (scripts/test.sh; MNEME_EXTENSION_SOURCES=DIR builds the extensions)
+	GO="$(GO)" TESTFLAGS="$(TESTFLAGS)" PKGS="$(PKGS)" ./scripts/test.sh
 
 bench: build ## benchmarks: retrieval and event latency
 	./scripts/with-test-db.sh ./scripts/bench.sh
