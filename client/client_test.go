@@ -39,12 +39,9 @@ func requireState(t *testing.T, err error, state string) *client.Error {
 // and through PgBouncer 1.18 in transaction pooling (pgx's exec mode).
 func TestClient(t *testing.T) {
 	t.Parallel()
-	for _, variant := range []string{"array", "pgvector"} {
+	for _, variant := range dbtest.Variants(t) {
 		t.Run(variant, func(t *testing.T) {
 			t.Parallel()
-			if variant == "pgvector" && !dbtest.HasPgvector(t) {
-				t.Skip("pgvector not installed on the test server")
-			}
 			ctx := context.Background()
 			db := dbtest.New(t, dbtest.WithVector(variant))
 			_, err := db.Pool.Exec(ctx, `SELECT mneme.create_tenant('acme')`)
