@@ -40,6 +40,12 @@ type Options struct {
 	// sets. Required on a non-loopback address.
 	Token string
 	Log   *slog.Logger
+	// Addr is the address the server is served as (--addr): besides the
+	// loopback names, the only Host a request may name (DNS rebinding: a
+	// page of another site whose name resolves to this machine must not
+	// read it). An unspecified address (0.0.0.0, ::) needs the token, and
+	// accepts any Host.
+	Addr string
 	// Now is the clock of the retrievability plot; nil: time.Now.
 	Now func() time.Time
 }
@@ -48,6 +54,7 @@ type Options struct {
 type Server struct {
 	pool  *pgxpool.Pool
 	token string
+	hosts hostCheck
 	log   *slog.Logger
 	now   func() time.Time
 	tmpl  map[string]*template.Template
@@ -65,7 +72,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if o.Pool == nil {
 		return nil, errors.New("ui: no database pool")
 	}
-	s := &Server{pool: o.Pool, token: o.Token, log: o.Log, now: o.Now}
+	s := &Server{pool: o.Pool, token: o.Token, log: o.Log, now: o.Now, hosts: newHostCheck(o.Addr)}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -85,7 +92,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 }
 
 // Handler is the server's handler, authentication included.
-func (s *Server) Handler() http.Handler { return s.authenticate(s.mux) }
+func (s *Server) Handler() http.Handler { return gzipped(s.checkHost(s.authenticate(s.mux))) }
 
 func (s *Server) routes() {
 	m := http.NewServeMux()
@@ -131,6 +138,7 @@ func Serve(ctx context.Context, addr string, o Options) error {
 	if err := CheckAddr(addr, o.Token); err != nil {
 		return err
 	}
+	o.Addr = addr
 	s, err := New(ctx, o)
 	if err != nil {
 		return err
