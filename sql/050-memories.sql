@@ -306,6 +306,122 @@ COMMENT ON FUNCTION mneme.conversation_memories(uuid) IS
     'belief state, label, pin, title, summary, content, source messages, FSRS stability and last review, '
     'confidence, the memory it supersedes. Unknown or another tenant''s conversation: no rows. No side effects.';
 
+-- A person's question "what does the agent remember about X?": the
+-- tenant's memories (or one conversation's), filtered, sorted and paged.
+-- Two statements, one per scope, so that each is planned for its index
+-- (memories_conversation_idx, memories_tenant_idx); the filters are
+-- "argument IS NULL OR column = argument", which a generic plan keeps
+-- as filters over that one index scan.
+CREATE OR REPLACE FUNCTION mneme.find_memories(
+    conversation uuid DEFAULT NULL, words text DEFAULT NULL, only_label text DEFAULT NULL, only_status text DEFAULT NULL,
+    only_kind text DEFAULT NULL, only_pinned boolean DEFAULT NULL, r_min float8 DEFAULT NULL, r_max float8 DEFAULT NULL,
+    sort text DEFAULT 'created', k int DEFAULT 50, page int DEFAULT 1, at timestamptz DEFAULT NULL)
+RETURNS TABLE (memory_id uuid, conversation_id uuid, kind text, status text, label text, pinned boolean, title text,
+               summary text, content text, source_first_at timestamptz, created_at timestamptz, valid_until timestamptz,
+               stability float8, last_reviewed_at timestamptz, review_count int, confidence_score real,
+               retrievability float8, supersedes_id uuid, total bigint)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_at     timestamptz := coalesce(find_memories.at, now());
+    v_sort   text := coalesce(find_memories.sort, 'created');
+    v_k      int := coalesce(find_memories.k, 50);
+    v_page   int := coalesce(find_memories.page, 1);
+    v_words  text[];
+    v_tenant text := mneme._tenant();
+BEGIN
+    IF v_sort NOT IN ('created', 'created_asc', 'said', 'said_asc', 'r', 'r_desc', 'stability', 'reviews') THEN
+        RAISE EXCEPTION 'sort must be created, created_asc, said, said_asc, r, r_desc, stability or reviews, got %', v_sort
+            USING ERRCODE = '22023', HINT = 'created: newest stored first; said: newest source message first; r: the most faded first';
+    END IF;
+    IF v_k < 1 OR v_k > 500 THEN
+        RAISE EXCEPTION 'k must be between 1 and 500, got %', v_k USING ERRCODE = '22023', HINT = 'k is the page size';
+    END IF;
+    IF v_page < 1 OR v_page > 100000 THEN
+        RAISE EXCEPTION 'page must be between 1 and 100000, got %', v_page USING ERRCODE = '22023', HINT = 'pages count from 1';
+    END IF;
+    IF find_memories.only_status IS NOT NULL
+       AND find_memories.only_status NOT IN ('active', 'superseded', 'invalidated', 'inactive', 'merged') THEN
+        RAISE EXCEPTION 'only_status must be active, superseded, invalidated, inactive or merged, got %', find_memories.only_status
+            USING ERRCODE = '22023', HINT = 'omit only_status (NULL) for every status';
+    END IF;
+    IF find_memories.only_kind IS NOT NULL AND find_memories.only_kind NOT IN ('episodic', 'semantic') THEN
+        RAISE EXCEPTION 'only_kind must be episodic or semantic, got %', find_memories.only_kind
+            USING ERRCODE = '22023', HINT = 'omit only_kind (NULL) for both';
+    END IF;
+    IF find_memories.r_min NOT BETWEEN 0 AND 1 OR find_memories.r_max NOT BETWEEN 0 AND 1 THEN
+        RAISE EXCEPTION 'r_min and r_max must be between 0 and 1, got % and %', find_memories.r_min, find_memories.r_max
+            USING ERRCODE = '22023', HINT = 'retrievability is between 0 and 1; omit a bound (NULL) for none';
+    END IF;
+    IF find_memories.at IS NOT NULL AND NOT isfinite(find_memories.at) THEN
+        RAISE EXCEPTION 'at must be a finite time, got %', find_memories.at USING ERRCODE = '22008';
+    END IF;
+    -- Every one of the words, anywhere in the title, summary or content, any case
+    -- (LIKE's wildcards in the words taken literally).
+    SELECT array_agg('%' || replace(replace(replace(w, '\', '\\'), '%', '\%'), '_', '\_') || '%')
+    INTO v_words
+    FROM regexp_split_to_table(lower(coalesce(find_memories.words, '')), '\s+') w WHERE w <> '';
+    IF find_memories.conversation IS NOT NULL THEN
+        IF NOT mneme._readable_conversation(find_memories.conversation) THEN
+            RETURN;  -- unknown, or another tenant's: no rows, as mneme.search
+        END IF;
+        RETURN QUERY
+        WITH f AS (
+            SELECT m.*, CASE WHEN m.pinned THEN 1::float8 ELSE mneme._retrievability(m.stability, m.last_reviewed_at, v_at) END AS r
+            FROM mneme.memories m
+            WHERE m.conversation_id = find_memories.conversation
+              AND (find_memories.only_label IS NULL OR m.label = find_memories.only_label)
+              AND (find_memories.only_status IS NULL OR m.status = find_memories.only_status)
+              AND (find_memories.only_kind IS NULL OR m.kind = find_memories.only_kind)
+              AND (find_memories.only_pinned IS NULL OR m.pinned = find_memories.only_pinned)
+              AND (v_words IS NULL OR lower(concat_ws(' ', m.title, m.summary, m.content)) LIKE ALL (v_words))
+        )
+        SELECT f.id, f.conversation_id, f.kind, f.status, f.label, f.pinned, f.title, f.summary, f.content, f.source_first_at,
+               f.created_at, f.valid_until, f.stability, f.last_reviewed_at, f.review_count, f.confidence_score, f.r,
+               f.supersedes_id, count(*) OVER ()
+        FROM f
+        WHERE (find_memories.r_min IS NULL OR f.r >= find_memories.r_min) AND (find_memories.r_max IS NULL OR f.r <= find_memories.r_max)
+        ORDER BY CASE WHEN v_sort = 'r' THEN f.r END, CASE WHEN v_sort = 'r_desc' THEN f.r END DESC,
+                 CASE WHEN v_sort = 'said' THEN coalesce(f.source_first_at, f.created_at) END DESC,
+                 CASE WHEN v_sort = 'said_asc' THEN coalesce(f.source_first_at, f.created_at) END,
+                 CASE WHEN v_sort = 'stability' THEN f.stability END DESC, CASE WHEN v_sort = 'reviews' THEN f.review_count END DESC,
+                 CASE WHEN v_sort = 'created_asc' THEN f.created_at END, f.created_at DESC, f.id
+        LIMIT v_k OFFSET (v_page - 1)::bigint * v_k;
+        RETURN;
+    END IF;
+    RETURN QUERY
+    WITH f AS (
+        SELECT m.*, CASE WHEN m.pinned THEN 1::float8 ELSE mneme._retrievability(m.stability, m.last_reviewed_at, v_at) END AS r
+        FROM mneme.memories m
+        WHERE m.tenant_id = v_tenant
+          AND (find_memories.only_label IS NULL OR m.label = find_memories.only_label)
+          AND (find_memories.only_status IS NULL OR m.status = find_memories.only_status)
+          AND (find_memories.only_kind IS NULL OR m.kind = find_memories.only_kind)
+          AND (find_memories.only_pinned IS NULL OR m.pinned = find_memories.only_pinned)
+          AND (v_words IS NULL OR lower(concat_ws(' ', m.title, m.summary, m.content)) LIKE ALL (v_words))
+    )
+    SELECT f.id, f.conversation_id, f.kind, f.status, f.label, f.pinned, f.title, f.summary, f.content, f.source_first_at,
+           f.created_at, f.valid_until, f.stability, f.last_reviewed_at, f.review_count, f.confidence_score, f.r,
+           f.supersedes_id, count(*) OVER ()
+    FROM f
+    WHERE (find_memories.r_min IS NULL OR f.r >= find_memories.r_min) AND (find_memories.r_max IS NULL OR f.r <= find_memories.r_max)
+    ORDER BY CASE WHEN v_sort = 'r' THEN f.r END, CASE WHEN v_sort = 'r_desc' THEN f.r END DESC,
+             CASE WHEN v_sort = 'said' THEN coalesce(f.source_first_at, f.created_at) END DESC,
+             CASE WHEN v_sort = 'said_asc' THEN coalesce(f.source_first_at, f.created_at) END,
+             CASE WHEN v_sort = 'stability' THEN f.stability END DESC, CASE WHEN v_sort = 'reviews' THEN f.review_count END DESC,
+             CASE WHEN v_sort = 'created_asc' THEN f.created_at END, f.created_at DESC, f.id
+    LIMIT v_k OFFSET (v_page - 1)::bigint * v_k;
+END
+$$;
+COMMENT ON FUNCTION mneme.find_memories(uuid, text, text, text, text, boolean, float8, float8, text, int, int, timestamptz) IS
+    'The transaction''s tenant''s memories (or, with conversation, one conversation''s; unknown or another tenant''s: no rows), '
+    'for a person looking: every one of words in the title, summary or content (any case), only_label, only_status, only_kind, only_pinned, '
+    'retrievability at `at` (default now; pinned: 1) between r_min and r_max; sorted by sort (created: newest stored first, '
+    'created_asc, said: newest source message first, said_asc, r: most faded first, r_desc, stability, reviews); page of k '
+    '(1..500) rows, total the rows of every page. NULL filters filter nothing. No side effects.';
+
 CREATE OR REPLACE FUNCTION mneme.memory_reviews(memory_id uuid)
 RETURNS TABLE (reviewed_at timestamptz, rating text, reviewer text, defaulted boolean, stability_before float8,
                stability_after float8, difficulty_before float8, difficulty_after float8, state_before text,

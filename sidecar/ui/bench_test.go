@@ -48,8 +48,8 @@ func BenchmarkConversationPage(b *testing.B) {
 	}
 	rec := get()
 	require.Equal(b, http.StatusOK, rec.Code)
-	require.Equal(b, 500, strings.Count(rec.Body.String(), `<div class="episode"`), "every episode on the page")
-	require.Equal(b, 99, strings.Count(rec.Body.String(), `class="episode-gap"`), "a session gap every 5 episodes")
+	require.Equal(b, 5, strings.Count(rec.Body.String(), `<div class="episode"`), "a session's episodes on the page")
+	require.Equal(b, 100, strings.Count(rec.Body.String(), `class="session"`), "a session gap every 5 episodes")
 	size := rec.Body.Len()
 	for range 3 {
 		get() // warm the connections and plans
@@ -69,7 +69,7 @@ func BenchmarkConversationPage(b *testing.B) {
 	req := httptest.NewRequest(http.MethodGet, "/conversations/"+conv.String(), nil)
 	for range b.N {
 		t0 := time.Now()
-		_, err := s.conversation(ctx, req, conv)
+		_, _, err := s.conversation(ctx, req, conv, 1, 0)
 		require.NoError(b, err)
 		reads = append(reads, time.Since(t0))
 	}

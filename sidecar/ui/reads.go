@@ -3,6 +3,7 @@ package ui
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -20,6 +21,65 @@ type Conversation struct {
 	LastMessageAt                      *time.Time
 	PendingJobs, FailedJobs            int64
 	PendingReviews                     int
+	// From mneme.conversation_titles:
+	Speakers     []string
+	FirstMessage string
+	FirstAt      *time.Time
+}
+
+// genericRoles are add_message's own roles: no title.
+var genericRoles = map[string]bool{"user": true, "assistant": true, "system": true, "tool": true}
+
+// Title is what a person recognises the conversation by: its speakers'
+// names (mneme.set_speakers), else the start of its first message.
+func (c Conversation) Title() string {
+	var names []string
+	for _, s := range c.Speakers {
+		if !genericRoles[s] {
+			names = append(names, s)
+		}
+	}
+	switch {
+	case len(names) > 0:
+		return strings.Join(names, " & ")
+	case strings.TrimSpace(c.FirstMessage) != "":
+		return clip(60, strings.Join(strings.Fields(c.FirstMessage), " "))
+	}
+	return "Conversation " + c.ID.String()[:8]
+}
+
+// readTitles adds mneme.conversation_titles' speakers and first message.
+func readTitles(ctx context.Context, tx pgx.Tx, convs []Conversation) error {
+	ids := make([]uuid.UUID, len(convs))
+	at := make(map[uuid.UUID]int, len(convs))
+	for i, c := range convs {
+		ids[i] = c.ID
+		at[c.ID] = i
+	}
+	rows, err := tx.Query(ctx, `SELECT conversation_id, speakers, first_message, first_message_at FROM mneme.conversation_titles($1)`, ids)
+	if err != nil {
+		return fmt.Errorf("read conversation titles: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id uuid.UUID
+		var sp []string
+		var first *string
+		var firstAt *time.Time
+		if err := rows.Scan(&id, &sp, &first, &firstAt); err != nil {
+			return fmt.Errorf("read conversation titles: %w", err)
+		}
+		if i, ok := at[id]; ok {
+			convs[i].Speakers, convs[i].FirstAt = sp, firstAt
+			if first != nil {
+				convs[i].FirstMessage = *first
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read conversation titles: %w", err)
+	}
+	return nil
 }
 
 func readConversations(ctx context.Context, tx pgx.Tx, k int) ([]Conversation, error) {
@@ -320,6 +380,86 @@ func readTenants(ctx context.Context, tx pgx.Tx) ([]string, error) {
 	rows, err := tx.Query(ctx, `SELECT id FROM mneme.tenants ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("read tenants: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// Filter is the memories view's query: mneme.find_memories' arguments.
+type Filter struct {
+	Conversation string // "" for the tenant's
+	Q, Label     string
+	Status, Kind string
+	Pinned       string // "", "yes", "no"
+	RMin, RMax   string // "" or a number in [0, 1]
+	Sort         string
+	Page         int
+}
+
+// Found is a row of mneme.find_memories.
+type Found struct {
+	ID, Conversation    uuid.UUID
+	Kind, Status, Label string
+	Pinned              bool
+	Title, Summary      *string
+	Content             string
+	SaidAt              *time.Time
+	CreatedAt           time.Time
+	ValidUntil          *time.Time
+	Stability           float64
+	LastReviewedAt      time.Time
+	ReviewCount         int
+	Confidence          float32
+	Retrievability      float64
+	SupersedesID        *uuid.UUID
+}
+
+// pageSize is the memories view's rows a page.
+const pageSize = 50
+
+func readFound(ctx context.Context, tx pgx.Tx, f Filter, now time.Time) ([]Found, int64, error) {
+	null := func(s string) any {
+		if s == "" {
+			return nil
+		}
+		return s
+	}
+	var conv, pinned any
+	if f.Conversation != "" {
+		conv = f.Conversation
+	}
+	switch f.Pinned {
+	case "yes":
+		pinned = true
+	case "no":
+		pinned = false
+	}
+	rows, err := tx.Query(ctx, `SELECT memory_id, conversation_id, kind, status, label, pinned, title, summary, content,
+	        source_first_at, created_at, valid_until, stability, last_reviewed_at, review_count, confidence_score,
+	        retrievability, supersedes_id, total
+	        FROM mneme.find_memories($1::uuid, $2, $3, $4, $5, $6, $7::float8, $8::float8, $9, $10, $11, $12)`,
+		conv, null(f.Q), null(f.Label), null(f.Status), null(f.Kind), pinned, null(f.RMin), null(f.RMax), null(f.Sort), pageSize, f.Page, now)
+	if err != nil {
+		return nil, 0, fmt.Errorf("find memories: %w", err)
+	}
+	var total int64
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Found, error) {
+		var m Found
+		err := r.Scan(&m.ID, &m.Conversation, &m.Kind, &m.Status, &m.Label, &m.Pinned, &m.Title, &m.Summary, &m.Content,
+			&m.SaidAt, &m.CreatedAt, &m.ValidUntil, &m.Stability, &m.LastReviewedAt, &m.ReviewCount, &m.Confidence,
+			&m.Retrievability, &m.SupersedesID, &total)
+		return m, err
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("find memories: %w", err)
+	}
+	return out, total, nil
+}
+
+// readLabels is the tenant's label vocabulary, for the filter's choices.
+func readLabels(ctx context.Context, tx pgx.Tx) ([]string, error) {
+	rows, err := tx.Query(ctx, `SELECT unnest(mneme.labels())`)
+	if err != nil {
+		return nil, fmt.Errorf("read labels: %w", err)
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }

@@ -100,6 +100,7 @@ func (s *Server) routes() {
 	m.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	m.HandleFunc("GET /{$}", s.pageIndex)
 	m.HandleFunc("GET /conversations/{id}", s.pageConversation)
+	m.HandleFunc("GET /memories", s.pageMemories)
 	m.HandleFunc("GET /memories/{id}", s.pageMemory)
 	m.HandleFunc("GET /memories/{id}/confirm/{action}", s.pageConfirm)
 	m.HandleFunc("POST /memories/{id}/{action}", s.postMemoryAction)
