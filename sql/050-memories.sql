@@ -160,20 +160,31 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-    v_conv uuid;
+    v_conv   uuid;
+    v_status text;
 BEGIN
     IF pin.memory_id IS NULL OR pin.pinned IS NULL THEN
         RAISE EXCEPTION 'memory_id and pinned must not be NULL' USING ERRCODE = '22004';
     END IF;
     v_conv := mneme._memory_conversation(pin.memory_id);
-    UPDATE mneme.memories SET pinned = pin.pinned, updated_at = now() WHERE conversation_id = v_conv AND id = pin.memory_id;
+    UPDATE mneme.memories SET pinned = pin.pinned, updated_at = now()
+    WHERE conversation_id = v_conv AND id = pin.memory_id
+    RETURNING status INTO v_status;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'memory % does not exist', pin.memory_id USING ERRCODE = 'P0002';
+    END IF;
+    -- A pin keeps a belief in retrieval; a forgotten, superseded or merged
+    -- memory is out of it for a reason (its status says which), and a pin
+    -- would show "invalidated · pinned". Unpinning is always allowed.
+    IF pin.pinned AND v_status NOT IN ('active', 'inactive') THEN
+        RAISE EXCEPTION 'memory % is %, only an active or inactive memory can be pinned', pin.memory_id, v_status
+            USING ERRCODE = '55000', HINT = 'mneme.history(id) shows what replaced it; pin that one';
     END IF;
 END
 $$;
 COMMENT ON FUNCTION mneme.pin(uuid, boolean) IS
-    'Pins (or with false unpins) a memory: pinned memories rank with retrievability 1 and are never purged.';
+    'Pins (or with false unpins) a memory: pinned memories rank with retrievability 1 and are never purged. '
+    'Only an active or inactive memory (which the pin makes active again) can be pinned: 55000 for a forgotten, superseded or merged one.';
 
 CREATE OR REPLACE FUNCTION mneme.unpin(memory_id uuid)
 RETURNS void
@@ -425,7 +436,7 @@ COMMENT ON FUNCTION mneme.find_memories(uuid, text, text, text, text, boolean, f
 CREATE OR REPLACE FUNCTION mneme.memory_reviews(memory_id uuid)
 RETURNS TABLE (reviewed_at timestamptz, rating text, reviewer text, defaulted boolean, stability_before float8,
                stability_after float8, difficulty_before float8, difficulty_after float8, state_before text,
-               state_after text, last_reviewed_before timestamptz, matched_queries text[], job_id bigint)
+               state_after text, last_reviewed_before timestamptz, matched_queries text[], job_id bigint, evidence jsonb)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -443,7 +454,7 @@ BEGIN
     RETURN QUERY
     SELECT l.reviewed_at, l.rating, l.reviewer, l.defaulted, l.stability_before, l.stability_after,
            l.difficulty_before, l.difficulty_after, l.state_before, l.state_after, l.last_reviewed_before,
-           l.matched_queries, l.job_id
+           l.matched_queries, l.job_id, l.evidence
     FROM mneme.review_log l
     WHERE l.memory_id = memory_reviews.memory_id AND l.conversation_id = v_conv
     ORDER BY l.reviewed_at, l.id;
@@ -451,5 +462,6 @@ END
 $$;
 COMMENT ON FUNCTION mneme.memory_reviews(uuid) IS
     'A memory''s reviews oldest first (the rows of mneme.review_log): the rating, who rated, FSRS stability, '
-    'difficulty and phase before and after, and the queries that retrieved it. Raises P0002 for an unknown '
+    'difficulty and phase before and after, the queries that retrieved it, and the evidence for the rating (the heuristic''s '
+    'score and thresholds or the LLM''s reason; NULL for older reviews). Raises P0002 for an unknown '
     'memory (or another tenant''s). No side effects.';

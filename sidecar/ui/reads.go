@@ -202,11 +202,19 @@ type Review struct {
 	StateBefore, StateAfter           string
 	LastReviewedBefore                time.Time
 	Queries                           []string
+	JobID                             *int64
+	// Evidence is why it was rated so: the heuristic's score and
+	// thresholds, or the LLM's reason (NULL for reviews before 00130).
+	Evidence *struct {
+		Score      *float64           `json:"score"`
+		Thresholds map[string]float64 `json:"thresholds"`
+		Reason     string             `json:"reason"`
+	}
 }
 
 func readReviews(ctx context.Context, tx pgx.Tx, id uuid.UUID) ([]Review, error) {
 	rows, err := tx.Query(ctx, `SELECT reviewed_at, rating, reviewer, defaulted, stability_before, stability_after,
-	        difficulty_before, difficulty_after, state_before, state_after, last_reviewed_before, matched_queries
+	        difficulty_before, difficulty_after, state_before, state_after, last_reviewed_before, matched_queries, job_id, evidence
 	        FROM mneme.memory_reviews($1)`, id)
 	if err != nil {
 		return nil, fmt.Errorf("read reviews: %w", err)
@@ -214,7 +222,7 @@ func readReviews(ctx context.Context, tx pgx.Tx, id uuid.UUID) ([]Review, error)
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Review, error) {
 		var v Review
 		err := r.Scan(&v.At, &v.Rating, &v.Reviewer, &v.Defaulted, &v.StabilityBefore, &v.StabilityAfter,
-			&v.DifficultyBefore, &v.DifficultyAfter, &v.StateBefore, &v.StateAfter, &v.LastReviewedBefore, &v.Queries)
+			&v.DifficultyBefore, &v.DifficultyAfter, &v.StateBefore, &v.StateAfter, &v.LastReviewedBefore, &v.Queries, &v.JobID, &v.Evidence)
 		return v, err
 	})
 }
@@ -462,4 +470,24 @@ func readLabels(ctx context.Context, tx pgx.Tx) ([]string, error) {
 		return nil, fmt.Errorf("read labels: %w", err)
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// Why is the review's evidence as a sentence: the heuristic's overlap
+// score against its thresholds, or the LLM's reason.
+func (v Review) Why() string {
+	e := v.Evidence
+	switch {
+	case e == nil:
+		if v.Defaulted {
+			return "no usable rating from the reviewer: the default rating (review_default_rating)"
+		}
+		return "not recorded (a review before mneme stored its evidence)"
+	case e.Reason != "":
+		return e.Reason
+	case e.Score != nil:
+		th := e.Thresholds
+		return fmt.Sprintf("overlap %.3f with the conversation after it (again < %g ≤ hard < %g ≤ good < %g ≤ easy)",
+			*e.Score, th["hard"], th["good"], th["easy"])
+	}
+	return ""
 }

@@ -619,7 +619,7 @@ BEGIN
 END
 $function$;
 
-CREATE OR REPLACE FUNCTION mneme.apply_review(memory_id uuid, rating text, stability double precision, difficulty double precision, fsrs_state text, reviewed_at timestamp with time zone, reviewer text, matched_queries text[] DEFAULT '{}'::text[], defaulted boolean DEFAULT false, job_id bigint DEFAULT NULL::bigint)
+CREATE OR REPLACE FUNCTION mneme.apply_review(memory_id uuid, rating text, stability double precision, difficulty double precision, fsrs_state text, reviewed_at timestamp with time zone, reviewer text, matched_queries text[] DEFAULT '{}'::text[], defaulted boolean DEFAULT false, job_id bigint DEFAULT NULL::bigint, evidence jsonb DEFAULT NULL::jsonb)
  RETURNS boolean
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -639,6 +639,11 @@ BEGIN
         RAISE EXCEPTION 'memory_id and reviewed_at must not be NULL' USING ERRCODE = '22004';
     END IF;
     PERFORM mneme._check_time('reviewed_at', apply_review.reviewed_at);
+    IF apply_review.evidence IS NOT NULL
+       AND (jsonb_typeof(apply_review.evidence) <> 'object' OR pg_column_size(apply_review.evidence) > 4096) THEN
+        RAISE EXCEPTION 'evidence must be a JSON object of at most 4 kB'
+            USING ERRCODE = '22023', HINT = '{"score": ..., "thresholds": {...}} or {"reason": "..."}';
+    END IF;
     IF apply_review.reviewed_at > now() + interval '1 day' THEN
         RAISE EXCEPTION 'reviewed_at must be a finite time not in the future, got %', apply_review.reviewed_at
             USING ERRCODE = '22008', HINT = 'the time of the conversation that used the memory';
@@ -702,10 +707,10 @@ BEGIN
 
     INSERT INTO mneme.review_log (memory_id, conversation_id, job_id, rating, reviewer, defaulted,
         stability_before, stability_after, difficulty_before, difficulty_after,
-        state_before, state_after, last_reviewed_before, reviewed_at, matched_queries, asked_in)
+        state_before, state_after, last_reviewed_before, reviewed_at, matched_queries, asked_in, evidence)
     VALUES (m.id, m.conversation_id, apply_review.job_id, apply_review.rating, apply_review.reviewer, coalesce(apply_review.defaulted, false),
         m.stability, apply_review.stability, m.difficulty, apply_review.difficulty,
-        m.fsrs_state, apply_review.fsrs_state, m.last_reviewed_at, apply_review.reviewed_at, v_queries, v_asked);
+        m.fsrs_state, apply_review.fsrs_state, m.last_reviewed_at, apply_review.reviewed_at, v_queries, v_asked, apply_review.evidence);
 
     UPDATE mneme.memories
     SET stability = apply_review.stability, difficulty = apply_review.difficulty, fsrs_state = apply_review.fsrs_state,
@@ -1219,6 +1224,38 @@ BEGIN
     FROM mneme.messages m
     WHERE m.conversation_id = conversation_messages.conversation_id
     ORDER BY m.id;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION mneme.conversation_titles(conversation_ids uuid[])
+ RETURNS TABLE(conversation_id uuid, speakers text[], first_message text, first_message_at timestamp with time zone)
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+ SET jit TO 'off'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    v__entered boolean := mneme._enter(NULL);
+BEGIN
+    IF conversation_titles.conversation_ids IS NULL THEN
+        RAISE EXCEPTION 'conversation_ids must not be NULL' USING ERRCODE = '22004', HINT = 'an empty array lists none';
+    END IF;
+    IF cardinality(conversation_titles.conversation_ids) > 10000 THEN
+        RAISE EXCEPTION 'at most 10000 conversations, got %', cardinality(conversation_titles.conversation_ids)
+            USING ERRCODE = '22023', HINT = 'as mneme.conversations lists at most';
+    END IF;
+    RETURN QUERY
+    SELECT q.id,
+           CASE WHEN cardinality(q.speakers) > 0 THEN q.speakers
+                ELSE ARRAY(SELECT r.role FROM (SELECT m.role, min(m.id) AS first
+                                               FROM (SELECT m.role, m.id FROM mneme.messages m WHERE m.conversation_id = q.id
+                                                     ORDER BY m.id LIMIT 50) m GROUP BY m.role) r ORDER BY r.first) END,
+           f.content, f.created_at
+    FROM mneme.message_queue q
+    LEFT JOIN LATERAL (SELECT left(m.content, 200) AS content, m.created_at FROM mneme.messages m
+                       WHERE m.conversation_id = q.id ORDER BY m.id LIMIT 1) f ON true
+    WHERE q.id = ANY (conversation_titles.conversation_ids) AND q.tenant_id = mneme._tenant();
 END
 $function$;
 
@@ -2634,7 +2671,7 @@ END
 $function$;
 
 CREATE OR REPLACE FUNCTION mneme.memory_reviews(memory_id uuid)
- RETURNS TABLE(reviewed_at timestamp with time zone, rating text, reviewer text, defaulted boolean, stability_before double precision, stability_after double precision, difficulty_before double precision, difficulty_after double precision, state_before text, state_after text, last_reviewed_before timestamp with time zone, matched_queries text[], job_id bigint)
+ RETURNS TABLE(reviewed_at timestamp with time zone, rating text, reviewer text, defaulted boolean, stability_before double precision, stability_after double precision, difficulty_before double precision, difficulty_after double precision, state_before text, state_after text, last_reviewed_before timestamp with time zone, matched_queries text[], job_id bigint, evidence jsonb)
  LANGUAGE plpgsql
  STABLE SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2655,7 +2692,7 @@ BEGIN
     RETURN QUERY
     SELECT l.reviewed_at, l.rating, l.reviewer, l.defaulted, l.stability_before, l.stability_after,
            l.difficulty_before, l.difficulty_after, l.state_before, l.state_after, l.last_reviewed_before,
-           l.matched_queries, l.job_id
+           l.matched_queries, l.job_id, l.evidence
     FROM mneme.review_log l
     WHERE l.memory_id = memory_reviews.memory_id AND l.conversation_id = v_conv
     ORDER BY l.reviewed_at, l.id;
@@ -3569,7 +3606,7 @@ ALTER FUNCTION mneme._vector_search_scope(uuid[],real[],integer,timestamp with t
 ALTER FUNCTION mneme.add_fact(uuid,text,bigint[],uuid,text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.add_message(uuid,text,text,timestamp with time zone) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.add_pending_review(uuid,uuid[],text) SET citus.allow_nested_distributed_execution = on;
-ALTER FUNCTION mneme.apply_review(uuid,text,double precision,double precision,text,timestamp with time zone,text,text[],boolean,bigint) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.apply_review(uuid,text,double precision,double precision,text,timestamp with time zone,text,text[],boolean,bigint,jsonb) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.apply_revision(uuid,text,uuid,text,text,text,boolean,bigint) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.bind_login(text,text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.bm25_reindex() SET citus.allow_nested_distributed_execution = on;
@@ -3584,6 +3621,7 @@ ALTER FUNCTION mneme.context_items(uuid,text,integer,real[],timestamp with time 
 ALTER FUNCTION mneme.context_messages(uuid,bigint[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.conversation_memories(uuid) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.conversation_messages(uuid) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.conversation_titles(uuid[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.conversations(integer) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.create_episode(uuid,bigint[],text,text,real[],real,text,boolean,double precision,double precision,text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.create_episodes(uuid,jsonb) SET citus.allow_nested_distributed_execution = on;
