@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -228,6 +229,8 @@ type searchData struct {
 	Cut           int
 	Conversations []Conversation
 	Ran           bool
+	Note          string // why nothing ran
+	CW            float64
 }
 
 func (s *Server) pageSearch(w http.ResponseWriter, r *http.Request) {
@@ -258,7 +261,26 @@ func (s *Server) pageSearch(w http.ResponseWriter, r *http.Request) {
 		if d.Conversations, err = readConversations(ctx, tx, 500); err != nil {
 			return err
 		}
-		if d.Conversation == "" || strings.TrimSpace(d.Query) == "" {
+		if err := readTitles(ctx, tx, d.Conversations); err != nil {
+			return err
+		}
+		// The tenant's scope needs a conversation only to name the
+		// tenant: its most recent one.
+		if d.Conversation == "" && d.Scope == "tenant" && len(d.Conversations) > 0 {
+			conv = d.Conversations[0].ID
+			d.Conversation = conv.String()
+		}
+		switch {
+		case strings.TrimSpace(d.Query) == "" && q.Has("q"):
+			d.Note = "Type a query."
+			return nil
+		case strings.TrimSpace(d.Query) == "":
+			return nil
+		case d.Conversation == "" && len(d.Conversations) == 0:
+			d.Note = "This tenant has no conversation to search."
+			return nil
+		case d.Conversation == "":
+			d.Note = "Choose a conversation, or search all the tenant's conversations."
 			return nil
 		}
 		d.Ran = true
@@ -273,6 +295,9 @@ func (s *Server) pageSearch(w http.ResponseWriter, r *http.Request) {
 			return err
 		}
 		if d.Items, err = readContext(ctx, tx, conv, d.Query, d.Budget, d.Scope); err != nil {
+			return err
+		}
+		if d.CW, err = settingOf[float64](ctx, tx, "confidence_weight"); err != nil {
 			return err
 		}
 		raw, err := settingOf[[]byte](ctx, tx, "label_weights")
@@ -290,6 +315,7 @@ func (s *Server) pageSearch(w http.ResponseWriter, r *http.Request) {
 		}
 		for i := range d.Hits {
 			d.Hits[i].LabelWeight = labelWeight(weights, d.Hits[i].Label)
+			d.Hits[i].ConfFactor = math.Pow(math.Min(math.Max(float64(d.Hits[i].Confidence), 1e-6), 1), d.CW)
 			d.Hits[i].ContextItem = in[d.Hits[i].ID]
 			if d.Hits[i].ContextItem == 0 {
 				d.Cut++

@@ -283,7 +283,8 @@ type Hit struct {
 	Status               string
 	Confidence           float32
 	LabelWeight          float64
-	ContextItem          int // the context item it became, 0: cut by the budget
+	ConfFactor           float64 // confidence_score ^ confidence_weight
+	ContextItem          int     // the context item it became, 0: cut by the budget
 }
 
 func readSearch(ctx context.Context, tx pgx.Tx, conv uuid.UUID, q string, k int, scope string) ([]Hit, error) {
@@ -355,8 +356,10 @@ type FailedJob struct {
 }
 
 func readJobs(ctx context.Context, tx pgx.Tx) ([]JobStat, []FailedJob, error) {
-	rows, err := tx.Query(ctx, `SELECT kind, state, jobs, oldest_created_at, next_run_at, last_finished_at
-	        FROM mneme.job_stats ORDER BY kind, state`)
+	// The tenant's own (mneme.job_stats counts every tenant's: on a page of
+	// one tenant it said "1 failed" beside "no failed jobs").
+	rows, err := tx.Query(ctx, `SELECT kind, state, count(*), min(created_at), min(run_at) FILTER (WHERE state = 'pending'), max(finished_at)
+	        FROM mneme.jobs WHERE tenant_id = mneme._tenant() GROUP BY kind, state ORDER BY kind, state`)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read job_stats: %w", err)
 	}

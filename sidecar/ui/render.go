@@ -36,6 +36,7 @@ var funcs = template.FuncMap{
 	"ts":   func(t any) string { return timeOf(t, "2006-01-02 15:04 UTC") },
 	"day":  func(t any) string { return timeOf(t, "2006-01-02") },
 	"list": func(v ...string) []string { return v },
+	"urlq": url.QueryEscape,
 	"cond": func(c bool, a, b string) string {
 		if c {
 			return a
@@ -194,6 +195,12 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		s.log.Error("ui: request failed", "path", r.URL.Path, "err", err)
 	}
 	s.render(w, r, status, "error", page{Title: http.StatusText(status), Data: map[string]any{"Status": status, "Message": msg}})
+}
+
+// errorPage renders the error page without reading the database (the
+// refusals of authenticate, the mux's 404 and 405).
+func (s *Server) errorPage(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	s.render(w, r, status, "error", page{Title: http.StatusText(status), Tenants: []string{}, Data: map[string]any{"Status": status, "Message": msg}})
 }
 
 func retrievability(pinned bool, stability float64, last, at time.Time) float64 {

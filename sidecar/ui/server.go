@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -92,7 +93,28 @@ func New(ctx context.Context, o Options) (*Server, error) {
 }
 
 // Handler is the server's handler, authentication included.
-func (s *Server) Handler() http.Handler { return gzipped(s.checkHost(s.authenticate(s.mux))) }
+func (s *Server) Handler() http.Handler {
+	return gzipped(s.checkHost(s.authenticate(http.HandlerFunc(s.serveMux))))
+}
+
+// serveMux serves the routes; the mux's own 404 and 405 (a URL no page
+// has, a GET of an action) are rendered as the error page.
+func (s *Server) serveMux(w http.ResponseWriter, r *http.Request) {
+	if _, pattern := s.mux.Handler(r); pattern != "" {
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	rec := httptest.NewRecorder()
+	s.mux.ServeHTTP(rec, r)
+	if a := rec.Header().Get("Allow"); a != "" {
+		w.Header().Set("Allow", a)
+	}
+	msg := "no page at " + r.URL.Path
+	if rec.Code == http.StatusMethodNotAllowed {
+		msg = r.Method + " is not allowed here (" + rec.Header().Get("Allow") + "): a change is a POST from its confirmation page"
+	}
+	s.errorPage(w, r, rec.Code, msg)
+}
 
 func (s *Server) routes() {
 	m := http.NewServeMux()
