@@ -93,7 +93,7 @@ func (s *Server) pageMemory(w http.ResponseWriter, r *http.Request) {
 	}
 	m := &d.Memory
 	m.Retrievability = retrievability(m.Pinned, m.Stability, m.LastReviewedAt, now)
-	if d.Plot, err = retrievabilityPlot(*m, d.Reviews, now); err != nil {
+	if d.Plot, err = retrievabilityPlot(*m, d.Reviews, d.Events, d.Lineage, now); err != nil {
 		s.fail(w, r, err)
 		return
 	}
