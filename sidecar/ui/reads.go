@@ -359,7 +359,7 @@ func readJobs(ctx context.Context, tx pgx.Tx) ([]JobStat, []FailedJob, error) {
 	// The tenant's own (mneme.job_stats counts every tenant's: on a page of
 	// one tenant it said "1 failed" beside "no failed jobs").
 	rows, err := tx.Query(ctx, `SELECT kind, state, count(*), min(created_at), min(run_at) FILTER (WHERE state = 'pending'), max(finished_at)
-	        FROM mneme.jobs WHERE tenant_id = mneme._tenant() GROUP BY kind, state ORDER BY kind, state`)
+	        FROM mneme.jobs WHERE tenant_id = (SELECT mneme._tenant()) GROUP BY kind, state ORDER BY kind, state`)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read job_stats: %w", err)
 	}
@@ -372,7 +372,7 @@ func readJobs(ctx context.Context, tx pgx.Tx) ([]JobStat, []FailedJob, error) {
 		return nil, nil, fmt.Errorf("read job_stats: %w", err)
 	}
 	rows, err = tx.Query(ctx, `SELECT id, kind, conversation_id, attempts, max_attempts, last_error, updated_at
-	        FROM mneme.jobs WHERE state = 'failed' AND tenant_id = mneme._tenant() ORDER BY updated_at DESC, id DESC LIMIT 200`)
+	        FROM mneme.jobs WHERE state = 'failed' AND tenant_id = (SELECT mneme._tenant()) ORDER BY updated_at DESC, id DESC LIMIT 200`)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read failed jobs: %w", err)
 	}
