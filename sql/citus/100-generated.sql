@@ -2709,15 +2709,25 @@ AS $function$
 #variable_conflict use_column
 DECLARE
     v__entered boolean := mneme._enter(NULL);
-    v_conv uuid;
+    v_conv   uuid;
+    v_status text;
 BEGIN
     IF pin.memory_id IS NULL OR pin.pinned IS NULL THEN
         RAISE EXCEPTION 'memory_id and pinned must not be NULL' USING ERRCODE = '22004';
     END IF;
     v_conv := mneme._memory_conversation(pin.memory_id);
-    UPDATE mneme.memories SET pinned = pin.pinned, updated_at = now() WHERE conversation_id = v_conv AND id = pin.memory_id;
+    UPDATE mneme.memories SET pinned = pin.pinned, updated_at = now()
+    WHERE conversation_id = v_conv AND id = pin.memory_id
+    RETURNING status INTO v_status;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'memory % does not exist', pin.memory_id USING ERRCODE = 'P0002';
+    END IF;
+    -- A pin keeps a belief in retrieval; a forgotten, superseded or merged
+    -- memory is out of it for a reason (its status says which), and a pin
+    -- would show "invalidated · pinned". Unpinning is always allowed.
+    IF pin.pinned AND v_status NOT IN ('active', 'inactive') THEN
+        RAISE EXCEPTION 'memory % is %, only an active or inactive memory can be pinned', pin.memory_id, v_status
+            USING ERRCODE = '55000', HINT = 'mneme.history(id) shows what replaced it; pin that one';
     END IF;
 END
 $function$;
