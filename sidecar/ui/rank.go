@@ -77,13 +77,21 @@ func rankMemory(ctx context.Context, tx pgx.Tx, m Memory, q, scope string, now t
 	if err != nil {
 		return nil, fmt.Errorf("bm25 rank: %w", err)
 	}
-	items, err := readContext(ctx, tx, m.Conversation, q, d.Budget, scope)
+	// The context chooses among search's top context_candidates: a memory
+	// ranked below them is not in it (and the call is spared).
+	cands, err := settingOf[int](ctx, tx, "context_candidates")
 	if err != nil {
 		return nil, err
 	}
-	for _, it := range items {
-		if it.MemoryID == m.ID {
-			d.ContextItem = it.Item
+	if d.Position > 0 && d.Position <= cands {
+		items, err := readContext(ctx, tx, m.Conversation, q, d.Budget, scope)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range items {
+			if it.MemoryID == m.ID {
+				d.ContextItem = it.Item
+			}
 		}
 	}
 	if m.Status != "active" {
@@ -102,7 +110,10 @@ func rankMemory(ctx context.Context, tx pgx.Tx, m Memory, q, scope string, now t
 			d.Why = append(d.Why, "other memories scored higher: it is below search's top 100")
 		}
 	}
-	if d.Hit != nil && d.ContextItem == 0 {
+	switch {
+	case d.Hit != nil && d.ContextItem == 0 && d.Position > cands:
+		d.Why = append(d.Why, fmt.Sprintf("search ranks it %d; the context chooses among the top %d (context_candidates)", d.Position, cands))
+	case d.Hit != nil && d.ContextItem == 0:
 		d.Why = append(d.Why, fmt.Sprintf("search ranks it %d; the context of %d words was full before it (or it was a duplicate of an item)", d.Position, d.Budget))
 	}
 	return d, nil
