@@ -3,9 +3,9 @@ package ui
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"slices"
 	"testing"
 	"time"

@@ -17,7 +17,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -104,17 +103,28 @@ func (s *Server) serveMux(w http.ResponseWriter, r *http.Request) {
 		s.mux.ServeHTTP(w, r)
 		return
 	}
-	rec := httptest.NewRecorder()
+	rec := &statusOnly{header: http.Header{}, code: http.StatusOK}
 	s.mux.ServeHTTP(rec, r)
-	if a := rec.Header().Get("Allow"); a != "" {
+	if a := rec.header.Get("Allow"); a != "" {
 		w.Header().Set("Allow", a)
 	}
 	msg := "no page at " + r.URL.Path
-	if rec.Code == http.StatusMethodNotAllowed {
-		msg = r.Method + " is not allowed here (" + rec.Header().Get("Allow") + "): a change is a POST from its confirmation page"
+	if rec.code == http.StatusMethodNotAllowed {
+		msg = r.Method + " is not allowed here (" + rec.header.Get("Allow") + "): a change is a POST from its confirmation page"
 	}
-	s.errorPage(w, r, rec.Code, msg)
+	s.errorPage(w, r, rec.code, msg)
 }
+
+// statusOnly keeps the status and headers the mux answers with, not its
+// plain-text body (httptest stays out of the binary).
+type statusOnly struct {
+	header http.Header
+	code   int
+}
+
+func (s *statusOnly) Header() http.Header         { return s.header }
+func (s *statusOnly) Write(b []byte) (int, error) { return len(b), nil }
+func (s *statusOnly) WriteHeader(code int)        { s.code = code }
 
 func (s *Server) routes() {
 	m := http.NewServeMux()
