@@ -2001,7 +2001,7 @@ DECLARE
     v_tenant text := mneme._tenant();
 BEGIN
     IF v_sort NOT IN ('created', 'created_asc', 'said', 'said_asc', 'r', 'r_desc', 'stability', 'reviews') THEN
-        RAISE EXCEPTION 'sort must be created, created_asc, said, said_asc, r, r_desc, stability or reviews, got %', v_sort
+        RAISE EXCEPTION 'sort must be created, created_asc, said, said_asc, r, r_desc, stability or reviews, got %', mneme._quote_prefix(v_sort)
             USING ERRCODE = '22023', HINT = 'created: newest stored first; said: newest source message first; r: the most faded first';
     END IF;
     IF v_k < 1 OR v_k > 500 THEN
@@ -2012,11 +2012,11 @@ BEGIN
     END IF;
     IF find_memories.only_status IS NOT NULL
        AND find_memories.only_status NOT IN ('active', 'superseded', 'invalidated', 'inactive', 'merged') THEN
-        RAISE EXCEPTION 'only_status must be active, superseded, invalidated, inactive or merged, got %', find_memories.only_status
+        RAISE EXCEPTION 'only_status must be active, superseded, invalidated, inactive or merged, got %', mneme._quote_prefix(find_memories.only_status)
             USING ERRCODE = '22023', HINT = 'omit only_status (NULL) for every status';
     END IF;
     IF find_memories.only_kind IS NOT NULL AND find_memories.only_kind NOT IN ('episodic', 'semantic') THEN
-        RAISE EXCEPTION 'only_kind must be episodic or semantic, got %', find_memories.only_kind
+        RAISE EXCEPTION 'only_kind must be episodic or semantic, got %', mneme._quote_prefix(find_memories.only_kind)
             USING ERRCODE = '22023', HINT = 'omit only_kind (NULL) for both';
     END IF;
     IF find_memories.r_min NOT BETWEEN 0 AND 1 OR find_memories.r_max NOT BETWEEN 0 AND 1 THEN
