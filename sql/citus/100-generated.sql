@@ -619,7 +619,7 @@ BEGIN
 END
 $function$;
 
-CREATE OR REPLACE FUNCTION mneme.apply_review(memory_id uuid, rating text, stability double precision, difficulty double precision, fsrs_state text, reviewed_at timestamp with time zone, reviewer text, matched_queries text[] DEFAULT '{}'::text[], defaulted boolean DEFAULT false, job_id bigint DEFAULT NULL::bigint)
+CREATE OR REPLACE FUNCTION mneme.apply_review(memory_id uuid, rating text, stability double precision, difficulty double precision, fsrs_state text, reviewed_at timestamp with time zone, reviewer text, matched_queries text[] DEFAULT '{}'::text[], defaulted boolean DEFAULT false, job_id bigint DEFAULT NULL::bigint, evidence jsonb DEFAULT NULL::jsonb)
  RETURNS boolean
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -639,6 +639,11 @@ BEGIN
         RAISE EXCEPTION 'memory_id and reviewed_at must not be NULL' USING ERRCODE = '22004';
     END IF;
     PERFORM mneme._check_time('reviewed_at', apply_review.reviewed_at);
+    IF apply_review.evidence IS NOT NULL
+       AND (jsonb_typeof(apply_review.evidence) <> 'object' OR pg_column_size(apply_review.evidence) > 4096) THEN
+        RAISE EXCEPTION 'evidence must be a JSON object of at most 4 kB'
+            USING ERRCODE = '22023', HINT = '{"score": ..., "thresholds": {...}} or {"reason": "..."}';
+    END IF;
     IF apply_review.reviewed_at > now() + interval '1 day' THEN
         RAISE EXCEPTION 'reviewed_at must be a finite time not in the future, got %', apply_review.reviewed_at
             USING ERRCODE = '22008', HINT = 'the time of the conversation that used the memory';
@@ -702,10 +707,10 @@ BEGIN
 
     INSERT INTO mneme.review_log (memory_id, conversation_id, job_id, rating, reviewer, defaulted,
         stability_before, stability_after, difficulty_before, difficulty_after,
-        state_before, state_after, last_reviewed_before, reviewed_at, matched_queries, asked_in)
+        state_before, state_after, last_reviewed_before, reviewed_at, matched_queries, asked_in, evidence)
     VALUES (m.id, m.conversation_id, apply_review.job_id, apply_review.rating, apply_review.reviewer, coalesce(apply_review.defaulted, false),
         m.stability, apply_review.stability, m.difficulty, apply_review.difficulty,
-        m.fsrs_state, apply_review.fsrs_state, m.last_reviewed_at, apply_review.reviewed_at, v_queries, v_asked);
+        m.fsrs_state, apply_review.fsrs_state, m.last_reviewed_at, apply_review.reviewed_at, v_queries, v_asked, apply_review.evidence);
 
     UPDATE mneme.memories
     SET stability = apply_review.stability, difficulty = apply_review.difficulty, fsrs_state = apply_review.fsrs_state,
@@ -1219,6 +1224,38 @@ BEGIN
     FROM mneme.messages m
     WHERE m.conversation_id = conversation_messages.conversation_id
     ORDER BY m.id;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION mneme.conversation_titles(conversation_ids uuid[])
+ RETURNS TABLE(conversation_id uuid, speakers text[], first_message text, first_message_at timestamp with time zone)
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+ SET jit TO 'off'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    v__entered boolean := mneme._enter(NULL);
+BEGIN
+    IF conversation_titles.conversation_ids IS NULL THEN
+        RAISE EXCEPTION 'conversation_ids must not be NULL' USING ERRCODE = '22004', HINT = 'an empty array lists none';
+    END IF;
+    IF cardinality(conversation_titles.conversation_ids) > 10000 THEN
+        RAISE EXCEPTION 'at most 10000 conversations, got %', cardinality(conversation_titles.conversation_ids)
+            USING ERRCODE = '22023', HINT = 'as mneme.conversations lists at most';
+    END IF;
+    RETURN QUERY
+    SELECT q.id,
+           CASE WHEN cardinality(q.speakers) > 0 THEN q.speakers
+                ELSE ARRAY(SELECT r.role FROM (SELECT m.role, min(m.id) AS first
+                                               FROM (SELECT m.role, m.id FROM mneme.messages m WHERE m.conversation_id = q.id
+                                                     ORDER BY m.id LIMIT 50) m GROUP BY m.role) r ORDER BY r.first) END,
+           f.content, f.created_at
+    FROM mneme.message_queue q
+    LEFT JOIN LATERAL (SELECT left(m.content, 200) AS content, m.created_at FROM mneme.messages m
+                       WHERE m.conversation_id = q.id ORDER BY m.id LIMIT 1) f ON true
+    WHERE q.id = ANY (conversation_titles.conversation_ids) AND q.tenant_id = mneme._tenant();
 END
 $function$;
 
@@ -1946,6 +1983,107 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION mneme.find_memories(conversation uuid DEFAULT NULL::uuid, words text DEFAULT NULL::text, only_label text DEFAULT NULL::text, only_status text DEFAULT NULL::text, only_kind text DEFAULT NULL::text, only_pinned boolean DEFAULT NULL::boolean, r_min double precision DEFAULT NULL::double precision, r_max double precision DEFAULT NULL::double precision, sort text DEFAULT 'created'::text, k integer DEFAULT 50, page integer DEFAULT 1, at timestamp with time zone DEFAULT NULL::timestamp with time zone)
+ RETURNS TABLE(memory_id uuid, conversation_id uuid, kind text, status text, label text, pinned boolean, title text, summary text, content text, source_first_at timestamp with time zone, created_at timestamp with time zone, valid_until timestamp with time zone, stability double precision, last_reviewed_at timestamp with time zone, review_count integer, confidence_score real, retrievability double precision, supersedes_id uuid, total bigint)
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+ SET jit TO 'off'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    v__entered boolean := mneme._enter(NULL);
+    v_at     timestamptz := coalesce(find_memories.at, now());
+    v_sort   text := coalesce(find_memories.sort, 'created');
+    v_k      int := coalesce(find_memories.k, 50);
+    v_page   int := coalesce(find_memories.page, 1);
+    v_words  text[];
+    v_tenant text := mneme._tenant();
+BEGIN
+    IF v_sort NOT IN ('created', 'created_asc', 'said', 'said_asc', 'r', 'r_desc', 'stability', 'reviews') THEN
+        RAISE EXCEPTION 'sort must be created, created_asc, said, said_asc, r, r_desc, stability or reviews, got %', mneme._quote_prefix(v_sort)
+            USING ERRCODE = '22023', HINT = 'created: newest stored first; said: newest source message first; r: the most faded first';
+    END IF;
+    IF v_k < 1 OR v_k > 500 THEN
+        RAISE EXCEPTION 'k must be between 1 and 500, got %', v_k USING ERRCODE = '22023', HINT = 'k is the page size';
+    END IF;
+    IF v_page < 1 OR v_page > 100000 THEN
+        RAISE EXCEPTION 'page must be between 1 and 100000, got %', v_page USING ERRCODE = '22023', HINT = 'pages count from 1';
+    END IF;
+    IF find_memories.only_status IS NOT NULL
+       AND find_memories.only_status NOT IN ('active', 'superseded', 'invalidated', 'inactive', 'merged') THEN
+        RAISE EXCEPTION 'only_status must be active, superseded, invalidated, inactive or merged, got %', mneme._quote_prefix(find_memories.only_status)
+            USING ERRCODE = '22023', HINT = 'omit only_status (NULL) for every status';
+    END IF;
+    IF find_memories.only_kind IS NOT NULL AND find_memories.only_kind NOT IN ('episodic', 'semantic') THEN
+        RAISE EXCEPTION 'only_kind must be episodic or semantic, got %', mneme._quote_prefix(find_memories.only_kind)
+            USING ERRCODE = '22023', HINT = 'omit only_kind (NULL) for both';
+    END IF;
+    IF find_memories.r_min NOT BETWEEN 0 AND 1 OR find_memories.r_max NOT BETWEEN 0 AND 1 THEN
+        RAISE EXCEPTION 'r_min and r_max must be between 0 and 1, got % and %', find_memories.r_min, find_memories.r_max
+            USING ERRCODE = '22023', HINT = 'retrievability is between 0 and 1; omit a bound (NULL) for none';
+    END IF;
+    IF find_memories.at IS NOT NULL AND NOT isfinite(find_memories.at) THEN
+        RAISE EXCEPTION 'at must be a finite time, got %', find_memories.at USING ERRCODE = '22008';
+    END IF;
+    -- Every one of the words, anywhere in the title, summary or content, any case
+    -- (LIKE's wildcards in the words taken literally).
+    SELECT array_agg('%' || replace(replace(replace(w, '\', '\\'), '%', '\%'), '_', '\_') || '%')
+    INTO v_words
+    FROM regexp_split_to_table(lower(coalesce(find_memories.words, '')), '\s+') w WHERE w <> '';
+    IF find_memories.conversation IS NOT NULL THEN
+        IF NOT mneme._readable_conversation(find_memories.conversation) THEN
+            RETURN;  -- unknown, or another tenant's: no rows, as mneme.search
+        END IF;
+        RETURN QUERY
+        WITH f AS (
+            SELECT m.*, CASE WHEN m.pinned THEN 1::float8 ELSE mneme._retrievability(m.stability, m.last_reviewed_at, v_at) END AS r
+            FROM mneme.memories m
+            WHERE m.conversation_id = find_memories.conversation
+              AND (find_memories.only_label IS NULL OR m.label = find_memories.only_label)
+              AND (find_memories.only_status IS NULL OR m.status = find_memories.only_status)
+              AND (find_memories.only_kind IS NULL OR m.kind = find_memories.only_kind)
+              AND (find_memories.only_pinned IS NULL OR m.pinned = find_memories.only_pinned)
+              AND (v_words IS NULL OR lower(concat_ws(' ', m.title, m.summary, m.content)) LIKE ALL (v_words))
+        )
+        SELECT f.id, f.conversation_id, f.kind, f.status, f.label, f.pinned, f.title, f.summary, f.content, f.source_first_at,
+               f.created_at, f.valid_until, f.stability, f.last_reviewed_at, f.review_count, f.confidence_score, f.r,
+               f.supersedes_id, count(*) OVER ()
+        FROM f
+        WHERE (find_memories.r_min IS NULL OR f.r >= find_memories.r_min) AND (find_memories.r_max IS NULL OR f.r <= find_memories.r_max)
+        ORDER BY CASE WHEN v_sort = 'r' THEN f.r END, CASE WHEN v_sort = 'r_desc' THEN f.r END DESC,
+                 CASE WHEN v_sort = 'said' THEN coalesce(f.source_first_at, f.created_at) END DESC,
+                 CASE WHEN v_sort = 'said_asc' THEN coalesce(f.source_first_at, f.created_at) END,
+                 CASE WHEN v_sort = 'stability' THEN f.stability END DESC, CASE WHEN v_sort = 'reviews' THEN f.review_count END DESC,
+                 CASE WHEN v_sort = 'created_asc' THEN f.created_at END, f.created_at DESC, f.id
+        LIMIT v_k OFFSET (v_page - 1)::bigint * v_k;
+        RETURN;
+    END IF;
+    RETURN QUERY
+    WITH f AS (
+        SELECT m.*, CASE WHEN m.pinned THEN 1::float8 ELSE mneme._retrievability(m.stability, m.last_reviewed_at, v_at) END AS r
+        FROM mneme.memories m
+        WHERE m.tenant_id = v_tenant
+          AND (find_memories.only_label IS NULL OR m.label = find_memories.only_label)
+          AND (find_memories.only_status IS NULL OR m.status = find_memories.only_status)
+          AND (find_memories.only_kind IS NULL OR m.kind = find_memories.only_kind)
+          AND (find_memories.only_pinned IS NULL OR m.pinned = find_memories.only_pinned)
+          AND (v_words IS NULL OR lower(concat_ws(' ', m.title, m.summary, m.content)) LIKE ALL (v_words))
+    )
+    SELECT f.id, f.conversation_id, f.kind, f.status, f.label, f.pinned, f.title, f.summary, f.content, f.source_first_at,
+           f.created_at, f.valid_until, f.stability, f.last_reviewed_at, f.review_count, f.confidence_score, f.r,
+           f.supersedes_id, count(*) OVER ()
+    FROM f
+    WHERE (find_memories.r_min IS NULL OR f.r >= find_memories.r_min) AND (find_memories.r_max IS NULL OR f.r <= find_memories.r_max)
+    ORDER BY CASE WHEN v_sort = 'r' THEN f.r END, CASE WHEN v_sort = 'r_desc' THEN f.r END DESC,
+             CASE WHEN v_sort = 'said' THEN coalesce(f.source_first_at, f.created_at) END DESC,
+             CASE WHEN v_sort = 'said_asc' THEN coalesce(f.source_first_at, f.created_at) END,
+             CASE WHEN v_sort = 'stability' THEN f.stability END DESC, CASE WHEN v_sort = 'reviews' THEN f.review_count END DESC,
+             CASE WHEN v_sort = 'created_asc' THEN f.created_at END, f.created_at DESC, f.id
+    LIMIT v_k OFFSET (v_page - 1)::bigint * v_k;
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION mneme.forget(memory_id uuid, reason text)
  RETURNS void
  LANGUAGE plpgsql
@@ -2533,7 +2671,7 @@ END
 $function$;
 
 CREATE OR REPLACE FUNCTION mneme.memory_reviews(memory_id uuid)
- RETURNS TABLE(reviewed_at timestamp with time zone, rating text, reviewer text, defaulted boolean, stability_before double precision, stability_after double precision, difficulty_before double precision, difficulty_after double precision, state_before text, state_after text, last_reviewed_before timestamp with time zone, matched_queries text[], job_id bigint)
+ RETURNS TABLE(reviewed_at timestamp with time zone, rating text, reviewer text, defaulted boolean, stability_before double precision, stability_after double precision, difficulty_before double precision, difficulty_after double precision, state_before text, state_after text, last_reviewed_before timestamp with time zone, matched_queries text[], job_id bigint, evidence jsonb)
  LANGUAGE plpgsql
  STABLE SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2554,7 +2692,7 @@ BEGIN
     RETURN QUERY
     SELECT l.reviewed_at, l.rating, l.reviewer, l.defaulted, l.stability_before, l.stability_after,
            l.difficulty_before, l.difficulty_after, l.state_before, l.state_after, l.last_reviewed_before,
-           l.matched_queries, l.job_id
+           l.matched_queries, l.job_id, l.evidence
     FROM mneme.review_log l
     WHERE l.memory_id = memory_reviews.memory_id AND l.conversation_id = v_conv
     ORDER BY l.reviewed_at, l.id;
@@ -2571,15 +2709,25 @@ AS $function$
 #variable_conflict use_column
 DECLARE
     v__entered boolean := mneme._enter(NULL);
-    v_conv uuid;
+    v_conv   uuid;
+    v_status text;
 BEGIN
     IF pin.memory_id IS NULL OR pin.pinned IS NULL THEN
         RAISE EXCEPTION 'memory_id and pinned must not be NULL' USING ERRCODE = '22004';
     END IF;
     v_conv := mneme._memory_conversation(pin.memory_id);
-    UPDATE mneme.memories SET pinned = pin.pinned, updated_at = now() WHERE conversation_id = v_conv AND id = pin.memory_id;
+    UPDATE mneme.memories SET pinned = pin.pinned, updated_at = now()
+    WHERE conversation_id = v_conv AND id = pin.memory_id
+    RETURNING status INTO v_status;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'memory % does not exist', pin.memory_id USING ERRCODE = 'P0002';
+    END IF;
+    -- A pin keeps a belief in retrieval; a forgotten, superseded or merged
+    -- memory is out of it for a reason (its status says which), and a pin
+    -- would show "invalidated · pinned". Unpinning is always allowed.
+    IF pin.pinned AND v_status NOT IN ('active', 'inactive') THEN
+        RAISE EXCEPTION 'memory % is %, only an active or inactive memory can be pinned', pin.memory_id, v_status
+            USING ERRCODE = '55000', HINT = 'mneme.history(id) shows what replaced it; pin that one';
     END IF;
 END
 $function$;
@@ -3468,7 +3616,7 @@ ALTER FUNCTION mneme._vector_search_scope(uuid[],real[],integer,timestamp with t
 ALTER FUNCTION mneme.add_fact(uuid,text,bigint[],uuid,text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.add_message(uuid,text,text,timestamp with time zone) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.add_pending_review(uuid,uuid[],text) SET citus.allow_nested_distributed_execution = on;
-ALTER FUNCTION mneme.apply_review(uuid,text,double precision,double precision,text,timestamp with time zone,text,text[],boolean,bigint) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.apply_review(uuid,text,double precision,double precision,text,timestamp with time zone,text,text[],boolean,bigint,jsonb) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.apply_revision(uuid,text,uuid,text,text,text,boolean,bigint) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.bind_login(text,text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.bm25_reindex() SET citus.allow_nested_distributed_execution = on;
@@ -3483,6 +3631,7 @@ ALTER FUNCTION mneme.context_items(uuid,text,integer,real[],timestamp with time 
 ALTER FUNCTION mneme.context_messages(uuid,bigint[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.conversation_memories(uuid) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.conversation_messages(uuid) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.conversation_titles(uuid[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.conversations(integer) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.create_episode(uuid,bigint[],text,text,real[],real,text,boolean,double precision,double precision,text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.create_episodes(uuid,jsonb) SET citus.allow_nested_distributed_execution = on;
@@ -3499,6 +3648,7 @@ ALTER FUNCTION mneme.export_settings() SET citus.allow_nested_distributed_execut
 ALTER FUNCTION mneme.extend_job_lease(bigint,text,integer,interval) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.extractive_summary(uuid,text[],text[],integer) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.fail_job(bigint,text,integer,text,interval,boolean,integer) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.find_memories(uuid,text,text,text,text,boolean,double precision,double precision,text,integer,integer,timestamp with time zone) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.forget(uuid,text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.hash_embed(text,integer) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.history(uuid) SET citus.allow_nested_distributed_execution = on;
