@@ -4,7 +4,9 @@
 
 GO       ?= go
 BIN      := bin/mneme
-VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The binary's semantic version is sidecar/version.Release; a development
+# build appends its commit (COMMIT=, empty, for a release build).
+COMMIT   ?= $(shell git describe --always --dirty --exclude '*' 2>/dev/null)
 PKGS     := ./...
 TESTFLAGS ?= -count=1 -timeout 45m
 export GOFLAGS ?= -buildvcs=false
@@ -19,7 +21,7 @@ deps: ## download the Go modules the build needs (PostgreSQL is installed when m
 	$(GO) mod download
 
 build: deps ## build bin/mneme
-	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./sidecar
+	$(GO) build -ldflags "-X github.com/mneme-memory/mneme/sidecar/version.Commit=$(COMMIT)" -o $(BIN) ./sidecar
 
 demo: build ## private cluster, migrate, sample conversation, retrieval, review, FSRS changes
 	./scripts/demo.sh

@@ -14,11 +14,12 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/embed"
 	"github.com/mneme-memory/mneme/sidecar/transfer"
+	"github.com/mneme-memory/mneme/sidecar/version"
 )
 
 func cmdExport(ctx context.Context, log *slog.Logger, args []string) error {
 	fs := flags("export")
-	o := transfer.ExportOptions{MnemeVersion: version}
+	o := transfer.ExportOptions{MnemeVersion: version.Binary()}
 	var convs cli.UUIDList
 	fs.StringVar(&o.Tenant, "tenant", "", "the tenant to export (default: the session's)")
 	fs.Var(&convs, "conversation", "export only this conversation (repeatable)")

@@ -3,6 +3,7 @@ package main
 import (
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
+	"github.com/mneme-memory/mneme/sidecar/version"
 )
 
 // mneme export -o x.jsonl.gz writes a gzipped file (renamed into place
@@ -37,6 +39,14 @@ func TestExportImportCommands(t *testing.T) {
 	f.Close()
 	require.Contains(t, string(body), "green tea")
 	require.True(t, strings.HasPrefix(string(body), `{"type": "header"`))
+	var header struct {
+		MnemeVersion  string `json:"mneme_version"`
+		SQLAPIVersion string `json:"sql_api_version"`
+	}
+	first, _, _ := strings.Cut(string(body), "\n")
+	require.NoError(t, json.Unmarshal([]byte(first), &header))
+	require.Equal(t, version.Binary(), header.MnemeVersion, "the header carries the binary's version")
+	require.Equal(t, version.SQLAPI(), header.SQLAPIVersion, "and the database's SQL API version")
 
 	// A failed export leaves no file.
 	bad := filepath.Join(dir, "missing.jsonl")

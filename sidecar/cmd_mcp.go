@@ -9,6 +9,7 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/cli"
 	"github.com/mneme-memory/mneme/sidecar/daemon"
 	"github.com/mneme-memory/mneme/sidecar/mcpserver"
+	"github.com/mneme-memory/mneme/sidecar/version"
 )
 
 func cmdMCP(ctx context.Context, log *slog.Logger, args []string) error {
@@ -32,7 +33,7 @@ func cmdMCP(ctx context.Context, log *slog.Logger, args []string) error {
 		return err
 	}
 	defer pool.Close()
-	o := mcpserver.Options{Pool: pool, Tenant: f.Tenant, Version: version, Log: log}
+	o := mcpserver.Options{Pool: pool, Tenant: f.Tenant, Version: version.Binary(), Log: log}
 	if o.Embedder, err = mcpserver.ExternalEmbedder(ctx, pool, cfg.Embed, log); err != nil {
 		return err
 	}
