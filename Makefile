@@ -14,7 +14,7 @@ export GOFLAGS ?= -buildvcs=false
 .PHONY: help build demo run psql test bench eval lint clean stop deps
 
 help: ## list the targets
-	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{gsub(/\$$\$$/, "$$", $$2); printf "  %-12s %s\n", $$1, $$2}'
 
 deps: ## download the Go modules the build needs (PostgreSQL is installed when missing by mneme cluster, which make demo and make test run)
 	@command -v $(GO) >/dev/null || { echo "Go 1.21 or newer is required (it fetches the 1.26 toolchain go.mod names)"; exit 1; }
@@ -31,7 +31,8 @@ run: build ## run the sidecar daemon against $$DATABASE_URL (or the demo cluster
 	$(BIN) migrate && exec $(BIN) run
 
 psql: build ## psql on $$DATABASE_URL (or the demo cluster, started if needed)
-	$(BIN) psql
+	@if [ -z "$$DATABASE_URL" ]; then export DATABASE_URL=$$($(BIN) cluster url --dir .mneme/pg); fi; \
+	exec $(BIN) psql
 
 test: build ## all tests against a real PostgreSQL (each test binary starts a private cluster unless DATABASE_URL is set)
 	./scripts/test-deps.sh

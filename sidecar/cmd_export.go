@@ -30,6 +30,9 @@ func cmdExport(ctx context.Context, log *slog.Logger, args []string) error {
 		return err
 	}
 	o.Conversations = convs
+	if err := useDemoCluster(ctx, log); err != nil {
+		return err
+	}
 	cfg, err := config.Load(true)
 	if err != nil {
 		return err
@@ -78,6 +81,9 @@ func cmdImport(ctx context.Context, log *slog.Logger, args []string) error {
 		return fmt.Errorf("%w: import: %v", cli.ErrUsage, err)
 	}
 	o.Settings = !*noSettings
+	if err := useDemoCluster(ctx, log); err != nil {
+		return err
+	}
 	cfg, err := config.Load(true)
 	if err != nil {
 		return err

@@ -28,6 +28,9 @@ func cmdMCP(ctx context.Context, log *slog.Logger, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
 	}
+	if err := useDemoCluster(ctx, log); err != nil {
+		return err
+	}
 	pool, cfg, err := daemon.OpenFromEnv(ctx)
 	if err != nil {
 		return err

@@ -70,13 +70,17 @@ func flags(path string) *flag.FlagSet { return cli.Flags(commands(), "mneme", pa
 
 // cmdVersion prints the binary's version and the SQL API's it speaks
 // (and migrates to); with DATABASE_URL set, also the database's, and
-// whether this binary may run against it (the sidecar's start check).
-func cmdVersion(ctx context.Context, _ *slog.Logger, args []string) error {
+// whether this binary may run against it (the sidecar's start check). As
+// every command, it uses the demo cluster when DATABASE_URL is unset.
+func cmdVersion(ctx context.Context, log *slog.Logger, args []string) error {
 	if err := cli.Parse(flags("version"), args, false); err != nil {
 		return err
 	}
 	fmt.Println("mneme", version.Binary())
 	fmt.Println("SQL API", version.SQLAPI(), "(spoken and migrated to by this binary)")
+	if err := useDemoCluster(ctx, log); err != nil {
+		return err
+	}
 	url := os.Getenv("DATABASE_URL")
 	if url == "" {
 		return nil
