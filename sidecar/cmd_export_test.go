@@ -65,6 +65,18 @@ func TestExportImportCommands(t *testing.T) {
 	var n int
 	require.NoError(t, dst.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme.memories WHERE tenant_id = 'acme' AND content LIKE '%green tea%'`).Scan(&n))
 	require.Equal(t, 1, n)
+	require.Contains(t, stderr, "conversations_written=1 conversations_already_there=0 file_messages=0 file_memories=1")
+
+	// Again (a resumed import): nothing written, and the log says so.
+	_, stderr, code = mneme(t, dir, []string{"DATABASE_URL=" + dst.As(t, "mneme_admin")}, "import", "--quiet", "--tenant", "acme", file)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stderr, "conversations_written=0 conversations_already_there=1 file_messages=0 file_memories=1")
+
+	// An application login may not import: the error names the role it needs.
+	_, stderr, code = mneme(t, dir, []string{"DATABASE_URL=" + dst.As(t, "mneme_app")}, "import", "--quiet", "--tenant", "acme", file)
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "permission denied")
+	require.Contains(t, stderr, "mneme import needs a login that is a member of mneme_admin")
 
 	for _, argv := range [][]string{{"import"}, {"import", "a", "b"}, {"import", "--conversations", "bogus", file},
 		{"import", "--seed", "x", file}, {"import", "--from", "zep", file}, {"import", "--jobs", "0", file}} {

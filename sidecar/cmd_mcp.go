@@ -36,6 +36,13 @@ func cmdMCP(ctx context.Context, log *slog.Logger, args []string) error {
 		return err
 	}
 	defer pool.Close()
+	tenants := []string{f.Tenant}
+	if t.Kind == "http" {
+		tenants = t.Tokens.Tenants()
+	}
+	if err := mcpserver.CheckStart(ctx, pool, tenants, cfg.Embed.Configured()); err != nil {
+		return err
+	}
 	o := mcpserver.Options{Pool: pool, Tenant: f.Tenant, Version: version.Binary(), Log: log}
 	if o.Embedder, err = mcpserver.ExternalEmbedder(ctx, pool, cfg.Embed, log); err != nil {
 		return err
