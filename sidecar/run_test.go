@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	openai "github.com/sashabaranov/go-openai"
 	"github.com/stretchr/testify/require"
 
@@ -352,4 +354,37 @@ func TestDaemonChecksSQLAPIVersion(t *testing.T) {
 	require.ErrorIs(t, err, version.ErrIncompatible)
 	require.ErrorContains(t, err, "the database has no mneme.version()")
 	require.ErrorContains(t, err, "mneme migrate")
+}
+
+// mneme run warns when it connects as a superuser or as the tables' owner,
+// and not as a member of mneme_worker.
+func TestRunWarnsPrivilegedLogin(t *testing.T) {
+	db := dbtest.New(t, dbtest.WithVector("array"))
+	ctx := context.Background()
+	cfg := config.Config{DatabaseURL: db.URL, Events: "notify", Concurrency: 1, PollEvery: time.Hour,
+		MetricsAddr: freeAddr(t), SlotName: "unused"}
+	start := func(url string) string {
+		t.Helper()
+		pool, err := pgxpool.New(ctx, url)
+		require.NoError(t, err)
+		defer pool.Close()
+		var logged bytes.Buffer
+		_, err = daemon.New(ctx, cfg, pool, slog.New(slog.NewTextHandler(&logged, nil)))
+		require.NoError(t, err)
+		return logged.String()
+	}
+	require.Contains(t, start(db.URL), "the sidecar is connected as a superuser")
+	worker := start(db.As(t, "mneme_worker"))
+	require.NotContains(t, worker, "superuser")
+	require.NotContains(t, worker, "owner")
+
+	// The owner of the tables, not a superuser: a login that migrates.
+	owner := db.As(t, "mneme_admin")
+	u, err := url.Parse(owner)
+	require.NoError(t, err)
+	var tableOwner string
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT relowner::regrole::text FROM pg_class WHERE oid = 'mneme.memories'::regclass`).Scan(&tableOwner))
+	_, err = db.Pool.Exec(ctx, fmt.Sprintf(`GRANT %s TO %s`, tableOwner, u.User.Username()))
+	require.NoError(t, err)
+	require.Contains(t, start(owner), "the sidecar is connected as the owner of mneme's tables")
 }

@@ -46,6 +46,7 @@ func New(ctx context.Context, cfg config.Config, pool *pgxpool.Pool, log *slog.L
 		return nil, err
 	}
 	log.Info("versions", "mneme", version.Binary(), "sql_api", version.SQLAPI(), "database_sql_api", dbAPI)
+	warnPrivileged(ctx, pool, log)
 	reg := metrics.New()
 	buildInfo(reg, dbAPI)
 	m := metrics.Sidecar{R: reg}
@@ -261,4 +262,30 @@ func buildInfo(reg *metrics.Registry, dbAPI string) {
 		[]string{"version", "sql_api", "database_sql_api"}, func() ([]metrics.Sample, error) {
 			return []metrics.Sample{{Labels: []string{version.Binary(), version.SQLAPI(), dbAPI}, Value: 1}}, nil
 		})
+}
+
+// warnPrivileged warns when the sidecar connects as a superuser or as the
+// role that owns mneme's tables (the one that migrates): row security and
+// the grants, which keep a job to its tenant's rows, do not hold such a
+// login, so a bug in the sidecar would reach further than it should.
+func warnPrivileged(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) {
+	var login string
+	var super, owner bool
+	err := pool.QueryRow(ctx, `SELECT current_user, r.rolsuper,
+		       pg_catalog.pg_has_role(current_user, c.relowner, 'MEMBER')
+		  FROM pg_catalog.pg_roles r, pg_catalog.pg_class c
+		 WHERE r.rolname = current_user AND c.oid = 'mneme.memories'::regclass`).Scan(&login, &super, &owner)
+	if err != nil {
+		log.Warn("could not read the login's privileges", "err", err)
+		return
+	}
+	fix := "CREATE ROLE mneme_sidecar LOGIN IN ROLE mneme_worker; point DATABASE_URL at it (README, Use your own PostgreSQL)"
+	switch {
+	case super:
+		log.Warn("the sidecar is connected as a superuser: row security and grants do not hold it; run it as a member of mneme_worker",
+			"login", login, "fix", fix)
+	case owner:
+		log.Warn("the sidecar is connected as the owner of mneme's tables (the login that migrates): run it as a member of mneme_worker",
+			"login", login, "fix", fix)
+	}
 }
