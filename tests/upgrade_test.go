@@ -70,6 +70,15 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 			// The window, second half: the previous release's sidecar, still
 			// running, does every kind of job against the new schema.
 			oldSidecarRuns(t, url)
+
+			// Rollback: the previous release's migrate re-applies its SQL
+			// layer over the new schema (the new tables and columns stay) and
+			// its sidecar works; migrating forward again restores this
+			// release's functions and sidecar.
+			rollBackAndForth(t, url, variant)
+			onlyFresh, onlyUpgraded = lineDiff(upgradeSchema(t, fresh), upgradeSchema(t, url))
+			require.Empty(t, onlyFresh, "after a rollback and forward again, a fresh install has these, the database not")
+			require.Empty(t, onlyUpgraded, "after a rollback and forward again, the database has these, a fresh install not")
 		})
 	}
 }
@@ -235,4 +244,66 @@ func oldSidecarRuns(t *testing.T, url string) {
 	var memories int
 	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM mneme.memories WHERE conversation_id = $1`, conv).Scan(&memories))
 	require.Positive(t, memories, "the new conversation has its memories")
+}
+
+// rollbackStatement is what docs/migrations.md says to run after the
+// previous release's migrate when rolling back to it (TestMigrationsDoc
+// checks that the doc says it).
+const rollbackStatement = `DROP FUNCTION mneme.apply_revision(uuid, text, uuid, text, text, text, boolean, bigint);`
+
+// rollBackAndForth: the previous release's `mneme migrate` on the migrated
+// database, its sidecar draining new work, then this release's migrate
+// and sidecar again.
+func rollBackAndForth(t *testing.T, url, variant string) {
+	t.Helper()
+	bin := previousSidecar(t)
+	ctx := context.Background()
+	env := append(slicesWithout(os.Environ(), "DATABASE_URL="), "DATABASE_URL="+url, "MNEME_METRICS_ADDR=off", "MNEME_MAX_ATTEMPTS=1")
+	out, err := (&exec.Cmd{Path: bin, Args: []string{bin, "migrate"}, Env: env}).CombinedOutput()
+	require.NoError(t, err, "the %s migrate over this release's schema:\n%s", upgradeFrom, out)
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	// docs/migrations.md, "Rolling back": this release's overload of a
+	// function the previous release calls with fewer arguments goes.
+	_, err = conn.Exec(ctx, rollbackStatement)
+	require.NoError(t, err)
+	work := func() {
+		t.Helper()
+		_, err := conn.Exec(ctx, `SELECT mneme.remember('7f1c2f9e-0000-4000-8000-00000000abce', 'Carol lives in Oslo', 'user_profile')`)
+		require.NoError(t, err)
+	}
+	work()
+	out, err = (&exec.Cmd{Path: bin, Args: []string{bin, "run", "--drain"}, Env: env}).CombinedOutput()
+	require.NoError(t, err, string(out))
+	failed := func() string {
+		var s string
+		require.NoError(t, conn.QueryRow(ctx, `SELECT coalesce(string_agg(format('%s %s', kind, last_error), E'\n'), '')
+			FROM mneme.jobs WHERE state = 'failed'`).Scan(&s))
+		return s
+	}
+	require.Empty(t, failed(), "rolled back: the %s sidecar fails no job", upgradeFrom)
+
+	_, err = migrate.Run(ctx, url, migrate.Options{Vector: variant})
+	require.NoError(t, err)
+	work()
+	pool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	defer pool.Close()
+	d, err := daemon.New(ctx, config.Config{DatabaseURL: url, Events: "poll", Concurrency: 1, PollEvery: time.Hour, SlotName: "unused",
+		MaxAttempts: 1, JobLease: 30 * time.Second, ShutdownTimeout: time.Second}, pool, slog.New(slog.DiscardHandler))
+	require.NoError(t, err, "forward again: this release's sidecar starts")
+	require.NoError(t, d.Runner.Drain(ctx))
+	require.Empty(t, failed(), "forward again: this release's sidecar fails no job")
+}
+
+// TestMigrationsDoc: docs/migrations.md's rollback names the statement
+// TestUpgradeFromPreviousRelease runs, and the release it rolls back to.
+func TestMigrationsDoc(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "docs", "migrations.md"))
+	require.NoError(t, err)
+	doc := string(b)
+	require.Contains(t, doc, rollbackStatement)
+	require.Contains(t, doc, "back to "+upgradeFrom)
+	require.Contains(t, doc, "previous release's sidecar ("+upgradeFrom+")")
 }
