@@ -223,3 +223,57 @@ func slicesWithout(env []string, prefix string) []string {
 	}
 	return out
 }
+
+// TestDemoHandsOver runs scripts/demo.sh as `make demo` does, in a copy of
+// the files it needs (its own .mneme/pg): its last line is the one that
+// points the user's shell at the demo cluster, and eval'ing it does.
+func TestDemoHandsOver(t *testing.T) {
+	t.Parallel()
+	if dbtest.OnCitus() {
+		t.Skip("the demo's own private cluster")
+	}
+	dir := t.TempDir()
+	require.NoError(t, os.Chmod(dir, 0o755))
+	for _, d := range []string{"scripts", "docs", "bin"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, d), 0o755))
+	}
+	for _, f := range []string{"scripts/demo.sh", "docs/sample-conversation.json"} {
+		b, err := os.ReadFile(filepath.Join("..", f))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, f), b, 0o755))
+	}
+	out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "bin", "mneme"), "../sidecar").CombinedOutput()
+	require.NoError(t, err, string(out))
+	env := append(slicesWithout(os.Environ(), "DATABASE_URL="), "MNEME_LOG_LEVEL=warn")
+	t.Cleanup(func() {
+		stop := exec.Command(filepath.Join(dir, "bin", "mneme"), "cluster", "stop")
+		stop.Dir, stop.Env = dir, env
+		_ = stop.Run()
+	})
+	demo := exec.Command("./scripts/demo.sh")
+	demo.Dir, demo.Env = dir, env
+	out, err = demo.CombinedOutput()
+	require.NoError(t, err, string(out))
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	require.Equal(t, "eval $(bin/mneme cluster env)", lines[len(lines)-1], "make demo ends with the hand-over line")
+
+	sh := exec.Command("bash", "-c", lines[len(lines)-1]+` && echo "$DATABASE_URL" && bin/mneme version`)
+	sh.Dir, sh.Env = dir, env
+	out, err = sh.CombinedOutput()
+	require.NoError(t, err, string(out))
+	require.Regexp(t, `(?m)^postgres://postgres@127\.0\.0\.1:\d+/mneme`, string(out))
+	require.Contains(t, string(out), "database SQL API")
+	require.NotContains(t, string(out), "DATABASE_URL is not set", "the shell's DATABASE_URL, not the fallback")
+}
+
+// make help prints the targets' help as written for a reader:
+// $DATABASE_URL, not the Makefile's escaped $$DATABASE_URL.
+func TestMakeHelp(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("make is not installed")
+	}
+	out, err := exec.Command("make", "-s", "-C", "..", "help").CombinedOutput()
+	require.NoError(t, err, string(out))
+	require.Contains(t, string(out), "against $DATABASE_URL")
+	require.NotContains(t, string(out), "$$")
+}
