@@ -213,17 +213,6 @@ func TestOwnPostgreSQL(t *testing.T) {
 	require.Contains(t, string(out), "HINT: an admin runs once: GRANT mneme_owner TO lone")
 }
 
-// slicesWithout is env without the variables that start with prefix.
-func slicesWithout(env []string, prefix string) []string {
-	var out []string
-	for _, e := range env {
-		if !strings.HasPrefix(e, prefix) {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
 // TestDemoHandsOver runs scripts/demo.sh as `make demo` does, in a copy of
 // the files it needs (its own .mneme/pg): its last line is the one that
 // points the user's shell at the demo cluster, and eval'ing it does.
