@@ -452,21 +452,7 @@ COMMENT ON FUNCTION mneme.enqueue_job(text, uuid, jsonb, text, timestamptz) IS
 
 -- (mneme._functions_reaching served the migrate-time rewriting of
 -- functions on Citus, which is gone: sql/citus/100-generated.sql is made
--- ahead of time; goose 00090 drops it, with mneme._shard_local_trg where
--- no trigger calls it. Dropped here too, the same way, on every migrate:
--- a database rolled back to a release that had them (its migrate makes
--- them again) and migrated forward again does not keep them;
--- docs/migrations.md.)
-DROP FUNCTION IF EXISTS mneme._functions_reaching(text);
-DO $gone$
-BEGIN
-    IF to_regprocedure('mneme._shard_local_trg()') IS NOT NULL
-       AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger t
-                       WHERE t.tgfoid = to_regprocedure('mneme._shard_local_trg()')) THEN
-        DROP FUNCTION mneme._shard_local_trg();
-    END IF;
-END
-$gone$;
+-- ahead of time; goose 00090 drops it.)
 
 -- -----------------------------------------------------------------------------
 -- The SQL API's version (semantic: a major change breaks callers, a minor

@@ -322,11 +322,6 @@ BEGIN
 END
 $$;
 
--- The seven-argument form of before job_id (goose 00072 dropped it once);
--- dropped here too, so that a database rolled back to a release that had
--- it and migrated forward again does not keep it (docs/migrations.md).
-DROP FUNCTION IF EXISTS mneme.apply_revision(uuid, text, uuid, text, text, text, boolean);
-
 CREATE OR REPLACE FUNCTION mneme.apply_revision(
     memory_id uuid,
     action text,

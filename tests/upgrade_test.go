@@ -251,6 +251,12 @@ func oldSidecarRuns(t *testing.T, url string) {
 // checks that the doc says it).
 const rollbackStatement = `DROP FUNCTION mneme.apply_revision(uuid, text, uuid, text, text, text, boolean, bigint);`
 
+// forwardAgainStatements is what docs/migrations.md says to run once after
+// migrating forward again from the rolled-back release.
+const forwardAgainStatements = `DROP FUNCTION IF EXISTS mneme.apply_revision(uuid, text, uuid, text, text, text, boolean);
+DROP FUNCTION IF EXISTS mneme._functions_reaching(text);
+DROP FUNCTION IF EXISTS mneme._shard_local_trg();`
+
 // rollBackAndForth: the previous release's `mneme migrate` on the migrated
 // database, its sidecar draining new work, then this release's migrate
 // and sidecar again.
@@ -286,6 +292,8 @@ func rollBackAndForth(t *testing.T, url, variant string) {
 
 	_, err = migrate.Run(ctx, url, migrate.Options{Vector: variant})
 	require.NoError(t, err)
+	_, err = conn.Exec(ctx, forwardAgainStatements)
+	require.NoError(t, err)
 	work()
 	pool, err := pgxpool.New(ctx, url)
 	require.NoError(t, err)
@@ -304,6 +312,7 @@ func TestMigrationsDoc(t *testing.T) {
 	require.NoError(t, err)
 	doc := string(b)
 	require.Contains(t, doc, rollbackStatement)
+	require.Contains(t, doc, forwardAgainStatements)
 	require.Contains(t, doc, "back to "+upgradeFrom)
 	require.Contains(t, doc, "previous release's sidecar ("+upgradeFrom+")")
 }
