@@ -187,6 +187,29 @@ COMMENT ON FUNCTION mneme.create_tenant(text) IS
     'Creates a tenant (an unbound admin; a bound login gets 42501); an existing one is left as it is, the id of a '
     'dropped one is refused (22023). Returns its id.';
 
+-- An unbound admin's function that acts for another tenant than the
+-- caller's (tenants, drop_tenant, create_tenant's look at tombstones)
+-- switches to it here, for the rest of the transaction or until switched
+-- back: the transaction's tenant, which row security reads on one server,
+-- and on Citus the call's tenant, which the API's functions read there
+-- (mneme._enter set it at the call's start; a nested call does not set it
+-- again).
+CREATE OR REPLACE FUNCTION mneme._act_for_tenant(tenant text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM mneme._set_local('mneme.tenant', _act_for_tenant.tenant);
+    IF mneme._distributed('mneme.memories') THEN
+        PERFORM mneme._set_local('mneme.call_tenant', coalesce(nullif(_act_for_tenant.tenant, ''), 'default'));
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION mneme._act_for_tenant(text) IS
+    'Internal: an unbound admin''s function switches the tenant it acts for (the transaction''s, and on Citus the '
+    'call''s); NULL or empty: back to default.';
+
 -- Whether a tenant id has tombstones (memory_events): a dropped tenant's
 -- id, which create_tenant does not hand out again. Row security shows an
 -- unbound caller the rows of the tenant it sets, so it looks as that one
@@ -200,9 +223,9 @@ DECLARE
     v_prev text := pg_catalog.current_setting('mneme.tenant', true);
     v_has  boolean;
 BEGIN
-    PERFORM mneme._set_local('mneme.tenant', _tenant_tombstones.tenant);
+    PERFORM mneme._act_for_tenant(_tenant_tombstones.tenant);
     v_has := EXISTS (SELECT 1 FROM mneme.memory_events e WHERE e.tenant_id = _tenant_tombstones.tenant);
-    PERFORM mneme._set_local('mneme.tenant', v_prev);
+    PERFORM mneme._act_for_tenant(v_prev);
     RETURN v_has;
 END
 $$;
@@ -225,14 +248,14 @@ BEGIN
     FOR t IN SELECT x.id, x.created_at FROM mneme.tenants x
              WHERE v_bound IS NULL OR x.id = v_bound ORDER BY x.id LOOP
         -- row security shows a conversation to its tenant: count as it
-        PERFORM mneme._set_local('mneme.tenant', t.id);
+        PERFORM mneme._act_for_tenant(t.id);
         tenant := t.id;
         created_at := t.created_at;
         conversations := (SELECT count(*) FROM mneme.message_queue q WHERE q.tenant_id = t.id);
         logins := ARRAY(SELECT b.login::text FROM mneme.tenant_logins b WHERE b.tenant_id = t.id ORDER BY b.login);
         RETURN NEXT;
     END LOOP;
-    PERFORM mneme._set_local('mneme.tenant', v_prev);
+    PERFORM mneme._act_for_tenant(v_prev);
 END
 $$;
 COMMENT ON FUNCTION mneme.tenants() IS

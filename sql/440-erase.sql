@@ -196,7 +196,7 @@ BEGIN
             HINT = 'DROP ROLE them, or SELECT mneme.unbind_login(...) each, first';
     END IF;
     -- As the tenant: row security shows its rows to an unbound caller that sets it.
-    PERFORM mneme._set_local('mneme.tenant', drop_tenant.tenant);
+    PERFORM mneme._act_for_tenant(drop_tenant.tenant);
     FOR v_conv IN SELECT q.id FROM mneme.message_queue q WHERE q.tenant_id = drop_tenant.tenant
                   UNION SELECT m.conversation_id FROM mneme.memories m WHERE m.tenant_id = drop_tenant.tenant
                   ORDER BY 1 LOOP
@@ -205,7 +205,7 @@ BEGIN
     DELETE FROM mneme.jobs j WHERE j.tenant_id = drop_tenant.tenant;
     DELETE FROM mneme.job_turns t WHERE t.tenant_id = drop_tenant.tenant;
     DELETE FROM mneme.tenants t WHERE t.id = drop_tenant.tenant;
-    PERFORM mneme._set_local('mneme.tenant', v_prev);
+    PERFORM mneme._act_for_tenant(v_prev);
     RETURN v_n;
 END
 $$;

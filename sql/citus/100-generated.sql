@@ -1506,7 +1506,7 @@ BEGIN
             HINT = 'DROP ROLE them, or SELECT mneme.unbind_login(...) each, first';
     END IF;
     -- As the tenant: row security shows its rows to an unbound caller that sets it.
-    PERFORM mneme._set_local('mneme.tenant', drop_tenant.tenant);
+    PERFORM mneme._act_for_tenant(drop_tenant.tenant);
     FOR v_conv IN SELECT q.id FROM mneme.message_queue q WHERE q.tenant_id = drop_tenant.tenant
                   UNION SELECT m.conversation_id FROM mneme.memories m WHERE m.tenant_id = drop_tenant.tenant
                   ORDER BY 1 LOOP
@@ -1515,7 +1515,7 @@ BEGIN
     DELETE FROM mneme.jobs j WHERE j.tenant_id = drop_tenant.tenant;
     DELETE FROM mneme.job_turns t WHERE t.tenant_id = drop_tenant.tenant;
     DELETE FROM mneme.tenants t WHERE t.id = drop_tenant.tenant;
-    PERFORM mneme._set_local('mneme.tenant', v_prev);
+    PERFORM mneme._act_for_tenant(v_prev);
     RETURN v_n;
 END
 $function$;
@@ -3207,11 +3207,15 @@ BEGIN
     v_convs := mneme._scope_conversations(v_new.conversation_id, v_scope);
     -- The hybrid ranking over the new text (facts only: an episode is a
     -- transcript, not a belief to replace), then every active fact of the
-    -- same slot, whatever its words.
+    -- same slot, whatever its words. Under an external embedder SQL cannot
+    -- embed the text: BM25 alone, asked for ('{}'; search refuses a NULL
+    -- there).
     RETURN QUERY
     WITH s AS (
         SELECT s.memory_id, s.score
-        FROM mneme.search(v_new.conversation_id, left(v_new.content, 10000), 100, scope => v_scope) s
+        FROM mneme.search(v_new.conversation_id, left(v_new.content, 10000), 100,
+                          CASE WHEN mneme.setting('embedder') #>> '{}' = 'hash' THEN NULL ELSE '{}'::real[] END,
+                          scope => v_scope) s
         WHERE s.memory_id <> v_new.id AND s.kind = 'semantic'
         ORDER BY s.score DESC, s.memory_id
         LIMIT v_k
@@ -3499,14 +3503,14 @@ BEGIN
     FOR t IN SELECT x.id, x.created_at FROM mneme.tenants x
              WHERE v_bound IS NULL OR x.id = v_bound ORDER BY x.id LOOP
         -- row security shows a conversation to its tenant: count as it
-        PERFORM mneme._set_local('mneme.tenant', t.id);
+        PERFORM mneme._act_for_tenant(t.id);
         tenant := t.id;
         created_at := t.created_at;
         conversations := (SELECT count(*) FROM mneme.message_queue q WHERE q.tenant_id = t.id);
         logins := ARRAY(SELECT b.login::text FROM mneme.tenant_logins b WHERE b.tenant_id = t.id ORDER BY b.login);
         RETURN NEXT;
     END LOOP;
-    PERFORM mneme._set_local('mneme.tenant', v_prev);
+    PERFORM mneme._act_for_tenant(v_prev);
 END
 $function$;
 
@@ -3577,6 +3581,7 @@ $function$;
 
 -- Nested distributed execution allowed (after the definitions above, which
 -- would reset it): tests/testdata/citus_generate.sql, step 5, says why.
+ALTER FUNCTION mneme._act_for_tenant(text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._belief_candidates(uuid[],text,real[],integer,timestamp with time zone,timestamp with time zone,timestamp with time zone,boolean) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._bm25_apply(uuid[],uuid[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._bm25_search(uuid[],text,integer,timestamp with time zone,timestamp with time zone) SET citus.allow_nested_distributed_execution = on;
