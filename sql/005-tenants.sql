@@ -174,6 +174,7 @@ BEGIN
         RAISE EXCEPTION 'tenant id %: want 1 to 63 lower-case letters, digits, _ or -, starting with a letter or digit',
             mneme._quote_prefix(create_tenant.tenant) USING ERRCODE = '22023';
     END IF;
+    PERFORM mneme._citus_sequential();
     IF NOT EXISTS (SELECT 1 FROM mneme.tenants t WHERE t.id = create_tenant.tenant)
        AND mneme._tenant_tombstones(create_tenant.tenant) THEN
         RAISE EXCEPTION 'tenant % was dropped (mneme.drop_tenant): its tombstones keep the id', create_tenant.tenant
@@ -209,6 +210,25 @@ $$;
 COMMENT ON FUNCTION mneme._act_for_tenant(text) IS
     'Internal: an unbound admin''s function switches the tenant it acts for (the transaction''s, and on Citus the '
     'call''s); NULL or empty: back to default.';
+
+-- On Citus a transaction that modifies mneme.tenants (a reference table)
+-- after a multi-shard read or write must run those one connection per node:
+-- create_tenant and drop_tenant call this before they touch a distributed
+-- table. The mode holds to the end of the transaction.
+CREATE OR REPLACE FUNCTION mneme._citus_sequential()
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF mneme._distributed('mneme.memories') THEN
+        SET LOCAL citus.multi_shard_modify_mode TO 'sequential';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION mneme._citus_sequential() IS
+    'Internal, Citus: multi-shard statements of the rest of the transaction run sequentially, so that it may modify '
+    'a reference table (mneme.tenants) after them.';
 
 -- Whether a tenant id has tombstones (memory_events): a dropped tenant's
 -- id, which create_tenant does not hand out again. Row security shows an

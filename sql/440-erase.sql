@@ -179,6 +179,7 @@ BEGIN
             HINT = 'the reason stays in the tombstones (mneme.memory_events); do not quote the erased content in it';
     END IF;
     PERFORM mneme._check_length('reason', drop_tenant.reason, 2000);
+    PERFORM mneme._citus_sequential();
     IF drop_tenant.tenant = 'default' THEN
         RAISE EXCEPTION 'tenant default cannot be dropped: it is where calls without a tenant go'
             USING ERRCODE = '22023', HINT = 'erase its conversations one by one: mneme.erase_conversation(id, reason)';
@@ -194,6 +195,14 @@ BEGIN
         -- unbinding them would let them choose any tenant: the operator decides
         RAISE EXCEPTION 'logins % are bound to tenant %', v_logins, drop_tenant.tenant USING ERRCODE = '55000',
             HINT = 'DROP ROLE them, or SELECT mneme.unbind_login(...) each, first';
+    END IF;
+    IF mneme._distributed('mneme.memories') THEN
+        -- erase_conversation runs on Citus delegated to the worker that
+        -- owns the conversation, which a call nested in this one is not
+        RAISE EXCEPTION 'drop_tenant does not run on a distributed mneme (Citus) yet'
+            USING ERRCODE = '0A000',
+                  HINT = 'erase the tenant''s conversations one call each: BEGIN; SELECT mneme.set_tenant(...); '
+                         'SELECT mneme.erase_conversation(id, reason) ...; COMMIT (docs/scale.md)';
     END IF;
     -- As the tenant: row security shows its rows to an unbound caller that sets it.
     PERFORM mneme._act_for_tenant(drop_tenant.tenant);
@@ -212,8 +221,8 @@ $$;
 COMMENT ON FUNCTION mneme.drop_tenant(text, text) IS
     'Drops a tenant with all its data (an unbound admin; a bound login gets 42501): every conversation erased by '
     'mneme.erase_conversation (tombstones remain, their reason "tenant dropped: " and reason), its other jobs, then the '
-    'tenant. Refused for tenant default (22023) and while logins are bound to it (55000). Its id is not handed out '
-    'again. Returns the number of memories erased.';
+    'tenant. Refused for tenant default (22023), while logins are bound to it (55000) and on Citus (0A000, not yet). '
+    'Its id is not handed out again. Returns the number of memories erased.';
 
 -- -----------------------------------------------------------------------------
 -- After an erase: dead tuples

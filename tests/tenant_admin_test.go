@@ -20,6 +20,19 @@ import (
 // bound to it (55000, naming them).
 func TestTenantsListAndDrop(t *testing.T) {
 	t.Parallel()
+	testTenantsListAndDrop(t)
+}
+
+// TestCitusTenantsListAndDrop is TestTenantsListAndDrop on a distributed
+// mneme: the Citus deployment of scripts/test.sh runs it.
+func TestCitusTenantsListAndDrop(t *testing.T) {
+	if !dbtest.OnCitus() {
+		t.Skip("the citus deployment runs it (scripts/test.sh, docs/tests.md)")
+	}
+	testTenantsListAndDrop(t)
+}
+
+func testTenantsListAndDrop(t *testing.T) {
 	ctx := context.Background()
 	db := dbtest.New(t, dbtest.WithVector("array"))
 	admin, _ := db.PoolAs(t, "mneme_admin")
@@ -96,6 +109,13 @@ func TestTenantsListAndDrop(t *testing.T) {
 		}
 	}
 	require.Len(t, list(admin), 3, "nothing dropped")
+	if dbtest.OnCitus() {
+		_, err = admin.Exec(ctx, `SELECT mneme.drop_tenant('acme', 'customer left')`)
+		pgErr := requirePgError(t, err, "0A000")
+		require.Contains(t, pgErr.Message, "does not run on a distributed mneme")
+		require.Contains(t, pgErr.Hint, "mneme.erase_conversation")
+		return
+	}
 
 	var erased int64
 	require.NoError(t, admin.QueryRow(ctx, `SELECT mneme.drop_tenant('acme', 'customer left')`).Scan(&erased))

@@ -1455,6 +1455,7 @@ BEGIN
         RAISE EXCEPTION 'tenant id %: want 1 to 63 lower-case letters, digits, _ or -, starting with a letter or digit',
             mneme._quote_prefix(create_tenant.tenant) USING ERRCODE = '22023';
     END IF;
+    PERFORM mneme._citus_sequential();
     IF NOT EXISTS (SELECT 1 FROM mneme.tenants t WHERE t.id = create_tenant.tenant)
        AND mneme._tenant_tombstones(create_tenant.tenant) THEN
         RAISE EXCEPTION 'tenant % was dropped (mneme.drop_tenant): its tombstones keep the id', create_tenant.tenant
@@ -1489,6 +1490,7 @@ BEGIN
             HINT = 'the reason stays in the tombstones (mneme.memory_events); do not quote the erased content in it';
     END IF;
     PERFORM mneme._check_length('reason', drop_tenant.reason, 2000);
+    PERFORM mneme._citus_sequential();
     IF drop_tenant.tenant = 'default' THEN
         RAISE EXCEPTION 'tenant default cannot be dropped: it is where calls without a tenant go'
             USING ERRCODE = '22023', HINT = 'erase its conversations one by one: mneme.erase_conversation(id, reason)';
@@ -1504,6 +1506,14 @@ BEGIN
         -- unbinding them would let them choose any tenant: the operator decides
         RAISE EXCEPTION 'logins % are bound to tenant %', v_logins, drop_tenant.tenant USING ERRCODE = '55000',
             HINT = 'DROP ROLE them, or SELECT mneme.unbind_login(...) each, first';
+    END IF;
+    IF mneme._distributed('mneme.memories') THEN
+        -- erase_conversation runs on Citus delegated to the worker that
+        -- owns the conversation, which a call nested in this one is not
+        RAISE EXCEPTION 'drop_tenant does not run on a distributed mneme (Citus) yet'
+            USING ERRCODE = '0A000',
+                  HINT = 'erase the tenant''s conversations one call each: BEGIN; SELECT mneme.set_tenant(...); '
+                         'SELECT mneme.erase_conversation(id, reason) ...; COMMIT (docs/scale.md)';
     END IF;
     -- As the tenant: row security shows its rows to an unbound caller that sets it.
     PERFORM mneme._act_for_tenant(drop_tenant.tenant);
@@ -3588,6 +3598,7 @@ ALTER FUNCTION mneme._bm25_search(uuid[],text,integer,timestamp with time zone,t
 ALTER FUNCTION mneme._bm25_sums(uuid[],text[],double precision[],double precision,double precision,double precision,uuid[],timestamp with time zone,timestamp with time zone) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._check_setting(text,jsonb) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._check_setting_pair(text,jsonb) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme._citus_sequential() SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._claim_conversation(uuid) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._claim_jobs_distributed(text,integer,interval,integer) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._cleanup(timestamp with time zone,boolean,text) SET citus.allow_nested_distributed_execution = on;
