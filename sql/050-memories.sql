@@ -106,7 +106,8 @@ BEGIN
         v_old_conv := mneme._memory_conversation(remember.supersedes);
         SELECT * INTO v_old FROM mneme.memories WHERE conversation_id = v_old_conv AND id = remember.supersedes FOR UPDATE;
         IF NOT FOUND THEN
-            RAISE EXCEPTION 'memory % does not exist', remember.supersedes USING ERRCODE = 'P0002';
+            RAISE EXCEPTION 'memory % does not exist', remember.supersedes USING ERRCODE = 'P0002',
+            HINT = 'the memory is not in this tenant: check the id and mneme.set_tenant (or the login''s tenant); an erased memory leaves only its events: SELECT * FROM mneme.memory_event_log(id)';
         END IF;
         IF v_old.conversation_id <> remember.conversation_id THEN
             RAISE EXCEPTION 'memory % belongs to another conversation', remember.supersedes USING ERRCODE = '22023';
@@ -171,7 +172,8 @@ BEGIN
     WHERE conversation_id = v_conv AND id = pin.memory_id
     RETURNING status INTO v_status;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'memory % does not exist', pin.memory_id USING ERRCODE = 'P0002';
+        RAISE EXCEPTION 'memory % does not exist', pin.memory_id USING ERRCODE = 'P0002',
+            HINT = 'the memory is not in this tenant: check the id and mneme.set_tenant (or the login''s tenant); an erased memory leaves only its events: SELECT * FROM mneme.memory_event_log(id)';
     END IF;
     -- A pin keeps a belief in retrieval; a forgotten, superseded or merged
     -- memory is out of it for a reason (its status says which), and a pin
@@ -214,7 +216,8 @@ BEGIN
     v_conv := mneme._memory_conversation(forget.memory_id);
     SELECT status INTO v_status FROM mneme.memories WHERE conversation_id = v_conv AND id = forget.memory_id FOR UPDATE;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'memory % does not exist', forget.memory_id USING ERRCODE = 'P0002';
+        RAISE EXCEPTION 'memory % does not exist', forget.memory_id USING ERRCODE = 'P0002',
+            HINT = 'the memory is not in this tenant: check the id and mneme.set_tenant (or the login''s tenant); an erased memory leaves only its events: SELECT * FROM mneme.memory_event_log(id)';
     END IF;
     IF v_status = 'invalidated' THEN
         RETURN; -- already forgotten: keep the first reason
@@ -257,7 +260,8 @@ BEGIN
     -- revision with tenant scope).
     v_conv := mneme._memory_conversation(inspect.id);
     IF v_conv IS NULL THEN
-        RAISE EXCEPTION 'memory % does not exist', inspect.id USING ERRCODE = 'P0002';
+        RAISE EXCEPTION 'memory % does not exist', inspect.id USING ERRCODE = 'P0002',
+            HINT = 'the memory is not in this tenant: check the id and mneme.set_tenant (or the login''s tenant); an erased memory leaves only its events: SELECT * FROM mneme.memory_event_log(id)';
     END IF;
     SELECT n.id INTO v_by FROM mneme.memories n WHERE n.supersedes_id = inspect.id ORDER BY n.created_at DESC LIMIT 1;
     SELECT e.reason INTO v_rev FROM mneme.memory_events e
@@ -270,7 +274,8 @@ BEGIN
            m.last_confirmed_at, m.confirms_id, m.invalidates_id, m.slot, v_rev
     FROM mneme.memories m WHERE m.id = inspect.id AND m.conversation_id = v_conv;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'memory % does not exist', inspect.id USING ERRCODE = 'P0002';
+        RAISE EXCEPTION 'memory % does not exist', inspect.id USING ERRCODE = 'P0002',
+            HINT = 'the memory is not in this tenant: check the id and mneme.set_tenant (or the login''s tenant); an erased memory leaves only its events: SELECT * FROM mneme.memory_event_log(id)';
     END IF;
 END
 $$;
@@ -449,7 +454,8 @@ BEGIN
     END IF;
     v_conv := mneme._memory_conversation(memory_reviews.memory_id);
     IF v_conv IS NULL THEN
-        RAISE EXCEPTION 'memory % does not exist', memory_reviews.memory_id USING ERRCODE = 'P0002';
+        RAISE EXCEPTION 'memory % does not exist', memory_reviews.memory_id USING ERRCODE = 'P0002',
+            HINT = 'the memory is not in this tenant: check the id and mneme.set_tenant (or the login''s tenant); an erased memory leaves only its events: SELECT * FROM mneme.memory_event_log(id)';
     END IF;
     RETURN QUERY
     SELECT l.reviewed_at, l.rating, l.reviewer, l.defaulted, l.stability_before, l.stability_after,

@@ -34,7 +34,7 @@ DECLARE
     admin constant text[] := ARRAY[
         'set_setting', 'change_embedding_dim', 'reset_initial_state', 'erase', 'erase_conversation', 'reactivate',
         'cleanup', 'schedule_cleanup', 'retry_job', 'bm25_reindex', 'create_tenant', 'bind_login', 'unbind_login',
-        'import_conversation', 'import_messages', 'import_memories', 'import_links', 'import_missing_links', 'import_reviews', 'import_events',
+        'tenants', 'drop_tenant', 'import_conversation', 'import_messages', 'import_memories', 'import_links', 'import_missing_links', 'import_reviews', 'import_events',
         'import_present', 'import_unembedded', 'import_unembedded_messages', 'import_fact', 'set_embedding', 'set_message_embedding'];
     f record;
 BEGIN

@@ -269,6 +269,11 @@ func readLineage(ctx context.Context, tx pgx.Tx, id uuid.UUID) ([]Link, error) {
 	})
 }
 
+// bm25Alone is the UI's query_embedding: it embeds no query, so under an
+// external embedder it asks for BM25 alone ('{}'; SQL refuses a NULL
+// there) and with the hash embedder lets SQL embed the query (NULL).
+const bm25Alone = `CASE WHEN mneme.setting('embedder') #>> '{}' = 'hash' THEN NULL ELSE '{}'::real[] END`
+
 // Hit is a row of mneme.search.
 type Hit struct {
 	ID                   uuid.UUID
@@ -289,7 +294,7 @@ type Hit struct {
 
 func readSearch(ctx context.Context, tx pgx.Tx, conv uuid.UUID, q string, k int, scope string) ([]Hit, error) {
 	rows, err := tx.Query(ctx, `SELECT memory_id, kind, summary, content, score, rrf, bm25_rank, vector_rank, retrievability,
-	        label, pinned, status, confidence_score FROM mneme.search($1, $2, $3, scope => $4)`, conv, q, k, scope)
+	        label, pinned, status, confidence_score FROM mneme.search($1, $2, $3, `+bm25Alone+`, scope => $4)`, conv, q, k, scope)
 	if err != nil {
 		return nil, fmt.Errorf("search: %w", err)
 	}
@@ -316,7 +321,7 @@ type Item struct {
 
 func readContext(ctx context.Context, tx pgx.Tx, conv uuid.UUID, q string, budget int, scope string) ([]Item, error) {
 	rows, err := tx.Query(ctx, `SELECT item, memory_id, kind, label, score, first_at, message_ids, words, text
-	        FROM mneme.context_items($1, $2, $3, scope => $4)`, conv, q, budget, scope)
+	        FROM mneme.context_items($1, $2, $3, `+bm25Alone+`, scope => $4)`, conv, q, budget, scope)
 	if err != nil {
 		return nil, fmt.Errorf("context_items: %w", err)
 	}

@@ -178,7 +178,9 @@ DECLARE
     v_n      float8;
     -- Turns by meaning: with an external embedder and the query's embedding,
     -- the turns that have embeddings are ranked by cosine too.
-    v_meaning boolean := _context_anchors.query_embedding IS NOT NULL AND mneme.setting('embedder') #>> '{}' <> 'hash';
+    -- (an empty query_embedding asks for BM25 alone)
+    v_meaning boolean := coalesce(cardinality(_context_anchors.query_embedding), 0) > 0
+                         AND mneme.setting('embedder') #>> '{}' <> 'hash';
 BEGIN
     SELECT sum(s.n) INTO v_n FROM mneme.bm25_stats s WHERE s.conversation_id = ANY (v_convs);
     RETURN QUERY
@@ -815,6 +817,46 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION mneme.bind_login(login text, tenant text)
+ RETURNS void
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+ SET jit TO 'off'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    v__entered boolean := mneme._enter(NULL);
+    v_now timestamptz := now();
+    v_by  name := session_user;
+BEGIN
+    PERFORM mneme._require_unbound('bind logins');
+    IF bind_login.login IS NULL OR bind_login.tenant IS NULL THEN
+        RAISE EXCEPTION 'login and tenant must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = bind_login.login AND r.rolcanlogin) THEN
+        RAISE EXCEPTION 'no login role %', mneme._quote_prefix(bind_login.login) USING ERRCODE = '22023',
+            HINT = 'CREATE ROLE ... LOGIN IN ROLE mneme_app first';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM mneme.tenants t WHERE t.id = bind_login.tenant) THEN
+        RAISE EXCEPTION 'unknown tenant %', mneme._quote_prefix(bind_login.tenant) USING ERRCODE = '22023',
+            HINT = 'SELECT mneme.create_tenant(...) first';
+    END IF;
+    IF pg_catalog.pg_has_role(bind_login.login, 'mneme_worker', 'MEMBER') THEN
+        RAISE EXCEPTION 'login % is a sidecar login (mneme_worker): it serves every tenant', bind_login.login
+            USING ERRCODE = '22023',
+                  HINT = format('bind a login of the tenant''s application instead: CREATE ROLE %s_app LOGIN IN ROLE mneme_app; '
+                                'SELECT mneme.bind_login(''%s_app'', %L); the sidecar''s login stays unbound',
+                                bind_login.tenant, bind_login.tenant, bind_login.tenant);
+    END IF;
+    -- bound_at and bound_by given as values: Citus refuses functions that
+    -- are not IMMUTABLE in the DO UPDATE of a (reference) table's insert
+    INSERT INTO mneme.tenant_logins (login, tenant_id, bound_at, bound_by)
+    VALUES (bind_login.login, bind_login.tenant, v_now, v_by)
+    ON CONFLICT (login) DO UPDATE SET tenant_id = EXCLUDED.tenant_id, bound_at = EXCLUDED.bound_at, bound_by = EXCLUDED.bound_by;
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION mneme.bm25_reindex()
  RETURNS bigint
  LANGUAGE plpgsql
@@ -1429,6 +1471,99 @@ BEGIN
     SELECT s.n, ins.id, ins.label, ins.stability
     FROM src s JOIN ins ON ins.source_message_ids[1] = s.ids[1]
     ORDER BY s.n;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION mneme.create_tenant(tenant text)
+ RETURNS text
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+ SET jit TO 'off'
+AS $function$
+DECLARE
+    v__entered boolean := mneme._enter(NULL);
+BEGIN
+    PERFORM mneme._require_unbound('create tenants');
+    IF create_tenant.tenant IS NULL THEN
+        RAISE EXCEPTION 'tenant must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF create_tenant.tenant !~ '^[a-z0-9][a-z0-9_-]{0,62}$' THEN
+        RAISE EXCEPTION 'tenant id %: want 1 to 63 lower-case letters, digits, _ or -, starting with a letter or digit',
+            mneme._quote_prefix(create_tenant.tenant) USING ERRCODE = '22023';
+    END IF;
+    PERFORM mneme._citus_sequential();
+    IF NOT EXISTS (SELECT 1 FROM mneme.tenants t WHERE t.id = create_tenant.tenant)
+       AND mneme._tenant_tombstones(create_tenant.tenant) THEN
+        RAISE EXCEPTION 'tenant % was dropped (mneme.drop_tenant): its tombstones keep the id', create_tenant.tenant
+            USING ERRCODE = '22023', HINT = 'choose another tenant id: a new tenant must not inherit a dropped one''s erase records';
+    END IF;
+    INSERT INTO mneme.tenants (id) VALUES (create_tenant.tenant) ON CONFLICT (id) DO NOTHING;
+    RETURN create_tenant.tenant;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION mneme.drop_tenant(tenant text, reason text)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+ SET jit TO 'off'
+AS $function$
+DECLARE
+    v__entered boolean := mneme._enter(NULL);
+    v_prev   text := pg_catalog.current_setting('mneme.tenant', true);
+    v_logins text;
+    v_conv   uuid;
+    v_n      bigint := 0;
+BEGIN
+    PERFORM mneme._require_unbound('drop tenants');
+    IF drop_tenant.tenant IS NULL THEN
+        RAISE EXCEPTION 'tenant must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF drop_tenant.reason IS NULL OR mneme._is_blank(drop_tenant.reason) THEN
+        RAISE EXCEPTION 'drop_tenant needs a reason'
+            USING ERRCODE = CASE WHEN drop_tenant.reason IS NULL THEN '22004' ELSE '22023' END,
+            HINT = 'the reason stays in the tombstones (mneme.memory_events); do not quote the erased content in it';
+    END IF;
+    PERFORM mneme._check_length('reason', drop_tenant.reason, 2000);
+    PERFORM mneme._citus_sequential();
+    IF drop_tenant.tenant = 'default' THEN
+        RAISE EXCEPTION 'tenant default cannot be dropped: it is where calls without a tenant go'
+            USING ERRCODE = '22023', HINT = 'erase its conversations one by one: mneme.erase_conversation(id, reason)';
+    END IF;
+    PERFORM 1 FROM mneme.tenants t WHERE t.id = drop_tenant.tenant FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'unknown tenant %', mneme._quote_prefix(drop_tenant.tenant) USING ERRCODE = '22023',
+            HINT = 'SELECT tenant FROM mneme.tenants() lists them';
+    END IF;
+    SELECT string_agg(b.login::text, ', ' ORDER BY b.login) INTO v_logins
+      FROM mneme.tenant_logins b WHERE b.tenant_id = drop_tenant.tenant;
+    IF v_logins IS NOT NULL THEN
+        -- unbinding them would let them choose any tenant: the operator decides
+        RAISE EXCEPTION 'logins % are bound to tenant %', v_logins, drop_tenant.tenant USING ERRCODE = '55000',
+            HINT = 'DROP ROLE them, or SELECT mneme.unbind_login(...) each, first';
+    END IF;
+    IF mneme._distributed('mneme.memories') THEN
+        -- erase_conversation runs on Citus delegated to the worker that
+        -- owns the conversation, which a call nested in this one is not
+        RAISE EXCEPTION 'drop_tenant does not run on a distributed mneme (Citus) yet'
+            USING ERRCODE = '0A000',
+                  HINT = 'erase the tenant''s conversations one call each: BEGIN; SELECT mneme.set_tenant(...); '
+                         'SELECT mneme.erase_conversation(id, reason) ...; COMMIT (docs/scale.md)';
+    END IF;
+    -- As the tenant: row security shows its rows to an unbound caller that sets it.
+    PERFORM mneme._act_for_tenant(drop_tenant.tenant);
+    FOR v_conv IN SELECT q.id FROM mneme.message_queue q WHERE q.tenant_id = drop_tenant.tenant
+                  UNION SELECT m.conversation_id FROM mneme.memories m WHERE m.tenant_id = drop_tenant.tenant
+                  ORDER BY 1 LOOP
+        v_n := v_n + mneme.erase_conversation(v_conv, 'tenant dropped: ' || drop_tenant.reason);
+    END LOOP;
+    DELETE FROM mneme.jobs j WHERE j.tenant_id = drop_tenant.tenant;
+    DELETE FROM mneme.job_turns t WHERE t.tenant_id = drop_tenant.tenant;
+    DELETE FROM mneme.tenants t WHERE t.id = drop_tenant.tenant;
+    PERFORM mneme._act_for_tenant(v_prev);
+    RETURN v_n;
 END
 $function$;
 
@@ -2108,7 +2243,8 @@ BEGIN
     v_conv := mneme._memory_conversation(forget.memory_id);
     SELECT status INTO v_status FROM mneme.memories WHERE conversation_id = v_conv AND id = forget.memory_id FOR UPDATE;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'memory % does not exist', forget.memory_id USING ERRCODE = 'P0002';
+        RAISE EXCEPTION 'memory % does not exist', forget.memory_id USING ERRCODE = 'P0002',
+            HINT = 'the memory is not in this tenant: check the id and mneme.set_tenant (or the login''s tenant); an erased memory leaves only its events: SELECT * FROM mneme.memory_event_log(id)';
     END IF;
     IF v_status = 'invalidated' THEN
         RETURN; -- already forgotten: keep the first reason
@@ -2578,7 +2714,8 @@ BEGIN
     -- revision with tenant scope).
     v_conv := mneme._memory_conversation(inspect.id);
     IF v_conv IS NULL THEN
-        RAISE EXCEPTION 'memory % does not exist', inspect.id USING ERRCODE = 'P0002';
+        RAISE EXCEPTION 'memory % does not exist', inspect.id USING ERRCODE = 'P0002',
+            HINT = 'the memory is not in this tenant: check the id and mneme.set_tenant (or the login''s tenant); an erased memory leaves only its events: SELECT * FROM mneme.memory_event_log(id)';
     END IF;
     SELECT n.id INTO v_by FROM mneme.memories n WHERE n.supersedes_id = inspect.id ORDER BY n.created_at DESC LIMIT 1;
     SELECT e.reason INTO v_rev FROM mneme.memory_events e
@@ -2591,7 +2728,8 @@ BEGIN
            m.last_confirmed_at, m.confirms_id, m.invalidates_id, m.slot, v_rev
     FROM mneme.memories m WHERE m.id = inspect.id AND m.conversation_id = v_conv;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'memory % does not exist', inspect.id USING ERRCODE = 'P0002';
+        RAISE EXCEPTION 'memory % does not exist', inspect.id USING ERRCODE = 'P0002',
+            HINT = 'the memory is not in this tenant: check the id and mneme.set_tenant (or the login''s tenant); an erased memory leaves only its events: SELECT * FROM mneme.memory_event_log(id)';
     END IF;
 END
 $function$;
@@ -2687,7 +2825,8 @@ BEGIN
     END IF;
     v_conv := mneme._memory_conversation(memory_reviews.memory_id);
     IF v_conv IS NULL THEN
-        RAISE EXCEPTION 'memory % does not exist', memory_reviews.memory_id USING ERRCODE = 'P0002';
+        RAISE EXCEPTION 'memory % does not exist', memory_reviews.memory_id USING ERRCODE = 'P0002',
+            HINT = 'the memory is not in this tenant: check the id and mneme.set_tenant (or the login''s tenant); an erased memory leaves only its events: SELECT * FROM mneme.memory_event_log(id)';
     END IF;
     RETURN QUERY
     SELECT l.reviewed_at, l.rating, l.reviewer, l.defaulted, l.stability_before, l.stability_after,
@@ -2720,7 +2859,8 @@ BEGIN
     WHERE conversation_id = v_conv AND id = pin.memory_id
     RETURNING status INTO v_status;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'memory % does not exist', pin.memory_id USING ERRCODE = 'P0002';
+        RAISE EXCEPTION 'memory % does not exist', pin.memory_id USING ERRCODE = 'P0002',
+            HINT = 'the memory is not in this tenant: check the id and mneme.set_tenant (or the login''s tenant); an erased memory leaves only its events: SELECT * FROM mneme.memory_event_log(id)';
     END IF;
     -- A pin keeps a belief in retrieval; a forgotten, superseded or merged
     -- memory is out of it for a reason (its status says which), and a pin
@@ -2991,7 +3131,8 @@ BEGIN
         v_old_conv := mneme._memory_conversation(remember.supersedes);
         SELECT * INTO v_old FROM mneme.memories WHERE conversation_id = v_old_conv AND id = remember.supersedes FOR UPDATE;
         IF NOT FOUND THEN
-            RAISE EXCEPTION 'memory % does not exist', remember.supersedes USING ERRCODE = 'P0002';
+            RAISE EXCEPTION 'memory % does not exist', remember.supersedes USING ERRCODE = 'P0002',
+            HINT = 'the memory is not in this tenant: check the id and mneme.set_tenant (or the login''s tenant); an erased memory leaves only its events: SELECT * FROM mneme.memory_event_log(id)';
         END IF;
         IF v_old.conversation_id <> remember.conversation_id THEN
             RAISE EXCEPTION 'memory % belongs to another conversation', remember.supersedes USING ERRCODE = '22023';
@@ -3224,11 +3365,15 @@ BEGIN
     v_convs := mneme._scope_conversations(v_new.conversation_id, v_scope);
     -- The hybrid ranking over the new text (facts only: an episode is a
     -- transcript, not a belief to replace), then every active fact of the
-    -- same slot, whatever its words.
+    -- same slot, whatever its words. Under an external embedder SQL cannot
+    -- embed the text: BM25 alone, asked for ('{}'; search refuses a NULL
+    -- there).
     RETURN QUERY
     WITH s AS (
         SELECT s.memory_id, s.score
-        FROM mneme.search(v_new.conversation_id, left(v_new.content, 10000), 100, scope => v_scope) s
+        FROM mneme.search(v_new.conversation_id, left(v_new.content, 10000), 100,
+                          CASE WHEN mneme.setting('embedder') #>> '{}' = 'hash' THEN NULL ELSE '{}'::real[] END,
+                          scope => v_scope) s
         WHERE s.memory_id <> v_new.id AND s.kind = 'semantic'
         ORDER BY s.score DESC, s.memory_id
         LIMIT v_k
@@ -3498,6 +3643,35 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION mneme.tenants()
+ RETURNS TABLE(tenant text, created_at timestamp with time zone, conversations bigint, logins text[])
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+ SET jit TO 'off'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    v__entered boolean := mneme._enter(NULL);
+    v_prev  text := pg_catalog.current_setting('mneme.tenant', true);
+    v_bound text;
+    t       record;
+BEGIN
+    SELECT b.tenant_id INTO v_bound FROM mneme.tenant_logins b WHERE b.login = mneme._caller();
+    FOR t IN SELECT x.id, x.created_at FROM mneme.tenants x
+             WHERE v_bound IS NULL OR x.id = v_bound ORDER BY x.id LOOP
+        -- row security shows a conversation to its tenant: count as it
+        PERFORM mneme._act_for_tenant(t.id);
+        tenant := t.id;
+        created_at := t.created_at;
+        conversations := (SELECT count(*) FROM mneme.message_queue q WHERE q.tenant_id = t.id);
+        logins := ARRAY(SELECT b.login::text FROM mneme.tenant_logins b WHERE b.tenant_id = t.id ORDER BY b.login);
+        RETURN NEXT;
+    END LOOP;
+    PERFORM mneme._act_for_tenant(v_prev);
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION mneme.unhandled_jobs(job_ids bigint[])
  RETURNS SETOF bigint
  LANGUAGE plpgsql
@@ -3565,12 +3739,14 @@ $function$;
 
 -- Nested distributed execution allowed (after the definitions above, which
 -- would reset it): tests/testdata/citus_generate.sql, step 5, says why.
+ALTER FUNCTION mneme._act_for_tenant(text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._belief_candidates(uuid[],text,real[],integer,timestamp with time zone,timestamp with time zone,timestamp with time zone,boolean) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._bm25_apply(uuid[],uuid[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._bm25_search(uuid[],text,integer,timestamp with time zone,timestamp with time zone) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._bm25_sums(uuid[],text[],double precision[],double precision,double precision,double precision,uuid[],timestamp with time zone,timestamp with time zone) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._check_setting(text,jsonb) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._check_setting_pair(text,jsonb) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme._citus_sequential() SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._claim_conversation(uuid) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._claim_jobs_distributed(text,integer,interval,integer) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._cleanup(timestamp with time zone,boolean,text) SET citus.allow_nested_distributed_execution = on;
@@ -3610,6 +3786,7 @@ ALTER FUNCTION mneme._set_local(text,text) SET citus.allow_nested_distributed_ex
 ALTER FUNCTION mneme._setting_number(text,jsonb,double precision,double precision,boolean,boolean) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._setting_weights(text,jsonb,text[],text[],double precision,double precision) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._source_messages(uuid,bigint[],boolean) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme._tenant_tombstones(text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._vector_index_ready(text,text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._vector_search(uuid,real[],integer,timestamp with time zone,timestamp with time zone) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._vector_search_scope(uuid[],real[],integer,timestamp with time zone,timestamp with time zone) SET citus.allow_nested_distributed_execution = on;
@@ -3636,6 +3813,7 @@ ALTER FUNCTION mneme.conversations(integer) SET citus.allow_nested_distributed_e
 ALTER FUNCTION mneme.create_episode(uuid,bigint[],text,text,real[],real,text,boolean,double precision,double precision,text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.create_episodes(uuid,jsonb) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.create_tenant(text) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.drop_tenant(text,text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.enqueue_job(text,uuid,jsonb,text,timestamp with time zone) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.enqueue_segment(uuid,jsonb) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.erase(uuid,text) SET citus.allow_nested_distributed_execution = on;
@@ -3701,6 +3879,7 @@ ALTER FUNCTION mneme.set_tenant(text) SET citus.allow_nested_distributed_executi
 ALTER FUNCTION mneme.setting(text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.take_pending_reviews(uuid) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.tenant_fill_trg() SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.tenants() SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.unbind_login(text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.unhandled_jobs(bigint[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.unpin(uuid) SET citus.allow_nested_distributed_execution = on;
