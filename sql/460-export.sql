@@ -282,8 +282,9 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_id     uuid;
-    v_tenant text := mneme._tenant();
+    v_id       uuid;
+    v_tenant   text := mneme._tenant();
+    v_speakers text[];
 BEGIN
     IF import_conversation.line IS NULL THEN
         RAISE EXCEPTION 'line must not be NULL' USING ERRCODE = '22004';
@@ -305,9 +306,12 @@ BEGIN
     IF EXISTS (SELECT 1 FROM mneme.message_queue q WHERE q.id = v_id AND q.tenant_id = v_tenant) THEN
         RETURN 'exists';
     END IF;
+    -- The speakers into a variable first: Citus refuses a subquery in an
+    -- INSERT's VALUES ("subqueries are not supported within INSERT queries").
+    v_speakers := coalesce(ARRAY(SELECT jsonb_array_elements_text(import_conversation.line -> 'speakers')), '{}');
     INSERT INTO mneme.message_queue (id, tenant_id, speakers, pending_reviews, last_message_at, created_at, updated_at)
     VALUES (v_id, v_tenant,
-            coalesce(ARRAY(SELECT jsonb_array_elements_text(import_conversation.line -> 'speakers')), '{}'),
+            v_speakers,
             nullif(import_conversation.line -> 'pending_reviews', 'null'::jsonb),
             ((import_conversation.line -> 'last_message_at') #>> '{}')::timestamptz,
             ((import_conversation.line -> 'created_at') #>> '{}')::timestamptz,
@@ -534,13 +538,28 @@ $$;
 COMMENT ON FUNCTION mneme._import_memory_rows(uuid, jsonb, boolean, real[]) IS
     'Internal: the insert of mneme.import_memories (renormalize: L2-normalise the embeddings in it).';
 
+CREATE OR REPLACE FUNCTION mneme._present_memories(links jsonb)
+RETURNS uuid[]
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN ARRAY(SELECT t.id FROM mneme.memories t
+                 WHERE t.id = ANY (ARRAY(SELECT (l ->> 'target')::uuid FROM jsonb_array_elements(_present_memories.links) l)));
+END
+$$;
+COMMENT ON FUNCTION mneme._present_memories(jsonb) IS
+    'Import: the link targets ({memory_id, link, target} lines) that are memories the caller can read, by id.';
+
 CREATE OR REPLACE FUNCTION mneme.import_links(links jsonb)
 RETURNS TABLE (memory_id uuid, link text, target uuid)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    k text;
+    v_present uuid[];
+    v_tenant  text := mneme._tenant();
+    x         record;
 BEGIN
     IF import_links.links IS NULL THEN
         RAISE EXCEPTION 'links must not be NULL' USING ERRCODE = '22004';
@@ -548,18 +567,22 @@ BEGIN
     IF jsonb_typeof(import_links.links) <> 'array' THEN
         RAISE EXCEPTION 'links must be an array of {memory_id, link, target}' USING ERRCODE = '22023';
     END IF;
-    FOREACH k IN ARRAY ARRAY['supersedes_id', 'confirms_id', 'invalidates_id'] LOOP
-        EXECUTE format('UPDATE mneme.memories m SET %I = x.target
-                        FROM (SELECT (l ->> ''memory_id'')::uuid AS id, (l ->> ''target'')::uuid AS target
-                              FROM jsonb_array_elements($1) l WHERE l ->> ''link'' = $2) x
-                        WHERE m.id = x.id AND m.tenant_id = mneme._tenant()
-                          AND EXISTS (SELECT 1 FROM mneme.memories t WHERE t.id = x.target)', k)
-        USING import_links.links, k;
+    -- The targets that are in, read once by their ids; then one update per
+    -- link (lineage links are few), by the memory's id. On Citus a memory
+    -- and its target may be on two shards: a read of the targets correlated
+    -- with the update is a "complex join" there.
+    v_present := mneme._present_memories(import_links.links);
+    FOR x IN SELECT (l ->> 'memory_id')::uuid AS id, l ->> 'link' AS link, (l ->> 'target')::uuid AS target
+             FROM jsonb_array_elements(import_links.links) l
+             WHERE (l ->> 'target')::uuid = ANY (v_present)
+               AND l ->> 'link' IN ('supersedes_id', 'confirms_id', 'invalidates_id') LOOP
+        EXECUTE format('UPDATE mneme.memories m SET %I = $1 WHERE m.id = $2 AND m.tenant_id = $3', x.link)
+        USING x.target, x.id, v_tenant;
     END LOOP;
     RETURN QUERY
     SELECT (l ->> 'memory_id')::uuid, l ->> 'link', (l ->> 'target')::uuid
     FROM jsonb_array_elements(import_links.links) l
-    WHERE NOT EXISTS (SELECT 1 FROM mneme.memories t WHERE t.id = (l ->> 'target')::uuid);
+    WHERE NOT (l ->> 'target')::uuid = ANY (v_present);
 END
 $$;
 COMMENT ON FUNCTION mneme.import_links(jsonb) IS
@@ -578,10 +601,12 @@ BEGIN
     IF jsonb_typeof(import_missing_links.links) <> 'array' THEN
         RAISE EXCEPTION 'links must be an array of {memory_id, link, target}' USING ERRCODE = '22023';
     END IF;
+    -- (the targets read first: on Citus a subquery correlated with the
+    -- links is refused)
     RETURN QUERY
     SELECT (l ->> 'memory_id')::uuid, l ->> 'link', (l ->> 'target')::uuid
     FROM jsonb_array_elements(import_missing_links.links) l
-    WHERE NOT EXISTS (SELECT 1 FROM mneme.memories t WHERE t.id = (l ->> 'target')::uuid);
+    WHERE NOT (l ->> 'target')::uuid = ANY (mneme._present_memories(import_missing_links.links));
 END
 $$;
 COMMENT ON FUNCTION mneme.import_missing_links(jsonb) IS
@@ -643,15 +668,21 @@ BEGIN
     IF jsonb_typeof(import_events.lines) <> 'array' THEN
         RAISE EXCEPTION 'lines must be an array of lines' USING ERRCODE = '22023';
     END IF;
-    INSERT INTO mneme.memory_events (memory_id, conversation_id, tenant_id, event, reason, actor, caller, review_log_id, at)
-    SELECT r.memory, import_events.conversation_id, mneme._tenant(), r.event, r.reason, r.actor, r.caller,
-           r.review_log_id, r.at
-    FROM ROWS FROM (jsonb_to_recordset(import_events.lines)
-                    AS (memory uuid, event text, reason text, actor text, caller name, review_log_id bigint,
-                        at timestamptz)) WITH ORDINALITY
-         AS r(memory, event, reason, actor, caller, review_log_id, at, ord)
-    ORDER BY r.ord;
-    GET DIAGNOSTICS v_n = ROW_COUNT;
+    -- RETURNING, as import_reviews: on Citus an INSERT ... SELECT from the
+    -- lines without it goes to the shards as COPY, which row security
+    -- refuses ("COPY FROM not supported with row-level security").
+    WITH ins AS (
+        INSERT INTO mneme.memory_events (memory_id, conversation_id, tenant_id, event, reason, actor, caller, review_log_id, at)
+        SELECT r.memory, import_events.conversation_id, mneme._tenant(), r.event, r.reason, r.actor, r.caller,
+               r.review_log_id, r.at
+        FROM ROWS FROM (jsonb_to_recordset(import_events.lines)
+                        AS (memory uuid, event text, reason text, actor text, caller name, review_log_id bigint,
+                            at timestamptz)) WITH ORDINALITY
+             AS r(memory, event, reason, actor, caller, review_log_id, at, ord)
+        ORDER BY r.ord
+        RETURNING 1
+    )
+    SELECT count(*) INTO v_n FROM ins;
     RETURN v_n;
 END
 $$;
