@@ -431,11 +431,15 @@ BEGIN
     END IF;
     PERFORM mneme._set_local('mneme.importing', '');
 
+    -- (the targets read first, as import_links does)
     RETURN QUERY
-    SELECT (x.l ->> 'id')::uuid, k, (x.l ->> k)::uuid
-    FROM jsonb_array_elements(import_memories.lines) AS x(l), unnest(ARRAY['supersedes_id', 'confirms_id', 'invalidates_id']) k
-    WHERE x.l ->> k IS NOT NULL
-      AND NOT EXISTS (SELECT 1 FROM mneme.memories m WHERE m.id = (x.l ->> k)::uuid);
+    WITH links AS (
+        SELECT (x.l ->> 'id')::uuid AS id, k, (x.l ->> k)::uuid AS target
+        FROM jsonb_array_elements(import_memories.lines) AS x(l), unnest(ARRAY['supersedes_id', 'confirms_id', 'invalidates_id']) k
+        WHERE x.l ->> k IS NOT NULL
+    )
+    SELECT l.id, l.k, l.target FROM links l
+    WHERE NOT l.target = ANY (mneme._present_memories(ARRAY(SELECT t.target FROM links t)));
 END
 $$;
 COMMENT ON FUNCTION mneme.import_memories(uuid, jsonb, boolean, real[]) IS
@@ -486,6 +490,7 @@ AS $$
 DECLARE
     v_hash boolean := _import_memory_rows.renormalize AND mneme.setting('embedder') #>> '{}' = 'hash';
     v_dim  int := (mneme.setting('embedding_dim') #>> '{}')::int;
+    v_n    bigint;
 BEGIN
     -- Lineage links whose target exists (already, or in this batch: the
     -- foreign keys are checked at the statement's end) are set now; the
@@ -511,7 +516,10 @@ BEGIN
         SELECT m.id FROM mneme.memories m
         WHERE m.id IN (SELECT s.supersedes_id FROM src s UNION SELECT s.confirms_id FROM src s
                        UNION SELECT s.invalidates_id FROM src s)
-    )
+    ), ins AS (
+    -- RETURNING: on Citus an INSERT ... SELECT without it goes to the
+    -- shards as COPY, which row security refuses ("COPY FROM not supported
+    -- with row-level security").
     INSERT INTO mneme.memories (id, conversation_id, tenant_id, kind, title, content, summary, source_message_ids,
                                 source_first_at, source_last_at, surprise, stability, difficulty, fsrs_state,
                                 last_reviewed_at, review_count, label, pinned, status, status_reason, confidence_score,
@@ -532,24 +540,26 @@ BEGIN
                 THEN (SELECT n.embedding FROM mneme._l2_normalized(coalesce(s.vec,
                           CASE WHEN v_hash THEN mneme.hash_embed(mneme.memory_text(s.title, s.summary, s.content)) END)) n)
                 ELSE s.vec END
-    FROM emb s;
+    FROM emb s
+    RETURNING 1)
+    SELECT count(*) INTO v_n FROM ins;
 END
 $$;
 COMMENT ON FUNCTION mneme._import_memory_rows(uuid, jsonb, boolean, real[]) IS
     'Internal: the insert of mneme.import_memories (renormalize: L2-normalise the embeddings in it).';
 
-CREATE OR REPLACE FUNCTION mneme._present_memories(links jsonb)
+CREATE OR REPLACE FUNCTION mneme._present_memories(ids uuid[])
 RETURNS uuid[]
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    RETURN ARRAY(SELECT t.id FROM mneme.memories t
-                 WHERE t.id = ANY (ARRAY(SELECT (l ->> 'target')::uuid FROM jsonb_array_elements(_present_memories.links) l)));
+    RETURN ARRAY(SELECT t.id FROM mneme.memories t WHERE t.id = ANY (_present_memories.ids));
 END
 $$;
-COMMENT ON FUNCTION mneme._present_memories(jsonb) IS
-    'Import: the link targets ({memory_id, link, target} lines) that are memories the caller can read, by id.';
+COMMENT ON FUNCTION mneme._present_memories(uuid[]) IS
+    'Import: those of ids (lineage links'' targets) that are memories the caller can read. Read before the '
+    'statement that uses them: on Citus a subquery correlated with a link is refused (its target may be on another shard).';
 
 CREATE OR REPLACE FUNCTION mneme.import_links(links jsonb)
 RETURNS TABLE (memory_id uuid, link text, target uuid)
@@ -571,7 +581,7 @@ BEGIN
     -- link (lineage links are few), by the memory's id. On Citus a memory
     -- and its target may be on two shards: a read of the targets correlated
     -- with the update is a "complex join" there.
-    v_present := mneme._present_memories(import_links.links);
+    v_present := mneme._present_memories(ARRAY(SELECT (l ->> 'target')::uuid FROM jsonb_array_elements(import_links.links) l));
     FOR x IN SELECT (l ->> 'memory_id')::uuid AS id, l ->> 'link' AS link, (l ->> 'target')::uuid AS target
              FROM jsonb_array_elements(import_links.links) l
              WHERE (l ->> 'target')::uuid = ANY (v_present)
@@ -606,7 +616,8 @@ BEGIN
     RETURN QUERY
     SELECT (l ->> 'memory_id')::uuid, l ->> 'link', (l ->> 'target')::uuid
     FROM jsonb_array_elements(import_missing_links.links) l
-    WHERE NOT (l ->> 'target')::uuid = ANY (mneme._present_memories(import_missing_links.links));
+    WHERE NOT (l ->> 'target')::uuid = ANY (mneme._present_memories(
+        ARRAY(SELECT (t ->> 'target')::uuid FROM jsonb_array_elements(import_missing_links.links) t)));
 END
 $$;
 COMMENT ON FUNCTION mneme.import_missing_links(jsonb) IS

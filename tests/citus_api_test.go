@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -19,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
+	"github.com/mneme-memory/mneme/sidecar/migrate"
 	"github.com/mneme-memory/mneme/sidecar/transfer"
 )
 
@@ -350,4 +353,138 @@ func TestCitusEraseAndExportImport(t *testing.T) {
 	res, err = importFile(t, dst.URL, first, transfer.ImportOptions{NewIDs: true})
 	require.NoError(t, err)
 	require.Positive(t, res.Conversations)
+}
+
+// previousMneme builds the mneme binary of release ref (git archive of this
+// repository's history, go build), once per machine: it is kept in the
+// user's cache directory by the ref's name.
+func previousMneme(t *testing.T, ref string) string {
+	t.Helper()
+	cache, err := os.UserCacheDir()
+	require.NoError(t, err)
+	dir := filepath.Join(cache, "mneme-test", "release-"+ref)
+	bin := filepath.Join(dir, "mneme")
+	if _, err := os.Stat(bin); err == nil {
+		return bin
+	}
+	root, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	require.NoError(t, err, "the upgrade test builds release %s from this repository's history (git)", ref)
+	src := t.TempDir()
+	archive := exec.Command("sh", "-c", `git -C "$1" archive "$2" | tar -x -C "$3"`, "sh", strings.TrimSpace(string(root)), ref, src)
+	out, err := archive.CombinedOutput()
+	require.NoError(t, err, "git archive %s: %s", ref, out)
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	build := exec.Command("go", "build", "-o", bin+".tmp", "./sidecar")
+	build.Dir = src
+	out, err = build.CombinedOutput()
+	require.NoError(t, err, "build mneme %s: %s", ref, out)
+	require.NoError(t, os.Rename(bin+".tmp", bin))
+	return bin
+}
+
+// TestCitusUpgradeFromPreviousRelease: a database that the previous
+// release (upgradeFrom, with its Citus layer: sql/950-citus.sql and the
+// per-shard copies of functions) distributed with `mneme migrate --citus`
+// and that holds data, migrated by this mneme (no flag), has the schema of
+// a fresh --citus install, no per-shard copies left on any node, keeps its
+// data, and the API works: the calls that failed on that release too.
+func TestCitusUpgradeFromPreviousRelease(t *testing.T) {
+	dbtest.CitusURL(t)
+	t.Parallel()
+	ctx := context.Background()
+	old := previousMneme(t, upgradeFrom)
+
+	freshURL, _ := citusDatabase(t)
+	_, err := migrate.Run(ctx, freshURL, migrate.Options{Vector: "array", Citus: true})
+	require.NoError(t, err)
+
+	url, conn := citusDatabase(t)
+	cmd := exec.Command(old, "migrate", "--citus")
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+url, "MNEME_VECTOR=array", "MNEME_LOG_LEVEL=warn")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "mneme %s migrate --citus: %s", upgradeFrom, out)
+	copies := func() int {
+		var n int
+		require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM pg_proc WHERE pronamespace = 'mneme'::regnamespace AND proname ~ '_[0-9]{4,}$'`).Scan(&n))
+		var onWorkers int
+		require.NoError(t, conn.QueryRow(ctx, `SELECT coalesce(sum(result::int), 0) FROM run_command_on_workers(
+			$$SELECT count(*) FROM pg_proc WHERE pronamespace = 'mneme'::regnamespace AND proname ~ '_[0-9]{4,}$'$$)`).Scan(&onWorkers))
+		return n + onWorkers
+	}
+	require.Positive(t, copies(), "release %s's Citus layer made per-shard copies of functions", upgradeFrom)
+
+	// Data, written through the old release's API.
+	convs := []uuid.UUID{uuid.New(), uuid.New(), uuid.New()}
+	for i, c := range convs {
+		for _, q := range []string{
+			`SELECT mneme.add_message($1, 'user', 'I live in Lisbon and I work at a bakery.')`,
+			`SELECT mneme.remember($1, 'The user lives in Lisbon.')`,
+			`SELECT mneme.remember($1, 'The user works at a bakery.')`,
+			`SELECT mneme.retrieve($1, 'where does the user live', 2)`,
+		} {
+			_, err := conn.Exec(ctx, q, c)
+			require.NoError(t, err, "release %s, conversation %d: %s", upgradeFrom, i, q)
+		}
+	}
+	var moved uuid.UUID
+	require.NoError(t, conn.QueryRow(ctx, `SELECT id FROM mneme.memories WHERE conversation_id = $1 AND content LIKE '%Lisbon%'`, convs[0]).Scan(&moved))
+	_, err = conn.Exec(ctx, `SELECT mneme.remember($1, 'The user lives in Porto now.', supersedes => $2)`, convs[0], moved)
+	require.NoError(t, err)
+	data := func() string {
+		var s string
+		require.NoError(t, conn.QueryRow(ctx, `SELECT concat_ws(E'\n',
+			(SELECT string_agg(format('message %s %s %s', conversation_id, role, content), E'\n' ORDER BY conversation_id, id) FROM mneme.messages),
+			(SELECT string_agg(format('memory %s %s %s', id, status, content), E'\n' ORDER BY id) FROM mneme.memories),
+			(SELECT string_agg(format('event %s %s', memory_id, event), E'\n' ORDER BY memory_id, event) FROM mneme.memory_events))`).Scan(&s))
+		var found []string
+		for _, c := range convs {
+			rows, err := conn.Query(ctx, `SELECT content FROM mneme.search($1, 'where does the user live', 5) ORDER BY score DESC, memory_id`, c)
+			require.NoError(t, err)
+			f, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			require.NoError(t, err)
+			found = append(found, strings.Join(f, "|"))
+		}
+		return s + "\n" + strings.Join(found, "\n")
+	}
+	before := data()
+	require.Contains(t, before, "Porto")
+
+	res, err := migrate.Run(ctx, url, migrate.Options{Vector: "array"})
+	require.NoError(t, err)
+	require.True(t, res.Distributed, "the upgrade keeps it distributed")
+	require.Zero(t, copies(), "per-shard copies left on some node")
+	onlyFresh, onlyUpgraded := lineDiff(upgradeSchema(t, freshURL), upgradeSchema(t, url))
+	require.Empty(t, onlyFresh, "a fresh --citus install has these, the database upgraded from %s not", upgradeFrom)
+	require.Empty(t, onlyUpgraded, "the database upgraded from %s has these, a fresh --citus install not", upgradeFrom)
+	require.Equal(t, before, data(), "the data is kept")
+
+	// The API after the upgrade, as an application and an operator.
+	_, appURL := citusLogin(t, conn, url, "mneme_app")
+	_, adminURL := citusLogin(t, conn, url, "mneme_admin")
+	app, err := pgx.Connect(ctx, appURL)
+	require.NoError(t, err)
+	defer app.Close(ctx)
+	admin, err := pgx.Connect(ctx, adminURL)
+	require.NoError(t, err)
+	defer admin.Close(ctx)
+	var n int
+	require.NoError(t, app.QueryRow(ctx, `SELECT count(*) FROM mneme.conversations()`).Scan(&n))
+	require.Equal(t, len(convs), n)
+	var text string
+	require.NoError(t, app.QueryRow(ctx, `SELECT mneme.context($1, 'where does the user live', 100)`, convs[0]).Scan(&text))
+	require.Contains(t, text, "Porto")
+	// Two conversations on (likely) two workers in one transaction.
+	tx, err := app.Begin(ctx)
+	require.NoError(t, err)
+	for _, c := range convs[:2] {
+		_, err = tx.Exec(ctx, `SELECT mneme.remember($1, 'The user has a cat called Miso.')`, c)
+		require.NoError(t, err)
+	}
+	require.NoError(t, tx.Commit(ctx))
+	require.NoError(t, app.QueryRow(ctx, `SELECT count(*) FROM mneme.search($1, 'cat', 5)`, convs[1]).Scan(&n))
+	require.Equal(t, 1, n, "the BM25 statistics and vectors kept by the new triggers")
+	_, err = admin.Exec(ctx, `SELECT mneme.erase_conversation($1, 'the user asked')`, convs[2])
+	require.NoError(t, err)
+	require.NoError(t, app.QueryRow(ctx, `SELECT count(*) FROM mneme.conversations()`).Scan(&n))
+	require.Equal(t, len(convs)-1, n)
 }

@@ -2196,7 +2196,7 @@ BEGIN
     -- link (lineage links are few), by the memory's id. On Citus a memory
     -- and its target may be on two shards: a read of the targets correlated
     -- with the update is a "complex join" there.
-    v_present := mneme._present_memories(import_links.links);
+    v_present := mneme._present_memories(ARRAY(SELECT (l ->> 'target')::uuid FROM jsonb_array_elements(import_links.links) l));
     FOR x IN SELECT (l ->> 'memory_id')::uuid AS id, l ->> 'link' AS link, (l ->> 'target')::uuid AS target
              FROM jsonb_array_elements(import_links.links) l
              WHERE (l ->> 'target')::uuid = ANY (v_present)
@@ -2268,11 +2268,15 @@ BEGIN
     END IF;
     PERFORM mneme._set_local('mneme.importing', '');
 
+    -- (the targets read first, as import_links does)
     RETURN QUERY
-    SELECT (x.l ->> 'id')::uuid, k, (x.l ->> k)::uuid
-    FROM jsonb_array_elements(import_memories.lines) AS x(l), unnest(ARRAY['supersedes_id', 'confirms_id', 'invalidates_id']) k
-    WHERE x.l ->> k IS NOT NULL
-      AND NOT EXISTS (SELECT 1 FROM mneme.memories m WHERE m.id = (x.l ->> k)::uuid);
+    WITH links AS (
+        SELECT (x.l ->> 'id')::uuid AS id, k, (x.l ->> k)::uuid AS target
+        FROM jsonb_array_elements(import_memories.lines) AS x(l), unnest(ARRAY['supersedes_id', 'confirms_id', 'invalidates_id']) k
+        WHERE x.l ->> k IS NOT NULL
+    )
+    SELECT l.id, l.k, l.target FROM links l
+    WHERE NOT l.target = ANY (mneme._present_memories(ARRAY(SELECT t.target FROM links t)));
 END
 $function$;
 
@@ -2334,7 +2338,8 @@ BEGIN
     RETURN QUERY
     SELECT (l ->> 'memory_id')::uuid, l ->> 'link', (l ->> 'target')::uuid
     FROM jsonb_array_elements(import_missing_links.links) l
-    WHERE NOT (l ->> 'target')::uuid = ANY (mneme._present_memories(import_missing_links.links));
+    WHERE NOT (l ->> 'target')::uuid = ANY (mneme._present_memories(
+        ARRAY(SELECT (t ->> 'target')::uuid FROM jsonb_array_elements(import_missing_links.links) t)));
 END
 $function$;
 
@@ -3477,7 +3482,7 @@ ALTER FUNCTION mneme._job_conversation(bigint) SET citus.allow_nested_distribute
 ALTER FUNCTION mneme._lock_memories(uuid[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._memory_conversation(uuid) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._note_erase() SET citus.allow_nested_distributed_execution = on;
-ALTER FUNCTION mneme._present_memories(jsonb) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme._present_memories(uuid[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._readable_conversation(uuid) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._remove_memories(uuid[],text,text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._requeue_job(bigint,timestamp with time zone,text,integer) SET citus.allow_nested_distributed_execution = on;
