@@ -286,7 +286,6 @@ func TestCitusEveryFunction(t *testing.T) {
 	require.Empty(t, missing, "functions of the API without a call in TestCitusEveryFunction")
 	require.Greater(t, len(api), 90)
 
-
 	var failures []string
 	for _, c := range calls {
 		cctx, cancel := context.WithTimeout(ctx, time.Minute)
