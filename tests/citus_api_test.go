@@ -312,7 +312,17 @@ func TestCitusEveryFunction(t *testing.T) {
 	}
 
 	// What the calls did holds: the erased conversation is gone, the
-	// imported one answers, the conversation goes on.
+	// imported one answers, the conversation goes on. (On a new
+	// connection: on one server change_embedding_dim made the domain
+	// mneme.embedding again, and a session that ran search before fails
+	// with "cache lookup failed for type" on its cached plans.)
+	fresh, err := pgx.Connect(ctx, db.URL)
+	require.NoError(t, err)
+	defer fresh.Close(ctx)
+	scan = func(dst any, q string, args ...any) {
+		t.Helper()
+		require.NoError(t, fresh.QueryRow(ctx, q, args...).Scan(dst), q)
+	}
 	var n int
 	scan(&n, `SELECT count(*) FROM mneme.messages WHERE conversation_id = $1`, gone)
 	require.Zero(t, n)
@@ -329,7 +339,8 @@ func TestCitusEveryFunction(t *testing.T) {
 // exported by `mneme export`'s code, imported by `mneme import`'s into
 // another distributed database, and exported again: the same file but
 // the header's time; search, the context, inspect and history answer the
-// same on both; importing again changes nothing.
+// same on both; importing again changes nothing; importing it again with
+// new ids, two conversations at once, adds its conversations.
 func TestCitusEraseAndExportImport(t *testing.T) {
 	dbtest.CitusURL(t)
 	t.Parallel()
@@ -348,8 +359,9 @@ func TestCitusEraseAndExportImport(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 0, res.Conversations)
 
-	// Into new ids (--conversations new) beside the ones already there.
-	res, err = importFile(t, dst.URL, first, transfer.ImportOptions{NewIDs: true})
+	// Into new ids (--conversations new) beside the ones already there,
+	// two conversations at once (--jobs 2).
+	res, err = importFile(t, dst.URL, first, transfer.ImportOptions{NewIDs: true, Jobs: 2})
 	require.NoError(t, err)
 	require.Positive(t, res.Conversations)
 }
