@@ -476,6 +476,7 @@ AS $$
 #variable_conflict use_column
 DECLARE
     v_tenant text := mneme._tenant();
+    v_ids    uuid[];
 BEGIN
     IF conversations.k IS NULL THEN
         RAISE EXCEPTION 'k must not be NULL' USING ERRCODE = '22004', HINT = 'omit k for the default';
@@ -489,34 +490,43 @@ BEGIN
     -- indexes (pending: jobs_ready_tenant_idx, failed:
     -- jobs_failed_tenant_idx; running jobs are few), never a read of the
     -- whole queue: the jobs table has no index by conversation.
-    RETURN QUERY
-    WITH c AS (
-        SELECT q.id, q.last_message_at, q.pending_reviews, q.updated_at
-        FROM mneme.message_queue q
+    -- The conversations are chosen first, into an array; then every count
+    -- is one grouped read by those conversations, joined on the
+    -- conversation: on Citus each read goes to the conversations' shards
+    -- (correlated subqueries over a chosen list are "complex joins" there),
+    -- on one server the same index probes per conversation.
+    v_ids := ARRAY(
+        SELECT q.id FROM mneme.message_queue q
         WHERE q.tenant_id = v_tenant
         ORDER BY coalesce(q.last_message_at, q.updated_at) DESC, q.id
-        LIMIT conversations.k
-    ), j AS (
-        SELECT x.conversation_id, count(*) FILTER (WHERE x.state <> 'failed') AS open, count(*) FILTER (WHERE x.state = 'failed') AS failed
-        FROM (SELECT p.conversation_id, p.state FROM mneme.jobs p WHERE p.tenant_id = v_tenant AND p.state = 'pending'
-              UNION ALL
-              SELECT r.conversation_id, r.state FROM mneme.jobs r WHERE r.state = 'running' AND r.tenant_id = v_tenant
-              UNION ALL
-              SELECT f.conversation_id, f.state FROM mneme.jobs f WHERE f.tenant_id = v_tenant AND f.state = 'failed') x
-        WHERE x.conversation_id IN (SELECT c.id FROM c)
-        GROUP BY x.conversation_id
-    )
-    SELECT c.id,
-           (SELECT count(*) FROM mneme.messages m WHERE m.conversation_id = c.id),
-           (SELECT count(*) FROM mneme.messages m WHERE m.conversation_id = c.id AND m.consumed_at IS NULL),
-           (SELECT count(*) FROM mneme.memories r WHERE r.conversation_id = c.id),
-           (SELECT count(*) FROM mneme.memories r WHERE r.conversation_id = c.id AND r.status = 'active'),
-           c.last_message_at,
+        LIMIT conversations.k);
+    RETURN QUERY
+    SELECT q.id,
+           coalesce(m.n, 0),
+           coalesce(m.queued, 0),
+           coalesce(r.n, 0),
+           coalesce(r.active, 0),
+           q.last_message_at,
            coalesce(j.open, 0),
            coalesce(j.failed, 0),
-           coalesce(jsonb_array_length(c.pending_reviews), 0)
-    FROM c LEFT JOIN j ON j.conversation_id = c.id
-    ORDER BY coalesce(c.last_message_at, c.updated_at) DESC, c.id;
+           coalesce(jsonb_array_length(q.pending_reviews), 0)
+    FROM mneme.message_queue q
+    LEFT JOIN (SELECT g.conversation_id, count(*) AS n, count(*) FILTER (WHERE g.consumed_at IS NULL) AS queued
+               FROM mneme.messages g WHERE g.conversation_id = ANY (v_ids)
+               GROUP BY g.conversation_id) m ON m.conversation_id = q.id
+    LEFT JOIN (SELECT e.conversation_id, count(*) AS n, count(*) FILTER (WHERE e.status = 'active') AS active
+               FROM mneme.memories e WHERE e.conversation_id = ANY (v_ids)
+               GROUP BY e.conversation_id) r ON r.conversation_id = q.id
+    LEFT JOIN (SELECT x.conversation_id, count(*) FILTER (WHERE x.state <> 'failed') AS open, count(*) FILTER (WHERE x.state = 'failed') AS failed
+               FROM (SELECT p.conversation_id, p.state FROM mneme.jobs p WHERE p.tenant_id = v_tenant AND p.state = 'pending'
+                     UNION ALL
+                     SELECT u.conversation_id, u.state FROM mneme.jobs u WHERE u.state = 'running' AND u.tenant_id = v_tenant
+                     UNION ALL
+                     SELECT f.conversation_id, f.state FROM mneme.jobs f WHERE f.tenant_id = v_tenant AND f.state = 'failed') x
+               WHERE x.conversation_id = ANY (v_ids)
+               GROUP BY x.conversation_id) j ON j.conversation_id = q.id
+    WHERE q.id = ANY (v_ids)
+    ORDER BY coalesce(q.last_message_at, q.updated_at) DESC, q.id;
 END
 $$;
 COMMENT ON FUNCTION mneme.conversations(int) IS

@@ -25,6 +25,12 @@ BEGIN
         RAISE EXCEPTION 'embedding dimension must be between 2 and 2000, got %', coalesce(change_embedding_dim.dim::text, 'NULL')
             USING ERRCODE = '22023', HINT = 'pgvector''s HNSW index supports up to 2000 dimensions';
     END IF;
+    -- On Citus the column's type cannot be changed under the distributed
+    -- tables' triggers and domain (docs/scale.md): refused before any lock.
+    IF mneme._distributed('mneme.memories') THEN
+        RAISE EXCEPTION 'change_embedding_dim does not run on a distributed mneme (Citus)' USING ERRCODE = '0A000',
+            HINT = 'choose the embedding dimension at the first mneme migrate --citus (MNEME_EMBEDDING_DIM)';
+    END IF;
     -- Writers wait until the new embeddings are committed.
     LOCK TABLE mneme.memories IN SHARE ROW EXCLUSIVE MODE;
     LOCK TABLE mneme.messages IN SHARE ROW EXCLUSIVE MODE;

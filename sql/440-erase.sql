@@ -107,6 +107,10 @@ BEGIN
     -- its review jobs and pending reviews hold the ones not reviewed yet).
     -- The ratings stay: they hold no text.
     SELECT q.tenant_id INTO v_tenant FROM mneme.message_queue q WHERE q.id = erase_conversation.conversation_id;
+    -- Resolved once, into a variable: the statements below compare with a
+    -- value (Citus refuses a non-IMMUTABLE function in COALESCE in an
+    -- UPDATE over its shards, 0A000).
+    v_tenant := coalesce(v_tenant, mneme._tenant());
     v_queries := ARRAY(
         SELECT e ->> 'query'
         FROM mneme.message_queue q,
@@ -126,10 +130,10 @@ BEGIN
         UPDATE mneme.review_log l
         SET matched_queries = ARRAY(SELECT x FROM unnest(l.matched_queries) WITH ORDINALITY AS u(x, o)
                                     WHERE NOT x = ANY (v_queries) ORDER BY o)
-        WHERE l.tenant_id = coalesce(v_tenant, mneme._tenant()) AND l.matched_queries && v_queries;
+        WHERE l.tenant_id = v_tenant AND l.matched_queries && v_queries;
     END IF;
     UPDATE mneme.review_log l SET asked_in = NULL
-    WHERE l.asked_in = erase_conversation.conversation_id AND l.tenant_id = coalesce(v_tenant, mneme._tenant());
+    WHERE l.asked_in = erase_conversation.conversation_id AND l.tenant_id = v_tenant;
 
     -- Every job of the conversation: its payload may quote it. A job running
     -- now loses its lease and rolls back when it tries to complete.

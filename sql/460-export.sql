@@ -283,8 +283,9 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_id     uuid;
-    v_tenant text := mneme._tenant();
+    v_id       uuid;
+    v_tenant   text := mneme._tenant();
+    v_speakers text[];
 BEGIN
     IF import_conversation.line IS NULL THEN
         RAISE EXCEPTION 'line must not be NULL' USING ERRCODE = '22004';
@@ -306,9 +307,12 @@ BEGIN
     IF EXISTS (SELECT 1 FROM mneme.message_queue q WHERE q.id = v_id AND q.tenant_id = v_tenant) THEN
         RETURN 'exists';
     END IF;
+    -- The speakers into a variable first: Citus refuses a subquery in an
+    -- INSERT's VALUES ("subqueries are not supported within INSERT queries").
+    v_speakers := coalesce(ARRAY(SELECT jsonb_array_elements_text(import_conversation.line -> 'speakers')), '{}');
     INSERT INTO mneme.message_queue (id, tenant_id, speakers, pending_reviews, last_message_at, created_at, updated_at)
     VALUES (v_id, v_tenant,
-            coalesce(ARRAY(SELECT jsonb_array_elements_text(import_conversation.line -> 'speakers')), '{}'),
+            v_speakers,
             nullif(import_conversation.line -> 'pending_reviews', 'null'::jsonb),
             ((import_conversation.line -> 'last_message_at') #>> '{}')::timestamptz,
             ((import_conversation.line -> 'created_at') #>> '{}')::timestamptz,
@@ -428,11 +432,15 @@ BEGIN
     END IF;
     PERFORM mneme._set_local('mneme.importing', '');
 
+    -- (the targets read first, as import_links does)
     RETURN QUERY
-    SELECT (x.l ->> 'id')::uuid, k, (x.l ->> k)::uuid
-    FROM jsonb_array_elements(import_memories.lines) AS x(l), unnest(ARRAY['supersedes_id', 'confirms_id', 'invalidates_id']) k
-    WHERE x.l ->> k IS NOT NULL
-      AND NOT EXISTS (SELECT 1 FROM mneme.memories m WHERE m.id = (x.l ->> k)::uuid);
+    WITH links AS (
+        SELECT (x.l ->> 'id')::uuid AS id, k, (x.l ->> k)::uuid AS target
+        FROM jsonb_array_elements(import_memories.lines) AS x(l), unnest(ARRAY['supersedes_id', 'confirms_id', 'invalidates_id']) k
+        WHERE x.l ->> k IS NOT NULL
+    )
+    SELECT l.id, l.k, l.target FROM links l
+    WHERE NOT l.target = ANY (mneme._present_memories(ARRAY(SELECT t.target FROM links t)));
 END
 $$;
 COMMENT ON FUNCTION mneme.import_memories(uuid, jsonb, boolean, real[]) IS
@@ -483,6 +491,7 @@ AS $$
 DECLARE
     v_hash boolean := _import_memory_rows.renormalize AND mneme.setting('embedder') #>> '{}' = 'hash';
     v_dim  int := (mneme.setting('embedding_dim') #>> '{}')::int;
+    v_n    bigint;
 BEGIN
     -- Lineage links whose target exists (already, or in this batch: the
     -- foreign keys are checked at the statement's end) are set now; the
@@ -508,7 +517,10 @@ BEGIN
         SELECT m.id FROM mneme.memories m
         WHERE m.id IN (SELECT s.supersedes_id FROM src s UNION SELECT s.confirms_id FROM src s
                        UNION SELECT s.invalidates_id FROM src s)
-    )
+    ), ins AS (
+    -- RETURNING: on Citus an INSERT ... SELECT without it goes to the
+    -- shards as COPY, which row security refuses ("COPY FROM not supported
+    -- with row-level security").
     INSERT INTO mneme.memories (id, conversation_id, tenant_id, kind, title, content, summary, source_message_ids,
                                 source_first_at, source_last_at, surprise, stability, difficulty, fsrs_state,
                                 last_reviewed_at, review_count, label, pinned, status, status_reason, confidence_score,
@@ -529,11 +541,26 @@ BEGIN
                 THEN (SELECT n.embedding FROM mneme._l2_normalized(coalesce(s.vec,
                           CASE WHEN v_hash THEN mneme.hash_embed(mneme.memory_text(s.title, s.summary, s.content)) END)) n)
                 ELSE s.vec END
-    FROM emb s;
+    FROM emb s
+    RETURNING 1)
+    SELECT count(*) INTO v_n FROM ins;
 END
 $$;
 COMMENT ON FUNCTION mneme._import_memory_rows(uuid, jsonb, boolean, real[]) IS
     'Internal: the insert of mneme.import_memories (renormalize: L2-normalise the embeddings in it).';
+
+CREATE OR REPLACE FUNCTION mneme._present_memories(ids uuid[])
+RETURNS uuid[]
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN ARRAY(SELECT t.id FROM mneme.memories t WHERE t.id = ANY (_present_memories.ids));
+END
+$$;
+COMMENT ON FUNCTION mneme._present_memories(uuid[]) IS
+    'Import: those of ids (lineage links'' targets) that are memories the caller can read. Read before the '
+    'statement that uses them: on Citus a subquery correlated with a link is refused (its target may be on another shard).';
 
 CREATE OR REPLACE FUNCTION mneme.import_links(links jsonb)
 RETURNS TABLE (memory_id uuid, link text, target uuid)
@@ -541,7 +568,9 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    k text;
+    v_present uuid[];
+    v_tenant  text := mneme._tenant();
+    x         record;
 BEGIN
     IF import_links.links IS NULL THEN
         RAISE EXCEPTION 'links must not be NULL' USING ERRCODE = '22004';
@@ -549,18 +578,22 @@ BEGIN
     IF jsonb_typeof(import_links.links) <> 'array' THEN
         RAISE EXCEPTION 'links must be an array of {memory_id, link, target}' USING ERRCODE = '22023';
     END IF;
-    FOREACH k IN ARRAY ARRAY['supersedes_id', 'confirms_id', 'invalidates_id'] LOOP
-        EXECUTE format('UPDATE mneme.memories m SET %I = x.target
-                        FROM (SELECT (l ->> ''memory_id'')::uuid AS id, (l ->> ''target'')::uuid AS target
-                              FROM jsonb_array_elements($1) l WHERE l ->> ''link'' = $2) x
-                        WHERE m.id = x.id AND m.tenant_id = mneme._tenant()
-                          AND EXISTS (SELECT 1 FROM mneme.memories t WHERE t.id = x.target)', k)
-        USING import_links.links, k;
+    -- The targets that are in, read once by their ids; then one update per
+    -- link (lineage links are few), by the memory's id. On Citus a memory
+    -- and its target may be on two shards: a read of the targets correlated
+    -- with the update is a "complex join" there.
+    v_present := mneme._present_memories(ARRAY(SELECT (l ->> 'target')::uuid FROM jsonb_array_elements(import_links.links) l));
+    FOR x IN SELECT (l ->> 'memory_id')::uuid AS id, l ->> 'link' AS link, (l ->> 'target')::uuid AS target
+             FROM jsonb_array_elements(import_links.links) l
+             WHERE (l ->> 'target')::uuid = ANY (v_present)
+               AND l ->> 'link' IN ('supersedes_id', 'confirms_id', 'invalidates_id') LOOP
+        EXECUTE format('UPDATE mneme.memories m SET %I = $1 WHERE m.id = $2 AND m.tenant_id = $3', x.link)
+        USING x.target, x.id, v_tenant;
     END LOOP;
     RETURN QUERY
     SELECT (l ->> 'memory_id')::uuid, l ->> 'link', (l ->> 'target')::uuid
     FROM jsonb_array_elements(import_links.links) l
-    WHERE NOT EXISTS (SELECT 1 FROM mneme.memories t WHERE t.id = (l ->> 'target')::uuid);
+    WHERE NOT (l ->> 'target')::uuid = ANY (v_present);
 END
 $$;
 COMMENT ON FUNCTION mneme.import_links(jsonb) IS
@@ -579,10 +612,13 @@ BEGIN
     IF jsonb_typeof(import_missing_links.links) <> 'array' THEN
         RAISE EXCEPTION 'links must be an array of {memory_id, link, target}' USING ERRCODE = '22023';
     END IF;
+    -- (the targets read first: on Citus a subquery correlated with the
+    -- links is refused)
     RETURN QUERY
     SELECT (l ->> 'memory_id')::uuid, l ->> 'link', (l ->> 'target')::uuid
     FROM jsonb_array_elements(import_missing_links.links) l
-    WHERE NOT EXISTS (SELECT 1 FROM mneme.memories t WHERE t.id = (l ->> 'target')::uuid);
+    WHERE NOT (l ->> 'target')::uuid = ANY (mneme._present_memories(
+        ARRAY(SELECT (t ->> 'target')::uuid FROM jsonb_array_elements(import_missing_links.links) t)));
 END
 $$;
 COMMENT ON FUNCTION mneme.import_missing_links(jsonb) IS
@@ -644,15 +680,21 @@ BEGIN
     IF jsonb_typeof(import_events.lines) <> 'array' THEN
         RAISE EXCEPTION 'lines must be an array of lines' USING ERRCODE = '22023';
     END IF;
-    INSERT INTO mneme.memory_events (memory_id, conversation_id, tenant_id, event, reason, actor, caller, review_log_id, at)
-    SELECT r.memory, import_events.conversation_id, mneme._tenant(), r.event, r.reason, r.actor, r.caller,
-           r.review_log_id, r.at
-    FROM ROWS FROM (jsonb_to_recordset(import_events.lines)
-                    AS (memory uuid, event text, reason text, actor text, caller name, review_log_id bigint,
-                        at timestamptz)) WITH ORDINALITY
-         AS r(memory, event, reason, actor, caller, review_log_id, at, ord)
-    ORDER BY r.ord;
-    GET DIAGNOSTICS v_n = ROW_COUNT;
+    -- RETURNING, as import_reviews: on Citus an INSERT ... SELECT from the
+    -- lines without it goes to the shards as COPY, which row security
+    -- refuses ("COPY FROM not supported with row-level security").
+    WITH ins AS (
+        INSERT INTO mneme.memory_events (memory_id, conversation_id, tenant_id, event, reason, actor, caller, review_log_id, at)
+        SELECT r.memory, import_events.conversation_id, mneme._tenant(), r.event, r.reason, r.actor, r.caller,
+               r.review_log_id, r.at
+        FROM ROWS FROM (jsonb_to_recordset(import_events.lines)
+                        AS (memory uuid, event text, reason text, actor text, caller name, review_log_id bigint,
+                            at timestamptz)) WITH ORDINALITY
+             AS r(memory, event, reason, actor, caller, review_log_id, at, ord)
+        ORDER BY r.ord
+        RETURNING 1
+    )
+    SELECT count(*) INTO v_n FROM ins;
     RETURN v_n;
 END
 $$;

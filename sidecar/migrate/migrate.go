@@ -141,6 +141,12 @@ func Run(ctx context.Context, dsn string, opts Options) (Result, error) {
 		res.Distributed = true
 		log.Info("distributed the tables by conversation (Citus)", "citus", res.Citus)
 	}
+	if res.Distributed {
+		// Tables made by goose migrations since the tables were distributed.
+		if _, err := conn.Exec(ctx, citusNewTables); err != nil {
+			return res, fmt.Errorf("citus: distribute the tables made since --citus: %w", err)
+		}
+	}
 	if res.SQLFiles, err = applySQL(ctx, conn, res.Variant, res.Distributed); err != nil {
 		return res, err
 	}
@@ -331,11 +337,20 @@ func gooseUp(ctx context.Context, db *sql.DB) ([]int64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("goose store: %w", err)
 	}
-	p, err := goose.NewProvider("", db, migrations.FS,
+	opts := []goose.ProviderOption{
 		goose.WithStore(store), goose.WithSessionLocker(locker), goose.WithDisableGlobalRegistry(true),
 		// Migration numbers are grouped by area, so a lower-numbered file can
 		// arrive after a higher one was applied; each is still applied once.
-		goose.WithAllowOutofOrder(true))
+		goose.WithAllowOutofOrder(true)}
+	distributed, err := distributedNow(ctx, db)
+	if err != nil {
+		return nil, fmt.Errorf("look for citus: %w", err)
+	}
+	if distributed {
+		versions, ms := citusGooseMigrations()
+		opts = append(opts, goose.WithExcludeVersions(versions), goose.WithGoMigrations(ms...))
+	}
+	p, err := goose.NewProvider("", db, migrations.FS, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("goose provider: %w", err)
 	}

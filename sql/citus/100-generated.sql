@@ -1312,6 +1312,7 @@ AS $function$
 DECLARE
     v__entered boolean := mneme._enter(NULL);
     v_tenant text := mneme._tenant();
+    v_ids    uuid[];
 BEGIN
     IF conversations.k IS NULL THEN
         RAISE EXCEPTION 'k must not be NULL' USING ERRCODE = '22004', HINT = 'omit k for the default';
@@ -1325,34 +1326,43 @@ BEGIN
     -- indexes (pending: jobs_ready_tenant_idx, failed:
     -- jobs_failed_tenant_idx; running jobs are few), never a read of the
     -- whole queue: the jobs table has no index by conversation.
-    RETURN QUERY
-    WITH c AS (
-        SELECT q.id, q.last_message_at, q.pending_reviews, q.updated_at
-        FROM mneme.message_queue q
+    -- The conversations are chosen first, into an array; then every count
+    -- is one grouped read by those conversations, joined on the
+    -- conversation: on Citus each read goes to the conversations' shards
+    -- (correlated subqueries over a chosen list are "complex joins" there),
+    -- on one server the same index probes per conversation.
+    v_ids := ARRAY(
+        SELECT q.id FROM mneme.message_queue q
         WHERE q.tenant_id = v_tenant
         ORDER BY coalesce(q.last_message_at, q.updated_at) DESC, q.id
-        LIMIT conversations.k
-    ), j AS (
-        SELECT x.conversation_id, count(*) FILTER (WHERE x.state <> 'failed') AS open, count(*) FILTER (WHERE x.state = 'failed') AS failed
-        FROM (SELECT p.conversation_id, p.state FROM mneme.jobs p WHERE p.tenant_id = v_tenant AND p.state = 'pending'
-              UNION ALL
-              SELECT r.conversation_id, r.state FROM mneme.jobs r WHERE r.state = 'running' AND r.tenant_id = v_tenant
-              UNION ALL
-              SELECT f.conversation_id, f.state FROM mneme.jobs f WHERE f.tenant_id = v_tenant AND f.state = 'failed') x
-        WHERE x.conversation_id IN (SELECT c.id FROM c)
-        GROUP BY x.conversation_id
-    )
-    SELECT c.id,
-           (SELECT count(*) FROM mneme.messages m WHERE m.conversation_id = c.id),
-           (SELECT count(*) FROM mneme.messages m WHERE m.conversation_id = c.id AND m.consumed_at IS NULL),
-           (SELECT count(*) FROM mneme.memories r WHERE r.conversation_id = c.id),
-           (SELECT count(*) FROM mneme.memories r WHERE r.conversation_id = c.id AND r.status = 'active'),
-           c.last_message_at,
+        LIMIT conversations.k);
+    RETURN QUERY
+    SELECT q.id,
+           coalesce(m.n, 0),
+           coalesce(m.queued, 0),
+           coalesce(r.n, 0),
+           coalesce(r.active, 0),
+           q.last_message_at,
            coalesce(j.open, 0),
            coalesce(j.failed, 0),
-           coalesce(jsonb_array_length(c.pending_reviews), 0)
-    FROM c LEFT JOIN j ON j.conversation_id = c.id
-    ORDER BY coalesce(c.last_message_at, c.updated_at) DESC, c.id;
+           coalesce(jsonb_array_length(q.pending_reviews), 0)
+    FROM mneme.message_queue q
+    LEFT JOIN (SELECT g.conversation_id, count(*) AS n, count(*) FILTER (WHERE g.consumed_at IS NULL) AS queued
+               FROM mneme.messages g WHERE g.conversation_id = ANY (v_ids)
+               GROUP BY g.conversation_id) m ON m.conversation_id = q.id
+    LEFT JOIN (SELECT e.conversation_id, count(*) AS n, count(*) FILTER (WHERE e.status = 'active') AS active
+               FROM mneme.memories e WHERE e.conversation_id = ANY (v_ids)
+               GROUP BY e.conversation_id) r ON r.conversation_id = q.id
+    LEFT JOIN (SELECT x.conversation_id, count(*) FILTER (WHERE x.state <> 'failed') AS open, count(*) FILTER (WHERE x.state = 'failed') AS failed
+               FROM (SELECT p.conversation_id, p.state FROM mneme.jobs p WHERE p.tenant_id = v_tenant AND p.state = 'pending'
+                     UNION ALL
+                     SELECT u.conversation_id, u.state FROM mneme.jobs u WHERE u.state = 'running' AND u.tenant_id = v_tenant
+                     UNION ALL
+                     SELECT f.conversation_id, f.state FROM mneme.jobs f WHERE f.tenant_id = v_tenant AND f.state = 'failed') x
+               WHERE x.conversation_id = ANY (v_ids)
+               GROUP BY x.conversation_id) j ON j.conversation_id = q.id
+    WHERE q.id = ANY (v_ids)
+    ORDER BY coalesce(q.last_message_at, q.updated_at) DESC, q.id;
 END
 $function$;
 
@@ -1776,6 +1786,10 @@ BEGIN
     -- its review jobs and pending reviews hold the ones not reviewed yet).
     -- The ratings stay: they hold no text.
     SELECT q.tenant_id INTO v_tenant FROM mneme.message_queue q WHERE q.id = erase_conversation.conversation_id;
+    -- Resolved once, into a variable: the statements below compare with a
+    -- value (Citus refuses a non-IMMUTABLE function in COALESCE in an
+    -- UPDATE over its shards, 0A000).
+    v_tenant := coalesce(v_tenant, mneme._tenant());
     v_queries := ARRAY(
         SELECT e ->> 'query'
         FROM mneme.message_queue q,
@@ -1795,10 +1809,10 @@ BEGIN
         UPDATE mneme.review_log l
         SET matched_queries = ARRAY(SELECT x FROM unnest(l.matched_queries) WITH ORDINALITY AS u(x, o)
                                     WHERE NOT x = ANY (v_queries) ORDER BY o)
-        WHERE l.tenant_id = coalesce(v_tenant, mneme._tenant()) AND l.matched_queries && v_queries;
+        WHERE l.tenant_id = v_tenant AND l.matched_queries && v_queries;
     END IF;
     UPDATE mneme.review_log l SET asked_in = NULL
-    WHERE l.asked_in = erase_conversation.conversation_id AND l.tenant_id = coalesce(v_tenant, mneme._tenant());
+    WHERE l.asked_in = erase_conversation.conversation_id AND l.tenant_id = v_tenant;
 
     -- Every job of the conversation: its payload may quote it. A job running
     -- now loses its lease and rolls back when it tries to complete.
@@ -2311,8 +2325,9 @@ CREATE OR REPLACE FUNCTION mneme.import_conversation(line jsonb)
 AS $function$
 DECLARE
     v__entered boolean := mneme._enter(NULL);
-    v_id     uuid;
-    v_tenant text := mneme._tenant();
+    v_id       uuid;
+    v_tenant   text := mneme._tenant();
+    v_speakers text[];
 BEGIN
     IF import_conversation.line IS NULL THEN
         RAISE EXCEPTION 'line must not be NULL' USING ERRCODE = '22004';
@@ -2334,9 +2349,12 @@ BEGIN
     IF EXISTS (SELECT 1 FROM mneme.message_queue q WHERE q.id = v_id AND q.tenant_id = v_tenant) THEN
         RETURN 'exists';
     END IF;
+    -- The speakers into a variable first: Citus refuses a subquery in an
+    -- INSERT's VALUES ("subqueries are not supported within INSERT queries").
+    v_speakers := coalesce(ARRAY(SELECT jsonb_array_elements_text(import_conversation.line -> 'speakers')), '{}');
     INSERT INTO mneme.message_queue (id, tenant_id, speakers, pending_reviews, last_message_at, created_at, updated_at)
     VALUES (v_id, v_tenant,
-            coalesce(ARRAY(SELECT jsonb_array_elements_text(import_conversation.line -> 'speakers')), '{}'),
+            v_speakers,
             nullif(import_conversation.line -> 'pending_reviews', 'null'::jsonb),
             ((import_conversation.line -> 'last_message_at') #>> '{}')::timestamptz,
             ((import_conversation.line -> 'created_at') #>> '{}')::timestamptz,
@@ -2367,15 +2385,21 @@ BEGIN
     IF jsonb_typeof(import_events.lines) <> 'array' THEN
         RAISE EXCEPTION 'lines must be an array of lines' USING ERRCODE = '22023';
     END IF;
-    INSERT INTO mneme.memory_events (memory_id, conversation_id, tenant_id, event, reason, actor, caller, review_log_id, at)
-    SELECT r.memory, import_events.conversation_id, mneme._tenant(), r.event, r.reason, r.actor, r.caller,
-           r.review_log_id, r.at
-    FROM ROWS FROM (jsonb_to_recordset(import_events.lines)
-                    AS (memory uuid, event text, reason text, actor text, caller name, review_log_id bigint,
-                        at timestamptz)) WITH ORDINALITY
-         AS r(memory, event, reason, actor, caller, review_log_id, at, ord)
-    ORDER BY r.ord;
-    GET DIAGNOSTICS v_n = ROW_COUNT;
+    -- RETURNING, as import_reviews: on Citus an INSERT ... SELECT from the
+    -- lines without it goes to the shards as COPY, which row security
+    -- refuses ("COPY FROM not supported with row-level security").
+    WITH ins AS (
+        INSERT INTO mneme.memory_events (memory_id, conversation_id, tenant_id, event, reason, actor, caller, review_log_id, at)
+        SELECT r.memory, import_events.conversation_id, mneme._tenant(), r.event, r.reason, r.actor, r.caller,
+               r.review_log_id, r.at
+        FROM ROWS FROM (jsonb_to_recordset(import_events.lines)
+                        AS (memory uuid, event text, reason text, actor text, caller name, review_log_id bigint,
+                            at timestamptz)) WITH ORDINALITY
+             AS r(memory, event, reason, actor, caller, review_log_id, at, ord)
+        ORDER BY r.ord
+        RETURNING 1
+    )
+    SELECT count(*) INTO v_n FROM ins;
     RETURN v_n;
 END
 $function$;
@@ -2432,7 +2456,9 @@ CREATE OR REPLACE FUNCTION mneme.import_links(links jsonb)
 AS $function$
 DECLARE
     v__entered boolean := mneme._enter(NULL);
-    k text;
+    v_present uuid[];
+    v_tenant  text := mneme._tenant();
+    x         record;
 BEGIN
     IF import_links.links IS NULL THEN
         RAISE EXCEPTION 'links must not be NULL' USING ERRCODE = '22004';
@@ -2440,18 +2466,22 @@ BEGIN
     IF jsonb_typeof(import_links.links) <> 'array' THEN
         RAISE EXCEPTION 'links must be an array of {memory_id, link, target}' USING ERRCODE = '22023';
     END IF;
-    FOREACH k IN ARRAY ARRAY['supersedes_id', 'confirms_id', 'invalidates_id'] LOOP
-        EXECUTE format('UPDATE mneme.memories m SET %I = x.target
-                        FROM (SELECT (l ->> ''memory_id'')::uuid AS id, (l ->> ''target'')::uuid AS target
-                              FROM jsonb_array_elements($1) l WHERE l ->> ''link'' = $2) x
-                        WHERE m.id = x.id AND m.tenant_id = mneme._tenant()
-                          AND EXISTS (SELECT 1 FROM mneme.memories t WHERE t.id = x.target)', k)
-        USING import_links.links, k;
+    -- The targets that are in, read once by their ids; then one update per
+    -- link (lineage links are few), by the memory's id. On Citus a memory
+    -- and its target may be on two shards: a read of the targets correlated
+    -- with the update is a "complex join" there.
+    v_present := mneme._present_memories(ARRAY(SELECT (l ->> 'target')::uuid FROM jsonb_array_elements(import_links.links) l));
+    FOR x IN SELECT (l ->> 'memory_id')::uuid AS id, l ->> 'link' AS link, (l ->> 'target')::uuid AS target
+             FROM jsonb_array_elements(import_links.links) l
+             WHERE (l ->> 'target')::uuid = ANY (v_present)
+               AND l ->> 'link' IN ('supersedes_id', 'confirms_id', 'invalidates_id') LOOP
+        EXECUTE format('UPDATE mneme.memories m SET %I = $1 WHERE m.id = $2 AND m.tenant_id = $3', x.link)
+        USING x.target, x.id, v_tenant;
     END LOOP;
     RETURN QUERY
     SELECT (l ->> 'memory_id')::uuid, l ->> 'link', (l ->> 'target')::uuid
     FROM jsonb_array_elements(import_links.links) l
-    WHERE NOT EXISTS (SELECT 1 FROM mneme.memories t WHERE t.id = (l ->> 'target')::uuid);
+    WHERE NOT (l ->> 'target')::uuid = ANY (v_present);
 END
 $function$;
 
@@ -2512,11 +2542,15 @@ BEGIN
     END IF;
     PERFORM mneme._set_local('mneme.importing', '');
 
+    -- (the targets read first, as import_links does)
     RETURN QUERY
-    SELECT (x.l ->> 'id')::uuid, k, (x.l ->> k)::uuid
-    FROM jsonb_array_elements(import_memories.lines) AS x(l), unnest(ARRAY['supersedes_id', 'confirms_id', 'invalidates_id']) k
-    WHERE x.l ->> k IS NOT NULL
-      AND NOT EXISTS (SELECT 1 FROM mneme.memories m WHERE m.id = (x.l ->> k)::uuid);
+    WITH links AS (
+        SELECT (x.l ->> 'id')::uuid AS id, k, (x.l ->> k)::uuid AS target
+        FROM jsonb_array_elements(import_memories.lines) AS x(l), unnest(ARRAY['supersedes_id', 'confirms_id', 'invalidates_id']) k
+        WHERE x.l ->> k IS NOT NULL
+    )
+    SELECT l.id, l.k, l.target FROM links l
+    WHERE NOT l.target = ANY (mneme._present_memories(ARRAY(SELECT t.target FROM links t)));
 END
 $function$;
 
@@ -2573,10 +2607,13 @@ BEGIN
     IF jsonb_typeof(import_missing_links.links) <> 'array' THEN
         RAISE EXCEPTION 'links must be an array of {memory_id, link, target}' USING ERRCODE = '22023';
     END IF;
+    -- (the targets read first: on Citus a subquery correlated with the
+    -- links is refused)
     RETURN QUERY
     SELECT (l ->> 'memory_id')::uuid, l ->> 'link', (l ->> 'target')::uuid
     FROM jsonb_array_elements(import_missing_links.links) l
-    WHERE NOT EXISTS (SELECT 1 FROM mneme.memories t WHERE t.id = (l ->> 'target')::uuid);
+    WHERE NOT (l ->> 'target')::uuid = ANY (mneme._present_memories(
+        ARRAY(SELECT (t ->> 'target')::uuid FROM jsonb_array_elements(import_missing_links.links) t)));
 END
 $function$;
 
@@ -3769,6 +3806,7 @@ ALTER FUNCTION mneme._job_conversation(bigint) SET citus.allow_nested_distribute
 ALTER FUNCTION mneme._lock_memories(uuid[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._memory_conversation(uuid) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._note_erase() SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme._present_memories(uuid[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._readable_conversation(uuid) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._remove_memories(uuid[],text,text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._requeue_job(bigint,timestamp with time zone,text,integer) SET citus.allow_nested_distributed_execution = on;

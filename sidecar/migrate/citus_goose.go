@@ -1,0 +1,102 @@
+package migrate
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/pressly/goose/v3"
+)
+
+// citusGoose are the goose migrations that a distributed mneme (Citus)
+// runs in another form than their released file, which never changes
+// (goose/frozen.sha256): a database distributed by a release before the
+// migration applies it on distributed tables, where the file's statement
+// is refused. Each replaces the file of its version on a distributed
+// mneme only (gooseUp); a database distributed after the version was
+// applied never runs it. docs/scale.md lists them.
+var citusGoose = map[int64][]string{
+	// 00070_review_log_asked_in.sql fills asked_in by an UPDATE of
+	// review_log joined with jobs by the job's id, which Citus refuses
+	// ("complex joins are only supported when all distributed tables are
+	// co-located and joined on their distribution columns": a review job's
+	// conversation is the one that asked, the review's the memory's). Here
+	// the review jobs' conversations are read first, into a map by job id,
+	// and review_log is updated from it.
+	70: {
+		`ALTER TABLE mneme.review_log ADD COLUMN asked_in uuid`,
+		`ALTER TABLE mneme.review_log NO FORCE ROW LEVEL SECURITY`,
+		`ALTER TABLE mneme.jobs NO FORCE ROW LEVEL SECURITY`,
+		`DO $asked_in$
+		DECLARE
+		    v_map jsonb;
+		BEGIN
+		    SELECT jsonb_object_agg(j.id::text, j.conversation_id) INTO v_map FROM mneme.jobs j WHERE j.kind = 'review';
+		    IF v_map IS NOT NULL THEN
+		        EXECUTE 'UPDATE mneme.review_log l SET asked_in = ($1 ->> l.job_id::text)::uuid
+		                 WHERE l.job_id IS NOT NULL AND $1 ? l.job_id::text' USING v_map;
+		    END IF;
+		END
+		$asked_in$`,
+		`ALTER TABLE mneme.review_log FORCE ROW LEVEL SECURITY`,
+		`ALTER TABLE mneme.jobs FORCE ROW LEVEL SECURITY`,
+		`CREATE INDEX review_log_asked_in_idx ON mneme.review_log (asked_in) WHERE asked_in IS NOT NULL`,
+	},
+}
+
+// citusGooseMigrations are citusGoose as goose migrations (up only: a
+// distributed mneme is not migrated down).
+func citusGooseMigrations() (versions []int64, ms []*goose.Migration) {
+	for v, stmts := range citusGoose {
+		versions = append(versions, v)
+		ms = append(ms, goose.NewGoMigration(v, &goose.GoFunc{RunTx: func(ctx context.Context, tx *sql.Tx) error {
+			for _, q := range stmts {
+				if _, err := tx.ExecContext(ctx, q); err != nil {
+					return fmt.Errorf("goose %05d on Citus: %w", v, err)
+				}
+			}
+			return nil
+		}}, nil))
+	}
+	return versions, ms
+}
+
+// distributedNow reports whether mneme's tables are distributed by Citus
+// already (a migrate after --citus).
+func distributedNow(ctx context.Context, db *sql.DB) (bool, error) {
+	var d bool
+	err := db.QueryRowContext(ctx, `SELECT to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL
+		AND to_regclass('mneme.memories') IS NOT NULL`).Scan(&d)
+	if err != nil || !d {
+		return false, err
+	}
+	err = db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition WHERE logicalrelid = 'mneme.memories'::regclass)`).Scan(&d)
+	return d, err
+}
+
+// citusNewTables distributes the tables a goose migration made after the
+// database was distributed (mneme.erasures, 00071, on a database that an
+// earlier release distributed), as sql/citus/distribute.sql does for a
+// fresh one: the reference tables it names, every other table by its
+// conversation, colocated with mneme.message_queue.
+const citusNewTables = `DO $new_tables$
+DECLARE
+    t text;
+BEGIN
+    FOR t IN SELECT c.relname FROM pg_catalog.pg_class c
+             WHERE c.relnamespace = 'mneme'::regnamespace AND c.relkind IN ('r', 'p')
+               AND NOT c.relispartition
+               AND c.oid NOT IN (SELECT p.logicalrelid FROM pg_catalog.pg_dist_partition p)
+             ORDER BY c.relname LOOP
+        IF t IN ('tenants', 'settings', 'tenant_logins', 'job_kinds', 'job_turns', 'erasures') THEN
+            PERFORM create_reference_table(format('mneme.%I', t));
+        ELSIF EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
+                      WHERE a.attrelid = format('mneme.%I', t)::regclass AND a.attname = 'conversation_id' AND NOT a.attisdropped) THEN
+            PERFORM create_distributed_table(format('mneme.%I', t), 'conversation_id', colocate_with => 'mneme.message_queue');
+        ELSE
+            RAISE EXCEPTION 'mneme.% is neither a reference table nor has a conversation to be distributed by', t
+                USING HINT = 'say in sql/citus/distribute.sql and sidecar/migrate/citus_goose.go how Citus holds it';
+        END IF;
+    END LOOP;
+END
+$new_tables$`
