@@ -32,6 +32,8 @@ import (
 var citusRefusals = map[string][2]string{
 	// mneme reembed's DDL: refused on a distributed mneme.
 	"change_embedding_dim": {"0A000", "change_embedding_dim does not run on a distributed mneme"},
+	// Its erase_conversation calls run on the coordinator, not delegated.
+	"drop_tenant": {"0A000", "drop_tenant does not run on a distributed mneme (Citus) yet"},
 }
 
 // apiCall is one call of TestCitusEveryFunction: the function it covers,
@@ -190,6 +192,9 @@ func TestCitusEveryFunction(t *testing.T) {
 		{"context_items", app, `SELECT * FROM mneme.context_items($1, 'where does the user live', 200)`, []any{conv}},
 		{"record_retrieval", app, `SELECT mneme.record_retrieval($1, 'bakery', ARRAY[$2]::uuid[])`, []any{conv, mem2}},
 		{"conversations", app, `SELECT * FROM mneme.conversations()`, nil},
+		{"conversation_titles", app, `SELECT * FROM mneme.conversation_titles(ARRAY[$1]::uuid[])`, []any{conv}},
+		{"find_memories", app, `SELECT * FROM mneme.find_memories($1, words => 'Lisbon', sort => 'created')`, []any{conv}},
+		{"find_memories", app, `SELECT * FROM mneme.find_memories(only_status => 'active')`, nil},
 		{"conversation_messages", app, `SELECT * FROM mneme.conversation_messages($1)`, []any{conv}},
 		{"conversation_memories", app, `SELECT * FROM mneme.conversation_memories($1)`, []any{conv}},
 		{"memory_reviews", app, `SELECT * FROM mneme.memory_reviews($1)`, []any{mem}},
@@ -245,6 +250,8 @@ func TestCitusEveryFunction(t *testing.T) {
 		{"create_tenant", admin, `SELECT mneme.create_tenant($1)`, []any{tenant}},
 		{"bind_login", admin, `SELECT mneme.bind_login($1, $2)`, []any{logins[app], tenant}},
 		{"unbind_login", admin, `SELECT mneme.unbind_login($1)`, []any{logins[app]}},
+		{"tenants", admin, `SELECT * FROM mneme.tenants()`, nil},
+		{"drop_tenant", admin, `SELECT mneme.drop_tenant($1, 'every-function')`, []any{tenant}},
 		{"import_conversation", admin, `SELECT mneme.import_conversation($1::jsonb)`, []any{convLine}},
 		{"import_messages", admin, `SELECT * FROM mneme.import_messages($1, $2::jsonb)`, []any{imported, arr(byType["message"])}},
 		{"import_memories", admin, `SELECT * FROM mneme.import_memories($1, $2::jsonb)`, []any{imported, arr(byType["memory"])}},
