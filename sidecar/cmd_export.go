@@ -116,6 +116,7 @@ func cmdImport(ctx context.Context, log *slog.Logger, args []string) error {
 	}
 	log.Info("imported", "conversations", res.Conversations, "skipped", res.Skipped, "messages", res.Messages,
 		"memories", res.Memories, "reviews", res.Reviews, "events", res.Events, "embeddings_kept", res.KeptEmbedding,
-		"embedded", res.Embedded, "dropped_links", res.DroppedLinks)
+		"embedded", res.Embedded, "dropped_links", res.DroppedLinks,
+		"erased_conversations_left_out", res.ErasedConversations, "erased_rows_left_out", res.ErasedRows)
 	return nil
 }

@@ -148,7 +148,8 @@ BEGIN
     SELECT array_agg(m.id ORDER BY m.id) INTO v_ids FROM mneme.memories m
     WHERE m.valid_until <= v_at AND m.status = 'active'
       AND NOT EXISTS (SELECT 1 FROM mneme.memory_events e
-                      WHERE e.conversation_id = m.conversation_id AND e.memory_id = m.id AND e.event = 'expired');
+                      WHERE e.conversation_id = m.conversation_id AND e.memory_id = m.id AND e.tenant_id = m.tenant_id
+                        AND e.event = 'expired');
     IF NOT dry_run AND v_ids IS NOT NULL AND mneme._distributed('mneme.memories') THEN
         -- A row at a time on Citus: an INSERT ... SELECT whose select list
         -- calls format() over columns is run through the coordinator,
@@ -208,7 +209,8 @@ BEGIN
                 SELECT m.id FROM mneme.memories m
                 WHERE m.conversation_id = v_conv AND mneme._cleanup_eligible(m.status, m.pinned, m.label, 'inactive')
                   AND coalesce((SELECT max(e.at) FROM mneme.memory_events e
-                                WHERE e.conversation_id = v_conv AND e.memory_id = m.id AND e.event = 'inactivated'), m.updated_at)
+                                WHERE e.conversation_id = v_conv AND e.memory_id = m.id AND e.tenant_id = m.tenant_id
+                                  AND e.event = 'inactivated'), m.updated_at)
                       < v_at - make_interval(secs => v_days * 86400)
                 ORDER BY m.id
                 FOR UPDATE SKIP LOCKED);
@@ -219,7 +221,7 @@ BEGIN
             SELECT m.id FROM mneme.memories m
             WHERE mneme._cleanup_eligible(m.status, m.pinned, m.label, 'inactive')
               AND coalesce((SELECT max(e.at) FROM mneme.memory_events e
-                            WHERE e.memory_id = m.id AND e.event = 'inactivated'), m.updated_at)
+                            WHERE e.memory_id = m.id AND e.tenant_id = m.tenant_id AND e.event = 'inactivated'), m.updated_at)
                   < v_at - make_interval(secs => v_days * 86400)
             ORDER BY m.id
             FOR UPDATE SKIP LOCKED) x;
@@ -372,14 +374,14 @@ BEGIN
         -- Reasons may quote what is erased: the events of every erased
         -- memory, and any reason or status_reason that names one (a
         -- revision's "changes from X to Y (by <id>)"), lose their text.
-        PERFORM mneme._set_local('mneme.erasing', 'on');
+        PERFORM mneme._mark('erasing', 'on');
         UPDATE mneme.memory_events e SET reason = NULL WHERE e.memory_id = ANY (ids) AND e.reason IS NOT NULL;
         UPDATE mneme.memory_events e SET reason = NULL
         WHERE e.id IN (SELECT e2.id
                        FROM mneme.memory_events e2,
                             regexp_matches(e2.reason, '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}', 'g') r
                        WHERE e2.reason IS NOT NULL AND r[1] IN (SELECT unnest(v_keys)));
-        PERFORM mneme._set_local('mneme.erasing', '');
+        PERFORM mneme._mark('erasing', '');
         UPDATE mneme.memories m SET status_reason = m.status || ': the memory that changed it was erased'  -- (not format(), STABLE: Citus refuses it over columns in an UPDATE)
         WHERE m.id IN (SELECT m2.id
                        FROM mneme.memories m2,
@@ -421,18 +423,25 @@ BEGIN
     WHERE j.tenant_id = ANY (v_tenants) AND (j.conversation_id = ANY (v_convs) OR j.kind = 'review')
       AND j.payload IS DISTINCT FROM mneme._scrub_payload(j.payload, v_keys, v_msgs, v_queries);
 
-    DELETE FROM mneme.messages g WHERE g.id = ANY (v_msgs);
+    -- Only messages of a removed memory's own tenant (its source ids are
+    -- checked on write, sql/015-invariants.sql; a row written before that
+    -- check may name another tenant's message, which stays).
+    DELETE FROM mneme.messages g
+    WHERE g.id = ANY (v_msgs)
+      AND EXISTS (SELECT 1 FROM mneme.memories m
+                  WHERE m.id = ANY (ids) AND m.tenant_id = g.tenant_id
+                    AND (m.id = g.memory_id OR g.id = ANY (m.source_message_ids)));
     -- The lineage link of a successor goes with the memory (the events keep the ids).
     UPDATE mneme.memories m SET supersedes_id = NULL WHERE m.supersedes_id = ANY (ids) AND NOT m.id = ANY (ids);
     UPDATE mneme.memories m SET confirms_id = NULL WHERE m.confirms_id = ANY (ids) AND NOT m.id = ANY (ids);
     UPDATE mneme.memories m SET invalidates_id = NULL WHERE m.invalidates_id = ANY (ids) AND NOT m.id = ANY (ids);
 
-    PERFORM mneme._set_local('mneme.delete_event', _remove_memories.event);
-    PERFORM mneme._set_local('mneme.delete_reason', coalesce(_remove_memories.reason, ''));
+    PERFORM mneme._mark('delete_event', _remove_memories.event);
+    PERFORM mneme._mark('delete_reason', coalesce(_remove_memories.reason, ''));
     DELETE FROM mneme.memories m WHERE m.id = ANY (ids);
     GET DIAGNOSTICS v_n = ROW_COUNT;
-    PERFORM mneme._set_local('mneme.delete_event', '');
-    PERFORM mneme._set_local('mneme.delete_reason', '');
+    PERFORM mneme._mark('delete_event', '');
+    PERFORM mneme._mark('delete_reason', '');
     RETURN v_n;
 END
 $$;
@@ -557,11 +566,11 @@ BEGIN
     END IF;
     -- A fresh start of its forgetting curve (stability kept): otherwise the
     -- next cleanup would take it out again at once.
-    PERFORM mneme._set_local('mneme.event_reason', 'reactivated by hand');
+    PERFORM mneme._mark('event_reason', 'reactivated by hand');
     UPDATE mneme.memories m
     SET status = 'active', status_reason = NULL, last_reviewed_at = greatest(m.last_reviewed_at, now()), updated_at = now()
     WHERE m.conversation_id = v_conv AND m.id = reactivate.memory_id;
-    PERFORM mneme._set_local('mneme.event_reason', '');
+    PERFORM mneme._mark('event_reason', '');
     RETURN true;
 END
 $$;
