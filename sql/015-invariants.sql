@@ -372,3 +372,154 @@ END
 $$;
 COMMENT ON FUNCTION mneme._marked(text) IS
     'Internal: the value of a mark of the current transaction (mneme._mark), NULL when none.';
+
+-- -----------------------------------------------------------------------------
+-- Limits: one definition, met by every writer
+-- -----------------------------------------------------------------------------
+-- The API's functions check their arguments first (with a hint for the
+-- caller); these triggers hold the same limits for every row, whoever
+-- writes it: mneme import, a job, any later path. A limit is checked when
+-- its column is written (a setting lowered later does not make older rows
+-- unwritable).
+CREATE OR REPLACE FUNCTION mneme._limit(name text)
+RETURNS bigint
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN CASE _limit.name
+        -- a message's content, a stated memory's (remember, add_fact, import)
+        WHEN 'message_chars' THEN (mneme.setting('message_max_chars') #>> '{}')::bigint
+        -- an episode's content: the messages it is made of
+        WHEN 'episode_chars' THEN (mneme.setting('message_max_chars') #>> '{}')::bigint
+                                  * greatest((mneme.setting('segment_max_messages') #>> '{}')::bigint, 1)
+        WHEN 'title_chars' THEN 1000
+        WHEN 'source_ref_chars' THEN 512
+        WHEN 'reason_chars' THEN 2000
+        WHEN 'query_chars' THEN 10000
+        WHEN 'source_messages' THEN 100000   -- ids in a memory's source_message_ids
+        WHEN 'metadata_chars' THEN 100000    -- a memory's metadata as JSON text
+        WHEN 'metadata_depth' THEN 32        -- nesting of objects and arrays in it
+    END;
+END
+$$;
+COMMENT ON FUNCTION mneme._limit(text) IS
+    'Internal: the one definition of each limit on stored text and arrays (message_chars, episode_chars, '
+    'title_chars, source_ref_chars, reason_chars, query_chars, source_messages, metadata_chars, metadata_depth).';
+
+-- A text against its limit: 22023 when it is blank (mneme._is_blank: only
+-- whitespace, zero-width and control characters), 22001 when it is longer.
+CREATE OR REPLACE FUNCTION mneme._check_text(name text, input text, max_chars bigint)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF _check_text.input IS NULL THEN
+        RETURN;
+    END IF;
+    IF mneme._is_blank(_check_text.input) THEN
+        RAISE EXCEPTION '% must not be empty', _check_text.name USING ERRCODE = '22023',
+            HINT = 'whitespace, zero-width and control characters alone do not count as text';
+    END IF;
+    IF length(_check_text.input) > _check_text.max_chars THEN
+        RAISE EXCEPTION '% is % characters, over the limit of %', _check_text.name, length(_check_text.input), _check_text.max_chars
+            USING ERRCODE = '22001';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION mneme._check_text(text, text, bigint) IS
+    'Internal: raises 22023 for a blank text and 22001 for one over max_chars, naming it (NULL passes).';
+
+CREATE OR REPLACE FUNCTION mneme._jsonb_depth(doc jsonb)
+RETURNS int
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+WITH RECURSIVE d(v, n) AS (
+    SELECT $1, 1
+    UNION ALL
+    SELECT c.v, d.n + 1
+    FROM d, LATERAL (SELECT x.value AS v FROM jsonb_each(CASE WHEN jsonb_typeof(d.v) = 'object' THEN d.v END) x
+                     UNION ALL
+                     SELECT y.value FROM jsonb_array_elements(CASE WHEN jsonb_typeof(d.v) = 'array' THEN d.v END) y) c
+    WHERE jsonb_typeof(c.v) IN ('object', 'array') AND d.n < 1000
+)
+SELECT max(n) FROM d
+$$;
+COMMENT ON FUNCTION mneme._jsonb_depth(jsonb) IS
+    'Internal: how deep objects and arrays nest in a JSON value (1 for a scalar or a flat object).';
+
+CREATE OR REPLACE FUNCTION mneme.messages_limits_trg()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM mneme._check_text('message content', NEW.content, mneme._limit('message_chars'));
+    RETURN NEW;
+END
+$$;
+COMMENT ON FUNCTION mneme.messages_limits_trg() IS
+    'Limits (before a message''s content is written): not blank, at most message_max_chars (22023, 22001).';
+
+CREATE OR REPLACE FUNCTION mneme.memories_limits_trg()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_chars bigint := mneme._limit(CASE WHEN NEW.kind = 'episodic' THEN 'episode_chars' ELSE 'message_chars' END);
+BEGIN
+    IF TG_OP = 'INSERT' OR NEW.content IS DISTINCT FROM OLD.content THEN
+        PERFORM mneme._check_text('memory content', NEW.content, v_chars);
+    END IF;
+    IF TG_OP = 'INSERT' OR NEW.summary IS DISTINCT FROM OLD.summary THEN
+        IF length(NEW.summary) > v_chars THEN
+            PERFORM mneme._check_text('summary', NEW.summary, v_chars);
+        END IF;
+    END IF;
+    IF TG_OP = 'INSERT' OR NEW.title IS DISTINCT FROM OLD.title THEN
+        IF length(NEW.title) > mneme._limit('title_chars') THEN
+            PERFORM mneme._check_text('title', NEW.title, mneme._limit('title_chars'));
+        END IF;
+    END IF;
+    IF TG_OP = 'INSERT' OR NEW.source_ref IS DISTINCT FROM OLD.source_ref THEN
+        IF length(NEW.source_ref) > mneme._limit('source_ref_chars') THEN
+            PERFORM mneme._check_text('source_ref', NEW.source_ref, mneme._limit('source_ref_chars'));
+        END IF;
+    END IF;
+    IF cardinality(NEW.source_message_ids) > mneme._limit('source_messages')
+       AND (TG_OP = 'INSERT' OR NEW.source_message_ids IS DISTINCT FROM OLD.source_message_ids) THEN
+        RAISE EXCEPTION 'source_message_ids holds % ids, over the limit of %', cardinality(NEW.source_message_ids),
+            mneme._limit('source_messages') USING ERRCODE = '22023';
+    END IF;
+    IF TG_OP = 'INSERT' OR NEW.metadata IS DISTINCT FROM OLD.metadata THEN
+        IF length(NEW.metadata::text) > mneme._limit('metadata_chars') THEN
+            RAISE EXCEPTION 'metadata is % characters as JSON, over the limit of %', length(NEW.metadata::text),
+                mneme._limit('metadata_chars') USING ERRCODE = '22001';
+        END IF;
+        IF NEW.metadata::text ~ '[\[{].*[\[{]' AND mneme._jsonb_depth(NEW.metadata) > mneme._limit('metadata_depth') THEN
+            RAISE EXCEPTION 'metadata nests deeper than % levels', mneme._limit('metadata_depth') USING ERRCODE = '22023';
+        END IF;
+    END IF;
+    RETURN NEW;
+END
+$$;
+COMMENT ON FUNCTION mneme.memories_limits_trg() IS
+    'Limits (before a memory''s text, sources or metadata are written): content not blank and at most '
+    'message_max_chars (an episode: times segment_max_messages), title, summary and source_ref within theirs, at most '
+    '100,000 source ids, metadata at most 100,000 characters and 32 levels deep (22023, 22001).';
+
+-- ("Limits" sorts before the other BEFORE triggers: nothing is computed
+-- from a text that is refused.)
+DO $$
+BEGIN
+    DROP TRIGGER IF EXISTS "Limits" ON mneme.messages;
+    DROP TRIGGER IF EXISTS "Limits" ON mneme.memories;
+    CREATE TRIGGER "Limits" BEFORE INSERT OR UPDATE OF content ON mneme.messages
+        FOR EACH ROW EXECUTE FUNCTION mneme.messages_limits_trg();
+    CREATE TRIGGER "Limits" BEFORE INSERT OR UPDATE OF content, summary, title, source_ref, source_message_ids, metadata, kind
+        ON mneme.memories FOR EACH ROW EXECUTE FUNCTION mneme.memories_limits_trg();
+END
+$$;

@@ -349,3 +349,58 @@ func TestImportLeavesErasedOut(t *testing.T) {
 			"confidence_score": 1, "source_type": "conversation", "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z"}]`, episode))
 	require.Equal(t, "22023", sqlState(t, err))
 }
+
+// One definition of each limit, met by every writer (issue 47 item 6 of
+// the probe, item 4 of the work): what remember and add_message refuse,
+// the import functions refuse too: a 150,000-character or zero-width-only
+// message, a memory over message_max_chars, metadata nested 40 deep. The
+// limits are sql/015-invariants.sql's triggers; before them the import
+// took each of these.
+func TestLimitsHoldOnEveryPath(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.New(t)
+	admin, _ := db.PoolAs(t, "mneme_admin")
+	conv := uuid.New()
+	_, err := db.Pool.Exec(ctx, `SELECT mneme.add_message($1, 'user', 'hello there, a first message')`, conv)
+	require.NoError(t, err)
+	long := strings.Repeat("word ", 30000) // 150,000 characters
+	msg := func(content string) string {
+		b, _ := json.Marshal([]map[string]any{{"role": "user", "content": content, "created_at": "2026-01-01T00:00:00Z"}})
+		return string(b)
+	}
+	nested := any("leaf")
+	for i := 0; i < 40; i++ {
+		nested = []any{nested}
+	}
+	mem := func(content string, metadata any) string {
+		b, _ := json.Marshal([]map[string]any{{"id": uuid.New(), "kind": "semantic", "content": content, "stability": 10,
+			"difficulty": 5, "surprise": 0, "fsrs_state": "review", "last_reviewed_at": "2026-01-01T00:00:00Z", "review_count": 0,
+			"label": "general", "pinned": false, "status": "active", "confidence_score": 1, "source_type": "import",
+			"metadata": metadata, "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z"}})
+		return string(b)
+	}
+	for _, c := range []struct {
+		name, sql, state string
+		args               []any
+	}{
+		{"long message", `SELECT mneme.import_messages($1, $2::jsonb)`, "22001", []any{conv, msg(long)}},
+		{"zero-width message", `SELECT mneme.import_messages($1, $2::jsonb)`, "22023", []any{conv, msg("\u200b\u200b\ufeff")}},
+		{"long memory", `SELECT mneme.import_memories($1, $2::jsonb)`, "22001", []any{conv, mem(long, map[string]any{})}},
+		{"blank memory", `SELECT mneme.import_memories($1, $2::jsonb)`, "22023", []any{conv, mem("\u2060 \u200b", map[string]any{})}},
+		{"deep metadata", `SELECT mneme.import_memories($1, $2::jsonb)`, "22023", []any{conv, mem("A fact.", map[string]any{"x": nested})}},
+		{"long remember", `SELECT mneme.remember($1, $2)`, "22001", []any{conv, long}},
+		{"long add_message", `SELECT mneme.add_message($1, 'user', $2)`, "22001", []any{conv, long}},
+	} {
+		_, err := admin.Exec(ctx, c.sql, c.args...)
+		require.Error(t, err, c.name)
+		require.Equal(t, c.state, sqlState(t, err), "%s: %v", c.name, err)
+	}
+	var n int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM mneme.messages) + (SELECT count(*) FROM mneme.memories)`).Scan(&n))
+	require.Equal(t, 1, n, "nothing over a limit was written")
+
+	// Within the limits: in.
+	_, err = admin.Exec(ctx, `SELECT mneme.import_memories($1, $2::jsonb)`, conv, mem("A fact.", map[string]any{"a": map[string]any{"b": 1}}))
+	require.NoError(t, err)
+}

@@ -787,7 +787,7 @@ BEGIN
         END IF;
     END IF;
     PERFORM mneme._set_local('mneme.actor', 'revise:' || apply_revision.classifier);
-    PERFORM mneme._set_local('mneme.event_reason', left(v_note, 500));
+    PERFORM mneme._mark('event_reason', left(v_note, 500));
     v_slot := CASE WHEN apply_revision.slot IS NULL OR mneme._is_blank(apply_revision.slot) THEN v_new.slot
                    ELSE lower(btrim(apply_revision.slot)) END;
     IF v_slot IS DISTINCT FROM v_new.slot THEN
@@ -805,7 +805,7 @@ BEGIN
     VALUES (v_new.id, v_new.conversation_id, 'revised',
             left(v_note, 1500) || CASE WHEN v_action <> 'ADD' THEN format(' [target %s]', v_old.id) ELSE '' END,
             mneme._event_actor());
-    PERFORM mneme._set_local('mneme.event_reason', '');
+    PERFORM mneme._mark('event_reason', '');
     RETURN v_action;
 END
 $function$;
@@ -1548,9 +1548,9 @@ BEGIN
     PERFORM 1 FROM mneme.message_queue q WHERE q.id = v_conv FOR UPDATE;  -- no segmentation meanwhile
     -- Earlier events keep their ids and times, not their reasons (a forget
     -- reason may quote the memory).
-    PERFORM mneme._set_local('mneme.erasing', 'on');
+    PERFORM mneme._mark('erasing', 'on');
     UPDATE mneme.memory_events e SET reason = NULL WHERE e.memory_id = erase.memory_id AND e.reason IS NOT NULL;
-    PERFORM mneme._set_local('mneme.erasing', '');
+    PERFORM mneme._mark('erasing', '');
     PERFORM mneme._remove_memories(ARRAY[erase.memory_id], 'erased', erase.reason);
     PERFORM mneme._note_erase();
 END
@@ -1593,10 +1593,10 @@ BEGIN
         SELECT m.id FROM mneme.memories m
         WHERE m.conversation_id = erase_conversation.conversation_id FOR UPDATE) x;
 
-    PERFORM mneme._set_local('mneme.erasing', 'on');
+    PERFORM mneme._mark('erasing', 'on');
     UPDATE mneme.memory_events e SET reason = NULL
     WHERE e.conversation_id = erase_conversation.conversation_id AND e.reason IS NOT NULL;
-    PERFORM mneme._set_local('mneme.erasing', '');
+    PERFORM mneme._mark('erasing', '');
 
     -- Every query typed in the conversation, wherever a copy was recorded:
     -- with scope tenant it retrieved other conversations' memories, whose
@@ -2060,6 +2060,13 @@ BEGIN
     IF EXISTS (SELECT 1 FROM mneme.message_queue q WHERE q.id = v_id AND q.tenant_id = v_tenant) THEN
         RETURN 'exists';
     END IF;
+    -- Erase is final: a conversation the tenant erased does not come back
+    -- (its tombstone, an "erased" event without a memory, names it).
+    IF EXISTS (SELECT 1 FROM mneme.import_tombstones(ARRAY[v_id]) AS t(id)) THEN
+        RAISE EXCEPTION 'conversation % was erased in tenant %: an import does not bring it back', v_id, v_tenant
+            USING ERRCODE = '22023',
+                  HINT = 'mneme import skips the conversations and memories the tenant erased, saying so (docs/forgetting.md)';
+    END IF;
     INSERT INTO mneme.message_queue (id, tenant_id, speakers, pending_reviews, last_message_at, created_at, updated_at)
     VALUES (v_id, v_tenant,
             coalesce(ARRAY(SELECT jsonb_array_elements_text(import_conversation.line -> 'speakers')), '{}'),
@@ -2070,7 +2077,8 @@ BEGIN
     ON CONFLICT (id) DO NOTHING;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'conversation % belongs to another tenant', v_id USING ERRCODE = '23505',
-            HINT = 'import with --conversations new to give the file''s conversations and memories new ids';
+            HINT = 'import with --conversations new to give the file''s conversations and memories new ids (what the '
+                   'tenant erased stays out either way)';
     END IF;
     RETURN 'created';
 END
@@ -2192,6 +2200,7 @@ DECLARE
     v__entered boolean := mneme._enter($1);
     v_bulk      boolean := NOT mneme._distributed('mneme.memories');
     v_normalize boolean;
+    v_erased    uuid;
 BEGIN
     IF import_memories.conversation_id IS NULL OR import_memories.lines IS NULL OR import_memories.normalized IS NULL THEN
         RAISE EXCEPTION 'conversation_id, lines and normalized must not be NULL' USING ERRCODE = '22004';
@@ -2219,7 +2228,17 @@ BEGIN
             coalesce(cardinality(import_memories.embeddings), 0) / (mneme.setting('embedding_dim') #>> '{}')::int
             USING ERRCODE = '22023';
     END IF;
-    PERFORM mneme._set_local('mneme.importing', 'on');
+    -- Erase is final: a memory the tenant erased does not come back.
+    SELECT t.id INTO v_erased
+    FROM mneme.import_tombstones(ARRAY(SELECT (l ->> 'id')::uuid FROM jsonb_array_elements(import_memories.lines) l
+                                       WHERE l ->> 'id' IS NOT NULL)) AS t(id)
+    LIMIT 1;
+    IF v_erased IS NOT NULL THEN
+        RAISE EXCEPTION 'memory % was erased in tenant %: an import does not bring it back', v_erased, mneme._tenant()
+            USING ERRCODE = '22023',
+                  HINT = 'mneme import skips the memories the tenant erased, with their messages, reviews and events (docs/forgetting.md)';
+    END IF;
+    PERFORM mneme._mark('importing', 'on');
     IF v_bulk THEN
         PERFORM mneme._set_local('mneme.bulk_load', 'on');
     END IF;
@@ -2236,7 +2255,7 @@ BEGIN
     IF v_bulk THEN
         PERFORM mneme._set_local('mneme.bulk_load', '');
     END IF;
-    PERFORM mneme._set_local('mneme.importing', '');
+    PERFORM mneme._mark('importing', '');
 
     RETURN QUERY
     SELECT (x.l ->> 'id')::uuid, k, (x.l ->> k)::uuid
@@ -2341,7 +2360,7 @@ BEGIN
     IF jsonb_typeof(import_reviews.lines) <> 'array' THEN
         RAISE EXCEPTION 'lines must be an array of lines' USING ERRCODE = '22023';
     END IF;
-    PERFORM mneme._set_local('mneme.importing', 'on');
+    PERFORM mneme._mark('importing', 'on');
     RETURN QUERY
     WITH ins AS (
         INSERT INTO mneme.review_log (memory_id, conversation_id, tenant_id, rating, reviewer, defaulted,
@@ -2364,7 +2383,29 @@ BEGIN
         RETURNING id
     )
     SELECT ins.id FROM ins ORDER BY ins.id;
-    PERFORM mneme._set_local('mneme.importing', '');
+    PERFORM mneme._mark('importing', '');
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION mneme.import_tombstones(ids uuid[])
+ RETURNS SETOF uuid
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+ SET jit TO 'off'
+AS $function$
+DECLARE
+    v__entered boolean := mneme._enter(NULL);
+BEGIN
+    IF import_tombstones.ids IS NULL THEN
+        RAISE EXCEPTION 'ids must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    RETURN QUERY
+    SELECT DISTINCT i.id FROM unnest(import_tombstones.ids) AS i(id)
+    WHERE EXISTS (SELECT 1 FROM mneme.memory_events e
+                  WHERE e.memory_id = i.id AND e.event = 'erased' AND e.tenant_id = mneme._tenant())
+       OR EXISTS (SELECT 1 FROM mneme.memory_events e
+                  WHERE e.conversation_id = i.id AND e.memory_id IS NULL AND e.event = 'erased' AND e.tenant_id = mneme._tenant());
 END
 $function$;
 
@@ -2696,11 +2737,11 @@ BEGIN
     END IF;
     -- A fresh start of its forgetting curve (stability kept): otherwise the
     -- next cleanup would take it out again at once.
-    PERFORM mneme._set_local('mneme.event_reason', 'reactivated by hand');
+    PERFORM mneme._mark('event_reason', 'reactivated by hand');
     UPDATE mneme.memories m
     SET status = 'active', status_reason = NULL, last_reviewed_at = greatest(m.last_reviewed_at, now()), updated_at = now()
     WHERE m.conversation_id = v_conv AND m.id = reactivate.memory_id;
-    PERFORM mneme._set_local('mneme.event_reason', '');
+    PERFORM mneme._mark('event_reason', '');
     RETURN true;
 END
 $function$;
@@ -3434,7 +3475,6 @@ ALTER FUNCTION mneme._context_anchors(uuid,text,real[],timestamp with time zone,
 ALTER FUNCTION mneme._context_item(integer,uuid,text,text,double precision,timestamp with time zone,bigint[],integer,uuid[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._enter(uuid) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._equivalent_pending_job(text,uuid,text,bigint) SET citus.allow_nested_distributed_execution = on;
-ALTER FUNCTION mneme._event_reason() SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._fail_expired_jobs(integer) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._history_distributed(uuid) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._history_rows(integer[],uuid[],text[]) SET citus.allow_nested_distributed_execution = on;
@@ -3442,7 +3482,10 @@ ALTER FUNCTION mneme._import_collision(uuid,jsonb) SET citus.allow_nested_distri
 ALTER FUNCTION mneme._import_memory_rows(uuid,jsonb,boolean,real[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._interval_setting(text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._job_conversation(bigint) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme._limit(text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._lock_memories(uuid[]) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme._mark(text,text) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme._marked(text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._memory_conversation(uuid) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._note_erase() SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._readable_conversation(uuid) SET citus.allow_nested_distributed_execution = on;
@@ -3511,20 +3554,29 @@ ALTER FUNCTION mneme.import_messages(uuid,jsonb) SET citus.allow_nested_distribu
 ALTER FUNCTION mneme.import_missing_links(jsonb) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.import_present(uuid,uuid[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.import_reviews(uuid,jsonb) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.import_tombstones(uuid[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.import_unembedded(uuid,uuid,integer) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.import_unembedded_messages(uuid,bigint,integer) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.initial_state(text,double precision) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.inspect(uuid) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.jobs_invariant_trg() SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.lock_queued(uuid,bigint[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.memories_bm25_trg() SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.memories_bm25_truncate_trg() SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.memories_events_trg() SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.memories_hash_embed_trg() SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.memories_initial_state_trg() SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.memories_invariant_trg() SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.memories_limits_trg() SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.memories_to_embed() SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.memory_event_log(uuid) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.memory_events_append_only_trg() SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.memory_events_invariant_trg() SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.memory_reviews(uuid) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.message_queue_invariant_trg() SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.messages_invariant_trg() SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.messages_limits_trg() SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.named_conversation(text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.pin(uuid,boolean) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.queued_messages(uuid,bigint,boolean) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.queued_sessions(uuid,integer) SET citus.allow_nested_distributed_execution = on;
@@ -3538,6 +3590,7 @@ ALTER FUNCTION mneme.retrieve(uuid,text,integer,real[],timestamp with time zone,
 ALTER FUNCTION mneme.retrieve_markdown(uuid,text,integer,real[],timestamp with time zone,timestamp with time zone,timestamp with time zone,text,timestamp with time zone,boolean) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.retry_job(bigint) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.review_log_events_trg() SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.review_log_invariant_trg() SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.review_targets(uuid[],boolean) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.revision_candidates(uuid,integer,text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.schedule_cleanup(interval) SET citus.allow_nested_distributed_execution = on;
