@@ -11,6 +11,9 @@
 -- written and read only by the functions, as mneme_owner, so a caller
 -- cannot plant one (a setting, which any session may SET, could be
 -- planted). Unlogged: a mark lives inside one transaction.
+-- A jobs_retention of zero in disguise ("0", "P0D", "1 day -24 hours"),
+-- which the rule accepted before and cleanup refuses, becomes the
+-- default (7 days): the rule now wants at least a second.
 -- Numbered goose migration: applied once, never edited after release.
 
 -- +goose Up
@@ -26,6 +29,16 @@ CREATE UNLOGGED TABLE mneme.call_marks (
     value       text NOT NULL,
     PRIMARY KEY (backend_pid, xid, key)
 );
+-- +goose StatementBegin
+DO $fix$
+BEGIN
+    UPDATE mneme.settings SET value = '"7 days"'
+    WHERE key = 'jobs_retention' AND jsonb_typeof(value) = 'string' AND (value #>> '{}')::interval < interval '1 second';
+EXCEPTION WHEN others THEN
+    NULL;  -- not an interval at all: cleanup names it, set_setting mends it
+END
+$fix$;
+-- +goose StatementEnd
 
 -- +goose Down
 DROP TABLE mneme.call_marks;
