@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +21,7 @@ import (
 
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
 	"github.com/mneme-memory/mneme/sidecar/transfer"
+	"github.com/mneme-memory/mneme/sidecar/ui"
 )
 
 // twoTenants makes tenants ta and tb, each with a conversation that has
@@ -403,4 +407,46 @@ func TestLimitsHoldOnEveryPath(t *testing.T) {
 	// Within the limits: in.
 	_, err = admin.Exec(ctx, `SELECT mneme.import_memories($1, $2::jsonb)`, conv, mem("A fact.", map[string]any{"a": map[string]any{"b": 1}}))
 	require.NoError(t, err)
+}
+
+// The Go side reads any time the SQL side stores (issue 47 item 7 of the
+// probe): a memory whose times are 'infinity' and '-infinity' and a
+// message at '-infinity' show in the UI's pages (200, not a 500 "cannot
+// scan Infinity into *time.Time"), and a revise job over such memories
+// completes (it failed on "-Infinity" before).
+func TestInfiniteTimesRead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newPipelineEnv(t, false)
+	var m1, m2 uuid.UUID
+	require.NoError(t, e.db.Pool.QueryRow(ctx, `SELECT mneme.remember($1, 'The boat is moored at pier four.')`, e.conv).Scan(&m1))
+	_, err := e.db.Pool.Exec(ctx, `SELECT mneme.add_message($1, 'user', 'Where is the boat moored again?')`, e.conv)
+	require.NoError(t, err)
+	_, err = e.db.Pool.Exec(ctx, `UPDATE mneme.memories SET created_at = '-infinity', valid_until = 'infinity',
+		last_confirmed_at = 'infinity', source_first_at = '-infinity', source_last_at = 'infinity' WHERE id = $1`, m1)
+	require.NoError(t, err)
+	_, err = e.db.Pool.Exec(ctx, `UPDATE mneme.messages SET created_at = '-infinity' WHERE conversation_id = $1`, e.conv)
+	require.NoError(t, err)
+	require.NoError(t, e.db.Pool.QueryRow(ctx, `SELECT mneme.remember($1, 'The boat is moored at pier five now.')`, e.conv).Scan(&m2))
+	_, err = e.db.Pool.Exec(ctx, `UPDATE mneme.memories SET created_at = 'infinity' WHERE id = $1`, m2)
+	require.NoError(t, err)
+
+	pool, _ := e.db.PoolAs(t, "mneme_admin")
+	s, err := ui.New(ctx, ui.Options{Pool: pool})
+	require.NoError(t, err)
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	for _, path := range []string{"/", "/conversations/" + e.conv.String(), "/memories/" + m1.String(), "/memories/" + m2.String()} {
+		res, err := http.Get(srv.URL + path)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		require.Equal(t, http.StatusOK, res.StatusCode, "%s: %s", path, body)
+	}
+
+	e.drain()
+	var failed int
+	require.NoError(t, e.db.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme.jobs WHERE state = 'failed'`).Scan(&failed))
+	require.Zero(t, failed, "the revise jobs over infinite times complete")
+	require.Positive(t, e.count(`SELECT count(*) FROM mneme.jobs WHERE kind = 'revise' AND state = 'done'`))
 }
