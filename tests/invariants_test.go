@@ -450,3 +450,45 @@ func TestInfiniteTimesRead(t *testing.T) {
 	require.Zero(t, failed, "the revise jobs over infinite times complete")
 	require.Positive(t, e.count(`SELECT count(*) FROM mneme.jobs WHERE kind = 'revise' AND state = 'done'`))
 }
+
+// Error codes follow one rule (issue 47 item 8 of the probe): a NULL
+// argument is 22004, a wrong value 22023, a time out of range 22008.
+// valid_until '-infinity', 'infinity' and '10000-01-01' are all 22008
+// (before, the two last were accepted and the tenant's own export then
+// failed to import); and a memory remember accepts at the ends of its
+// range exports and imports again.
+func TestErrorCodesFollowOneRule(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.New(t)
+	conv := uuid.New()
+	var mem uuid.UUID
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.remember($1, 'The lighthouse is painted red.', valid_until => '9999-12-31 23:00:00+00')`,
+		conv).Scan(&mem))
+	for _, c := range []struct{ sql, state string }{
+		{`SELECT mneme.remember('` + conv.String() + `', 'x y z', valid_until => '-infinity')`, "22008"},
+		{`SELECT mneme.remember('` + conv.String() + `', 'x y z', valid_until => 'infinity')`, "22008"},
+		{`SELECT mneme.remember('` + conv.String() + `', 'x y z', valid_until => '10000-01-01')`, "22008"},
+		{`SELECT * FROM mneme.bm25_search(NULL, 'lighthouse')`, "22004"},
+		{`SELECT * FROM mneme.bm25_search('` + conv.String() + `', NULL)`, "22004"},
+		{`SELECT * FROM mneme.vector_search('` + conv.String() + `', NULL)`, "22004"},
+		{`SELECT * FROM mneme.search('` + conv.String() + `', 'lighthouse', include_history => NULL)`, "22004"},
+		{`SELECT mneme.record_retrieval('` + conv.String() + `', '  ', ARRAY['` + mem.String() + `']::uuid[])`, "22023"},
+		{`SELECT mneme.record_retrieval('` + conv.String() + `', NULL, ARRAY['` + mem.String() + `']::uuid[])`, "22004"},
+		{`SELECT mneme.auto_label('Meet on Friday', 'infinity')`, "22008"},
+		{`SELECT mneme.episode_label(ARRAY['Meet on Friday'], '-infinity')`, "22008"},
+	} {
+		_, err := db.Pool.Exec(ctx, c.sql)
+		require.Error(t, err, c.sql)
+		require.Equal(t, c.state, sqlState(t, err), "%s: %v", c.sql, err)
+	}
+
+	// What remember accepted round-trips.
+	admin := db.As(t, "mneme_admin")
+	file := exportAll(t, db.URL, transfer.ExportOptions{})
+	_, err := importFile(t, admin, file, transfer.ImportOptions{Tenant: "copy", NewIDs: true})
+	require.NoError(t, err, "the export of what remember accepts imports")
+	var n int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme.memories WHERE tenant_id = 'copy' AND valid_until = '9999-12-31 23:00:00+00'`).Scan(&n))
+	require.Equal(t, 1, n)
+}

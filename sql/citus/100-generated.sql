@@ -864,8 +864,8 @@ AS $function$
 DECLARE
     v__entered boolean := mneme._enter($1);
 BEGIN
-    IF bm25_search.k IS NULL THEN
-        RAISE EXCEPTION 'k must not be NULL' USING ERRCODE = '22004';
+    IF bm25_search.conversation_id IS NULL OR bm25_search.query IS NULL OR bm25_search.k IS NULL THEN
+        RAISE EXCEPTION 'conversation_id, query and k must not be NULL' USING ERRCODE = '22004';
     END IF;
     IF bm25_search.k < 1 THEN
         RAISE EXCEPTION 'k must be at least 1' USING ERRCODE = '22023';
@@ -2783,6 +2783,10 @@ DECLARE
     v_missing bigint;
 BEGIN
     PERFORM mneme._require_primary('mneme.record_retrieval');
+    IF record_retrieval.conversation_id IS NULL OR record_retrieval.query IS NULL THEN
+        RAISE EXCEPTION 'conversation_id and query must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    PERFORM mneme._check_text('query', record_retrieval.query, mneme._limit('query_chars'));
     IF record_retrieval.memory_ids IS NULL OR array_position(record_retrieval.memory_ids, NULL) IS NOT NULL THEN
         RAISE EXCEPTION 'memory_ids must be an array of non-NULL ids' USING ERRCODE = '22004';
     END IF;
@@ -2793,7 +2797,6 @@ BEGIN
         RAISE EXCEPTION 'memory_ids holds % ids, at most 1000', cardinality(record_retrieval.memory_ids)
             USING ERRCODE = '22023';
     END IF;
-    PERFORM mneme._check_length('query', record_retrieval.query, 10000);
     -- Only memories this tenant can read: a review rates what it names, and
     -- the sidecar that runs it sees every tenant. The ids found in one
     -- uncorrelated read (Citus refuses a subquery correlated with unnest;
@@ -2877,6 +2880,7 @@ BEGIN
         RAISE EXCEPTION 'at % is more than message_max_future ahead', remember.at USING ERRCODE = '22008',
             HINT = 'at is when the fact was stated; omit it for now()';
     END IF;
+    PERFORM mneme._check_time('valid_until', remember.valid_until);  -- '-infinity', 'infinity', year 10000: 22008 alike
     IF remember.valid_until IS NOT NULL AND remember.valid_until <= now() THEN
         RAISE EXCEPTION 'valid_until % is not in the future', remember.valid_until USING ERRCODE = '22023';
     END IF;
@@ -3193,6 +3197,9 @@ DECLARE
     v_rw      float8 := mneme.setting('retrievability_weight')::float8;
     v_cw      float8 := mneme.setting('confidence_weight')::float8;
 BEGIN
+    IF search.include_history IS NULL THEN
+        RAISE EXCEPTION 'include_history must not be NULL' USING ERRCODE = '22004';
+    END IF;
     PERFORM mneme._check_search_arguments(search.conversation_id, search.query, search.k, search.since, search.until,
                                           v_at, search.as_of);
     IF v_rw IS NULL OR v_rw < 0 OR v_rw = 'Infinity' THEN
@@ -3431,11 +3438,9 @@ AS $function$
 DECLARE
     v__entered boolean := mneme._enter($1);
 BEGIN
-    IF vector_search.embedding IS NULL THEN
-        RETURN;
-    END IF;
-    IF vector_search.k IS NULL THEN
-        RAISE EXCEPTION 'k must not be NULL' USING ERRCODE = '22004';
+    IF vector_search.conversation_id IS NULL OR vector_search.embedding IS NULL OR vector_search.k IS NULL THEN
+        RAISE EXCEPTION 'conversation_id, embedding and k must not be NULL' USING ERRCODE = '22004',
+            HINT = 'mneme.search ranks by the query alone when there is no embedding';
     END IF;
     IF vector_search.k < 1 THEN
         RAISE EXCEPTION 'k must be at least 1' USING ERRCODE = '22023';
