@@ -492,3 +492,50 @@ func TestErrorCodesFollowOneRule(t *testing.T) {
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme.memories WHERE tenant_id = 'copy' AND valid_until = '9999-12-31 23:00:00+00'`).Scan(&n))
 	require.Equal(t, 1, n)
 }
+
+// A bad job does not cost its conversation its messages (issue 47 item 9
+// of the probe): a segment job its handler rejects as malformed (a message
+// id written 5.0, which the payload rule lets through and Go's decoder
+// refuses) fails alone and leaves the messages queued for the next valid
+// segmentation; retry_job replaces the unreadable payload, saying so, and
+// the retried job completes; enqueue_job refuses a segment job for a
+// conversation with nothing queued. Before, the messages were set aside
+// at each failure, and the empty job failed after five attempts saying
+// that other segmentations had consumed its messages.
+func TestBadSegmentJobKeepsMessagesQueued(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newPipelineEnv(t, false)
+	for i := 0; i < 3; i++ {
+		e.say(time.Now().UTC().Add(time.Duration(i-10)*time.Minute).Format(time.RFC3339), "user", fmt.Sprintf("Message %d about the garden.", i))
+	}
+	var lastID int64
+	require.NoError(t, e.db.Pool.QueryRow(ctx, `SELECT max(id) FROM mneme.messages WHERE conversation_id = $1`, e.conv).Scan(&lastID))
+	_, err := e.db.Pool.Exec(ctx, `DELETE FROM mneme.jobs WHERE conversation_id = $1`, e.conv)
+	require.NoError(t, err)
+	var job int64
+	require.NoError(t, e.db.Pool.QueryRow(ctx, `SELECT mneme.enqueue_job('segment', $1, $2::jsonb)`, e.conv,
+		fmt.Sprintf(`{"check": false, "through_message_id": %d.0}`, lastID)).Scan(&job))
+	e.drain()
+	var state, lastError string
+	require.NoError(t, e.db.Pool.QueryRow(ctx, `SELECT state, last_error FROM mneme.jobs WHERE id = $1`, job).Scan(&state, &lastError))
+	require.Equal(t, "failed", state, "the handler rejects the payload")
+	queued := func() int {
+		return e.count(`SELECT count(*) FROM mneme.messages WHERE conversation_id = $1 AND consumed_at IS NULL AND set_aside_job_id IS NULL`, e.conv)
+	}
+	require.Equal(t, 3, queued(), "the messages stay queued: %s", lastError)
+
+	conn, notices := noticeConn(t, e.db.URL)
+	_, err = conn.Exec(ctx, `SELECT mneme.retry_job($1)`, job)
+	require.NoError(t, err)
+	require.NotEmpty(t, *notices, "retry_job says what it changed")
+	e.drain()
+	require.NoError(t, e.db.Pool.QueryRow(ctx, `SELECT state FROM mneme.jobs WHERE id = $1`, job).Scan(&state))
+	require.Equal(t, "done", state, "the retried job completes")
+
+	empty := uuid.New()
+	_, err = e.db.Pool.Exec(ctx, `SELECT mneme.remember($1, 'A conversation without messages.')`, empty)
+	require.NoError(t, err)
+	_, err = e.db.Pool.Exec(ctx, `SELECT mneme.enqueue_job('segment', $1, '{"check": true}')`, empty)
+	require.Equal(t, "22023", sqlState(t, err), "nothing to segment")
+}

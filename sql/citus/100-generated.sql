@@ -1468,6 +1468,15 @@ BEGIN
                 USING ERRCODE = '22023', HINT = format('a review job: %s', v_kind.payload_hint);
         END;
     END IF;
+    -- A segment job cuts the conversation's queued messages: with none
+    -- queued it has nothing to do, and would only fail.
+    IF enqueue_job.kind = 'segment' AND enqueue_job.conversation_id IS NOT NULL
+       AND NOT EXISTS (SELECT 1 FROM mneme.messages m
+                       WHERE m.conversation_id = enqueue_job.conversation_id AND m.consumed_at IS NULL) THEN
+        RAISE EXCEPTION 'conversation % has no queued messages: a segment job would have nothing to segment',
+            enqueue_job.conversation_id USING ERRCODE = '22023',
+            HINT = 'mneme.add_message queues messages and enqueues the segment job itself';
+    END IF;
     -- Distributed by conversation (Citus), a job needs one: a job of no
     -- conversation (cleanup) goes to the nil conversation's shard.
     IF enqueue_job.conversation_id IS NULL AND mneme._distributed('mneme.jobs') THEN
@@ -1936,10 +1945,17 @@ BEGIN
         RETURN NULL; -- lease lost: whoever holds the job now decides
     END IF;
     IF fail_job.permanent OR j.attempts >= coalesce(fail_job.max_attempts, j.max_attempts) THEN
+        -- A job its handler rejected (permanent: malformed, no conversation)
+        -- failed on itself, not on the messages: a segment job's stay queued
+        -- for the next valid segmentation (jobs_set_aside_trg).
+        IF fail_job.permanent THEN
+            PERFORM mneme._mark('job_rejected', fail_job.id::text);
+        END IF;
         UPDATE mneme.jobs
            SET state = 'failed', finished_at = now(), updated_at = now(),
                locked_by = NULL, locked_until = NULL, last_error = v_error
          WHERE conversation_id = v_job_conv AND id = fail_job.id;
+        PERFORM mneme._mark('job_rejected', NULL);
         RETURN 'failed';
     END IF;
     RETURN mneme._requeue_job(fail_job.id, now() + fail_job.retry_in, v_error, j.attempts);
@@ -3051,6 +3067,17 @@ BEGIN
     IF j.state <> 'failed' THEN
         RAISE EXCEPTION 'job % is %, only a failed job can be retried', retry_job.id, j.state
             USING ERRCODE = '55000', HINT = 'pending and running jobs are retried by the sidecar already';
+    END IF;
+    -- A segment job's payload only says why it was enqueued (the job reads
+    -- the whole queue): one its handler could not read, or that its kind's
+    -- rule does not take, is replaced by a plain check, saying so, so the
+    -- retry does not fail the same way again.
+    IF j.kind = 'segment' AND (NOT coalesce(jsonb_path_match(j.payload, (SELECT k.payload_rule FROM mneme.job_kinds k WHERE k.kind = 'segment')), false)
+                               OR j.payload::text ~ '_id": -?[0-9]*[.eE]') THEN
+        RAISE NOTICE 'job %: its payload % is not what the segment handler reads; retried as {"check": true}',
+            retry_job.id, left(j.payload::text, 200);
+        UPDATE mneme.jobs SET payload = '{"check": true, "reason": "retry"}'
+         WHERE conversation_id = v_job_conv AND id = retry_job.id;
     END IF;
     BEGIN
         UPDATE mneme.jobs
