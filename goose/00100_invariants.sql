@@ -29,6 +29,19 @@ CREATE UNLOGGED TABLE mneme.call_marks (
     value       text NOT NULL,
     PRIMARY KEY (backend_pid, xid, key)
 );
+-- What an erase looks up, found by index and not by reading every row of
+-- the tenant (issue 47: 0.8 to 1.2 s per erase at 27,000 memories): a
+-- conversation's jobs, the review jobs that name a memory, message or
+-- query (jsonb containment), the review rows that quote a query, the
+-- reasons that name a memory id, the queues with pending reviews.
+CREATE INDEX jobs_conversation_idx ON mneme.jobs (conversation_id);
+CREATE INDEX jobs_review_payload_idx ON mneme.jobs USING gin (payload jsonb_path_ops) WHERE kind = 'review';
+CREATE INDEX review_log_queries_idx ON mneme.review_log USING gin (matched_queries);
+CREATE INDEX memory_events_naming_idx ON mneme.memory_events (tenant_id)
+    WHERE reason ~ '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}';
+CREATE INDEX memories_reason_naming_idx ON mneme.memories (tenant_id)
+    WHERE status_reason ~ '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}';
+CREATE INDEX message_queue_pending_idx ON mneme.message_queue (tenant_id) WHERE pending_reviews IS NOT NULL;
 -- +goose StatementBegin
 DO $fix$
 BEGIN
@@ -41,5 +54,7 @@ $fix$;
 -- +goose StatementEnd
 
 -- +goose Down
+DROP INDEX mneme.jobs_conversation_idx, mneme.jobs_review_payload_idx, mneme.review_log_queries_idx,
+    mneme.memory_events_naming_idx, mneme.memories_reason_naming_idx, mneme.message_queue_pending_idx;
 DROP TABLE mneme.call_marks;
 DROP TABLE mneme.instance_key;

@@ -380,25 +380,33 @@ BEGIN
         WHERE e.id IN (SELECT e2.id
                        FROM mneme.memory_events e2,
                             regexp_matches(e2.reason, '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}', 'g') r
-                       WHERE e2.reason IS NOT NULL AND r[1] IN (SELECT unnest(v_keys)));
+                       WHERE e2.tenant_id = ANY (v_tenants)
+                         -- (the partial index memory_events_naming_idx: only the reasons that name an id)
+                         AND e2.reason ~ '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}'
+                         AND r[1] IN (SELECT unnest(v_keys)));
         PERFORM mneme._mark('erasing', '');
         UPDATE mneme.memories m SET status_reason = m.status || ': the memory that changed it was erased'  -- (not format(), STABLE: Citus refuses it over columns in an UPDATE)
         WHERE m.id IN (SELECT m2.id
                        FROM mneme.memories m2,
                             regexp_matches(m2.status_reason, '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}', 'g') r
-                       WHERE m2.status_reason IS NOT NULL AND NOT m2.id = ANY (ids) AND r[1] IN (SELECT unnest(v_keys)));
+                       WHERE m2.tenant_id = ANY (v_tenants)
+                         -- (the partial index memories_reason_naming_idx)
+                         AND m2.status_reason ~ '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}'
+                         AND NOT m2.id = ANY (ids) AND r[1] IN (SELECT unnest(v_keys)));
         -- A query that retrieved an erased memory asked about it: it goes
         -- too, from every copy, also where it retrieved other memories
         -- alongside (their review log, the review job that rated them).
         v_queries := ARRAY(
             SELECT e ->> 'query'
             FROM mneme.message_queue q, jsonb_array_elements(q.pending_reviews) e
-            WHERE q.tenant_id = ANY (v_tenants) AND jsonb_typeof(q.pending_reviews) = 'array'
+            WHERE q.tenant_id = ANY (v_tenants) AND q.pending_reviews IS NOT NULL AND jsonb_typeof(q.pending_reviews) = 'array'
               AND (e -> 'memory_ids') ?| v_keys AND e ->> 'query' IS NOT NULL
             UNION
             SELECT e ->> 'query'
             FROM mneme.jobs j, jsonb_array_elements(j.payload -> 'reviews') e
-            WHERE j.tenant_id = ANY (v_tenants) AND j.kind = 'review' AND jsonb_typeof(j.payload -> 'reviews') = 'array'
+            -- (the review jobs that name one: jobs_review_payload_idx)
+            WHERE j.kind = 'review' AND j.payload @> ANY (mneme._payload_probes(v_keys, NULL, NULL))
+              AND j.tenant_id = ANY (v_tenants) AND jsonb_typeof(j.payload -> 'reviews') = 'array'
               AND jsonb_typeof(e -> 'memory_ids') = 'array' AND (e -> 'memory_ids') ?| v_keys AND e ->> 'query' IS NOT NULL
             UNION
             SELECT unnest(l.matched_queries) FROM mneme.review_log l WHERE l.memory_id = ANY (ids));
@@ -415,12 +423,20 @@ BEGIN
                                   FROM jsonb_array_elements(q.pending_reviews) WITH ORDINALITY AS x(e, o)
                                   WHERE NOT mneme._review_entry_removed(e, v_keys, v_queries)), '[]'::jsonb),
         updated_at = now()
-    WHERE q.tenant_id = ANY (v_tenants) AND jsonb_typeof(q.pending_reviews) = 'array'
+    WHERE q.tenant_id = ANY (v_tenants) AND q.pending_reviews IS NOT NULL AND jsonb_typeof(q.pending_reviews) = 'array'
       AND EXISTS (SELECT 1 FROM jsonb_array_elements(q.pending_reviews) e
                   WHERE mneme._review_entry_removed(e, v_keys, v_queries));
 
+    -- The jobs of their conversations, and the review jobs of the tenant
+    -- that name one of them, a message or a query (found through
+    -- jobs_conversation_idx and jobs_review_payload_idx, not by reading
+    -- every job's payload: issue 47).
     UPDATE mneme.jobs j SET payload = mneme._scrub_payload(j.payload, v_keys, v_msgs, v_queries), updated_at = now()
-    WHERE j.tenant_id = ANY (v_tenants) AND (j.conversation_id = ANY (v_convs) OR j.kind = 'review')
+    WHERE j.id IN (SELECT x.id FROM mneme.jobs x WHERE x.conversation_id = ANY (v_convs)
+                   UNION
+                   SELECT x.id FROM mneme.jobs x
+                   WHERE x.kind = 'review' AND x.payload @> ANY (mneme._payload_probes(v_keys, v_msgs, v_queries)))
+      AND j.tenant_id = ANY (v_tenants)
       AND j.payload IS DISTINCT FROM mneme._scrub_payload(j.payload, v_keys, v_msgs, v_queries);
 
     -- Only messages of a removed memory's own tenant (its source ids are
@@ -451,6 +467,31 @@ COMMENT ON FUNCTION mneme._remove_memories(uuid[], text, text) IS
     'the merged duplicates, and every copy of a query that retrieved an erased memory (pending reviews, review '
     'jobs, the review log of memories retrieved alongside); lineage links to them become NULL; the delete '
     'trigger records the event.';
+
+-- The JSON documents a review job's payload contains (@>) when it names
+-- one of the memories, messages or queries: what jobs_review_payload_idx
+-- finds without reading every payload (mneme._remove_memories).
+CREATE OR REPLACE FUNCTION mneme._payload_probes(memory_ids text[], message_ids bigint[], queries text[])
+RETURNS jsonb[]
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT ARRAY(
+    SELECT jsonb_build_object('reviews', jsonb_build_array(jsonb_build_object('memory_ids', jsonb_build_array(k))))
+    FROM unnest(coalesce(memory_ids, '{}')) k
+    UNION ALL
+    SELECT jsonb_build_object('memory_ids', jsonb_build_array(k)) FROM unnest(coalesce(memory_ids, '{}')) k
+    UNION ALL
+    SELECT jsonb_build_object('reviews', jsonb_build_array(jsonb_build_object('query', q))) FROM unnest(coalesce(queries, '{}')) q
+    UNION ALL
+    SELECT p FROM unnest(coalesce(message_ids, '{}')) m,
+           LATERAL (VALUES (jsonb_build_object('context', jsonb_build_array(jsonb_build_object('id', m)))),
+                           (jsonb_build_object('message_ids', jsonb_build_array(m))),
+                           (jsonb_build_object('context_message_ids', jsonb_build_array(m)))) v(p))
+$$;
+COMMENT ON FUNCTION mneme._payload_probes(text[], bigint[], text[]) IS
+    'Internal (erase, purge): the documents a job payload contains (@>) when it names one of the memories, '
+    'messages or queries (review entries, context, message_ids, context_message_ids, memory_ids).';
 
 -- A recorded retrieval ({query, memory_ids}) that must go: it names a
 -- removed memory, or its query is one that retrieved an erased memory.
