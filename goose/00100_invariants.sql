@@ -31,10 +31,12 @@ CREATE UNLOGGED TABLE mneme.call_marks (
 );
 -- What an erase looks up, found by index and not by reading every row of
 -- the tenant (issue 47: 0.8 to 1.2 s per erase at 27,000 memories): a
--- conversation's jobs, the review jobs that name a memory, message or
--- query (jsonb containment), the review rows that quote a query, the
--- reasons that name a memory id, the queues with pending reviews.
+-- conversation's jobs, an episode's messages, the review jobs that name a
+-- memory, message or query (jsonb containment), the review rows that quote
+-- a query, the reasons that name a memory id, the queues with pending
+-- reviews.
 CREATE INDEX jobs_conversation_idx ON mneme.jobs (conversation_id);
+CREATE INDEX messages_memory_idx ON mneme.messages (memory_id) WHERE memory_id IS NOT NULL;
 CREATE INDEX jobs_review_payload_idx ON mneme.jobs USING gin (payload jsonb_path_ops) WHERE kind = 'review';
 CREATE INDEX review_log_queries_idx ON mneme.review_log USING gin (matched_queries);
 CREATE INDEX memory_events_naming_idx ON mneme.memory_events (tenant_id)
@@ -54,7 +56,7 @@ $fix$;
 -- +goose StatementEnd
 
 -- +goose Down
-DROP INDEX mneme.jobs_conversation_idx, mneme.jobs_review_payload_idx, mneme.review_log_queries_idx,
+DROP INDEX mneme.jobs_conversation_idx, mneme.messages_memory_idx, mneme.jobs_review_payload_idx, mneme.review_log_queries_idx,
     mneme.memory_events_naming_idx, mneme.memories_reason_naming_idx, mneme.message_queue_pending_idx;
 DROP TABLE mneme.call_marks;
 DROP TABLE mneme.instance_key;

@@ -403,10 +403,17 @@ BEGIN
               AND (e -> 'memory_ids') ?| v_keys AND e ->> 'query' IS NOT NULL
             UNION
             SELECT e ->> 'query'
-            FROM mneme.jobs j, jsonb_array_elements(j.payload -> 'reviews') e
-            -- (the review jobs that name one: jobs_review_payload_idx)
-            WHERE j.kind = 'review' AND j.payload @> ANY (mneme._payload_probes(v_keys, NULL, NULL))
-              AND j.tenant_id = ANY (v_tenants) AND jsonb_typeof(j.payload -> 'reviews') = 'array'
+            -- (the review jobs that name one: a GIN lookup per probe,
+            -- jobs_review_payload_idx; the planner uses no GIN index for @> ANY)
+            FROM (SELECT DISTINCT x.id, x.payload
+                  FROM unnest(mneme._payload_probes(v_keys, NULL, NULL)) AS p(doc)
+                  JOIN mneme.jobs x ON x.payload @> p.doc AND x.kind = 'review' AND x.tenant_id = ANY (v_tenants)
+                  WHERE cardinality(v_keys) <= 10
+                  UNION ALL
+                  SELECT x.id, x.payload FROM mneme.jobs x
+                  WHERE cardinality(v_keys) > 10 AND x.kind = 'review' AND x.tenant_id = ANY (v_tenants)) j,
+                 jsonb_array_elements(j.payload -> 'reviews') e
+            WHERE jsonb_typeof(j.payload -> 'reviews') = 'array'
               AND jsonb_typeof(e -> 'memory_ids') = 'array' AND (e -> 'memory_ids') ?| v_keys AND e ->> 'query' IS NOT NULL
             UNION
             SELECT unnest(l.matched_queries) FROM mneme.review_log l WHERE l.memory_id = ANY (ids));
@@ -432,10 +439,20 @@ BEGIN
     -- jobs_conversation_idx and jobs_review_payload_idx, not by reading
     -- every job's payload: issue 47).
     UPDATE mneme.jobs j SET payload = mneme._scrub_payload(j.payload, v_keys, v_msgs, v_queries), updated_at = now()
-    WHERE j.id IN (SELECT x.id FROM mneme.jobs x WHERE x.conversation_id = ANY (v_convs)
+    -- (of the conversation's jobs, the kinds whose payloads can name one:
+    -- a segment, revise or cleanup payload names no message or memory this
+    -- scrubs, and review jobs are found by the probes)
+    WHERE j.id IN (SELECT x.id FROM mneme.jobs x
+                   WHERE x.conversation_id = ANY (v_convs) AND x.kind NOT IN ('segment', 'revise', 'review', 'cleanup', 'noop')
                    UNION
-                   SELECT x.id FROM mneme.jobs x
-                   WHERE x.kind = 'review' AND x.payload @> ANY (mneme._payload_probes(v_keys, v_msgs, v_queries)))
+                   -- a few: looked up probe by probe (jobs_review_payload_idx
+                   -- where no row security stands between; under it, a pass
+                   -- over the review jobs per probe); many: one pass
+                   SELECT x.id FROM unnest(mneme._payload_probes(v_keys, v_msgs, v_queries)) AS p(doc)
+                   JOIN mneme.jobs x ON x.payload @> p.doc AND x.kind = 'review'
+                   WHERE cardinality(v_keys) <= 10
+                   UNION
+                   SELECT x.id FROM mneme.jobs x WHERE cardinality(v_keys) > 10 AND x.kind = 'review')
       AND j.tenant_id = ANY (v_tenants)
       AND j.payload IS DISTINCT FROM mneme._scrub_payload(j.payload, v_keys, v_msgs, v_queries);
 
@@ -448,9 +465,17 @@ BEGIN
                   WHERE m.id = ANY (ids) AND m.tenant_id = g.tenant_id
                     AND (m.id = g.memory_id OR g.id = ANY (m.source_message_ids)));
     -- The lineage link of a successor goes with the memory (the events keep the ids).
-    UPDATE mneme.memories m SET supersedes_id = NULL WHERE m.supersedes_id = ANY (ids) AND NOT m.id = ANY (ids);
-    UPDATE mneme.memories m SET confirms_id = NULL WHERE m.confirms_id = ANY (ids) AND NOT m.id = ANY (ids);
-    UPDATE mneme.memories m SET invalidates_id = NULL WHERE m.invalidates_id = ANY (ids) AND NOT m.id = ANY (ids);
+    -- (each only when there is one: an UPDATE of no row still runs the
+    -- memories' statement triggers)
+    IF EXISTS (SELECT 1 FROM mneme.memories m WHERE m.supersedes_id = ANY (ids) AND NOT m.id = ANY (ids)) THEN
+        UPDATE mneme.memories m SET supersedes_id = NULL WHERE m.supersedes_id = ANY (ids) AND NOT m.id = ANY (ids);
+    END IF;
+    IF EXISTS (SELECT 1 FROM mneme.memories m WHERE m.confirms_id = ANY (ids) AND NOT m.id = ANY (ids)) THEN
+        UPDATE mneme.memories m SET confirms_id = NULL WHERE m.confirms_id = ANY (ids) AND NOT m.id = ANY (ids);
+    END IF;
+    IF EXISTS (SELECT 1 FROM mneme.memories m WHERE m.invalidates_id = ANY (ids) AND NOT m.id = ANY (ids)) THEN
+        UPDATE mneme.memories m SET invalidates_id = NULL WHERE m.invalidates_id = ANY (ids) AND NOT m.id = ANY (ids);
+    END IF;
 
     PERFORM mneme._mark('delete_event', _remove_memories.event);
     PERFORM mneme._mark('delete_reason', coalesce(_remove_memories.reason, ''));

@@ -386,7 +386,7 @@ func TestLimitsHoldOnEveryPath(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name, sql, state string
-		args               []any
+		args             []any
 	}{
 		{"long message", `SELECT mneme.import_messages($1, $2::jsonb)`, "22001", []any{conv, msg(long)}},
 		{"zero-width message", `SELECT mneme.import_messages($1, $2::jsonb)`, "22023", []any{conv, msg("\u200b\u200b\ufeff")}},

@@ -67,7 +67,9 @@ type EraseResult struct {
 
 // Erase loads one tenant (memories in conversations of 100, one
 // conversation of --conversation memories, review log rows naming its
-// memories and quoting queries, done review jobs whose payloads do too)
+// memories and quoting two queries each, one of its own and one of 1,000
+// shared ones, done review jobs whose payloads name a memory and quote a
+// query of their own)
 // straight into a scratch database, then times mneme.erase of single
 // memories outside the big conversation and mneme.erase_conversation of
 // the big one, each in its own transaction.
@@ -105,14 +107,14 @@ func Erase(ctx context.Context, o EraseOptions) (EraseResult, error) {
 			                              difficulty_before, difficulty_after, state_before, state_after, last_reviewed_before,
 			                              reviewed_at, matched_queries)
 			SELECT m.id, m.conversation_id, 'bench', 'good', 'heuristic', 30, 40, 5, 5, 'review', 'review', now() - interval '2 days',
-			       now() - interval '1 day', ARRAY['what about topic ' || (g % 997), 'the word w' || (g % 113)]
+			       now() - interval '1 day', ARRAY['what about item ' || g, 'and item ' || (g % 1000)]
 			FROM generate_series(1, $4) g JOIN m ON m.n = 1 + g % (SELECT k.n FROM k)`},
 		{"jobs", `WITH m AS (SELECT id, conversation_id, row_number() OVER (ORDER BY id) AS n FROM mneme.memories),
 			k AS (SELECT count(*) AS n FROM m)
 			INSERT INTO mneme.jobs (kind, conversation_id, tenant_id, state, payload, finished_at)
 			SELECT 'review', m.conversation_id, 'bench', 'done',
 			       jsonb_build_object('reviewed_at', '2026-01-01T00:00:00Z',
-			                          'reviews', jsonb_build_array(jsonb_build_object('query', 'what about topic ' || (g % 997),
+			                          'reviews', jsonb_build_array(jsonb_build_object('query', 'what about job ' || g,
 			                                                                          'memory_ids', jsonb_build_array(m.id)))),
 			       now()
 			FROM generate_series(1, $5) g JOIN m ON m.n = 1 + g % (SELECT k.n FROM k)`},
