@@ -517,6 +517,9 @@ DO $$
 BEGIN
     DROP TRIGGER IF EXISTS "Limits" ON mneme.messages;
     DROP TRIGGER IF EXISTS "Limits" ON mneme.memories;
+    IF mneme._distributed('mneme.memories') THEN
+        RETURN;  -- as the invariants above: not on Citus (docs/scale.md); the API's own checks hold there
+    END IF;
     CREATE TRIGGER "Limits" BEFORE INSERT OR UPDATE OF content ON mneme.messages
         FOR EACH ROW EXECUTE FUNCTION mneme.messages_limits_trg();
     CREATE TRIGGER "Limits" BEFORE INSERT OR UPDATE OF content, summary, title, source_ref, source_message_ids, metadata, kind
