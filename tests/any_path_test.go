@@ -8,7 +8,9 @@ import (
 	"io"
 	"math/rand"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -29,11 +31,12 @@ import (
 // steps through every entry point, as five logins (two application logins
 // bound to tenants ta and tb, an admin bound to ta, an unbound admin, the
 // sidecar's worker): messages, remembered facts, retrievals and context,
-// segment_now, the sidecar's jobs, exports and imports of the admin's own
+// segment_now, the sidecar's jobs, the UI's pages and its pin, unpin,
+// forget and erase forms, exports and imports of the admin's own
 // files (old ones after an erase, with kept and new ids), crafted import
 // calls naming the other tenant's rows or over the limits, mem0 imports of
 // the same user into both tenants, settings at their ends, erases of
-// memories and conversations, and the UI's pages. After each step:
+// memories and conversations. After each step:
 // no row references a row of another tenant, no erased memory id and no
 // word of an erased conversation is back, no failed job, no text over its
 // limit or blank, and cleanup, search and context work in both tenants.
@@ -118,6 +121,7 @@ func runAnyPath(t *testing.T, variant string, rng *rand.Rand, steps int) {
 		{"setting at an end", 1, p.setting},
 		{"erase a conversation", 1, p.eraseConversation},
 		{"ui pages", 1, p.uiPages},
+		{"ui action", 2, p.uiAction},
 	}
 	total := 0
 	for _, a := range actions {
@@ -293,6 +297,40 @@ func (p *anyPath) uiPages() {
 		res.Body.Close()
 		require.Equal(p.t, http.StatusOK, res.StatusCode, "%s: %s", path, body)
 	}
+}
+
+// uiAction: the admin of ta pins, unpins, forgets or erases a memory of
+// its tenant through the UI's form (the CSRF cookie and field as a
+// browser sends them); an erase there is an erase like any other.
+func (p *anyPath) uiAction() {
+	var id uuid.UUID
+	err := p.adminA.QueryRow(p.ctx, `SELECT id FROM mneme.memories ORDER BY md5(id::text || $1) LIMIT 1`,
+		strconv.Itoa(p.rng.Int())).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return
+	}
+	require.NoError(p.t, err)
+	jar, err := cookiejar.New(nil)
+	require.NoError(p.t, err)
+	client := &http.Client{Jar: jar}
+	res, err := client.Get(p.ui.URL + "/memories/" + id.String())
+	require.NoError(p.t, err)
+	res.Body.Close()
+	u, _ := url.Parse(p.ui.URL)
+	csrf := ""
+	for _, c := range jar.Cookies(u) {
+		if c.Name == "mneme_ui_csrf" {
+			csrf = c.Value
+		}
+	}
+	require.NotEmpty(p.t, csrf, "the UI set its CSRF cookie")
+	action := []string{"pin", "unpin", "forget", "erase"}[p.rng.Intn(4)]
+	res, err = client.PostForm(p.ui.URL+"/memories/"+id.String()+"/"+action,
+		url.Values{"csrf": {csrf}, "confirm": {"yes"}, "reason": {"any-path " + action}})
+	require.NoError(p.t, err)
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	require.Less(p.t, res.StatusCode, 400, "%s: %s", action, body)
 }
 
 // consumers: cleanup (the operator, every tenant) and each tenant's
