@@ -4,7 +4,9 @@
 
 GO       ?= go
 BIN      := bin/mneme
-VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The binary's semantic version is sidecar/version.Release; a development
+# build appends its commit (COMMIT=, empty, for a release build).
+COMMIT   ?= $(shell git describe --always --dirty --exclude '*' 2>/dev/null)
 PKGS     := ./...
 TESTFLAGS ?= -count=1 -timeout 45m
 export GOFLAGS ?= -buildvcs=false
@@ -12,14 +14,14 @@ export GOFLAGS ?= -buildvcs=false
 .PHONY: help build demo run psql test bench eval lint clean stop deps
 
 help: ## list the targets
-	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{gsub(/\$$\$$/, "$$", $$2); printf "  %-12s %s\n", $$1, $$2}'
 
 deps: ## download the Go modules the build needs (PostgreSQL is installed when missing by mneme cluster, which make demo and make test run)
 	@command -v $(GO) >/dev/null || { echo "Go 1.21 or newer is required (it fetches the 1.26 toolchain go.mod names)"; exit 1; }
 	$(GO) mod download
 
 build: deps ## build bin/mneme
-	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./sidecar
+	$(GO) build -ldflags "-X github.com/mneme-memory/mneme/sidecar/version.Commit=$(COMMIT)" -o $(BIN) ./sidecar
 
 demo: build ## private cluster, migrate, sample conversation, retrieval, review, FSRS changes
 	./scripts/demo.sh
@@ -29,11 +31,11 @@ run: build ## run the sidecar daemon against $$DATABASE_URL (or the demo cluster
 	$(BIN) migrate && exec $(BIN) run
 
 psql: build ## psql on $$DATABASE_URL (or the demo cluster, started if needed)
-	$(BIN) psql
+	@if [ -z "$$DATABASE_URL" ]; then export DATABASE_URL=$$($(BIN) cluster url --dir .mneme/pg); fi; \
+	exec $(BIN) psql
 
-test: build ## all tests against a real PostgreSQL (each test binary starts a private cluster unless DATABASE_URL is set)
-	./scripts/test-deps.sh
-	$(GO) test $(TESTFLAGS) $(PKGS)
+test: build ## all tests on every deployment this machine can run: array, pgvector, Citus (scripts/test.sh; MNEME_EXTENSION_SOURCES=DIR builds the extensions)
+	GO="$(GO)" TESTFLAGS="$(TESTFLAGS)" PKGS="$(PKGS)" ./scripts/test.sh
 
 bench: build ## benchmarks: retrieval and event latency
 	./scripts/with-test-db.sh ./scripts/bench.sh
@@ -43,7 +45,7 @@ eval: build ## LoCoMo evaluation (dev split, offline) and the feedback simulatio
 
 lint: ## go vet, gofmt, go.mod/go.sum tidy, released goose migrations unchanged, no test code in the binary
 	$(GO) vet $(PKGS)
-	@out=$$(gofmt -l sidecar tests sql goose); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@out=$$(gofmt -l sidecar tests sql goose client scripts); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 	@$(GO) test -count=1 ./goose || { echo "a released goose migration changed (goose/frozen.sha256)"; exit 1; }
 	@out=$$($(GO) list -deps ./sidecar | grep -E '/llmtest$$|^testing$$|^net/http/httptest$$'); if [ -n "$$out" ]; then echo "mneme links test-only packages:"; echo "$$out"; exit 1; fi

@@ -5,7 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MNEME=bin/mneme
-if [ -z "${DATABASE_URL:-}" ]; then
+OWN_URL=${DATABASE_URL:-}
+if [ -z "$OWN_URL" ]; then
   DATABASE_URL="$($MNEME cluster url --dir .mneme/pg)"
   export DATABASE_URL
 fi
@@ -123,3 +124,10 @@ echo "== mneme.search returns the current belief; include_history => true also w
 "${PSQL[@]}" -c "SELECT kind, state, count(*) FROM mneme.jobs WHERE conversation_id = '$CONV2' GROUP BY 1, 2 ORDER BY 1, 2"
 echo
 echo "== look into it in a browser: bin/mneme ui (http://127.0.0.1:8420/, docs/ui.md)"
+if [ -z "$OWN_URL" ]; then
+  # The hand-over: every bin/mneme command run from this directory uses the
+  # demo cluster while DATABASE_URL is unset; this line sets it in your
+  # shell, for psql, clients and other directories too.
+  echo "== point your shell at the demo cluster (bin/mneme commands here use it anyway while DATABASE_URL is unset):"
+  echo 'eval $(bin/mneme cluster env)'
+fi

@@ -2,23 +2,27 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"runtime"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/mneme-memory/mneme/sidecar/cli"
 	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/embed"
 	"github.com/mneme-memory/mneme/sidecar/transfer"
+	"github.com/mneme-memory/mneme/sidecar/version"
 )
 
 func cmdExport(ctx context.Context, log *slog.Logger, args []string) error {
 	fs := flags("export")
-	o := transfer.ExportOptions{MnemeVersion: version}
+	o := transfer.ExportOptions{MnemeVersion: version.Binary()}
 	var convs cli.UUIDList
 	fs.StringVar(&o.Tenant, "tenant", "", "the tenant to export (default: the session's)")
 	fs.Var(&convs, "conversation", "export only this conversation (repeatable)")
@@ -29,6 +33,9 @@ func cmdExport(ctx context.Context, log *slog.Logger, args []string) error {
 		return err
 	}
 	o.Conversations = convs
+	if err := useDemoCluster(ctx, log); err != nil {
+		return err
+	}
 	cfg, err := config.Load(true)
 	if err != nil {
 		return err
@@ -77,6 +84,9 @@ func cmdImport(ctx context.Context, log *slog.Logger, args []string) error {
 		return fmt.Errorf("%w: import: %v", cli.ErrUsage, err)
 	}
 	o.Settings = !*noSettings
+	if err := useDemoCluster(ctx, log); err != nil {
+		return err
+	}
 	cfg, err := config.Load(true)
 	if err != nil {
 		return err
@@ -95,7 +105,7 @@ func cmdImport(ctx context.Context, log *slog.Logger, args []string) error {
 	if *from == "mem0" {
 		res, err := transfer.ImportMem0(ctx, conn, r, transfer.Mem0Options{Tenant: o.Tenant, By: *by, Progress: progress})
 		if err != nil {
-			return err
+			return importRole(err)
 		}
 		log.Info("imported from mem0", "memories", res.Memories, "skipped", res.Skipped, "conversations", len(res.Conversations))
 		return nil
@@ -112,11 +122,26 @@ func cmdImport(ctx context.Context, log *slog.Logger, args []string) error {
 	}
 	res, err := transfer.Import(ctx, conn, r, o)
 	if err != nil {
-		return err
+		return importRole(err)
 	}
-	log.Info("imported", "conversations", res.Conversations, "skipped", res.Skipped, "messages", res.Messages,
-		"memories", res.Memories, "reviews", res.Reviews, "events", res.Events, "embeddings_kept", res.KeptEmbedding,
-		"embedded", res.Embedded, "dropped_links", res.DroppedLinks,
+	// The file's counts are of what it holds; a conversation imported before
+	// (a resumed import) is read and left as it is, not written again; what
+	// the tenant erased is left out (erase is final).
+	log.Info("imported", "conversations_written", res.Conversations, "conversations_already_there", res.Skipped,
+		"file_messages", res.Messages, "file_memories", res.Memories, "file_reviews", res.Reviews, "file_events", res.Events,
+		"embeddings_kept", res.KeptEmbedding, "embedded", res.Embedded, "dropped_links", res.DroppedLinks,
 		"erased_conversations_left_out", res.ErasedConversations, "erased_rows_left_out", res.ErasedRows)
 	return nil
+}
+
+// importRole adds to a privilege error the role an import needs: it
+// writes rows as they were (ids, times, FSRS state), which only the
+// admins' functions may.
+func importRole(err error) error {
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) && pg.Code == "42501" && strings.Contains(pg.Message, "permission denied") {
+		return fmt.Errorf("%w\nmneme import needs a login that is a member of mneme_admin (an admin: GRANT mneme_admin TO ...; docs/export.md); "+
+			"the login of DATABASE_URL is not", err)
+	}
+	return err
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
+	"github.com/mneme-memory/mneme/sidecar/version"
 )
 
 // mneme export -o x.jsonl.gz writes a gzipped file (renamed into place
@@ -37,6 +39,14 @@ func TestExportImportCommands(t *testing.T) {
 	f.Close()
 	require.Contains(t, string(body), "green tea")
 	require.True(t, strings.HasPrefix(string(body), `{"type": "header"`))
+	var header struct {
+		MnemeVersion  string `json:"mneme_version"`
+		SQLAPIVersion string `json:"sql_api_version"`
+	}
+	first, _, _ := strings.Cut(string(body), "\n")
+	require.NoError(t, json.Unmarshal([]byte(first), &header))
+	require.Equal(t, version.Binary(), header.MnemeVersion, "the header carries the binary's version")
+	require.Equal(t, version.SQLAPI(), header.SQLAPIVersion, "and the database's SQL API version")
 
 	// A failed export leaves no file.
 	bad := filepath.Join(dir, "missing.jsonl")
@@ -55,6 +65,18 @@ func TestExportImportCommands(t *testing.T) {
 	var n int
 	require.NoError(t, dst.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme.memories WHERE tenant_id = 'acme' AND content LIKE '%green tea%'`).Scan(&n))
 	require.Equal(t, 1, n)
+	require.Contains(t, stderr, "conversations_written=1 conversations_already_there=0 file_messages=0 file_memories=1")
+
+	// Again (a resumed import): nothing written, and the log says so.
+	_, stderr, code = mneme(t, dir, []string{"DATABASE_URL=" + dst.As(t, "mneme_admin")}, "import", "--quiet", "--tenant", "acme", file)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stderr, "conversations_written=0 conversations_already_there=1 file_messages=0 file_memories=1")
+
+	// An application login may not import: the error names the role it needs.
+	_, stderr, code = mneme(t, dir, []string{"DATABASE_URL=" + dst.As(t, "mneme_app")}, "import", "--quiet", "--tenant", "acme", file)
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "permission denied")
+	require.Contains(t, stderr, "mneme import needs a login that is a member of mneme_admin")
 
 	for _, argv := range [][]string{{"import"}, {"import", "a", "b"}, {"import", "--conversations", "bogus", file},
 		{"import", "--seed", "x", file}, {"import", "--from", "zep", file}, {"import", "--jobs", "0", file}} {

@@ -9,6 +9,7 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/cli"
 	"github.com/mneme-memory/mneme/sidecar/daemon"
 	"github.com/mneme-memory/mneme/sidecar/mcpserver"
+	"github.com/mneme-memory/mneme/sidecar/version"
 )
 
 func cmdMCP(ctx context.Context, log *slog.Logger, args []string) error {
@@ -27,12 +28,22 @@ func cmdMCP(ctx context.Context, log *slog.Logger, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
 	}
+	if err := useDemoCluster(ctx, log); err != nil {
+		return err
+	}
 	pool, cfg, err := daemon.OpenFromEnv(ctx)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	o := mcpserver.Options{Pool: pool, Tenant: f.Tenant, Version: version, Log: log}
+	tenants := []string{f.Tenant}
+	if t.Kind == "http" {
+		tenants = t.Tokens.Tenants()
+	}
+	if err := mcpserver.CheckStart(ctx, pool, tenants, cfg.Embed.Configured()); err != nil {
+		return err
+	}
+	o := mcpserver.Options{Pool: pool, Tenant: f.Tenant, Version: version.Binary(), Log: log}
 	if o.Embedder, err = mcpserver.ExternalEmbedder(ctx, pool, cfg.Embed, log); err != nil {
 		return err
 	}

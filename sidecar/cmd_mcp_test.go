@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net/url"
 	"os"
 	"os/exec"
 	"strings"
@@ -62,4 +63,54 @@ func TestMCPStdio(t *testing.T) {
 	out, _, code := mneme(t, "", nil, "mcp", "--new-token", "acme")
 	require.Equal(t, 0, code)
 	require.Regexp(t, `token .*: mneme_[0-9a-f]{64}\nline for the tokens file: acme [0-9a-f]{64}\n`, out)
+}
+
+// `mneme mcp` refuses at start, not at the first tool call: an unknown
+// MNEME_MCP_TENANT, a tenant the bound login may not act for, a tokens
+// file naming an unknown tenant, and an external embedder with no
+// MNEME_EMBED_* here to embed the queries.
+func TestMCPChecksAtStart(t *testing.T) {
+	db := dbtest.New(t, dbtest.WithVector("array"))
+	ctx := context.Background()
+	_, err := db.Pool.Exec(ctx, `SELECT mneme.create_tenant('acme'), mneme.create_tenant('globex')`)
+	require.NoError(t, err)
+	boundURL := db.As(t, "mneme_app")
+	u, err := url.Parse(boundURL)
+	require.NoError(t, err)
+	_, err = db.Pool.Exec(ctx, `SELECT mneme.bind_login($1, 'acme')`, u.User.Username())
+	require.NoError(t, err)
+
+	run := func(dbURL string, env ...string) (string, int) {
+		cmd := exec.Command(os.Args[0], "mcp")
+		cmd.Env = append(os.Environ(), append([]string{"MNEME_TEST_AS_MAIN=1", "DATABASE_URL=" + dbURL}, env...)...)
+		cmd.Stdin = strings.NewReader("")
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if exit, ok := err.(*exec.ExitError); ok {
+			code = exit.ExitCode()
+		}
+		return string(out), code
+	}
+	out, code := run(db.URL, "MNEME_MCP_TENANT=nosuch")
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, `tenant "nosuch": ERROR: unknown tenant`)
+	require.Contains(t, out, "mneme.create_tenant")
+	out, code = run(boundURL, "MNEME_MCP_TENANT=globex")
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "is bound to tenant acme: it cannot act for tenant globex")
+
+	dir := t.TempDir()
+	tokens := dir + "/tokens"
+	require.NoError(t, os.WriteFile(tokens, []byte("nosuch "+strings.Repeat("ab", 32)+"\n"), 0o600))
+	cmd := exec.Command(os.Args[0], "mcp", "--transport", "http", "--tokens", tokens, "--addr", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "MNEME_TEST_AS_MAIN=1", "DATABASE_URL="+db.URL)
+	b, err := cmd.CombinedOutput()
+	require.Error(t, err)
+	require.Contains(t, string(b), `tenant "nosuch": ERROR: unknown tenant`)
+
+	_, err = db.Pool.Exec(ctx, `SELECT mneme.set_setting('embedder', '"external"')`)
+	require.NoError(t, err)
+	out, code = run(db.URL)
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, `the database's setting embedder is "external" but MNEME_EMBED_BASE_URL is unset`)
 }

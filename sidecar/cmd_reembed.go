@@ -19,6 +19,9 @@ func cmdReembed(ctx context.Context, log *slog.Logger, args []string) error {
 	if err := cli.Parse(fs, args, false); err != nil {
 		return err
 	}
+	if err := useDemoCluster(ctx, log); err != nil {
+		return err
+	}
 	cfg, err := config.Load(true)
 	if err != nil {
 		return err

@@ -16,6 +16,9 @@ func cmdRun(ctx context.Context, log *slog.Logger, args []string) error {
 	if err := cli.Parse(fs, args, false); err != nil {
 		return err
 	}
+	if err := useDemoCluster(ctx, log); err != nil {
+		return err
+	}
 	pool, cfg, err := daemon.OpenFromEnv(ctx)
 	if err != nil {
 		return err

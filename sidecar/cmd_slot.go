@@ -16,6 +16,9 @@ func cmdSlot(ctx context.Context, log *slog.Logger, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := useDemoCluster(ctx, log); err != nil {
+		return err
+	}
 	cfg, err := config.Load(true)
 	if err != nil {
 		return err

@@ -9,12 +9,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mneme-memory/mneme/sidecar/cli"
-	"github.com/mneme-memory/mneme/sidecar/cluster"
+	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/ui"
 )
 
 // cmdUI serves the web pages for looking into the memory, as the login of
-// $DATABASE_URL (or the demo cluster's, as `mneme psql`).
+// $DATABASE_URL (or the demo cluster's, as every command).
 func cmdUI(ctx context.Context, log *slog.Logger, args []string) error {
 	fs := flags("ui")
 	addr := fs.String("addr", ui.DefaultAddr, "address to listen on; other than loopback only with MNEME_UI_TOKEN set")
@@ -25,11 +25,14 @@ func cmdUI(ctx context.Context, log *slog.Logger, args []string) error {
 	if err := ui.CheckAddr(*addr, token); err != nil {
 		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
 	}
-	url, err := cluster.URLOrDemo(ctx, logf(log))
+	if err := useDemoCluster(ctx, log); err != nil {
+		return err
+	}
+	c, err := config.Load(true)
 	if err != nil {
 		return err
 	}
-	cfg, err := pgxpool.ParseConfig(url)
+	cfg, err := pgxpool.ParseConfig(c.DatabaseURL)
 	if err != nil {
 		return fmt.Errorf("DATABASE_URL: %w", err)
 	}

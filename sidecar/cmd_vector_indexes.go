@@ -22,6 +22,9 @@ func cmdVectorIndexes(ctx context.Context, log *slog.Logger, args []string) erro
 	if err := cli.Parse(fs, args, false); err != nil {
 		return err
 	}
+	if err := useDemoCluster(ctx, log); err != nil {
+		return err
+	}
 	cfg, err := config.Load(true)
 	if err != nil {
 		return err

@@ -15,11 +15,11 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/mneme-memory/mneme/sidecar/cli"
-)
+	"github.com/jackc/pgx/v5"
 
-// version is set by the Makefile through -ldflags.
-var version = "dev"
+	"github.com/mneme-memory/mneme/sidecar/cli"
+	"github.com/mneme-memory/mneme/sidecar/version"
+)
 
 // commands is the one table of commands.
 func commands() []cli.Command {
@@ -52,7 +52,7 @@ func commands() []cli.Command {
 		}},
 		{Name: "mcp", Args: "[--transport stdio|http]", Summary: "serve the memory tools to agents over the Model Context Protocol", Run: cmdMCP},
 		{Name: "ui", Args: "[--addr 127.0.0.1:8420]", Summary: "web pages to look into the memory: conversations, memories, lineage, reviews, search, jobs", Run: cmdUI},
-		{Name: "version", Summary: "print the version", Run: cmdVersion},
+		{Name: "version", Summary: "print the binary's version, the SQL API's it speaks and, with DATABASE_URL set, the database's", Run: cmdVersion},
 	}
 }
 
@@ -60,7 +60,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cli.LogLevel(os.Getenv("MNEME_LOG_LEVEL"))}))
-	code := cli.Main(ctx, log, "mneme", version, commands(), os.Args[1:])
+	code := cli.Main(ctx, log, "mneme", version.Binary(), commands(), os.Args[1:])
 	stop()
 	os.Exit(code)
 }
@@ -69,10 +69,32 @@ func main() {
 // the environment (README.md), flags only choose what a command does.
 func flags(path string) *flag.FlagSet { return cli.Flags(commands(), "mneme", path) }
 
-func cmdVersion(_ context.Context, _ *slog.Logger, args []string) error {
+// cmdVersion prints the binary's version and the SQL API's it speaks
+// (and migrates to); with DATABASE_URL set, also the database's, and
+// whether this binary may run against it (the sidecar's start check). As
+// every command, it uses the demo cluster when DATABASE_URL is unset.
+func cmdVersion(ctx context.Context, log *slog.Logger, args []string) error {
 	if err := cli.Parse(flags("version"), args, false); err != nil {
 		return err
 	}
-	fmt.Println("mneme", version)
-	return nil
+	fmt.Println("mneme", version.Binary())
+	fmt.Println("SQL API", version.SQLAPI(), "(spoken and migrated to by this binary)")
+	if err := useDemoCluster(ctx, log); err != nil {
+		return err
+	}
+	url := os.Getenv("DATABASE_URL")
+	if url == "" {
+		return nil
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close(ctx)
+	db, err := version.Check(ctx, conn)
+	if db == "" {
+		return err
+	}
+	fmt.Println("database SQL API", db, "(DATABASE_URL)")
+	return err
 }

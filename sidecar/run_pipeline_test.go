@@ -35,7 +35,7 @@ func fakeModel(req openai.ChatCompletionRequest) llmtest.Reply {
 			if strings.Contains(m[2], "Rust") {
 				r = "easy"
 			}
-			rs = append(rs, map[string]string{"memory_id": m[1], "rating": r})
+			rs = append(rs, map[string]string{"memory_id": m[1], "rating": r, "reason": "scripted"})
 		}
 		out = map[string]any{"ratings": rs}
 	} else {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	openai "github.com/sashabaranov/go-openai"
 	"github.com/stretchr/testify/require"
 
@@ -24,6 +26,7 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/daemon"
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
 	"github.com/mneme-memory/mneme/sidecar/llm/llmtest"
+	"github.com/mneme-memory/mneme/sidecar/version"
 )
 
 func TestMain(m *testing.M) {
@@ -99,6 +102,7 @@ func TestServe(t *testing.T) {
 		`mneme_jobs_done_total{kind="noop"} 1`,
 		`mneme_job_claim_wait_seconds_count{kind="noop"} 1`,
 		`mneme_jobs{kind="noop",state="done"} 1`,
+		fmt.Sprintf(`mneme_build_info{version="%s",sql_api="%s",database_sql_api="%s"} 1`, version.Binary(), version.SQLAPI(), version.SQLAPI()),
 	} {
 		require.Contains(t, body, want)
 	}
@@ -307,4 +311,80 @@ func TestDaemonRefusesUnhandledKinds(t *testing.T) {
 	_, err = daemon.New(context.Background(), cfg, db.Pool, slog.New(slog.DiscardHandler))
 	require.ErrorContains(t, err, "[export]")
 	require.ErrorContains(t, err, "no handler")
+}
+
+// TestDaemonChecksSQLAPIVersion: the sidecar starts against a database
+// whose SQL API has its major (an older or newer minor too) and refuses
+// another major, or a database without mneme.version() (migrated by a
+// mneme before 0.10.0), naming both versions and what to run.
+func TestDaemonChecksSQLAPIVersion(t *testing.T) {
+	db := dbtest.New(t, dbtest.WithVector("array"))
+	ctx := context.Background()
+	cfg := config.Config{DatabaseURL: db.URL, Events: "notify", Concurrency: 1, PollEvery: time.Hour,
+		MetricsAddr: freeAddr(t), SlotName: "unused"}
+	speaks := version.SQLAPI()
+	major, err := version.Major(speaks)
+	require.NoError(t, err)
+	setVersion := func(v string) {
+		t.Helper()
+		_, err := db.Pool.Exec(ctx, fmt.Sprintf(`CREATE OR REPLACE FUNCTION mneme.version() RETURNS text LANGUAGE sql AS $$ SELECT '%s'::text $$`, v))
+		require.NoError(t, err)
+	}
+	for _, ok := range []string{speaks, fmt.Sprintf("%d.99.0", major)} {
+		setVersion(ok)
+		_, err := daemon.New(ctx, cfg, db.Pool, slog.New(slog.DiscardHandler))
+		require.NoError(t, err, "database SQL API %s", ok)
+	}
+	newer := fmt.Sprintf("%d.0.0", major+1)
+	setVersion(newer)
+	_, err = daemon.New(ctx, cfg, db.Pool, slog.New(slog.DiscardHandler))
+	require.ErrorIs(t, err, version.ErrIncompatible)
+	require.ErrorContains(t, err, "the database's SQL API is "+newer+", this mneme "+version.Binary()+" speaks "+speaks)
+	require.ErrorContains(t, err, "run that release's sidecar")
+	if major > 0 {
+		older := fmt.Sprintf("%d.5.0", major-1)
+		setVersion(older)
+		_, err = daemon.New(ctx, cfg, db.Pool, slog.New(slog.DiscardHandler))
+		require.ErrorContains(t, err, "the database's SQL API is "+older)
+		require.ErrorContains(t, err, "mneme migrate")
+	}
+	_, err = db.Pool.Exec(ctx, `DROP FUNCTION mneme.version()`)
+	require.NoError(t, err)
+	_, err = daemon.New(ctx, cfg, db.Pool, slog.New(slog.DiscardHandler))
+	require.ErrorIs(t, err, version.ErrIncompatible)
+	require.ErrorContains(t, err, "the database has no mneme.version()")
+	require.ErrorContains(t, err, "mneme migrate")
+}
+
+// mneme run warns when it connects as a superuser or as the tables' owner,
+// and not as a member of mneme_worker.
+func TestRunWarnsPrivilegedLogin(t *testing.T) {
+	db := dbtest.New(t, dbtest.WithVector("array"))
+	ctx := context.Background()
+	cfg := config.Config{DatabaseURL: db.URL, Events: "notify", Concurrency: 1, PollEvery: time.Hour,
+		MetricsAddr: freeAddr(t), SlotName: "unused"}
+	start := func(url string) string {
+		t.Helper()
+		pool, err := pgxpool.New(ctx, url)
+		require.NoError(t, err)
+		defer pool.Close()
+		var logged bytes.Buffer
+		_, err = daemon.New(ctx, cfg, pool, slog.New(slog.NewTextHandler(&logged, nil)))
+		require.NoError(t, err)
+		return logged.String()
+	}
+	require.Contains(t, start(db.URL), "the sidecar is connected as a superuser")
+	worker := start(db.As(t, "mneme_worker"))
+	require.NotContains(t, worker, "superuser")
+	require.NotContains(t, worker, "owner")
+
+	// The owner of the tables, not a superuser: a login that migrates.
+	owner := db.As(t, "mneme_admin")
+	u, err := url.Parse(owner)
+	require.NoError(t, err)
+	var tableOwner string
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT relowner::regrole::text FROM pg_class WHERE oid = 'mneme.memories'::regclass`).Scan(&tableOwner))
+	_, err = db.Pool.Exec(ctx, fmt.Sprintf(`GRANT %s TO %s`, tableOwner, u.User.Username()))
+	require.NoError(t, err)
+	require.Contains(t, start(owner), "the sidecar is connected as the owner of mneme's tables")
 }

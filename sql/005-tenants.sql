@@ -125,7 +125,10 @@ BEGIN
     END IF;
     IF pg_catalog.pg_has_role(bind_login.login, 'mneme_worker', 'MEMBER') THEN
         RAISE EXCEPTION 'login % is a sidecar login (mneme_worker): it serves every tenant', bind_login.login
-            USING ERRCODE = '22023';
+            USING ERRCODE = '22023',
+                  HINT = format('bind a login of the tenant''s application instead: CREATE ROLE %s_app LOGIN IN ROLE mneme_app; '
+                                'SELECT mneme.bind_login(''%s_app'', %L); the sidecar''s login stays unbound',
+                                bind_login.tenant, bind_login.tenant, bind_login.tenant);
     END IF;
     -- bound_at and bound_by given as values: Citus refuses functions that
     -- are not IMMUTABLE in the DO UPDATE of a (reference) table's insert
@@ -171,12 +174,113 @@ BEGIN
         RAISE EXCEPTION 'tenant id %: want 1 to 63 lower-case letters, digits, _ or -, starting with a letter or digit',
             mneme._quote_prefix(create_tenant.tenant) USING ERRCODE = '22023';
     END IF;
+    PERFORM mneme._citus_sequential();
+    IF NOT EXISTS (SELECT 1 FROM mneme.tenants t WHERE t.id = create_tenant.tenant)
+       AND mneme._tenant_tombstones(create_tenant.tenant) THEN
+        RAISE EXCEPTION 'tenant % was dropped (mneme.drop_tenant): its tombstones keep the id', create_tenant.tenant
+            USING ERRCODE = '22023', HINT = 'choose another tenant id: a new tenant must not inherit a dropped one''s erase records';
+    END IF;
     INSERT INTO mneme.tenants (id) VALUES (create_tenant.tenant) ON CONFLICT (id) DO NOTHING;
     RETURN create_tenant.tenant;
 END
 $$;
 COMMENT ON FUNCTION mneme.create_tenant(text) IS
-    'Creates a tenant (an unbound admin; a bound login gets 42501); an existing one is left as it is. Returns its id.';
+    'Creates a tenant (an unbound admin; a bound login gets 42501); an existing one is left as it is, the id of a '
+    'dropped one is refused (22023). Returns its id.';
+
+-- An unbound admin's function that acts for another tenant than the
+-- caller's (tenants, drop_tenant, create_tenant's look at tombstones)
+-- switches to it here, for the rest of the transaction or until switched
+-- back: the transaction's tenant, which row security reads on one server,
+-- and on Citus the call's tenant, which the API's functions read there
+-- (mneme._enter set it at the call's start; a nested call does not set it
+-- again).
+CREATE OR REPLACE FUNCTION mneme._act_for_tenant(tenant text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM mneme._set_local('mneme.tenant', _act_for_tenant.tenant);
+    IF mneme._distributed('mneme.memories') THEN
+        PERFORM mneme._set_local('mneme.call_tenant', coalesce(nullif(_act_for_tenant.tenant, ''), 'default'));
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION mneme._act_for_tenant(text) IS
+    'Internal: an unbound admin''s function switches the tenant it acts for (the transaction''s, and on Citus the '
+    'call''s); NULL or empty: back to default.';
+
+-- On Citus a transaction that modifies mneme.tenants (a reference table)
+-- after a multi-shard read or write must run those one connection per node:
+-- create_tenant and drop_tenant call this before they touch a distributed
+-- table. The mode holds to the end of the transaction.
+CREATE OR REPLACE FUNCTION mneme._citus_sequential()
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF mneme._distributed('mneme.memories') THEN
+        SET LOCAL citus.multi_shard_modify_mode TO 'sequential';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION mneme._citus_sequential() IS
+    'Internal, Citus: multi-shard statements of the rest of the transaction run sequentially, so that it may modify '
+    'a reference table (mneme.tenants) after them.';
+
+-- Whether a tenant id has tombstones (memory_events): a dropped tenant's
+-- id, which create_tenant does not hand out again. Row security shows an
+-- unbound caller the rows of the tenant it sets, so it looks as that one
+-- and sets the transaction's tenant back.
+CREATE OR REPLACE FUNCTION mneme._tenant_tombstones(tenant text)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_prev text := pg_catalog.current_setting('mneme.tenant', true);
+    v_has  boolean;
+BEGIN
+    PERFORM mneme._act_for_tenant(_tenant_tombstones.tenant);
+    v_has := EXISTS (SELECT 1 FROM mneme.memory_events e WHERE e.tenant_id = _tenant_tombstones.tenant);
+    PERFORM mneme._act_for_tenant(v_prev);
+    RETURN v_has;
+END
+$$;
+COMMENT ON FUNCTION mneme._tenant_tombstones(text) IS
+    'Internal: whether the tenant id has memory events (a dropped tenant''s tombstones), looked at as that tenant by '
+    'an unbound caller.';
+
+CREATE OR REPLACE FUNCTION mneme.tenants()
+RETURNS TABLE (tenant text, created_at timestamptz, conversations bigint, logins text[])
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_prev  text := pg_catalog.current_setting('mneme.tenant', true);
+    v_bound text;
+    t       record;
+BEGIN
+    SELECT b.tenant_id INTO v_bound FROM mneme.tenant_logins b WHERE b.login = mneme._caller();
+    FOR t IN SELECT x.id, x.created_at FROM mneme.tenants x
+             WHERE v_bound IS NULL OR x.id = v_bound ORDER BY x.id LOOP
+        -- row security shows a conversation to its tenant: count as it
+        PERFORM mneme._act_for_tenant(t.id);
+        tenant := t.id;
+        created_at := t.created_at;
+        conversations := (SELECT count(*) FROM mneme.message_queue q WHERE q.tenant_id = t.id);
+        logins := ARRAY(SELECT b.login::text FROM mneme.tenant_logins b WHERE b.tenant_id = t.id ORDER BY b.login);
+        RETURN NEXT;
+    END LOOP;
+    PERFORM mneme._act_for_tenant(v_prev);
+END
+$$;
+COMMENT ON FUNCTION mneme.tenants() IS
+    'The tenants (admins): id, when created, how many conversations, the logins bound to it (mneme.bind_login). '
+    'An unbound admin sees every tenant, a bound login only its own. A dropped tenant (mneme.drop_tenant) is not listed.';
 
 -- A row's tenant, when its insert leaves it out: its conversation's, else
 -- the transaction's.
@@ -228,6 +332,12 @@ BEGIN
     INSERT INTO mneme.message_queue (id) VALUES (_claim_conversation.conversation_id) ON CONFLICT (id) DO NOTHING;
     IF NOT EXISTS (SELECT 1 FROM mneme.message_queue q WHERE q.id = _claim_conversation.conversation_id
                    AND (q.tenant_id = mneme._tenant() OR mneme._is_worker())) THEN
+        IF EXISTS (SELECT 1 FROM mneme.tenant_logins b WHERE b.login = mneme._caller()) THEN
+            RAISE EXCEPTION 'conversation % belongs to another tenant', _claim_conversation.conversation_id
+                USING ERRCODE = '42501',
+                      HINT = format('login %s is bound to tenant %s and acts for it only: use a conversation id of that tenant '
+                                    '(a new id starts one)', mneme._caller(), mneme._tenant());
+        END IF;
         RAISE EXCEPTION 'conversation % belongs to another tenant', _claim_conversation.conversation_id
             USING ERRCODE = '42501', HINT = 'SELECT mneme.set_tenant(...) in the transaction, or use another conversation id';
     END IF;

@@ -552,3 +552,38 @@ COMMENT ON FUNCTION mneme.conversation_messages(uuid) IS
     'A conversation''s messages in order, each with the episodic memory it went into (memory_id, NULL while '
     'queued), when segmentation consumed it, and the failed job that set it aside, if any. Unknown or another '
     'tenant''s conversation: no rows. No side effects.';
+
+-- What a person recognises a conversation by (mneme ui's list and titles):
+-- its speakers (mneme.set_speakers, else the roles of its first messages)
+-- and its first message.
+CREATE OR REPLACE FUNCTION mneme.conversation_titles(conversation_ids uuid[])
+RETURNS TABLE (conversation_id uuid, speakers text[], first_message text, first_message_at timestamptz)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    IF conversation_titles.conversation_ids IS NULL THEN
+        RAISE EXCEPTION 'conversation_ids must not be NULL' USING ERRCODE = '22004', HINT = 'an empty array lists none';
+    END IF;
+    IF cardinality(conversation_titles.conversation_ids) > 10000 THEN
+        RAISE EXCEPTION 'at most 10000 conversations, got %', cardinality(conversation_titles.conversation_ids)
+            USING ERRCODE = '22023', HINT = 'as mneme.conversations lists at most';
+    END IF;
+    RETURN QUERY
+    SELECT q.id,
+           CASE WHEN cardinality(q.speakers) > 0 THEN q.speakers
+                ELSE ARRAY(SELECT r.role FROM (SELECT m.role, min(m.id) AS first
+                                               FROM (SELECT m.role, m.id FROM mneme.messages m WHERE m.conversation_id = q.id
+                                                     ORDER BY m.id LIMIT 50) m GROUP BY m.role) r ORDER BY r.first) END,
+           f.content, f.created_at
+    FROM mneme.message_queue q
+    LEFT JOIN LATERAL (SELECT left(m.content, 200) AS content, m.created_at FROM mneme.messages m
+                       WHERE m.conversation_id = q.id ORDER BY m.id LIMIT 1) f ON true
+    WHERE q.id = ANY (conversation_titles.conversation_ids) AND q.tenant_id = mneme._tenant();
+END
+$$;
+COMMENT ON FUNCTION mneme.conversation_titles(uuid[]) IS
+    'For each of the transaction''s tenant''s conversations named (at most 10000; others and unknown ones: no row): '
+    'its speakers (mneme.set_speakers'' names, else the roles of its first 50 messages in order of appearance), and its first '
+    'message (the first 200 characters) with its time. No side effects.';

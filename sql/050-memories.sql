@@ -107,7 +107,8 @@ BEGIN
         v_old_conv := mneme._memory_conversation(remember.supersedes);
         SELECT * INTO v_old FROM mneme.memories WHERE conversation_id = v_old_conv AND id = remember.supersedes FOR UPDATE;
         IF NOT FOUND THEN
-            RAISE EXCEPTION 'memory % does not exist', remember.supersedes USING ERRCODE = 'P0002';
+            RAISE EXCEPTION 'memory % does not exist', remember.supersedes USING ERRCODE = 'P0002',
+            HINT = 'the memory is not in this tenant: check the id and mneme.set_tenant (or the login''s tenant); an erased memory leaves only its events: SELECT * FROM mneme.memory_event_log(id)';
         END IF;
         IF v_old.conversation_id <> remember.conversation_id THEN
             RAISE EXCEPTION 'memory % belongs to another conversation', remember.supersedes USING ERRCODE = '22023';
@@ -161,20 +162,32 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-    v_conv uuid;
+    v_conv   uuid;
+    v_status text;
 BEGIN
     IF pin.memory_id IS NULL OR pin.pinned IS NULL THEN
         RAISE EXCEPTION 'memory_id and pinned must not be NULL' USING ERRCODE = '22004';
     END IF;
     v_conv := mneme._memory_conversation(pin.memory_id);
-    UPDATE mneme.memories SET pinned = pin.pinned, updated_at = now() WHERE conversation_id = v_conv AND id = pin.memory_id;
+    UPDATE mneme.memories SET pinned = pin.pinned, updated_at = now()
+    WHERE conversation_id = v_conv AND id = pin.memory_id
+    RETURNING status INTO v_status;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'memory % does not exist', pin.memory_id USING ERRCODE = 'P0002';
+        RAISE EXCEPTION 'memory % does not exist', pin.memory_id USING ERRCODE = 'P0002',
+            HINT = 'the memory is not in this tenant: check the id and mneme.set_tenant (or the login''s tenant); an erased memory leaves only its events: SELECT * FROM mneme.memory_event_log(id)';
+    END IF;
+    -- A pin keeps a belief in retrieval; a forgotten, superseded or merged
+    -- memory is out of it for a reason (its status says which), and a pin
+    -- would show "invalidated · pinned". Unpinning is always allowed.
+    IF pin.pinned AND v_status NOT IN ('active', 'inactive') THEN
+        RAISE EXCEPTION 'memory % is %, only an active or inactive memory can be pinned', pin.memory_id, v_status
+            USING ERRCODE = '55000', HINT = 'mneme.history(id) shows what replaced it; pin that one';
     END IF;
 END
 $$;
 COMMENT ON FUNCTION mneme.pin(uuid, boolean) IS
-    'Pins (or with false unpins) a memory: pinned memories rank with retrievability 1 and are never purged.';
+    'Pins (or with false unpins) a memory: pinned memories rank with retrievability 1 and are never purged. '
+    'Only an active or inactive memory (which the pin makes active again) can be pinned: 55000 for a forgotten, superseded or merged one.';
 
 CREATE OR REPLACE FUNCTION mneme.unpin(memory_id uuid)
 RETURNS void
@@ -204,7 +217,8 @@ BEGIN
     v_conv := mneme._memory_conversation(forget.memory_id);
     SELECT status INTO v_status FROM mneme.memories WHERE conversation_id = v_conv AND id = forget.memory_id FOR UPDATE;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'memory % does not exist', forget.memory_id USING ERRCODE = 'P0002';
+        RAISE EXCEPTION 'memory % does not exist', forget.memory_id USING ERRCODE = 'P0002',
+            HINT = 'the memory is not in this tenant: check the id and mneme.set_tenant (or the login''s tenant); an erased memory leaves only its events: SELECT * FROM mneme.memory_event_log(id)';
     END IF;
     IF v_status = 'invalidated' THEN
         RETURN; -- already forgotten: keep the first reason
@@ -247,7 +261,8 @@ BEGIN
     -- revision with tenant scope).
     v_conv := mneme._memory_conversation(inspect.id);
     IF v_conv IS NULL THEN
-        RAISE EXCEPTION 'memory % does not exist', inspect.id USING ERRCODE = 'P0002';
+        RAISE EXCEPTION 'memory % does not exist', inspect.id USING ERRCODE = 'P0002',
+            HINT = 'the memory is not in this tenant: check the id and mneme.set_tenant (or the login''s tenant); an erased memory leaves only its events: SELECT * FROM mneme.memory_event_log(id)';
     END IF;
     SELECT n.id INTO v_by FROM mneme.memories n WHERE n.supersedes_id = inspect.id ORDER BY n.created_at DESC LIMIT 1;
     SELECT e.reason INTO v_rev FROM mneme.memory_events e
@@ -260,7 +275,8 @@ BEGIN
            m.last_confirmed_at, m.confirms_id, m.invalidates_id, m.slot, v_rev
     FROM mneme.memories m WHERE m.id = inspect.id AND m.conversation_id = v_conv;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'memory % does not exist', inspect.id USING ERRCODE = 'P0002';
+        RAISE EXCEPTION 'memory % does not exist', inspect.id USING ERRCODE = 'P0002',
+            HINT = 'the memory is not in this tenant: check the id and mneme.set_tenant (or the login''s tenant); an erased memory leaves only its events: SELECT * FROM mneme.memory_event_log(id)';
     END IF;
 END
 $$;
@@ -307,10 +323,126 @@ COMMENT ON FUNCTION mneme.conversation_memories(uuid) IS
     'belief state, label, pin, title, summary, content, source messages, FSRS stability and last review, '
     'confidence, the memory it supersedes. Unknown or another tenant''s conversation: no rows. No side effects.';
 
+-- A person's question "what does the agent remember about X?": the
+-- tenant's memories (or one conversation's), filtered, sorted and paged.
+-- Two statements, one per scope, so that each is planned for its index
+-- (memories_conversation_idx, memories_tenant_idx); the filters are
+-- "argument IS NULL OR column = argument", which a generic plan keeps
+-- as filters over that one index scan.
+CREATE OR REPLACE FUNCTION mneme.find_memories(
+    conversation uuid DEFAULT NULL, words text DEFAULT NULL, only_label text DEFAULT NULL, only_status text DEFAULT NULL,
+    only_kind text DEFAULT NULL, only_pinned boolean DEFAULT NULL, r_min float8 DEFAULT NULL, r_max float8 DEFAULT NULL,
+    sort text DEFAULT 'created', k int DEFAULT 50, page int DEFAULT 1, at timestamptz DEFAULT NULL)
+RETURNS TABLE (memory_id uuid, conversation_id uuid, kind text, status text, label text, pinned boolean, title text,
+               summary text, content text, source_first_at timestamptz, created_at timestamptz, valid_until timestamptz,
+               stability float8, last_reviewed_at timestamptz, review_count int, confidence_score real,
+               retrievability float8, supersedes_id uuid, total bigint)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_at     timestamptz := coalesce(find_memories.at, now());
+    v_sort   text := coalesce(find_memories.sort, 'created');
+    v_k      int := coalesce(find_memories.k, 50);
+    v_page   int := coalesce(find_memories.page, 1);
+    v_words  text[];
+    v_tenant text := mneme._tenant();
+BEGIN
+    IF v_sort NOT IN ('created', 'created_asc', 'said', 'said_asc', 'r', 'r_desc', 'stability', 'reviews') THEN
+        RAISE EXCEPTION 'sort must be created, created_asc, said, said_asc, r, r_desc, stability or reviews, got %', mneme._quote_prefix(v_sort)
+            USING ERRCODE = '22023', HINT = 'created: newest stored first; said: newest source message first; r: the most faded first';
+    END IF;
+    IF v_k < 1 OR v_k > 500 THEN
+        RAISE EXCEPTION 'k must be between 1 and 500, got %', v_k USING ERRCODE = '22023', HINT = 'k is the page size';
+    END IF;
+    IF v_page < 1 OR v_page > 100000 THEN
+        RAISE EXCEPTION 'page must be between 1 and 100000, got %', v_page USING ERRCODE = '22023', HINT = 'pages count from 1';
+    END IF;
+    IF find_memories.only_status IS NOT NULL
+       AND find_memories.only_status NOT IN ('active', 'superseded', 'invalidated', 'inactive', 'merged') THEN
+        RAISE EXCEPTION 'only_status must be active, superseded, invalidated, inactive or merged, got %', mneme._quote_prefix(find_memories.only_status)
+            USING ERRCODE = '22023', HINT = 'omit only_status (NULL) for every status';
+    END IF;
+    IF find_memories.only_kind IS NOT NULL AND find_memories.only_kind NOT IN ('episodic', 'semantic') THEN
+        RAISE EXCEPTION 'only_kind must be episodic or semantic, got %', mneme._quote_prefix(find_memories.only_kind)
+            USING ERRCODE = '22023', HINT = 'omit only_kind (NULL) for both';
+    END IF;
+    IF find_memories.r_min NOT BETWEEN 0 AND 1 OR find_memories.r_max NOT BETWEEN 0 AND 1 THEN
+        RAISE EXCEPTION 'r_min and r_max must be between 0 and 1, got % and %', find_memories.r_min, find_memories.r_max
+            USING ERRCODE = '22023', HINT = 'retrievability is between 0 and 1; omit a bound (NULL) for none';
+    END IF;
+    IF find_memories.at IS NOT NULL AND NOT isfinite(find_memories.at) THEN
+        RAISE EXCEPTION 'at must be a finite time, got %', find_memories.at USING ERRCODE = '22008';
+    END IF;
+    -- Every one of the words, anywhere in the title, summary or content, any case
+    -- (LIKE's wildcards in the words taken literally).
+    SELECT array_agg('%' || replace(replace(replace(w, '\', '\\'), '%', '\%'), '_', '\_') || '%')
+    INTO v_words
+    FROM regexp_split_to_table(lower(coalesce(find_memories.words, '')), '\s+') w WHERE w <> '';
+    IF find_memories.conversation IS NOT NULL THEN
+        IF NOT mneme._readable_conversation(find_memories.conversation) THEN
+            RETURN;  -- unknown, or another tenant's: no rows, as mneme.search
+        END IF;
+        RETURN QUERY
+        WITH f AS (
+            SELECT m.*, CASE WHEN m.pinned THEN 1::float8 ELSE mneme._retrievability(m.stability, m.last_reviewed_at, v_at) END AS r
+            FROM mneme.memories m
+            WHERE m.conversation_id = find_memories.conversation
+              AND (find_memories.only_label IS NULL OR m.label = find_memories.only_label)
+              AND (find_memories.only_status IS NULL OR m.status = find_memories.only_status)
+              AND (find_memories.only_kind IS NULL OR m.kind = find_memories.only_kind)
+              AND (find_memories.only_pinned IS NULL OR m.pinned = find_memories.only_pinned)
+              AND (v_words IS NULL OR lower(concat_ws(' ', m.title, m.summary, m.content)) LIKE ALL (v_words))
+        )
+        SELECT f.id, f.conversation_id, f.kind, f.status, f.label, f.pinned, f.title, f.summary, f.content, f.source_first_at,
+               f.created_at, f.valid_until, f.stability, f.last_reviewed_at, f.review_count, f.confidence_score, f.r,
+               f.supersedes_id, count(*) OVER ()
+        FROM f
+        WHERE (find_memories.r_min IS NULL OR f.r >= find_memories.r_min) AND (find_memories.r_max IS NULL OR f.r <= find_memories.r_max)
+        ORDER BY CASE WHEN v_sort = 'r' THEN f.r END, CASE WHEN v_sort = 'r_desc' THEN f.r END DESC,
+                 CASE WHEN v_sort = 'said' THEN coalesce(f.source_first_at, f.created_at) END DESC,
+                 CASE WHEN v_sort = 'said_asc' THEN coalesce(f.source_first_at, f.created_at) END,
+                 CASE WHEN v_sort = 'stability' THEN f.stability END DESC, CASE WHEN v_sort = 'reviews' THEN f.review_count END DESC,
+                 CASE WHEN v_sort = 'created_asc' THEN f.created_at END, f.created_at DESC, f.id
+        LIMIT v_k OFFSET (v_page - 1)::bigint * v_k;
+        RETURN;
+    END IF;
+    RETURN QUERY
+    WITH f AS (
+        SELECT m.*, CASE WHEN m.pinned THEN 1::float8 ELSE mneme._retrievability(m.stability, m.last_reviewed_at, v_at) END AS r
+        FROM mneme.memories m
+        WHERE m.tenant_id = v_tenant
+          AND (find_memories.only_label IS NULL OR m.label = find_memories.only_label)
+          AND (find_memories.only_status IS NULL OR m.status = find_memories.only_status)
+          AND (find_memories.only_kind IS NULL OR m.kind = find_memories.only_kind)
+          AND (find_memories.only_pinned IS NULL OR m.pinned = find_memories.only_pinned)
+          AND (v_words IS NULL OR lower(concat_ws(' ', m.title, m.summary, m.content)) LIKE ALL (v_words))
+    )
+    SELECT f.id, f.conversation_id, f.kind, f.status, f.label, f.pinned, f.title, f.summary, f.content, f.source_first_at,
+           f.created_at, f.valid_until, f.stability, f.last_reviewed_at, f.review_count, f.confidence_score, f.r,
+           f.supersedes_id, count(*) OVER ()
+    FROM f
+    WHERE (find_memories.r_min IS NULL OR f.r >= find_memories.r_min) AND (find_memories.r_max IS NULL OR f.r <= find_memories.r_max)
+    ORDER BY CASE WHEN v_sort = 'r' THEN f.r END, CASE WHEN v_sort = 'r_desc' THEN f.r END DESC,
+             CASE WHEN v_sort = 'said' THEN coalesce(f.source_first_at, f.created_at) END DESC,
+             CASE WHEN v_sort = 'said_asc' THEN coalesce(f.source_first_at, f.created_at) END,
+             CASE WHEN v_sort = 'stability' THEN f.stability END DESC, CASE WHEN v_sort = 'reviews' THEN f.review_count END DESC,
+             CASE WHEN v_sort = 'created_asc' THEN f.created_at END, f.created_at DESC, f.id
+    LIMIT v_k OFFSET (v_page - 1)::bigint * v_k;
+END
+$$;
+COMMENT ON FUNCTION mneme.find_memories(uuid, text, text, text, text, boolean, float8, float8, text, int, int, timestamptz) IS
+    'The transaction''s tenant''s memories (or, with conversation, one conversation''s; unknown or another tenant''s: no rows), '
+    'for a person looking: every one of words in the title, summary or content (any case), only_label, only_status, only_kind, only_pinned, '
+    'retrievability at `at` (default now; pinned: 1) between r_min and r_max; sorted by sort (created: newest stored first, '
+    'created_asc, said: newest source message first, said_asc, r: most faded first, r_desc, stability, reviews); page of k '
+    '(1..500) rows, total the rows of every page. NULL filters filter nothing. No side effects.';
+
 CREATE OR REPLACE FUNCTION mneme.memory_reviews(memory_id uuid)
 RETURNS TABLE (reviewed_at timestamptz, rating text, reviewer text, defaulted boolean, stability_before float8,
                stability_after float8, difficulty_before float8, difficulty_after float8, state_before text,
-               state_after text, last_reviewed_before timestamptz, matched_queries text[], job_id bigint)
+               state_after text, last_reviewed_before timestamptz, matched_queries text[], job_id bigint, evidence jsonb)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -323,12 +455,13 @@ BEGIN
     END IF;
     v_conv := mneme._memory_conversation(memory_reviews.memory_id);
     IF v_conv IS NULL THEN
-        RAISE EXCEPTION 'memory % does not exist', memory_reviews.memory_id USING ERRCODE = 'P0002';
+        RAISE EXCEPTION 'memory % does not exist', memory_reviews.memory_id USING ERRCODE = 'P0002',
+            HINT = 'the memory is not in this tenant: check the id and mneme.set_tenant (or the login''s tenant); an erased memory leaves only its events: SELECT * FROM mneme.memory_event_log(id)';
     END IF;
     RETURN QUERY
     SELECT l.reviewed_at, l.rating, l.reviewer, l.defaulted, l.stability_before, l.stability_after,
            l.difficulty_before, l.difficulty_after, l.state_before, l.state_after, l.last_reviewed_before,
-           l.matched_queries, l.job_id
+           l.matched_queries, l.job_id, l.evidence
     FROM mneme.review_log l
     WHERE l.memory_id = memory_reviews.memory_id AND l.conversation_id = v_conv
     ORDER BY l.reviewed_at, l.id;
@@ -336,5 +469,6 @@ END
 $$;
 COMMENT ON FUNCTION mneme.memory_reviews(uuid) IS
     'A memory''s reviews oldest first (the rows of mneme.review_log): the rating, who rated, FSRS stability, '
-    'difficulty and phase before and after, and the queries that retrieved it. Raises P0002 for an unknown '
+    'difficulty and phase before and after, the queries that retrieved it, and the evidence for the rating (the heuristic''s '
+    'score and thresholds or the LLM''s reason; NULL for older reviews). Raises P0002 for an unknown '
     'memory (or another tenant''s). No side effects.';

@@ -184,8 +184,10 @@ COMMENT ON FUNCTION mneme._check_search_arguments(uuid, text, int, timestamptz, 
     'each a clear error before anything is read.';
 
 -- The query's embedding for the vector leg: the caller's (checked), or the
--- built-in hash embedder's; NULL (with a NOTICE) under an external
--- embedder when the caller passed none.
+-- built-in hash embedder's. An empty array asks for BM25 alone (NULL: no
+-- vector leg). Under an external embedder SQL cannot embed the query, and
+-- a search without its embedding would quietly lose the vector leg: a
+-- NULL query_embedding is refused there (22004, docs/retrieval.md).
 CREATE OR REPLACE FUNCTION mneme._search_query_embedding(query text, query_embedding real[])
 RETURNS real[]
 LANGUAGE plpgsql STABLE
@@ -193,21 +195,26 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF _search_query_embedding.query_embedding IS NOT NULL THEN
+        IF cardinality(_search_query_embedding.query_embedding) = 0 THEN
+            RETURN NULL;  -- BM25 only, asked for
+        END IF;
         PERFORM mneme.check_embedding(_search_query_embedding.query_embedding);
         RETURN _search_query_embedding.query_embedding;
     END IF;
     IF mneme.setting('embedder') #>> '{}' = 'hash' THEN
         RETURN mneme.hash_embed(_search_query_embedding.query);
     END IF;
-    RAISE NOTICE 'mneme: no query_embedding and setting embedder is %: vector leg skipped, BM25 only',
+    RAISE EXCEPTION 'query_embedding must not be NULL: setting embedder is %, so SQL cannot embed the query',
         mneme.setting('embedder')
-        USING HINT = 'pass query_embedding from the external embedder for hybrid retrieval';
-    RETURN NULL;
+        USING ERRCODE = '22004',
+              HINT = format('pass the query''s embedding from the external embedder (the sidecar''s MNEME_EMBED_MODEL, %s '
+                            'dimensions) as query_embedding; for BM25 alone pass query_embedding => ''{}''',
+                            mneme.setting('embedding_dim'));
 END
 $$;
 COMMENT ON FUNCTION mneme._search_query_embedding(text, real[]) IS
-    'Internal: the query embedding of a search: the given one (checked), the hash embedder''s, or NULL with a NOTICE '
-    'under an external embedder.';
+    'Internal: the query embedding of a search: the given one (checked; an empty array: none, BM25 only), the hash '
+    'embedder''s, or, under an external embedder with none given, 22004.';
 
 -- The candidates of a search: the top `candidates` of the BM25 leg and of
 -- the vector leg over the scope's conversations (or, with as_of or
@@ -349,7 +356,8 @@ COMMENT ON FUNCTION mneme.search(uuid, text, int, real[], timestamptz, timestamp
     'as_of => time searches what was believed then (created by then, not yet superseded, invalidated or expired), '
     'include_history => true also returns superseded and invalidated memories (column status says which); '
     'top k (1..100) by score, ties by id. Without query_embedding, embedder "hash" embeds the query in SQL; '
-    'embedder "external" skips the vector leg (vector_rank NULL, NOTICE). Unknown conversation: no rows. '
+    'embedder "external" refuses a NULL one (22004: pass the query''s embedding); an empty one means BM25 alone '
+    '(vector_rank NULL). Unknown conversation: no rows. '
     'scope ''tenant'' searches every conversation of the conversation''s tenant (BM25 over their statistics together).';
 
 -- The 6-argument form of before `at` was added: replaced, not overloaded

@@ -66,7 +66,9 @@ DECLARE
     v_n      float8;
     -- Turns by meaning: with an external embedder and the query's embedding,
     -- the turns that have embeddings are ranked by cosine too.
-    v_meaning boolean := _context_anchors.query_embedding IS NOT NULL AND mneme.setting('embedder') #>> '{}' <> 'hash';
+    -- (an empty query_embedding asks for BM25 alone)
+    v_meaning boolean := coalesce(cardinality(_context_anchors.query_embedding), 0) > 0
+                         AND mneme.setting('embedder') #>> '{}' <> 'hash';
 BEGIN
     SELECT sum(s.n) INTO v_n FROM mneme.bm25_stats s WHERE s.conversation_id = ANY (v_convs);
     RETURN QUERY

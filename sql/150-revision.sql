@@ -163,11 +163,15 @@ BEGIN
     v_convs := mneme._scope_conversations(v_new.conversation_id, v_scope);
     -- The hybrid ranking over the new text (facts only: an episode is a
     -- transcript, not a belief to replace), then every active fact of the
-    -- same slot, whatever its words.
+    -- same slot, whatever its words. Under an external embedder SQL cannot
+    -- embed the text: BM25 alone, asked for ('{}'; search refuses a NULL
+    -- there).
     RETURN QUERY
     WITH s AS (
         SELECT s.memory_id, s.score
-        FROM mneme.search(v_new.conversation_id, left(v_new.content, 10000), 100, scope => v_scope) s
+        FROM mneme.search(v_new.conversation_id, left(v_new.content, 10000), 100,
+                          CASE WHEN mneme.setting('embedder') #>> '{}' = 'hash' THEN NULL ELSE '{}'::real[] END,
+                          scope => v_scope) s
         WHERE s.memory_id <> v_new.id AND s.kind = 'semantic'
         ORDER BY s.score DESC, s.memory_id
         LIMIT v_k

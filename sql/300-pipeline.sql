@@ -491,7 +491,8 @@ CREATE OR REPLACE FUNCTION mneme.apply_review(
     reviewer text,
     matched_queries text[] DEFAULT '{}',
     defaulted boolean DEFAULT false,
-    job_id bigint DEFAULT NULL)
+    job_id bigint DEFAULT NULL,
+    evidence jsonb DEFAULT NULL)
 RETURNS boolean
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -508,6 +509,11 @@ BEGIN
         RAISE EXCEPTION 'memory_id and reviewed_at must not be NULL' USING ERRCODE = '22004';
     END IF;
     PERFORM mneme._check_time('reviewed_at', apply_review.reviewed_at);
+    IF apply_review.evidence IS NOT NULL
+       AND (jsonb_typeof(apply_review.evidence) <> 'object' OR pg_column_size(apply_review.evidence) > 4096) THEN
+        RAISE EXCEPTION 'evidence must be a JSON object of at most 4 kB'
+            USING ERRCODE = '22023', HINT = '{"score": ..., "thresholds": {...}} or {"reason": "..."}';
+    END IF;
     IF apply_review.reviewed_at > now() + interval '1 day' THEN
         RAISE EXCEPTION 'reviewed_at must be a finite time not in the future, got %', apply_review.reviewed_at
             USING ERRCODE = '22008', HINT = 'the time of the conversation that used the memory';
@@ -571,10 +577,10 @@ BEGIN
 
     INSERT INTO mneme.review_log (memory_id, conversation_id, job_id, rating, reviewer, defaulted,
         stability_before, stability_after, difficulty_before, difficulty_after,
-        state_before, state_after, last_reviewed_before, reviewed_at, matched_queries, asked_in)
+        state_before, state_after, last_reviewed_before, reviewed_at, matched_queries, asked_in, evidence)
     VALUES (m.id, m.conversation_id, apply_review.job_id, apply_review.rating, apply_review.reviewer, coalesce(apply_review.defaulted, false),
         m.stability, apply_review.stability, m.difficulty, apply_review.difficulty,
-        m.fsrs_state, apply_review.fsrs_state, m.last_reviewed_at, apply_review.reviewed_at, v_queries, v_asked);
+        m.fsrs_state, apply_review.fsrs_state, m.last_reviewed_at, apply_review.reviewed_at, v_queries, v_asked, apply_review.evidence);
 
     UPDATE mneme.memories
     SET stability = apply_review.stability, difficulty = apply_review.difficulty, fsrs_state = apply_review.fsrs_state,
@@ -583,12 +589,13 @@ BEGIN
     RETURN true;
 END
 $$;
-COMMENT ON FUNCTION mneme.apply_review(uuid, text, float8, float8, text, timestamptz, text, text[], boolean, bigint) IS
+COMMENT ON FUNCTION mneme.apply_review(uuid, text, float8, float8, text, timestamptz, text, text[], boolean, bigint, jsonb) IS
     'Writes one review''s FSRS result (computed by the sidecar from the locked row) and its review_log row. '
     'Returns false, writing nothing, when the memory is gone, superseded or forgotten, or when reviewed_at is not '
     'after its last_reviewed_at (stale). A review of an inactive memory makes it active again. With job_id: the '
     'job must exist (P0002) and be of the memory''s tenant (42501); a review job''s matched_queries keep only the '
-    'queries its payload still records for the memory (an erase during the model call took the others).';
+    'queries its payload still records for the memory (an erase during the model call took the others). evidence (a JSON '
+    'object, at most 4 kB) is why the reviewer rated so, shown with the review: the heuristic''s score and thresholds, or the LLM''s reason.';
 
 
 -- -----------------------------------------------------------------------------

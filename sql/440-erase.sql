@@ -153,6 +153,77 @@ COMMENT ON FUNCTION mneme.erase_conversation(uuid, text) IS
     'memories it retrieved with scope tenant); tombstones remain (an "erased" event per memory and one for the conversation, '
     'memory_id NULL). Returns the number of memories erased.';
 
+-- A tenant, whole: every conversation erased by erase_conversation (so a
+-- drop is an erase, with its tombstones, whatever erase comes to do), then
+-- what is left of the tenant without content (its jobs that name no
+-- conversation, its turn in claim_jobs) and the tenant itself. Its
+-- tombstones keep the id: create_tenant does not hand it out again.
+CREATE OR REPLACE FUNCTION mneme.drop_tenant(tenant text, reason text)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_prev   text := pg_catalog.current_setting('mneme.tenant', true);
+    v_logins text;
+    v_conv   uuid;
+    v_n      bigint := 0;
+BEGIN
+    PERFORM mneme._require_unbound('drop tenants');
+    IF drop_tenant.tenant IS NULL THEN
+        RAISE EXCEPTION 'tenant must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF drop_tenant.reason IS NULL OR mneme._is_blank(drop_tenant.reason) THEN
+        RAISE EXCEPTION 'drop_tenant needs a reason'
+            USING ERRCODE = CASE WHEN drop_tenant.reason IS NULL THEN '22004' ELSE '22023' END,
+            HINT = 'the reason stays in the tombstones (mneme.memory_events); do not quote the erased content in it';
+    END IF;
+    PERFORM mneme._check_length('reason', drop_tenant.reason, 2000);
+    PERFORM mneme._citus_sequential();
+    IF drop_tenant.tenant = 'default' THEN
+        RAISE EXCEPTION 'tenant default cannot be dropped: it is where calls without a tenant go'
+            USING ERRCODE = '22023', HINT = 'erase its conversations one by one: mneme.erase_conversation(id, reason)';
+    END IF;
+    PERFORM 1 FROM mneme.tenants t WHERE t.id = drop_tenant.tenant FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'unknown tenant %', mneme._quote_prefix(drop_tenant.tenant) USING ERRCODE = '22023',
+            HINT = 'SELECT tenant FROM mneme.tenants() lists them';
+    END IF;
+    SELECT string_agg(b.login::text, ', ' ORDER BY b.login) INTO v_logins
+      FROM mneme.tenant_logins b WHERE b.tenant_id = drop_tenant.tenant;
+    IF v_logins IS NOT NULL THEN
+        -- unbinding them would let them choose any tenant: the operator decides
+        RAISE EXCEPTION 'logins % are bound to tenant %', v_logins, drop_tenant.tenant USING ERRCODE = '55000',
+            HINT = 'DROP ROLE them, or SELECT mneme.unbind_login(...) each, first';
+    END IF;
+    IF mneme._distributed('mneme.memories') THEN
+        -- erase_conversation runs on Citus delegated to the worker that
+        -- owns the conversation, which a call nested in this one is not
+        RAISE EXCEPTION 'drop_tenant does not run on a distributed mneme (Citus) yet'
+            USING ERRCODE = '0A000',
+                  HINT = 'erase the tenant''s conversations one call each: BEGIN; SELECT mneme.set_tenant(...); '
+                         'SELECT mneme.erase_conversation(id, reason) ...; COMMIT (docs/scale.md)';
+    END IF;
+    -- As the tenant: row security shows its rows to an unbound caller that sets it.
+    PERFORM mneme._act_for_tenant(drop_tenant.tenant);
+    FOR v_conv IN SELECT q.id FROM mneme.message_queue q WHERE q.tenant_id = drop_tenant.tenant
+                  UNION SELECT m.conversation_id FROM mneme.memories m WHERE m.tenant_id = drop_tenant.tenant
+                  ORDER BY 1 LOOP
+        v_n := v_n + mneme.erase_conversation(v_conv, 'tenant dropped: ' || drop_tenant.reason);
+    END LOOP;
+    DELETE FROM mneme.jobs j WHERE j.tenant_id = drop_tenant.tenant;
+    DELETE FROM mneme.job_turns t WHERE t.tenant_id = drop_tenant.tenant;
+    DELETE FROM mneme.tenants t WHERE t.id = drop_tenant.tenant;
+    PERFORM mneme._act_for_tenant(v_prev);
+    RETURN v_n;
+END
+$$;
+COMMENT ON FUNCTION mneme.drop_tenant(text, text) IS
+    'Drops a tenant with all its data (an unbound admin; a bound login gets 42501): every conversation erased by '
+    'mneme.erase_conversation (tombstones remain, their reason "tenant dropped: " and reason), its other jobs, then the '
+    'tenant. Refused for tenant default (22023), while logins are bound to it (55000) and on Citus (0A000, not yet). '
+    'Its id is not handed out again. Returns the number of memories erased.';
+
 -- -----------------------------------------------------------------------------
 -- After an erase: dead tuples
 -- -----------------------------------------------------------------------------

@@ -46,6 +46,7 @@ BEGIN
         'format', 'mneme-export',
         'version', 1,
         'mneme_version', coalesce(export_header.mneme_version, 'sql'),
+        'sql_api_version', mneme.version(),
         'tenant', mneme._tenant(),
         'embedding_model', CASE WHEN v_embedder = 'hash' THEN 'hash' ELSE coalesce(export_header.model, 'external') END,
         'embedding_dim', (mneme.setting('embedding_dim') #>> '{}')::int,
@@ -55,8 +56,8 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION mneme.export_header(boolean, text, text) IS
-    'The first line of an export (docs/export.md): format and version, the exporting mneme''s version, the '
-    'tenant, the embedding model ("hash" for the built-in embedder, else model), dimension and vector variant, '
+    'The first line of an export (docs/export.md): format and version, the exporting mneme''s version and '
+    'the database''s SQL API version (mneme.version()), the tenant, the embedding model ("hash" for the built-in embedder, else model), dimension and vector variant, '
     'whether embeddings follow, and the time.';
 
 CREATE OR REPLACE FUNCTION mneme.export_settings()

@@ -22,7 +22,7 @@ DECLARE
         'retrieve', 'retrieve_markdown', 'search', 'context', 'context_items', 'bm25_search', 'vector_search', 'setting', 'set_tenant',
         'labels', 'label_vocabulary', 'is_label', 'check_label', 'auto_label', 'episode_label', 'initial_state', 'retrievability',
         'record_retrieval', 'hash_embed', 'hash_fold', 'memory_text', 'check_embedding', 'bm25_tsvector', 'l2_normalize', 'cosine_distance',
-        'redact', 'conversations', 'conversation_messages', 'conversation_memories', 'memory_reviews',
+        'redact', 'conversations', 'conversation_messages', 'conversation_memories', 'conversation_titles', 'find_memories', 'memory_reviews',
         'memory_event_log', 'export_conversation', 'export_header', 'export_settings', 'export_conversations', 'export_lines',
         'version', 'named_conversation'];
     worker constant text[] := ARRAY[
@@ -34,7 +34,7 @@ DECLARE
     admin constant text[] := ARRAY[
         'set_setting', 'change_embedding_dim', 'reset_initial_state', 'erase', 'erase_conversation', 'reactivate',
         'cleanup', 'schedule_cleanup', 'retry_job', 'bm25_reindex', 'create_tenant', 'bind_login', 'unbind_login',
-        'import_conversation', 'import_messages', 'import_memories', 'import_links', 'import_missing_links', 'import_reviews', 'import_events',
+        'tenants', 'drop_tenant', 'import_conversation', 'import_messages', 'import_memories', 'import_links', 'import_missing_links', 'import_reviews', 'import_events',
         'import_present', 'import_tombstones', 'import_unembedded', 'import_unembedded_messages', 'import_fact', 'set_embedding', 'set_message_embedding'];
     f record;
 BEGIN

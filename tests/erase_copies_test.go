@@ -174,7 +174,7 @@ func TestReviewRacingAnEraseLeavesNoQuery(t *testing.T) {
 				<-release // the model is slow: the erase happens meanwhile
 				var rs []map[string]string
 				for _, m := range ids.FindAllStringSubmatch(req.Messages[1].Content, -1) {
-					rs = append(rs, map[string]string{"memory_id": m[1], "rating": "good"})
+					rs = append(rs, map[string]string{"memory_id": m[1], "rating": "good", "reason": "used"})
 				}
 				b, _ := json.Marshal(map[string]any{"ratings": rs})
 				return llmtest.Reply{Content: string(b)}

@@ -20,13 +20,7 @@ import (
 // fallback always, pgvector when installed.
 func variants(t *testing.T) []string {
 	t.Helper()
-	v := []string{"array"}
-	if dbtest.HasPgvector(t) {
-		v = append(v, "pgvector")
-	} else {
-		t.Log("pgvector not installed on the test server: testing the array fallback only")
-	}
-	return v
+	return dbtest.Variants(t)
 }
 
 // sqlState is the SQLSTATE of err, which must be a PostgreSQL error (the
@@ -79,4 +73,25 @@ func noticeConn(t *testing.T, url string) (*pgx.Conn, *[]string) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close(context.Background()) })
 	return conn, notices
+}
+
+// requirePgError requires err to be a PostgreSQL error with SQLSTATE code
+// and returns it, for its message and HINT.
+func requirePgError(t *testing.T, err error, code string) *pgconn.PgError {
+	t.Helper()
+	var pgErr *pgconn.PgError
+	require.True(t, errors.As(err, &pgErr), "want a PostgreSQL error %s, got %v", code, err)
+	require.Equal(t, code, pgErr.Code, "%s (HINT: %s)", pgErr.Message, pgErr.Hint)
+	return pgErr
+}
+
+// slicesWithout is env without the variables that start with prefix.
+func slicesWithout(env []string, prefix string) []string {
+	var out []string
+	for _, e := range env {
+		if !strings.HasPrefix(e, prefix) {
+			out = append(out, e)
+		}
+	}
+	return out
 }

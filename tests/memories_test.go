@@ -87,6 +87,17 @@ func TestMemoryAPIBadInput(t *testing.T) {
 	cid := uuid.New()
 	var existing uuid.UUID
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.remember($1, 'a fact')`, cid).Scan(&existing))
+	// A forgotten memory is not pinned (issue 51: it showed "invalidated ·
+	// pinned"); the refusal leaves it unpinned.
+	var forgotten uuid.UUID
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.remember($1, 'a wrong fact')`, cid).Scan(&forgotten))
+	_, err := db.Pool.Exec(ctx, `SELECT mneme.forget($1, 'wrong')`, forgotten)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		var pinned bool
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT pinned FROM mneme.memories WHERE id = $1`, forgotten).Scan(&pinned))
+		require.False(t, pinned)
+	})
 	count := func() int {
 		var n int
 		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme.memories WHERE status = 'active'`).Scan(&n))
@@ -106,6 +117,7 @@ func TestMemoryAPIBadInput(t *testing.T) {
 		{"forget without reason", `SELECT mneme.forget($1, '')`, "22023", []any{existing}},
 		{"forget unknown", `SELECT mneme.forget($1, 'why')`, "P0002", []any{uuid.New()}},
 		{"pin unknown", `SELECT mneme.pin($1)`, "P0002", []any{uuid.New()}},
+		{"pin forgotten", `SELECT mneme.pin($1)`, "55000", []any{forgotten}},
 		{"inspect unknown", `SELECT * FROM mneme.inspect($1)`, "P0002", []any{uuid.New()}},
 		{"history unknown", `SELECT * FROM mneme.history($1)`, "P0002", []any{uuid.New()}},
 	}

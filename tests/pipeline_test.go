@@ -214,13 +214,13 @@ var memHeading = regexp.MustCompile(`### Memory ([0-9a-f-]{36})\n\*\*Summary:\*\
 func rateBySummary(req openai.ChatCompletionRequest) llmtest.Reply {
 	var rs []map[string]string
 	for _, m := range memHeading.FindAllStringSubmatch(req.Messages[1].Content, -1) {
-		r := "again"
+		r, why := "again", "the conversation never mentions it"
 		if strings.Contains(strings.ToLower(m[2]), "rust") {
-			r = "easy"
+			r, why = "easy", "the conversation goes on about Rust"
 		}
-		rs = append(rs, map[string]string{"memory_id": m[1], "rating": r})
+		rs = append(rs, map[string]string{"memory_id": m[1], "rating": r, "reason": why})
 	}
-	rs = append(rs, map[string]string{"memory_id": uuid.NewString(), "rating": "easy"})
+	rs = append(rs, map[string]string{"memory_id": uuid.NewString(), "rating": "easy", "reason": "not asked"})
 	b, _ := json.Marshal(map[string]any{"ratings": rs})
 	return llmtest.Reply{Content: string(b)}
 }
@@ -297,7 +297,7 @@ func seedExample(t *testing.T, withLLM bool, variant string) {
 	require.Equal(t, day3.Add(5*time.Minute), r2.LastReview.UTC(), "last_reviewed_at = reviewed_at")
 
 	rows, err := e.db.Pool.Query(ctx, `
-		SELECT memory_id, rating, reviewer, stability_before, stability_after, matched_queries
+		SELECT memory_id, rating, reviewer, stability_before, stability_after, matched_queries, evidence
 		FROM mneme.review_log WHERE conversation_id = $1 ORDER BY id`, e.conv)
 	require.NoError(t, err)
 	type logRow struct {
@@ -305,6 +305,7 @@ func seedExample(t *testing.T, withLLM bool, variant string) {
 		Rating, Reviewer string
 		SB, SA           float64
 		Queries          []string
+		Evidence         map[string]any
 	}
 	logs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[logRow])
 	require.NoError(t, err)
@@ -313,6 +314,14 @@ func seedExample(t *testing.T, withLLM bool, variant string) {
 	for _, l := range logs {
 		require.Equal(t, reviewer, l.Reviewer)
 		require.Equal(t, []string{"rust ownership borrowing"}, l.Queries)
+		// Why it was rated so (shown by mneme ui with the review).
+		if withLLM {
+			require.Equal(t, map[string]any{"reason": map[string]string{"easy": "the conversation goes on about Rust",
+				"again": "the conversation never mentions it"}[l.Rating]}, l.Evidence)
+		} else {
+			require.Contains(t, l.Evidence, "score")
+			require.Equal(t, map[string]any{"hard": 0.04, "good": 0.09, "easy": 0.25}, l.Evidence["thresholds"])
+		}
 		switch l.ID {
 		case rust.ID:
 			require.Contains(t, []string{"good", "easy"}, l.Rating)
@@ -626,7 +635,7 @@ func TestPipelineMalformedLLMOutput(t *testing.T) {
 		e.srv.Script(segmentReply("The user is learning Rust.", "project_rust"))
 		rust := e.rustMemory()
 		e.srv.Script(llmtest.Reply{Content: `{"ratings": "all good"}`},
-			llmtest.Reply{Content: `{"ratings": [{"memory_id": 5, "rating": "good"}]}`},
+			llmtest.Reply{Content: `{"ratings": [{"memory_id": 5, "rating": "good", "reason": "x"}]}`},
 			llmtest.Reply{Content: `{"verdict": "good"}`})
 		e.enqueueReview(rust.LastReview.Add(48*time.Hour), rust.ID)
 		_, err := e.db.Pool.Exec(context.Background(), `UPDATE mneme.jobs SET max_attempts = 3 WHERE kind = 'review'`)
@@ -658,7 +667,7 @@ func TestPipelineReviewDefaultRating(t *testing.T) {
 	mems := e.memories()
 	require.Len(t, mems, 2)
 	weather := mems[1]
-	e.srv.Script(llmtest.Reply{Content: fmt.Sprintf(`{"ratings": [{"memory_id": %q, "rating": "superb"}, {"memory_id": %q, "rating": "easy"}]}`,
+	e.srv.Script(llmtest.Reply{Content: fmt.Sprintf(`{"ratings": [{"memory_id": %q, "rating": "superb", "reason": "x"}, {"memory_id": %q, "rating": "easy", "reason": "x"}]}`,
 		rust.ID, uuid.NewString())})
 	e.enqueueReview(day4.Add(24*time.Hour), rust.ID, weather.ID)
 	e.drain()

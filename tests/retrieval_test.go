@@ -561,16 +561,24 @@ func TestRetrieveEmbedderModes(t *testing.T) {
 			require.Equal(t, 1, *hits[0].VectorRank)
 			require.Nil(t, hits[0].BM25Rank)
 
-			// Embedder external and no embedding: BM25 only, with a NOTICE.
+			// Embedder external and no embedding: refused (22004), saying
+			// what to pass, instead of quietly losing the vector leg; an
+			// empty embedding asks for BM25 alone.
 			_, err := db.Pool.Exec(ctx, `SELECT mneme.set_setting('embedder', '"external"')`)
 			require.NoError(t, err)
-			conn, notices := noticeConn(t, db.URL)
-			hits = search(t, conn, "retrieve", conv, "peanuts", 5)
+			for _, fn := range []string{"retrieve", "search"} {
+				_, err = db.Pool.Exec(ctx, `SELECT * FROM mneme.`+fn+`($1, 'peanuts', 5)`, conv)
+				pgErr := requirePgError(t, err, "22004")
+				require.Contains(t, pgErr.Message, `query_embedding must not be NULL: setting embedder is "external"`)
+				require.Contains(t, pgErr.Hint, "pass the query's embedding from the external embedder")
+				require.Contains(t, pgErr.Hint, "query_embedding => '{}'")
+			}
+			_, err = db.Pool.Exec(ctx, `SELECT mneme.context($1, 'peanuts', 100)`, conv)
+			requirePgError(t, err, "22004")
+			hits = search(t, db.Pool, "retrieve", conv, "peanuts", 5, []float32{})
 			require.Equal(t, []uuid.UUID{a}, ids(hits))
 			require.Nil(t, hits[0].VectorRank)
 			require.NotNil(t, hits[0].BM25Rank)
-			require.Len(t, *notices, 1)
-			require.Contains(t, (*notices)[0], "vector leg skipped")
 		})
 	}
 }

@@ -361,11 +361,14 @@ func attackArg(rng *rand.Rand, name, typ string, victim *tenantData) string {
 	pick := func(vs ...string) string { return vs[rng.Intn(len(vs))] }
 	switch typ {
 	case "uuid":
-		if name == "conversation_id" {
+		if name == "conversation_id" || name == "conversation" {
 			return fmt.Sprintf("'%s'::uuid", victim.convs[rng.Intn(len(victim.convs))])
 		}
 		return fmt.Sprintf("'%s'::uuid", victim.mems[rng.Intn(len(victim.mems))])
 	case "uuid[]":
+		if name == "conversation_ids" {
+			return fmt.Sprintf("ARRAY['%s']::uuid[]", victim.convs[rng.Intn(len(victim.convs))])
+		}
 		return fmt.Sprintf("ARRAY['%s']::uuid[]", victim.mems[rng.Intn(len(victim.mems))])
 	case "text":
 		switch name {
@@ -373,8 +376,14 @@ func attackArg(rng *rand.Rand, name, typ string, victim *tenantData) string {
 			return pick("'conversation'", "'tenant'")
 		case "role":
 			return pick("'user'", "'assistant'")
-		case "label":
+		case "label", "only_label":
 			return pick("'general'", "'user_profile'", "'important'")
+		case "sort":
+			return pick("'created'", "'r'", "'said_asc'")
+		case "only_status":
+			return pick("'active'", "'superseded'")
+		case "only_kind":
+			return pick("'episodic'", "'semantic'")
 		case "key":
 			return pick("'rrf_k'", "'message_max_chars'", "'label_weights'")
 		}

@@ -4,18 +4,26 @@ import (
 	"bufio"
 	"compress/gzip"
 	"context"
+	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mneme-memory/mneme/sidecar/cluster"
+	"github.com/mneme-memory/mneme/sidecar/config"
+	"github.com/mneme-memory/mneme/sidecar/daemon"
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
 	"github.com/mneme-memory/mneme/sidecar/migrate"
+	"github.com/mneme-memory/mneme/sidecar/version"
 )
 
 // upgradeFrom is the previous release: tests/testdata/upgrade holds its
@@ -45,6 +53,11 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 			restoreSnapshot(t, filepath.Join("testdata", "upgrade", upgradeFrom+"-"+variant+".sql.gz"), url)
 			before := upgradeData(t, url)
 			require.Contains(t, before, "Alice moved to Berlin", "the snapshot holds the examples' data")
+
+			// The window, first half: a new sidecar started before the
+			// migrate refuses the old schema, saying what to run.
+			refuseOldSchema(t, url)
+
 			res, err := migrate.Run(ctx, url, migrate.Options{Vector: variant})
 			require.NoError(t, err)
 			require.Equal(t, variant, res.Variant)
@@ -53,6 +66,19 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 			require.Empty(t, onlyFresh, "a fresh install has these, the database upgraded from %s not", upgradeFrom)
 			require.Empty(t, onlyUpgraded, "the database upgraded from %s has these, a fresh install not", upgradeFrom)
 			require.Equal(t, before, upgradeData(t, url), "the data is kept")
+
+			// The window, second half: the previous release's sidecar, still
+			// running, does every kind of job against the new schema.
+			oldSidecarRuns(t, url)
+
+			// Rollback: the previous release's migrate re-applies its SQL
+			// layer over the new schema (the new tables and columns stay) and
+			// its sidecar works; migrating forward again restores this
+			// release's functions and sidecar.
+			rollBackAndForth(t, url, variant)
+			onlyFresh, onlyUpgraded = lineDiff(upgradeSchema(t, fresh), upgradeSchema(t, url))
+			require.Empty(t, onlyFresh, "after a rollback and forward again, a fresh install has these, the database not")
+			require.Empty(t, onlyUpgraded, "after a rollback and forward again, the database has these, a fresh install not")
 		})
 	}
 }
@@ -135,4 +161,158 @@ func upgradeData(t *testing.T, url string) string {
 		(SELECT string_agg(content, E'\n' ORDER BY score DESC, memory_id)
 		   FROM mneme.search('7f1c2f9e-0000-4000-8000-000000000001', 'where does Alice live', 5, at => '2030-01-01')))`).Scan(&s))
 	return s
+}
+
+// refuseOldSchema: this release's sidecar against a database the previous
+// release migrated (no mneme.version()) stops at start and says to migrate.
+func refuseOldSchema(t *testing.T, url string) {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	defer pool.Close()
+	cfg := config.Config{DatabaseURL: url, Events: "notify", Concurrency: 1, PollEvery: time.Hour, SlotName: "unused"}
+	_, err = daemon.New(ctx, cfg, pool, slog.New(slog.DiscardHandler))
+	require.ErrorIs(t, err, version.ErrIncompatible)
+	require.ErrorContains(t, err, "the database has no mneme.version()")
+	require.ErrorContains(t, err, "mneme migrate with this binary")
+}
+
+var oldSidecar struct {
+	once sync.Once
+	bin  string
+	err  error
+}
+
+// previousSidecar builds the previous release's mneme from this
+// repository's history (once per test binary).
+func previousSidecar(t *testing.T) string {
+	t.Helper()
+	if err := exec.Command("git", "cat-file", "-e", upgradeFrom+"^{commit}").Run(); err != nil {
+		t.Skipf("the previous release's sidecar is built from commit %s, which this checkout's history lacks (a shallow clone?)", upgradeFrom)
+	}
+	oldSidecar.once.Do(func() {
+		dir, err := os.MkdirTemp("", "mneme-"+upgradeFrom+"-")
+		if err != nil {
+			oldSidecar.err = err
+			return
+		}
+		script := fmt.Sprintf(`git -C .. archive %s | tar -x -C %q && cd %q && go build -o mneme ./sidecar`, upgradeFrom, dir, dir)
+		if out, err := exec.Command("bash", "-c", script).CombinedOutput(); err != nil {
+			oldSidecar.err = fmt.Errorf("build the %s sidecar: %v\n%s", upgradeFrom, err, out)
+			return
+		}
+		oldSidecar.bin = filepath.Join(dir, "mneme")
+	})
+	require.NoError(t, oldSidecar.err)
+	return oldSidecar.bin
+}
+
+// oldSidecarRuns: new work of every kind (segment, review, revise,
+// cleanup) on the migrated database, drained by the previous release's
+// sidecar: every job ends done.
+func oldSidecarRuns(t *testing.T, url string) {
+	t.Helper()
+	bin := previousSidecar(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	conv := "7f1c2f9e-0000-4000-8000-00000000abcd"
+	_, err = conn.Exec(ctx, strings.ReplaceAll(`
+		SELECT mneme.add_message($1, r, c, '2026-03-01 10:00+00'::timestamptz + n * interval '1 minute')
+		  FROM (VALUES (1, 'user', 'I started learning Rust this week.'), (2, 'assistant', 'Start with ownership.'),
+		               (3, 'user', 'My sister lives in Porto.'), (4, 'assistant', 'Porto is lovely.'),
+		               (5, 'user', 'She moved there last year.')) v(n, r, c);
+		SELECT mneme.remember($1, 'Bob lives in Madrid', 'user_profile');
+		SELECT count(*) FROM mneme.retrieve($1, 'Rust', 3);
+		SELECT mneme.segment_now($1);
+		SELECT mneme.schedule_cleanup(interval '0');`, "$1", "'"+conv+"'"))
+	require.NoError(t, err)
+	cmd := exec.Command(bin, "run", "--drain")
+	cmd.Env = append(slicesWithout(os.Environ(), "DATABASE_URL="), "DATABASE_URL="+url, "MNEME_METRICS_ADDR=off", "MNEME_MAX_ATTEMPTS=1")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "the %s sidecar against the new schema:\n%s", upgradeFrom, out)
+	var kinds, notDone string
+	require.NoError(t, conn.QueryRow(ctx, `SELECT string_agg(DISTINCT kind, ','),
+		coalesce(string_agg(format('%s %s %s', kind, state, last_error), E'\n') FILTER (WHERE state <> 'done' AND NOT (kind = 'cleanup' AND state = 'pending' AND run_at > now())), '')
+		FROM mneme.jobs`).Scan(&kinds, &notDone))
+	require.Empty(t, notDone, "every job done by the %s sidecar (but the next cleanup, scheduled later):\n%s", upgradeFrom, out)
+	for _, k := range []string{"segment", "review", "revise", "cleanup"} {
+		require.Contains(t, kinds, k, "the new work reached a %s job", k)
+	}
+	var memories int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM mneme.memories WHERE conversation_id = $1`, conv).Scan(&memories))
+	require.Positive(t, memories, "the new conversation has its memories")
+}
+
+// rollbackStatement is what docs/migrations.md says to run after the
+// previous release's migrate when rolling back to it (TestMigrationsDoc
+// checks that the doc says it).
+const rollbackStatement = `DROP FUNCTION mneme.apply_revision(uuid, text, uuid, text, text, text, boolean, bigint);`
+
+// forwardAgainStatements is what docs/migrations.md says to run once after
+// migrating forward again from the rolled-back release.
+const forwardAgainStatements = `DROP FUNCTION IF EXISTS mneme.apply_revision(uuid, text, uuid, text, text, text, boolean);
+DROP FUNCTION IF EXISTS mneme._functions_reaching(text);
+DROP FUNCTION IF EXISTS mneme._shard_local_trg();`
+
+// rollBackAndForth: the previous release's `mneme migrate` on the migrated
+// database, its sidecar draining new work, then this release's migrate
+// and sidecar again.
+func rollBackAndForth(t *testing.T, url, variant string) {
+	t.Helper()
+	bin := previousSidecar(t)
+	ctx := context.Background()
+	env := append(slicesWithout(os.Environ(), "DATABASE_URL="), "DATABASE_URL="+url, "MNEME_METRICS_ADDR=off", "MNEME_MAX_ATTEMPTS=1")
+	out, err := (&exec.Cmd{Path: bin, Args: []string{bin, "migrate"}, Env: env}).CombinedOutput()
+	require.NoError(t, err, "the %s migrate over this release's schema:\n%s", upgradeFrom, out)
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	// docs/migrations.md, "Rolling back": this release's overload of a
+	// function the previous release calls with fewer arguments goes.
+	_, err = conn.Exec(ctx, rollbackStatement)
+	require.NoError(t, err)
+	work := func() {
+		t.Helper()
+		_, err := conn.Exec(ctx, `SELECT mneme.remember('7f1c2f9e-0000-4000-8000-00000000abce', 'Carol lives in Oslo', 'user_profile')`)
+		require.NoError(t, err)
+	}
+	work()
+	out, err = (&exec.Cmd{Path: bin, Args: []string{bin, "run", "--drain"}, Env: env}).CombinedOutput()
+	require.NoError(t, err, string(out))
+	failed := func() string {
+		var s string
+		require.NoError(t, conn.QueryRow(ctx, `SELECT coalesce(string_agg(format('%s %s', kind, last_error), E'\n'), '')
+			FROM mneme.jobs WHERE state = 'failed'`).Scan(&s))
+		return s
+	}
+	require.Empty(t, failed(), "rolled back: the %s sidecar fails no job", upgradeFrom)
+
+	_, err = migrate.Run(ctx, url, migrate.Options{Vector: variant})
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, forwardAgainStatements)
+	require.NoError(t, err)
+	work()
+	pool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	defer pool.Close()
+	d, err := daemon.New(ctx, config.Config{DatabaseURL: url, Events: "poll", Concurrency: 1, PollEvery: time.Hour, SlotName: "unused",
+		MaxAttempts: 1, JobLease: 30 * time.Second, ShutdownTimeout: time.Second}, pool, slog.New(slog.DiscardHandler))
+	require.NoError(t, err, "forward again: this release's sidecar starts")
+	require.NoError(t, d.Runner.Drain(ctx))
+	require.Empty(t, failed(), "forward again: this release's sidecar fails no job")
+}
+
+// TestMigrationsDoc: docs/migrations.md's rollback names the statement
+// TestUpgradeFromPreviousRelease runs, and the release it rolls back to.
+func TestMigrationsDoc(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "docs", "migrations.md"))
+	require.NoError(t, err)
+	doc := string(b)
+	require.Contains(t, doc, rollbackStatement)
+	require.Contains(t, doc, forwardAgainStatements)
+	require.Contains(t, doc, "back to "+upgradeFrom)
+	require.Contains(t, doc, "previous release's sidecar ("+upgradeFrom+")")
 }

@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Command is one subcommand: Run gets the arguments after its name. A group
@@ -51,8 +52,22 @@ func Main(ctx context.Context, log *slog.Logger, name, version string, cmds []Co
 		return 2
 	default:
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		if hint := Hint(err); hint != "" {
+			fmt.Fprintf(os.Stderr, "HINT: %s\n", hint)
+		}
 		return 1
 	}
+}
+
+// Hint is the HINT of the PostgreSQL error in err's chain, where mneme's
+// SQL says what to do, unless the message already carries it ("" when
+// there is none).
+func Hint(err error) string {
+	var pg *pgconn.PgError
+	if !errors.As(err, &pg) || pg.Hint == "" || strings.Contains(err.Error(), pg.Hint) {
+		return ""
+	}
+	return pg.Hint
 }
 
 // run finds and runs the command args[0] of cmds (prefix: "mneme" or

@@ -280,10 +280,31 @@ func (c *Cluster) dataDir(dir string) (string, error) {
 		}
 		return abs, nil
 	}
-	sum := sha256.Sum256([]byte(abs))
-	alt := filepath.Join(os.TempDir(), "mneme-pg-"+hex.EncodeToString(sum[:6]))
+	alt := altDataDir(abs)
 	c.logf("%s is not reachable by the server user; using %s", abs, alt)
 	return alt, nil
+}
+
+// altDataDir is where dataDir keeps the data of abs that the server user
+// cannot reach.
+func altDataDir(abs string) string {
+	sum := sha256.Sum256([]byte(abs))
+	return filepath.Join(os.TempDir(), "mneme-pg-"+hex.EncodeToString(sum[:6]))
+}
+
+// Exists reports whether dir holds a cluster (in dir itself or where
+// dataDir moved it), without creating or starting anything.
+func Exists(dir string) bool {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return false
+	}
+	for _, d := range []string{abs, altDataDir(abs)} {
+		if _, err := os.Stat(filepath.Join(d, "PG_VERSION")); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // reachable reports whether every directory on the way to dir may be

@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 )
 
-// DemoDir is where `make demo`, `make run`, `mneme psql` and `mneme ui`
-// keep the private PostgreSQL.
+// DemoDir is where `make demo` keeps the private PostgreSQL; with
+// DATABASE_URL unset, every mneme command uses it when it exists.
 const DemoDir = ".mneme/pg"
 
 // StartDatabase starts (or finds running) the private cluster in dir and
@@ -25,11 +25,11 @@ func StartDatabase(ctx context.Context, dir, db string, logf func(string, ...any
 	return c.URL(db), nil
 }
 
-// URLOrDemo is $DATABASE_URL, or the demo cluster's database mneme
-// (started if needed).
-func URLOrDemo(ctx context.Context, logf func(string, ...any)) (string, error) {
-	if url := os.Getenv("DATABASE_URL"); url != "" {
-		return url, nil
+// DemoURL is the URL of the demo cluster's database mneme (the cluster
+// started if stopped), or "" when this directory has no demo cluster.
+func DemoURL(ctx context.Context, logf func(string, ...any)) (string, error) {
+	if !Exists(DemoDir) {
+		return "", nil
 	}
 	return StartDatabase(ctx, DemoDir, "mneme", logf)
 }

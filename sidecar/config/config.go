@@ -142,7 +142,8 @@ func (c Config) Validate(needDB bool) error {
 	}
 	if needDB {
 		if c.DatabaseURL == "" {
-			bad("DATABASE_URL is not set; set it to a PostgreSQL URL such as postgres://user@127.0.0.1:5432/db (make demo starts a private cluster and sets it for you)")
+			bad("DATABASE_URL is not set; set it to a PostgreSQL URL such as postgres://user@127.0.0.1:5432/db " +
+				"(or run make demo: with DATABASE_URL unset, every command then uses its private cluster, .mneme/pg in this directory)")
 		} else if u, err := url.Parse(c.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql" && !strings.Contains(c.DatabaseURL, "=")) {
 			bad("DATABASE_URL=%q is neither a postgres:// URL nor a key=value connection string", Redact(c.DatabaseURL))
 		}
@@ -220,12 +221,13 @@ func Redact(s string) string {
 
 // Load reads the environment and validates it: the one call a command
 // needs. needDB is false for commands that do not talk to PostgreSQL.
-func Load(needDB bool) (Config, error) {
-	c, err := FromEnv()
-	if err != nil {
-		return c, err
-	}
-	return c, c.Validate(needDB)
+// Every problem is reported at once: a value that does not parse (its
+// default stands in for it) and every rule the others break.
+func Load(needDB bool) (Config, error) { return load(os.LookupEnv, needDB) }
+
+func load(lookup func(string) (string, bool), needDB bool) (Config, error) {
+	c, err := fromLookup(lookup)
+	return c, errors.Join(err, c.Validate(needDB))
 }
 
 // MigrateEmbedDim is the dimension to ask migrate for: the explicit

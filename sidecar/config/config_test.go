@@ -77,6 +77,18 @@ func TestFromEnvRejectsUnparsable(t *testing.T) {
 	require.ErrorContains(t, err, `MNEME_POLL_INTERVAL="5" is not a duration`)
 }
 
+// Load reports every problem at once: values that do not parse and values
+// that break a rule (MNEME_EVENTS=bogus was lost behind an unparsable
+// MNEME_POLL_INTERVAL).
+func TestLoadReportsEveryProblem(t *testing.T) {
+	_, err := load(lookup(map[string]string{"MNEME_EVENTS": "bogus", "MNEME_POLL_INTERVAL": "5", "MNEME_CONCURRENCY": "0"}), true)
+	require.ErrorIs(t, err, ErrInvalid)
+	require.ErrorContains(t, err, `MNEME_POLL_INTERVAL="5" is not a duration`)
+	require.ErrorContains(t, err, `MNEME_EVENTS="bogus": use auto, replication, notify or poll`)
+	require.ErrorContains(t, err, "MNEME_CONCURRENCY=0")
+	require.ErrorContains(t, err, "DATABASE_URL is not set")
+}
+
 func TestFullyConfiguredEndpoints(t *testing.T) {
 	c, err := fromLookup(lookup(map[string]string{
 		"DATABASE_URL":       "postgres://u@h/db",

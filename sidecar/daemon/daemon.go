@@ -22,6 +22,7 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/lifecycle"
 	"github.com/mneme-memory/mneme/sidecar/metrics"
 	"github.com/mneme-memory/mneme/sidecar/pipeline"
+	"github.com/mneme-memory/mneme/sidecar/version"
 )
 
 // Daemon is a configured sidecar: its runner has every handler registered.
@@ -37,7 +38,17 @@ type Daemon struct {
 // (pipeline.Configure: offline unless an LLM or embedder is configured) and
 // their handlers. Registering is the one place job kinds get handlers.
 func New(ctx context.Context, cfg config.Config, pool *pgxpool.Pool, log *slog.Logger) (*Daemon, error) {
+	// First of all: a database whose SQL API this binary does not speak
+	// (migrated by another major, or not yet migrated) is refused, with
+	// both versions and what to run.
+	dbAPI, err := version.Check(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("versions", "mneme", version.Binary(), "sql_api", version.SQLAPI(), "database_sql_api", dbAPI)
+	warnPrivileged(ctx, pool, log)
 	reg := metrics.New()
+	buildInfo(reg, dbAPI)
 	m := metrics.Sidecar{R: reg}
 	d := &Daemon{Runner: jobs.NewRunner(pool, runnerOptions(cfg, log, m)), cfg: cfg, pool: pool, reg: reg, log: log}
 	deps, err := pipeline.Configure(ctx, cfg, pool, log, m.LLM, m.Embed)
@@ -242,4 +253,39 @@ func OpenFromEnv(ctx context.Context) (*pgxpool.Pool, config.Config, error) {
 	}
 	pool, err := OpenPool(ctx, cfg)
 	return pool, cfg, err
+}
+
+// buildInfo is the mneme_build_info gauge (always 1): the binary's
+// version, the SQL API it speaks and the database's at start.
+func buildInfo(reg *metrics.Registry, dbAPI string) {
+	reg.Gauge("mneme_build_info", "The sidecar's version, the SQL API it speaks and the database's SQL API at start (value 1).",
+		[]string{"version", "sql_api", "database_sql_api"}, func() ([]metrics.Sample, error) {
+			return []metrics.Sample{{Labels: []string{version.Binary(), version.SQLAPI(), dbAPI}, Value: 1}}, nil
+		})
+}
+
+// warnPrivileged warns when the sidecar connects as a superuser or as the
+// role that owns mneme's tables (the one that migrates): row security and
+// the grants, which keep a job to its tenant's rows, do not hold such a
+// login, so a bug in the sidecar would reach further than it should.
+func warnPrivileged(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) {
+	var login string
+	var super, owner bool
+	err := pool.QueryRow(ctx, `SELECT current_user, r.rolsuper,
+		       pg_catalog.pg_has_role(current_user, c.relowner, 'MEMBER')
+		  FROM pg_catalog.pg_roles r, pg_catalog.pg_class c
+		 WHERE r.rolname = current_user AND c.oid = 'mneme.memories'::regclass`).Scan(&login, &super, &owner)
+	if err != nil {
+		log.Warn("could not read the login's privileges", "err", err)
+		return
+	}
+	fix := "CREATE ROLE mneme_sidecar LOGIN IN ROLE mneme_worker; point DATABASE_URL at it (README, Use your own PostgreSQL)"
+	switch {
+	case super:
+		log.Warn("the sidecar is connected as a superuser: row security and grants do not hold it; run it as a member of mneme_worker",
+			"login", login, "fix", fix)
+	case owner:
+		log.Warn("the sidecar is connected as the owner of mneme's tables (the login that migrates): run it as a member of mneme_worker",
+			"login", login, "fix", fix)
+	}
 }

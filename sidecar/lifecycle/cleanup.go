@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -123,7 +124,13 @@ func cleanup(ctx context.Context, tx pgx.Tx, job jobs.Job, log *slog.Logger) err
 	if err := tx.QueryRow(ctx, `SELECT mneme.schedule_cleanup(mneme._interval_setting('cleanup_interval'))`).Scan(&next); err != nil {
 		return fmt.Errorf("cleanup job %d: schedule the next: %w", job.ID, err)
 	}
+	// next is NULL when cleanup_interval is null (the operator turned the
+	// schedule off): logged as "none", not as a pointer.
+	nextJob := "none"
+	if next != nil {
+		nextJob = strconv.FormatInt(*next, 10)
+	}
 	log.Info("cleanup", "job", job.ID, "inactivated", counts["inactivated"], "expired", counts["expired"],
-		"purged", counts["purged"], "jobs_pruned", counts["jobs_pruned"], "next_job", next)
+		"purged", counts["purged"], "jobs_pruned", counts["jobs_pruned"], "next_job", nextJob)
 	return nil
 }

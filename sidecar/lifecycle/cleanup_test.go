@@ -3,6 +3,7 @@ package lifecycle_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"testing"
 	"time"
@@ -37,8 +38,12 @@ func TestCleanupJob(t *testing.T) {
 	require.Equal(t, first, again, "one pending cleanup at a time")
 
 	r := jobs.NewRunner(db.Pool, jobs.Options{Concurrency: 1, Lease: 5 * time.Second, PollEvery: 50 * time.Millisecond})
-	lifecycle.Register(r, nil)
+	var logged bytes.Buffer
+	lifecycle.Register(r, slog.New(slog.NewTextHandler(&logged, nil)))
 	require.NoError(t, r.Drain(ctx))
+	var next int64
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT id FROM mneme.jobs WHERE kind = 'cleanup' AND state = 'pending'`).Scan(&next))
+	require.Contains(t, logged.String(), fmt.Sprintf("next_job=%d", next), "the next job's id, not a pointer")
 
 	var status, reason string
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT status, status_reason FROM mneme.memories WHERE id = $1`, faded).Scan(&status, &reason))

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -51,6 +52,18 @@ func LoadTokens(path string) (Tokens, error) {
 		return nil, fmt.Errorf("tokens file %s holds no token", path)
 	}
 	return out, nil
+}
+
+// Tenants are the tenants the tokens act for, sorted, each once.
+func (t Tokens) Tenants() []string {
+	var out []string
+	for _, tenant := range t {
+		if !slices.Contains(out, tenant) {
+			out = append(out, tenant)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // NewToken returns a random bearer token and its tokens-file line.

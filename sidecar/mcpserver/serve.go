@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/embed"
@@ -78,4 +80,37 @@ func ExternalEmbedder(ctx context.Context, pool *pgxpool.Pool, ep config.Endpoin
 		log.Info("mcp: queries embedded by the external embedder", "base_url", ep.BaseURL, "model", ep.Model)
 	}
 	return embed.NewOpenAI(ep, dim), nil
+}
+
+// CheckStart refuses, before serving, what would otherwise fail only at
+// the first tool call: a tenant (MNEME_MCP_TENANT, or a tokens file's)
+// that does not exist or that the login may not act for (a login bound to
+// another tenant), and a database whose embedder is external when no
+// MNEME_EMBED_* endpoint is configured here to embed the queries.
+func CheckStart(ctx context.Context, pool *pgxpool.Pool, tenants []string, embedConfigured bool) error {
+	var errs []error
+	for _, t := range tenants {
+		if t == "" {
+			continue
+		}
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `SELECT mneme.set_tenant($1)`, t)
+			return err
+		})
+		if err != nil {
+			var pg *pgconn.PgError
+			if errors.As(err, &pg) && pg.Hint != "" {
+				err = fmt.Errorf("%w (%s)", err, pg.Hint)
+			}
+			errs = append(errs, fmt.Errorf("tenant %q: %w", t, err))
+		}
+	}
+	var embedder string
+	if err := pool.QueryRow(ctx, `SELECT mneme.setting('embedder') #>> '{}'`).Scan(&embedder); err != nil {
+		errs = append(errs, fmt.Errorf("read the setting embedder (has `mneme migrate` run?): %w", err))
+	} else if embedder != "hash" && !embedConfigured {
+		errs = append(errs, fmt.Errorf("the database's setting embedder is %q but MNEME_EMBED_BASE_URL is unset: "+
+			"set MNEME_EMBED_BASE_URL, MNEME_EMBED_MODEL (and MNEME_EMBED_API_KEY) as for the sidecar, so that queries are embedded", embedder))
+	}
+	return errors.Join(errs...)
 }

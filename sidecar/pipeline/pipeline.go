@@ -67,7 +67,14 @@ type segmentInput struct {
 type Reviewer interface {
 	// Name is stored in review_log.reviewer.
 	Name() string
-	Rate(ctx context.Context, convo []message, targets []target, s settings) (map[uuid.UUID]string, error)
+	Rate(ctx context.Context, convo []message, targets []target, s settings) (map[uuid.UUID]verdict, error)
+}
+
+// verdict is a memory's rating and why (review_log.evidence, shown by mneme
+// ui): the heuristic's score and thresholds, or the LLM's reason.
+type verdict struct {
+	Rating   string
+	Evidence map[string]any
 }
 
 // Deps are what the pipelines need. LLM nil means offline: the heuristic

@@ -116,7 +116,7 @@ func (p *Pipelines) Review(ctx context.Context, db jobs.Store, job jobs.Job) err
 
 // applyReview writes one memory's rating as its FSRS next state, computed
 // from the locked row; inactive memories and stale reviews are skipped.
-func (p *Pipelines) applyReview(ctx context.Context, tx pgx.Tx, jobID int64, t target, rating string, fallback fsrs.Rating,
+func (p *Pipelines) applyReview(ctx context.Context, tx pgx.Tx, jobID int64, t target, v verdict, fallback fsrs.Rating,
 	reviewedAt time.Time, log *slog.Logger) error {
 	if !reviewable(t.Status) {
 		return nil
@@ -125,10 +125,10 @@ func (p *Pipelines) applyReview(ctx context.Context, tx pgx.Tx, jobID int64, t t
 		log.Info("review: stale, skipped", "memory", t.ID, "reviewed_at", reviewedAt, "last_reviewed_at", t.Stored.LastReviewedAt)
 		return nil
 	}
-	r, perr := fsrs.ParseRating(rating)
+	r, perr := fsrs.ParseRating(v.Rating)
 	defaulted := perr != nil
 	if defaulted {
-		log.Warn("review: no usable rating, applying the default", "memory", t.ID, "got", rating, "default", fsrs.Name(fallback))
+		log.Warn("review: no usable rating, applying the default", "memory", t.ID, "got", v.Rating, "default", fsrs.Name(fallback))
 		r = fallback
 	}
 	next := fsrs.Next(t.Stored, r, reviewedAt)
@@ -138,10 +138,18 @@ func (p *Pipelines) applyReview(ctx context.Context, tx pgx.Tx, jobID int64, t t
 	if jobID != 0 {
 		job = jobID
 	}
+	var evidence any
+	if v.Evidence != nil {
+		b, err := json.Marshal(v.Evidence)
+		if err != nil {
+			return fmt.Errorf("review evidence of %s: %w", t.ID, err)
+		}
+		evidence = string(b)
+	}
 	var applied bool
-	err := tx.QueryRow(ctx, `SELECT mneme.apply_review($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+	err := tx.QueryRow(ctx, `SELECT mneme.apply_review($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb)`,
 		t.ID, fsrs.Name(r), next.Stability, next.Difficulty, string(next.Phase), reviewedAt,
-		p.reviewer.Name(), t.Queries, defaulted, job).Scan(&applied)
+		p.reviewer.Name(), t.Queries, defaulted, job, evidence).Scan(&applied)
 	if err != nil {
 		return fmt.Errorf("apply review of %s: %w", t.ID, err)
 	}

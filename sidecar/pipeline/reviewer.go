@@ -27,7 +27,7 @@ Rate each memory with exactly one of:
 
 Judge by use, not by resemblance: a memory that merely shares words with a query but that the
 conversation did not use is "again". The number of matched queries is a hint, not a rule.
-Rate every memory listed, once, using its id exactly as given.`
+Rate every memory listed, once, using its id exactly as given, with a short reason (at most 20 words).`
 
 // reviewOutput is the LLM reviewer's structured output. Rating is free
 // text on purpose: an unknown value falls back to the default rating for
@@ -39,6 +39,7 @@ type reviewOutput struct {
 type reviewRating struct {
 	MemoryID string `json:"memory_id" description:"the id from the Memory heading"`
 	Rating   string `json:"rating" description:"again, hard, good or easy"`
+	Reason   string `json:"reason" description:"why, in at most 20 words: what in the conversation used or ignored the memory"`
 }
 
 // reviewMessage is the user message: the conversation after the retrieval
@@ -97,7 +98,7 @@ type llmReviewer struct {
 
 func (llmReviewer) Name() string { return "llm" }
 
-func (l llmReviewer) Rate(ctx context.Context, convo []message, targets []target, _ settings) (map[uuid.UUID]string, error) {
+func (l llmReviewer) Rate(ctx context.Context, convo []message, targets []target, _ settings) (map[uuid.UUID]verdict, error) {
 	var out reviewOutput
 	if err := l.llm.JSON(ctx, reviewSystemPrompt, reviewMessage(convo, targets), "memory_ratings", &out); err != nil {
 		return nil, fmt.Errorf("llm reviewer: %w", err)
@@ -106,7 +107,7 @@ func (l llmReviewer) Rate(ctx context.Context, convo []message, targets []target
 	for _, t := range targets {
 		want[t.ID] = true
 	}
-	ratings := map[uuid.UUID]string{}
+	ratings := map[uuid.UUID]verdict{}
 	for _, r := range out.Ratings {
 		id, err := uuid.Parse(strings.TrimSpace(r.MemoryID))
 		if err != nil || !want[id] {
@@ -116,7 +117,11 @@ func (l llmReviewer) Rate(ctx context.Context, convo []message, targets []target
 		if _, dup := ratings[id]; dup {
 			continue // the first rating counts
 		}
-		ratings[id] = r.Rating
+		v := verdict{Rating: r.Rating}
+		if reason := strings.TrimSpace(r.Reason); reason != "" {
+			v.Evidence = map[string]any{"reason": clip.String(reason, 500)}
+		}
+		ratings[id] = v
 	}
 	return ratings, nil
 }
@@ -126,8 +131,13 @@ type heuristicReviewer struct{}
 
 func (heuristicReviewer) Name() string { return "heuristic" }
 
-func (heuristicReviewer) Rate(_ context.Context, convo []message, targets []target, s settings) (map[uuid.UUID]string, error) {
-	return reviewHeuristic(convo, targets, s.Thresholds), nil
+func (heuristicReviewer) Rate(_ context.Context, convo []message, targets []target, s settings) (map[uuid.UUID]verdict, error) {
+	out := map[uuid.UUID]verdict{}
+	for id, score := range heuristicScores(convo, targets) {
+		out[id] = verdict{Rating: rateOverlap(score, s.Thresholds),
+			Evidence: map[string]any{"score": math.Round(score*10000) / 10000, "thresholds": s.Thresholds}}
+	}
+	return out, nil
 }
 
 // reviewHeuristic rates each memory by how much of it the conversation
@@ -137,14 +147,23 @@ func (heuristicReviewer) Rate(_ context.Context, convo []message, targets []targ
 // as an Ochiai coefficient |M∩C| / sqrt(|M|·|C|). Below thresholds.hard:
 // again; below good: hard; below easy: good; else easy.
 func reviewHeuristic(convo []message, targets []target, th map[string]float64) map[uuid.UUID]string {
+	out := map[uuid.UUID]string{}
+	for id, score := range heuristicScores(convo, targets) {
+		out[id] = rateOverlap(score, th)
+	}
+	return out
+}
+
+// heuristicScores is each memory's overlap score (reflection).
+func heuristicScores(convo []message, targets []target) map[uuid.UUID]float64 {
 	texts := make([]string, len(convo))
 	for i, m := range convo {
 		texts[i] = m.Content
 	}
 	ctxTerms := termSet(texts...)
-	out := map[uuid.UUID]string{}
+	out := map[uuid.UUID]float64{}
 	for _, t := range targets {
-		out[t.ID] = rateOverlap(reflection(ctxTerms, termSet(t.Summary, t.Content), termSet(t.Queries...)), th)
+		out[t.ID] = reflection(ctxTerms, termSet(t.Summary, t.Content), termSet(t.Queries...))
 	}
 	return out
 }

@@ -98,8 +98,7 @@ func (r Reviser) Handle(ctx context.Context, db jobs.Store, job jobs.Job) error 
 			f.ID, d.Action, target, d.Reason, r.Classifier.Name(), d.Slot, force, jobID).Scan(&applied); err != nil {
 			return fmt.Errorf("revise job %d: apply %s: %w", job.ID, d.Action, err)
 		}
-		log.Info("revise: applied", "decided", d.Action, "applied", applied, "target", d.Target, "reason", d.Reason,
-			"classifier", r.Classifier.Name(), "candidates", len(cands))
+		log.Info("revise: applied", appliedAttrs(d, applied, r.Classifier.Name(), len(cands))...)
 		switch applied {
 		case "STALE":
 			return fmt.Errorf("revise job %d: %s of %s: %w", job.ID, d.Action, d.Target, ErrStale)
@@ -175,4 +174,14 @@ func nullJob(id int64) any {
 		return nil
 	}
 	return id
+}
+
+// appliedAttrs are the attributes of the "revise: applied" log line: the
+// target only for an action that has one (an ADD acts on no existing fact).
+func appliedAttrs(d Decision, applied, classifier string, candidates int) []any {
+	attrs := []any{"decided", d.Action, "applied", applied}
+	if d.Action != ActionAdd {
+		attrs = append(attrs, "target", d.Target)
+	}
+	return append(attrs, "reason", d.Reason, "classifier", classifier, "candidates", candidates)
 }

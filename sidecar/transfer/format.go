@@ -71,6 +71,7 @@ type Header struct {
 	Format         string `json:"format"`
 	Version        int    `json:"version"`
 	MnemeVersion   string `json:"mneme_version"`
+	SQLAPIVersion  string `json:"sql_api_version,omitempty"` // absent before 0.10.0
 	Tenant         string `json:"tenant"`
 	EmbeddingModel string `json:"embedding_model"`
 	EmbeddingDim   int    `json:"embedding_dim"`

@@ -30,7 +30,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		if s.token != "" {
 			if q := r.URL.Query().Get("token"); q != "" {
 				if !equal(q, s.token) {
-					http.Error(w, "401 unauthorized: wrong token", http.StatusUnauthorized)
+					s.errorPage(w, r, http.StatusUnauthorized, "wrong token")
 					return
 				}
 				// The cookie carries it from now on; the URL loses it, so it
@@ -47,7 +47,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			}
 			if !s.tokenOK(r) {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="mneme ui"`)
-				http.Error(w, "401 unauthorized: send the token (Authorization: Bearer ..., or open any page once with ?token=...)", http.StatusUnauthorized)
+				s.errorPage(w, r, http.StatusUnauthorized, "send the token (Authorization: Bearer ..., or open any page once with ?token=...)")
 				return
 			}
 		}
@@ -57,11 +57,11 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		}
 		if r.Method == http.MethodPost {
 			if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
-				http.Error(w, "403 forbidden: a request from another site", http.StatusForbidden)
+				s.errorPage(w, r, http.StatusForbidden, "a request from another site")
 				return
 			}
 			if csrf == "" || !equal(r.PostFormValue(csrfField), csrf) {
-				http.Error(w, "403 forbidden: missing or wrong CSRF token (reload the page and try again)", http.StatusForbidden)
+				s.errorPage(w, r, http.StatusForbidden, "missing or wrong CSRF token (reload the page and try again)")
 				return
 			}
 		} else if csrf == "" {

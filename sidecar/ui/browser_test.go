@@ -45,7 +45,7 @@ func browser(t *testing.T) context.Context {
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.NoSandbox,
 		chromedp.DisableGPU,
-		chromedp.WindowSize(1100, 1300),
+		chromedp.WindowSize(1280, 1300),
 		chromedp.Flag("hide-scrollbars", true),
 	)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
@@ -176,28 +176,39 @@ func TestBrowser(t *testing.T) {
 			loc, err := chromedp.Run(b, chromedp.Location())
 			require.NoError(t, err)
 			require.Equal(t, srv.URL+"/", loc, "the token left the URL")
-			require.Contains(t, text(t, b, "#conversations"), s.Conv.String())
+			require.Contains(t, text(t, b, "#conversations"), s.Conv.String()[:8])
+			require.Contains(t, text(t, b, "#conversations"), "user, assistant", "the speakers")
 
-			// Conversation: episodes, the session gap, hostile text as text.
+			// Conversation: its title, paged by session (the index), episodes,
+			// hostile text as text.
 			step(t, b, "click the conversation", chromedp.Click(chromedp.CSS(`a.conversation[href="/conversations/`+s.Conv.String()+`"]`)),
 				chromedp.WaitVisible(chromedp.CSS(".episode")))
-			require.Equal(t, 3, eval[int](t, b, `document.querySelectorAll('.episode').length`), "two episodes and the queued messages")
-			require.Contains(t, text(t, b, ".episode-gap"), "2.0 hours later")
+			require.Contains(t, text(t, b, "h1"), "I am planning a trip to Lisbon", "titled by its first message")
+			require.Equal(t, 2, eval[int](t, b, `document.querySelectorAll('#sessions a.session').length`), "two sessions, 2 hours apart")
+			require.Equal(t, 1, eval[int](t, b, `document.querySelectorAll('.episode').length`), "session 1: the Lisbon episode")
 			body := text(t, b, "main")
 			require.Contains(t, body, scriptText, "the script is shown as text")
-			require.Contains(t, body, "queued: not segmented yet")
+			step(t, b, "session 2", chromedp.Click(chromedp.CSS("#next-session")), chromedp.WaitVisible(chromedp.CSS("#prev-session")))
+			require.Equal(t, 2, eval[int](t, b, `document.querySelectorAll('.episode').length`), "the Rust episode and the queued messages")
+			require.Contains(t, text(t, b, "main"), "queued: not segmented yet")
+			require.Contains(t, text(t, b, "#sessions"), "2.0 hours later")
 			require.True(t, eval[bool](t, b, `window.__xss === undefined`), "no script of a memory ran")
+			step(t, b, "session 1", chromedp.Click(chromedp.CSS("#prev-session")), chromedp.WaitVisible(chromedp.CSS("#next-session")))
 			if shots {
 				screenshot(t, b, "ui-conversation.png")
 			}
 
 			// Memory: facts, the retrievability plot with its reviews, the lineage.
-			step(t, b, "click the Berlin memory", chromedp.Click(chromedp.CSS(`#memories a[href="/memories/`+s.Berlin.String()+`"]`)),
+			step(t, b, "the conversation's memories", chromedp.Click(chromedp.CSS("#conv-memories")), chromedp.WaitVisible(chromedp.CSS("#found-memories")))
+			require.Equal(t, 4, eval[int](t, b, `document.querySelectorAll('#found-memories tr.found').length`))
+			step(t, b, "click the Berlin memory", chromedp.Click(chromedp.CSS(`#found-memories a[href="/memories/`+s.Berlin.String()+`"]`)),
 				chromedp.WaitVisible(chromedp.CSS(`#facts[data-memory="`+s.Berlin.String()+`"]`)))
 			require.Equal(t, "active", strings.TrimSpace(text(t, b, "#status")))
 			require.Contains(t, text(t, b, "#content"), "Alice moved to Berlin")
 			require.GreaterOrEqual(t, eval[int](t, b, `document.querySelectorAll('#plot svg polyline').length`), 1, "the curve")
-			require.Contains(t, text(t, b, "#plot"), "good · heuristic", "the review marked on the plot")
+			require.Equal(t, 1, eval[int](t, b, `document.querySelectorAll('#plot g.review-good').length`), "the good review marked on the plot")
+			require.Equal(t, 1, eval[int](t, b, `document.querySelectorAll('#plot g.review-again').length`), "the lapse marked on the plot")
+			require.Equal(t, 1, eval[int](t, b, `document.querySelectorAll('#plot g.now').length`), "the now line")
 			require.Contains(t, text(t, b, "#reviews"), "where does Alice live")
 			require.Contains(t, text(t, b, "#plot"), "matched: where does Alice live", "the review's queries in its marker's tooltip")
 			require.Equal(t, 2, eval[int](t, b, `document.querySelectorAll('#lineage a.node').length`), "Paris and Berlin")

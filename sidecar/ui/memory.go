@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"regexp"
 	"strings"
 
 	"github.com/google/uuid"
@@ -19,7 +20,16 @@ type memoryData struct {
 	Lineage []Link
 	Plot    template.HTML // server-drawn SVG, every text in it escaped
 	Graph   template.HTML
+	// Episode is the episode an extracted fact came from (its source_ref).
+	Episode *uuid.UUID
+	// Sources are its source messages as shown: each a link, or the first
+	// and last of a long run.
+	Sources []int64
+	Elided  int
+	Rank    *rankData
 }
+
+var episodeRef = regexp.MustCompile(`\bepisode ([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b`)
 
 type tombstoneData struct {
 	ID     uuid.UUID
@@ -61,7 +71,16 @@ func (s *Server) pageMemory(w http.ResponseWriter, r *http.Request) {
 		if d.Reviews, err = readReviews(ctx, tx, id); err != nil {
 			return err
 		}
-		d.Lineage, err = readLineage(ctx, tx, id)
+		if d.Lineage, err = readLineage(ctx, tx, id); err != nil {
+			return err
+		}
+		if q := strings.TrimSpace(r.URL.Query().Get("rank")); q != "" {
+			scope := r.URL.Query().Get("scope")
+			if scope == "" {
+				scope = "conversation"
+			}
+			d.Rank, err = rankMemory(ctx, tx, d.Memory, q, scope, now)
+		}
 		return err
 	})
 	if err != nil {
@@ -74,11 +93,23 @@ func (s *Server) pageMemory(w http.ResponseWriter, r *http.Request) {
 	}
 	m := &d.Memory
 	m.Retrievability = retrievability(m.Pinned, m.Stability, m.LastReviewedAt, now)
-	if d.Plot, err = retrievabilityPlot(*m, d.Reviews, now); err != nil {
+	if d.Plot, err = retrievabilityPlot(*m, d.Reviews, d.Events, d.Lineage, now); err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	d.Graph = lineageGraph(d.Lineage, id, tenantOf(r))
+	if m.SourceRef != nil {
+		if x := episodeRef.FindStringSubmatch(*m.SourceRef); x != nil {
+			if e, err := uuid.Parse(x[1]); err == nil && e != id {
+				d.Episode = &e
+			}
+		}
+	}
+	d.Sources = m.SourceIDs
+	if n := len(d.Sources); n > 12 {
+		d.Sources = []int64{m.SourceIDs[0], m.SourceIDs[1], m.SourceIDs[2], m.SourceIDs[n-2], m.SourceIDs[n-1]}
+		d.Elided = n - 5
+	}
 	s.render(w, r, http.StatusOK, "memory", page{Title: "Memory " + id.String()[:8], Now: now, Data: d})
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -32,8 +33,10 @@ func (s *Server) pageIndex(w http.ResponseWriter, r *http.Request) {
 	var convs []Conversation
 	err := s.inTx(r.Context(), r, true, func(tx pgx.Tx) error {
 		var err error
-		convs, err = readConversations(r.Context(), tx, 500)
-		return err
+		if convs, err = readConversations(r.Context(), tx, 500); err != nil {
+			return err
+		}
+		return readTitles(r.Context(), tx, convs)
 	})
 	if err != nil {
 		s.fail(w, r, err)
@@ -44,11 +47,12 @@ func (s *Server) pageIndex(w http.ResponseWriter, r *http.Request) {
 
 // msgView is a message as the page shows it, formatted here (a template
 // calls a function per field through reflection: 2,000 messages made that
-// most of the page's time), with the session gap before it.
+// most of the page's time), with the gap before it.
 type msgView struct {
 	ID                int64
 	Role, Content, At string
 	Gap               time.Duration
+	SetAsideBy        *int64
 }
 
 // episode is a run of messages that went into one memory (or are still
@@ -57,15 +61,29 @@ type episode struct {
 	Memory   *MemoryRow
 	MemoryID *uuid.UUID
 	Queued   bool
-	// Gap is the session gap before its first message, if any.
-	Gap      time.Duration
-	Messages []msgView
+	// SetAsideBy is the failed job that set its messages aside.
+	SetAsideBy *int64
+	Messages   []msgView
+}
+
+// session is a run of messages without a session gap (over
+// segment_gap_seconds) inside: the conversation's page shows one.
+type session struct {
+	N          int
+	From, To   string
+	Gap        time.Duration // before it
+	Messages   int
+	FirstID    int64
+	Episodes   []episode
+	HasMessage bool
 }
 
 type conversationData struct {
 	ID       uuid.UUID
-	Episodes []episode
-	Memories []MemoryRow
+	Sessions []session
+	Session  *session // the one shown
+	Memories int
+	Active   int
 	Messages int
 	GapLimit time.Duration
 }
@@ -76,29 +94,53 @@ func (s *Server) pageConversation(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, fmt.Errorf("%w: conversation id %q is not a UUID", errBadRequest, r.PathValue("id")))
 		return
 	}
-	d, err := s.conversation(r.Context(), r, id)
+	q := r.URL.Query()
+	n, msg := 1, int64(0)
+	if v := q.Get("session"); v != "" {
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			s.fail(w, r, fmt.Errorf("%w: session %q is not a session number (1, 2, ...)", errBadRequest, v))
+			return
+		}
+	}
+	if v := q.Get("message"); v != "" {
+		if msg, err = strconv.ParseInt(v, 10, 64); err != nil {
+			s.fail(w, r, fmt.Errorf("%w: message %q is not a message id", errBadRequest, v))
+			return
+		}
+	}
+	d, title, err := s.conversation(r.Context(), r, id, n, msg)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	if d.Messages == 0 && len(d.Memories) == 0 {
+	if d.Messages == 0 && d.Memories == 0 {
 		s.fail(w, r, fmt.Errorf("%w: conversation %s has no messages or memories this login can see", errNotFound, id))
 		return
 	}
-	s.render(w, r, http.StatusOK, "conversation", page{Title: "Conversation " + id.String()[:8], Data: d})
+	if len(d.Sessions) > 0 && d.Session == nil {
+		s.fail(w, r, fmt.Errorf("%w: conversation %s has %d sessions, not %d", errNotFound, id, len(d.Sessions), n))
+		return
+	}
+	s.render(w, r, http.StatusOK, "conversation", page{Title: title, Data: d})
 }
 
-// conversation reads and groups a conversation's page (the benchmark's
-// subject with the rendering).
-func (s *Server) conversation(ctx context.Context, r *http.Request, id uuid.UUID) (conversationData, error) {
+// conversation reads a conversation, splits it into sessions and groups
+// the messages of the one shown (number n, or the one holding message
+// msg) by episode: the benchmark's subject with the rendering.
+func (s *Server) conversation(ctx context.Context, r *http.Request, id uuid.UUID, n int, msg int64) (conversationData, string, error) {
 	d := conversationData{ID: id}
 	var msgs []Message
+	var mems []MemoryRow
+	convs := []Conversation{{ID: id}}
 	err := s.inTx(ctx, r, true, func(tx pgx.Tx) error {
 		var err error
 		if msgs, err = readMessages(ctx, tx, id); err != nil {
 			return err
 		}
-		if d.Memories, err = readMemories(ctx, tx, id, s.now()); err != nil {
+		if mems, err = readMemories(ctx, tx, id, s.now()); err != nil {
+			return err
+		}
+		if err := readTitles(ctx, tx, convs); err != nil {
 			return err
 		}
 		gap, err := settingOf[float64](ctx, tx, "segment_gap_seconds")
@@ -106,33 +148,74 @@ func (s *Server) conversation(ctx context.Context, r *http.Request, id uuid.UUID
 		return err
 	})
 	if err != nil {
-		return d, err
+		return d, "", err
 	}
-	d.Messages = len(msgs)
-	byID := make(map[uuid.UUID]*MemoryRow, len(d.Memories))
-	for i := range d.Memories {
-		byID[d.Memories[i].ID] = &d.Memories[i]
-	}
-	for i, m := range msgs {
-		v := msgView{ID: m.ID, Role: m.Role, Content: m.Content, At: m.At.UTC().Format("2006-01-02 15:04:05")}
-		if i > 0 && m.At.Sub(msgs[i-1].At) > d.GapLimit {
-			v.Gap = m.At.Sub(msgs[i-1].At)
+	d.Messages, d.Memories = len(msgs), len(mems)
+	byID := make(map[uuid.UUID]*MemoryRow, len(mems))
+	for i := range mems {
+		byID[mems[i].ID] = &mems[i]
+		if mems[i].Status == "active" {
+			d.Active++
 		}
-		n := len(d.Episodes)
-		same := n > 0 && ((m.MemoryID == nil && d.Episodes[n-1].MemoryID == nil && d.Episodes[n-1].Queued == (m.ConsumedAt == nil)) ||
-			(m.MemoryID != nil && d.Episodes[n-1].MemoryID != nil && *m.MemoryID == *d.Episodes[n-1].MemoryID))
+	}
+	const layout = "2006-01-02 15:04 UTC"
+	for i, m := range msgs {
+		var gap time.Duration
+		if i > 0 {
+			gap = m.At.Sub(msgs[i-1].At)
+		}
+		if i == 0 || gap > d.GapLimit {
+			d.Sessions = append(d.Sessions, session{N: len(d.Sessions) + 1, From: m.At.UTC().Format(layout), FirstID: m.ID})
+			if i > 0 {
+				d.Sessions[len(d.Sessions)-1].Gap = gap
+			}
+			gap = 0
+		}
+		ss := &d.Sessions[len(d.Sessions)-1]
+		ss.Messages++
+		ss.To = m.At.UTC().Format(layout)
+		if m.ID == msg {
+			ss.HasMessage = true
+		}
+	}
+	for i := range d.Sessions {
+		if (msg != 0 && d.Sessions[i].HasMessage) || (msg == 0 && d.Sessions[i].N == n) {
+			d.Session = &d.Sessions[i]
+		}
+	}
+	title := convs[0].Title()
+	if d.Session == nil {
+		return d, title, nil
+	}
+	// The shown session's messages, grouped by episode.
+	ss := d.Session
+	start := 0
+	for _, p := range d.Sessions[:ss.N-1] {
+		start += p.Messages
+	}
+	for i, m := range msgs[start : start+ss.Messages] {
+		v := msgView{ID: m.ID, Role: m.Role, Content: m.Content, At: m.At.UTC().Format(layout), SetAsideBy: m.SetAsideBy}
+		if i > 0 {
+			v.Gap = m.At.Sub(msgs[start+i-1].At)
+			if v.Gap < 10*time.Minute {
+				v.Gap = 0 // only the long pauses inside a session are marked
+			}
+		}
+		k := len(ss.Episodes)
+		same := k > 0 && ((m.MemoryID == nil && ss.Episodes[k-1].MemoryID == nil && ss.Episodes[k-1].Queued == (m.ConsumedAt == nil)) ||
+			(m.MemoryID != nil && ss.Episodes[k-1].MemoryID != nil && *m.MemoryID == *ss.Episodes[k-1].MemoryID))
 		if !same {
-			e := episode{MemoryID: m.MemoryID, Queued: m.MemoryID == nil && m.ConsumedAt == nil, Gap: v.Gap}
-			v.Gap = 0 // shown between the episodes
+			e := episode{MemoryID: m.MemoryID, Queued: m.MemoryID == nil && m.ConsumedAt == nil, SetAsideBy: m.SetAsideBy}
+			v.Gap = 0
 			if m.MemoryID != nil {
 				e.Memory = byID[*m.MemoryID]
 			}
-			d.Episodes = append(d.Episodes, e)
-			n++
+			ss.Episodes = append(ss.Episodes, e)
+			k++
 		}
-		d.Episodes[n-1].Messages = append(d.Episodes[n-1].Messages, v)
+		ss.Episodes[k-1].Messages = append(ss.Episodes[k-1].Messages, v)
 	}
-	return d, nil
+	return d, title, nil
 }
 
 type searchData struct {
@@ -146,6 +229,8 @@ type searchData struct {
 	Cut           int
 	Conversations []Conversation
 	Ran           bool
+	Note          string // why nothing ran
+	CW            float64
 }
 
 func (s *Server) pageSearch(w http.ResponseWriter, r *http.Request) {
@@ -176,7 +261,26 @@ func (s *Server) pageSearch(w http.ResponseWriter, r *http.Request) {
 		if d.Conversations, err = readConversations(ctx, tx, 500); err != nil {
 			return err
 		}
-		if d.Conversation == "" || strings.TrimSpace(d.Query) == "" {
+		if err := readTitles(ctx, tx, d.Conversations); err != nil {
+			return err
+		}
+		// The tenant's scope needs a conversation only to name the
+		// tenant: its most recent one.
+		if d.Conversation == "" && d.Scope == "tenant" && len(d.Conversations) > 0 {
+			conv = d.Conversations[0].ID
+			d.Conversation = conv.String()
+		}
+		switch {
+		case strings.TrimSpace(d.Query) == "" && q.Has("q"):
+			d.Note = "Type a query."
+			return nil
+		case strings.TrimSpace(d.Query) == "":
+			return nil
+		case d.Conversation == "" && len(d.Conversations) == 0:
+			d.Note = "This tenant has no conversation to search."
+			return nil
+		case d.Conversation == "":
+			d.Note = "Choose a conversation, or search all the tenant's conversations."
 			return nil
 		}
 		d.Ran = true
@@ -191,6 +295,9 @@ func (s *Server) pageSearch(w http.ResponseWriter, r *http.Request) {
 			return err
 		}
 		if d.Items, err = readContext(ctx, tx, conv, d.Query, d.Budget, d.Scope); err != nil {
+			return err
+		}
+		if d.CW, err = settingOf[float64](ctx, tx, "confidence_weight"); err != nil {
 			return err
 		}
 		raw, err := settingOf[[]byte](ctx, tx, "label_weights")
@@ -208,6 +315,7 @@ func (s *Server) pageSearch(w http.ResponseWriter, r *http.Request) {
 		}
 		for i := range d.Hits {
 			d.Hits[i].LabelWeight = labelWeight(weights, d.Hits[i].Label)
+			d.Hits[i].ConfFactor = math.Pow(math.Min(math.Max(float64(d.Hits[i].Confidence), 1e-6), 1), d.CW)
 			d.Hits[i].ContextItem = in[d.Hits[i].ID]
 			if d.Hits[i].ContextItem == 0 {
 				d.Cut++

@@ -3,6 +3,7 @@ package ui
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -20,6 +21,65 @@ type Conversation struct {
 	LastMessageAt                      *time.Time
 	PendingJobs, FailedJobs            int64
 	PendingReviews                     int
+	// From mneme.conversation_titles:
+	Speakers     []string
+	FirstMessage string
+	FirstAt      *time.Time
+}
+
+// genericRoles are add_message's own roles: no title.
+var genericRoles = map[string]bool{"user": true, "assistant": true, "system": true, "tool": true}
+
+// Title is what a person recognises the conversation by: its speakers'
+// names (mneme.set_speakers), else the start of its first message.
+func (c Conversation) Title() string {
+	var names []string
+	for _, s := range c.Speakers {
+		if !genericRoles[s] {
+			names = append(names, s)
+		}
+	}
+	switch {
+	case len(names) > 0:
+		return strings.Join(names, " & ")
+	case strings.TrimSpace(c.FirstMessage) != "":
+		return clip(60, strings.Join(strings.Fields(c.FirstMessage), " "))
+	}
+	return "Conversation " + c.ID.String()[:8]
+}
+
+// readTitles adds mneme.conversation_titles' speakers and first message.
+func readTitles(ctx context.Context, tx pgx.Tx, convs []Conversation) error {
+	ids := make([]uuid.UUID, len(convs))
+	at := make(map[uuid.UUID]int, len(convs))
+	for i, c := range convs {
+		ids[i] = c.ID
+		at[c.ID] = i
+	}
+	rows, err := tx.Query(ctx, `SELECT conversation_id, speakers, first_message, first_message_at FROM mneme.conversation_titles($1)`, ids)
+	if err != nil {
+		return fmt.Errorf("read conversation titles: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id uuid.UUID
+		var sp []string
+		var first *string
+		var firstAt *time.Time
+		if err := rows.Scan(&id, &sp, &first, &firstAt); err != nil {
+			return fmt.Errorf("read conversation titles: %w", err)
+		}
+		if i, ok := at[id]; ok {
+			convs[i].Speakers, convs[i].FirstAt = sp, firstAt
+			if first != nil {
+				convs[i].FirstMessage = *first
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read conversation titles: %w", err)
+	}
+	return nil
 }
 
 func readConversations(ctx context.Context, tx pgx.Tx, k int) ([]Conversation, error) {
@@ -142,11 +202,19 @@ type Review struct {
 	StateBefore, StateAfter           string
 	LastReviewedBefore                time.Time
 	Queries                           []string
+	JobID                             *int64
+	// Evidence is why it was rated so: the heuristic's score and
+	// thresholds, or the LLM's reason (NULL for reviews before 00130).
+	Evidence *struct {
+		Score      *float64           `json:"score"`
+		Thresholds map[string]float64 `json:"thresholds"`
+		Reason     string             `json:"reason"`
+	}
 }
 
 func readReviews(ctx context.Context, tx pgx.Tx, id uuid.UUID) ([]Review, error) {
 	rows, err := tx.Query(ctx, `SELECT reviewed_at, rating, reviewer, defaulted, stability_before, stability_after,
-	        difficulty_before, difficulty_after, state_before, state_after, last_reviewed_before, matched_queries
+	        difficulty_before, difficulty_after, state_before, state_after, last_reviewed_before, matched_queries, job_id, evidence
 	        FROM mneme.memory_reviews($1)`, id)
 	if err != nil {
 		return nil, fmt.Errorf("read reviews: %w", err)
@@ -154,7 +222,7 @@ func readReviews(ctx context.Context, tx pgx.Tx, id uuid.UUID) ([]Review, error)
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Review, error) {
 		var v Review
 		err := r.Scan(&v.At, &v.Rating, &v.Reviewer, &v.Defaulted, &v.StabilityBefore, &v.StabilityAfter,
-			&v.DifficultyBefore, &v.DifficultyAfter, &v.StateBefore, &v.StateAfter, &v.LastReviewedBefore, &v.Queries)
+			&v.DifficultyBefore, &v.DifficultyAfter, &v.StateBefore, &v.StateAfter, &v.LastReviewedBefore, &v.Queries, &v.JobID, &v.Evidence)
 		return v, err
 	})
 }
@@ -201,6 +269,11 @@ func readLineage(ctx context.Context, tx pgx.Tx, id uuid.UUID) ([]Link, error) {
 	})
 }
 
+// bm25Alone is the UI's query_embedding: it embeds no query, so under an
+// external embedder it asks for BM25 alone ('{}'; SQL refuses a NULL
+// there) and with the hash embedder lets SQL embed the query (NULL).
+const bm25Alone = `CASE WHEN mneme.setting('embedder') #>> '{}' = 'hash' THEN NULL ELSE '{}'::real[] END`
+
 // Hit is a row of mneme.search.
 type Hit struct {
 	ID                   uuid.UUID
@@ -215,12 +288,13 @@ type Hit struct {
 	Status               string
 	Confidence           float32
 	LabelWeight          float64
-	ContextItem          int // the context item it became, 0: cut by the budget
+	ConfFactor           float64 // confidence_score ^ confidence_weight
+	ContextItem          int     // the context item it became, 0: cut by the budget
 }
 
 func readSearch(ctx context.Context, tx pgx.Tx, conv uuid.UUID, q string, k int, scope string) ([]Hit, error) {
 	rows, err := tx.Query(ctx, `SELECT memory_id, kind, summary, content, score, rrf, bm25_rank, vector_rank, retrievability,
-	        label, pinned, status, confidence_score FROM mneme.search($1, $2, $3, scope => $4)`, conv, q, k, scope)
+	        label, pinned, status, confidence_score FROM mneme.search($1, $2, $3, `+bm25Alone+`, scope => $4)`, conv, q, k, scope)
 	if err != nil {
 		return nil, fmt.Errorf("search: %w", err)
 	}
@@ -247,7 +321,7 @@ type Item struct {
 
 func readContext(ctx context.Context, tx pgx.Tx, conv uuid.UUID, q string, budget int, scope string) ([]Item, error) {
 	rows, err := tx.Query(ctx, `SELECT item, memory_id, kind, label, score, first_at, message_ids, words, text
-	        FROM mneme.context_items($1, $2, $3, scope => $4)`, conv, q, budget, scope)
+	        FROM mneme.context_items($1, $2, $3, `+bm25Alone+`, scope => $4)`, conv, q, budget, scope)
 	if err != nil {
 		return nil, fmt.Errorf("context_items: %w", err)
 	}
@@ -287,8 +361,10 @@ type FailedJob struct {
 }
 
 func readJobs(ctx context.Context, tx pgx.Tx) ([]JobStat, []FailedJob, error) {
-	rows, err := tx.Query(ctx, `SELECT kind, state, jobs, oldest_created_at, next_run_at, last_finished_at
-	        FROM mneme.job_stats ORDER BY kind, state`)
+	// The tenant's own (mneme.job_stats counts every tenant's: on a page of
+	// one tenant it said "1 failed" beside "no failed jobs").
+	rows, err := tx.Query(ctx, `SELECT kind, state, count(*), min(created_at), min(run_at) FILTER (WHERE state = 'pending'), max(finished_at)
+	        FROM mneme.jobs WHERE tenant_id = (SELECT mneme._tenant()) GROUP BY kind, state ORDER BY kind, state`)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read job_stats: %w", err)
 	}
@@ -301,7 +377,7 @@ func readJobs(ctx context.Context, tx pgx.Tx) ([]JobStat, []FailedJob, error) {
 		return nil, nil, fmt.Errorf("read job_stats: %w", err)
 	}
 	rows, err = tx.Query(ctx, `SELECT id, kind, conversation_id, attempts, max_attempts, last_error, updated_at
-	        FROM mneme.jobs WHERE state = 'failed' AND tenant_id = mneme._tenant() ORDER BY updated_at DESC, id DESC LIMIT 200`)
+	        FROM mneme.jobs WHERE state = 'failed' AND tenant_id = (SELECT mneme._tenant()) ORDER BY updated_at DESC, id DESC LIMIT 200`)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read failed jobs: %w", err)
 	}
@@ -322,4 +398,104 @@ func readTenants(ctx context.Context, tx pgx.Tx) ([]string, error) {
 		return nil, fmt.Errorf("read tenants: %w", err)
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// Filter is the memories view's query: mneme.find_memories' arguments.
+type Filter struct {
+	Conversation string // "" for the tenant's
+	Q, Label     string
+	Status, Kind string
+	Pinned       string // "", "yes", "no"
+	RMin, RMax   string // "" or a number in [0, 1]
+	Sort         string
+	Page         int
+}
+
+// Found is a row of mneme.find_memories.
+type Found struct {
+	ID, Conversation    uuid.UUID
+	Kind, Status, Label string
+	Pinned              bool
+	Title, Summary      *string
+	Content             string
+	SaidAt              *time.Time
+	CreatedAt           time.Time
+	ValidUntil          *time.Time
+	Stability           float64
+	LastReviewedAt      time.Time
+	ReviewCount         int
+	Confidence          float32
+	Retrievability      float64
+	SupersedesID        *uuid.UUID
+}
+
+// pageSize is the memories view's rows a page.
+const pageSize = 50
+
+func readFound(ctx context.Context, tx pgx.Tx, f Filter, now time.Time) ([]Found, int64, error) {
+	null := func(s string) any {
+		if s == "" {
+			return nil
+		}
+		return s
+	}
+	var conv, pinned any
+	if f.Conversation != "" {
+		conv = f.Conversation
+	}
+	switch f.Pinned {
+	case "yes":
+		pinned = true
+	case "no":
+		pinned = false
+	}
+	rows, err := tx.Query(ctx, `SELECT memory_id, conversation_id, kind, status, label, pinned, title, summary, content,
+	        source_first_at, created_at, valid_until, stability, last_reviewed_at, review_count, confidence_score,
+	        retrievability, supersedes_id, total
+	        FROM mneme.find_memories($1::uuid, $2, $3, $4, $5, $6, $7::float8, $8::float8, $9, $10, $11, $12)`,
+		conv, null(f.Q), null(f.Label), null(f.Status), null(f.Kind), pinned, null(f.RMin), null(f.RMax), null(f.Sort), pageSize, f.Page, now)
+	if err != nil {
+		return nil, 0, fmt.Errorf("find memories: %w", err)
+	}
+	var total int64
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Found, error) {
+		var m Found
+		err := r.Scan(&m.ID, &m.Conversation, &m.Kind, &m.Status, &m.Label, &m.Pinned, &m.Title, &m.Summary, &m.Content,
+			&m.SaidAt, &m.CreatedAt, &m.ValidUntil, &m.Stability, &m.LastReviewedAt, &m.ReviewCount, &m.Confidence,
+			&m.Retrievability, &m.SupersedesID, &total)
+		return m, err
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("find memories: %w", err)
+	}
+	return out, total, nil
+}
+
+// readLabels is the tenant's label vocabulary, for the filter's choices.
+func readLabels(ctx context.Context, tx pgx.Tx) ([]string, error) {
+	rows, err := tx.Query(ctx, `SELECT unnest(mneme.labels())`)
+	if err != nil {
+		return nil, fmt.Errorf("read labels: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// Why is the review's evidence as a sentence: the heuristic's overlap
+// score against its thresholds, or the LLM's reason.
+func (v Review) Why() string {
+	e := v.Evidence
+	switch {
+	case e == nil:
+		if v.Defaulted {
+			return "no usable rating from the reviewer: the default rating (review_default_rating)"
+		}
+		return "not recorded (a review before mneme stored its evidence)"
+	case e.Reason != "":
+		return e.Reason
+	case e.Score != nil:
+		th := e.Thresholds
+		return fmt.Sprintf("overlap %.3f with the conversation after it (again < %g ≤ hard < %g ≤ good < %g ≤ easy)",
+			*e.Score, th["hard"], th["good"], th["easy"])
+	}
+	return ""
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"math"
 	"net/http"
 	"net/url"
 	"strings"
@@ -30,17 +31,17 @@ type page struct {
 
 var funcs = template.FuncMap{
 	"href": href,
-	"ts": func(t any) string {
-		switch v := t.(type) {
-		case time.Time:
-			return v.UTC().Format("2006-01-02 15:04:05")
-		case *time.Time:
-			if v == nil {
-				return ""
-			}
-			return v.UTC().Format("2006-01-02 15:04:05")
+	// Every time is shown in UTC, and says so (the layout's footer says
+	// which clock: said or stored).
+	"ts":   func(t any) string { return timeOf(t, "2006-01-02 15:04 UTC") },
+	"day":  func(t any) string { return timeOf(t, "2006-01-02") },
+	"list": func(v ...string) []string { return v },
+	"urlq": url.QueryEscape,
+	"cond": func(c bool, a, b string) string {
+		if c {
+			return a
 		}
-		return ""
+		return b
 	},
 	"add":   func(a, b int) int { return a + b },
 	"f3":    func(v float64) string { return fmt.Sprintf("%.3f", v) },
@@ -60,13 +61,7 @@ var funcs = template.FuncMap{
 		}
 		return fmt.Sprint(*p)
 	},
-	"clip": func(n int, s string) string {
-		r := []rune(s)
-		if len(r) <= n {
-			return s
-		}
-		return string(r[:n]) + "…"
-	},
+	"clip": clip,
 	"days": func(v float64) string {
 		switch {
 		case v >= 365:
@@ -75,6 +70,17 @@ var funcs = template.FuncMap{
 			return fmt.Sprintf("%.1f days", v)
 		}
 		return fmt.Sprintf("%.1f hours", v*24)
+	},
+	"dur": func(d time.Duration) string {
+		switch {
+		case d >= 48*time.Hour:
+			return fmt.Sprintf("%g days", math.Round(d.Hours()/24*10)/10)
+		case d >= 2*time.Hour:
+			return fmt.Sprintf("%g hours", math.Round(d.Hours()*10)/10)
+		case d >= 2*time.Minute:
+			return fmt.Sprintf("%g minutes", math.Round(d.Minutes()*10)/10)
+		}
+		return fmt.Sprintf("%g seconds", math.Round(d.Seconds()))
 	},
 	"gap": func(d time.Duration) string {
 		switch {
@@ -85,6 +91,39 @@ var funcs = template.FuncMap{
 		}
 		return fmt.Sprintf("%.0f minutes later", d.Minutes())
 	},
+}
+
+// clip cuts s to n characters, at a word boundary when one is near.
+func clip(n int, s string) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	cut := n
+	for i := n; i > n*3/4; i-- {
+		if r[i] == ' ' {
+			cut = i
+			break
+		}
+	}
+	return strings.TrimRight(string(r[:cut]), " ") + "…"
+}
+
+// timeOf formats a time or *time.Time in UTC; "" for nil.
+func timeOf(t any, layout string) string {
+	var v time.Time
+	switch x := t.(type) {
+	case time.Time:
+		v = x
+	case *time.Time:
+		if x == nil {
+			return ""
+		}
+		v = *x
+	default:
+		return ""
+	}
+	return v.UTC().Format(layout)
 }
 
 // href is a link that keeps the chosen tenant: href .Tenant "/memories/" .ID.
@@ -105,7 +144,7 @@ func href(tenant string, parts ...any) string {
 }
 
 func parseTemplates() (map[string]*template.Template, error) {
-	names := []string{"index", "conversation", "memory", "tombstone", "confirm", "search", "jobs", "error"}
+	names := []string{"index", "conversation", "memory", "memories", "tombstone", "confirm", "search", "jobs", "error"}
 	out := make(map[string]*template.Template, len(names))
 	for _, n := range names {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+n+".html")
@@ -156,6 +195,12 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		s.log.Error("ui: request failed", "path", r.URL.Path, "err", err)
 	}
 	s.render(w, r, status, "error", page{Title: http.StatusText(status), Data: map[string]any{"Status": status, "Message": msg}})
+}
+
+// errorPage renders the error page without reading the database (the
+// refusals of authenticate, the mux's 404 and 405).
+func (s *Server) errorPage(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	s.render(w, r, status, "error", page{Title: http.StatusText(status), Tenants: []string{}, Data: map[string]any{"Status": status, "Message": msg}})
 }
 
 func retrievability(pinned bool, stability float64, last, at time.Time) float64 {

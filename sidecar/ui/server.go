@@ -40,6 +40,12 @@ type Options struct {
 	// sets. Required on a non-loopback address.
 	Token string
 	Log   *slog.Logger
+	// Addr is the address the server is served as (--addr): besides the
+	// loopback names, the only Host a request may name (DNS rebinding: a
+	// page of another site whose name resolves to this machine must not
+	// read it). An unspecified address (0.0.0.0, ::) needs the token, and
+	// accepts any Host.
+	Addr string
 	// Now is the clock of the retrievability plot; nil: time.Now.
 	Now func() time.Time
 }
@@ -48,6 +54,7 @@ type Options struct {
 type Server struct {
 	pool  *pgxpool.Pool
 	token string
+	hosts hostCheck
 	log   *slog.Logger
 	now   func() time.Time
 	tmpl  map[string]*template.Template
@@ -65,7 +72,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if o.Pool == nil {
 		return nil, errors.New("ui: no database pool")
 	}
-	s := &Server{pool: o.Pool, token: o.Token, log: o.Log, now: o.Now}
+	s := &Server{pool: o.Pool, token: o.Token, log: o.Log, now: o.Now, hosts: newHostCheck(o.Addr)}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -85,7 +92,39 @@ func New(ctx context.Context, o Options) (*Server, error) {
 }
 
 // Handler is the server's handler, authentication included.
-func (s *Server) Handler() http.Handler { return s.authenticate(s.mux) }
+func (s *Server) Handler() http.Handler {
+	return gzipped(s.checkHost(s.authenticate(http.HandlerFunc(s.serveMux))))
+}
+
+// serveMux serves the routes; the mux's own 404 and 405 (a URL no page
+// has, a GET of an action) are rendered as the error page.
+func (s *Server) serveMux(w http.ResponseWriter, r *http.Request) {
+	if _, pattern := s.mux.Handler(r); pattern != "" {
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	rec := &statusOnly{header: http.Header{}, code: http.StatusOK}
+	s.mux.ServeHTTP(rec, r)
+	if a := rec.header.Get("Allow"); a != "" {
+		w.Header().Set("Allow", a)
+	}
+	msg := "no page at " + r.URL.Path
+	if rec.code == http.StatusMethodNotAllowed {
+		msg = r.Method + " is not allowed here (" + rec.header.Get("Allow") + "): a change is a POST from its confirmation page"
+	}
+	s.errorPage(w, r, rec.code, msg)
+}
+
+// statusOnly keeps the status and headers the mux answers with, not its
+// plain-text body (httptest stays out of the binary).
+type statusOnly struct {
+	header http.Header
+	code   int
+}
+
+func (s *statusOnly) Header() http.Header         { return s.header }
+func (s *statusOnly) Write(b []byte) (int, error) { return len(b), nil }
+func (s *statusOnly) WriteHeader(code int)        { s.code = code }
 
 func (s *Server) routes() {
 	m := http.NewServeMux()
@@ -93,6 +132,7 @@ func (s *Server) routes() {
 	m.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	m.HandleFunc("GET /{$}", s.pageIndex)
 	m.HandleFunc("GET /conversations/{id}", s.pageConversation)
+	m.HandleFunc("GET /memories", s.pageMemories)
 	m.HandleFunc("GET /memories/{id}", s.pageMemory)
 	m.HandleFunc("GET /memories/{id}/confirm/{action}", s.pageConfirm)
 	m.HandleFunc("POST /memories/{id}/{action}", s.postMemoryAction)
@@ -131,6 +171,7 @@ func Serve(ctx context.Context, addr string, o Options) error {
 	if err := CheckAddr(addr, o.Token); err != nil {
 		return err
 	}
+	o.Addr = addr
 	s, err := New(ctx, o)
 	if err != nil {
 		return err

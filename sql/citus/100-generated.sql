@@ -178,7 +178,9 @@ DECLARE
     v_n      float8;
     -- Turns by meaning: with an external embedder and the query's embedding,
     -- the turns that have embeddings are ranked by cosine too.
-    v_meaning boolean := _context_anchors.query_embedding IS NOT NULL AND mneme.setting('embedder') #>> '{}' <> 'hash';
+    -- (an empty query_embedding asks for BM25 alone)
+    v_meaning boolean := coalesce(cardinality(_context_anchors.query_embedding), 0) > 0
+                         AND mneme.setting('embedder') #>> '{}' <> 'hash';
 BEGIN
     SELECT sum(s.n) INTO v_n FROM mneme.bm25_stats s WHERE s.conversation_id = ANY (v_convs);
     RETURN QUERY
@@ -619,7 +621,7 @@ BEGIN
 END
 $function$;
 
-CREATE OR REPLACE FUNCTION mneme.apply_review(memory_id uuid, rating text, stability double precision, difficulty double precision, fsrs_state text, reviewed_at timestamp with time zone, reviewer text, matched_queries text[] DEFAULT '{}'::text[], defaulted boolean DEFAULT false, job_id bigint DEFAULT NULL::bigint)
+CREATE OR REPLACE FUNCTION mneme.apply_review(memory_id uuid, rating text, stability double precision, difficulty double precision, fsrs_state text, reviewed_at timestamp with time zone, reviewer text, matched_queries text[] DEFAULT '{}'::text[], defaulted boolean DEFAULT false, job_id bigint DEFAULT NULL::bigint, evidence jsonb DEFAULT NULL::jsonb)
  RETURNS boolean
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -639,6 +641,11 @@ BEGIN
         RAISE EXCEPTION 'memory_id and reviewed_at must not be NULL' USING ERRCODE = '22004';
     END IF;
     PERFORM mneme._check_time('reviewed_at', apply_review.reviewed_at);
+    IF apply_review.evidence IS NOT NULL
+       AND (jsonb_typeof(apply_review.evidence) <> 'object' OR pg_column_size(apply_review.evidence) > 4096) THEN
+        RAISE EXCEPTION 'evidence must be a JSON object of at most 4 kB'
+            USING ERRCODE = '22023', HINT = '{"score": ..., "thresholds": {...}} or {"reason": "..."}';
+    END IF;
     IF apply_review.reviewed_at > now() + interval '1 day' THEN
         RAISE EXCEPTION 'reviewed_at must be a finite time not in the future, got %', apply_review.reviewed_at
             USING ERRCODE = '22008', HINT = 'the time of the conversation that used the memory';
@@ -702,10 +709,10 @@ BEGIN
 
     INSERT INTO mneme.review_log (memory_id, conversation_id, job_id, rating, reviewer, defaulted,
         stability_before, stability_after, difficulty_before, difficulty_after,
-        state_before, state_after, last_reviewed_before, reviewed_at, matched_queries, asked_in)
+        state_before, state_after, last_reviewed_before, reviewed_at, matched_queries, asked_in, evidence)
     VALUES (m.id, m.conversation_id, apply_review.job_id, apply_review.rating, apply_review.reviewer, coalesce(apply_review.defaulted, false),
         m.stability, apply_review.stability, m.difficulty, apply_review.difficulty,
-        m.fsrs_state, apply_review.fsrs_state, m.last_reviewed_at, apply_review.reviewed_at, v_queries, v_asked);
+        m.fsrs_state, apply_review.fsrs_state, m.last_reviewed_at, apply_review.reviewed_at, v_queries, v_asked, apply_review.evidence);
 
     UPDATE mneme.memories
     SET stability = apply_review.stability, difficulty = apply_review.difficulty, fsrs_state = apply_review.fsrs_state,
@@ -807,6 +814,46 @@ BEGIN
             mneme._event_actor());
     PERFORM mneme._mark('event_reason', '');
     RETURN v_action;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION mneme.bind_login(login text, tenant text)
+ RETURNS void
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+ SET jit TO 'off'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    v__entered boolean := mneme._enter(NULL);
+    v_now timestamptz := now();
+    v_by  name := session_user;
+BEGIN
+    PERFORM mneme._require_unbound('bind logins');
+    IF bind_login.login IS NULL OR bind_login.tenant IS NULL THEN
+        RAISE EXCEPTION 'login and tenant must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = bind_login.login AND r.rolcanlogin) THEN
+        RAISE EXCEPTION 'no login role %', mneme._quote_prefix(bind_login.login) USING ERRCODE = '22023',
+            HINT = 'CREATE ROLE ... LOGIN IN ROLE mneme_app first';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM mneme.tenants t WHERE t.id = bind_login.tenant) THEN
+        RAISE EXCEPTION 'unknown tenant %', mneme._quote_prefix(bind_login.tenant) USING ERRCODE = '22023',
+            HINT = 'SELECT mneme.create_tenant(...) first';
+    END IF;
+    IF pg_catalog.pg_has_role(bind_login.login, 'mneme_worker', 'MEMBER') THEN
+        RAISE EXCEPTION 'login % is a sidecar login (mneme_worker): it serves every tenant', bind_login.login
+            USING ERRCODE = '22023',
+                  HINT = format('bind a login of the tenant''s application instead: CREATE ROLE %s_app LOGIN IN ROLE mneme_app; '
+                                'SELECT mneme.bind_login(''%s_app'', %L); the sidecar''s login stays unbound',
+                                bind_login.tenant, bind_login.tenant, bind_login.tenant);
+    END IF;
+    -- bound_at and bound_by given as values: Citus refuses functions that
+    -- are not IMMUTABLE in the DO UPDATE of a (reference) table's insert
+    INSERT INTO mneme.tenant_logins (login, tenant_id, bound_at, bound_by)
+    VALUES (bind_login.login, bind_login.tenant, v_now, v_by)
+    ON CONFLICT (login) DO UPDATE SET tenant_id = EXCLUDED.tenant_id, bound_at = EXCLUDED.bound_at, bound_by = EXCLUDED.bound_by;
 END
 $function$;
 
@@ -1222,6 +1269,38 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION mneme.conversation_titles(conversation_ids uuid[])
+ RETURNS TABLE(conversation_id uuid, speakers text[], first_message text, first_message_at timestamp with time zone)
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+ SET jit TO 'off'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    v__entered boolean := mneme._enter(NULL);
+BEGIN
+    IF conversation_titles.conversation_ids IS NULL THEN
+        RAISE EXCEPTION 'conversation_ids must not be NULL' USING ERRCODE = '22004', HINT = 'an empty array lists none';
+    END IF;
+    IF cardinality(conversation_titles.conversation_ids) > 10000 THEN
+        RAISE EXCEPTION 'at most 10000 conversations, got %', cardinality(conversation_titles.conversation_ids)
+            USING ERRCODE = '22023', HINT = 'as mneme.conversations lists at most';
+    END IF;
+    RETURN QUERY
+    SELECT q.id,
+           CASE WHEN cardinality(q.speakers) > 0 THEN q.speakers
+                ELSE ARRAY(SELECT r.role FROM (SELECT m.role, min(m.id) AS first
+                                               FROM (SELECT m.role, m.id FROM mneme.messages m WHERE m.conversation_id = q.id
+                                                     ORDER BY m.id LIMIT 50) m GROUP BY m.role) r ORDER BY r.first) END,
+           f.content, f.created_at
+    FROM mneme.message_queue q
+    LEFT JOIN LATERAL (SELECT left(m.content, 200) AS content, m.created_at FROM mneme.messages m
+                       WHERE m.conversation_id = q.id ORDER BY m.id LIMIT 1) f ON true
+    WHERE q.id = ANY (conversation_titles.conversation_ids) AND q.tenant_id = mneme._tenant();
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION mneme.conversations(k integer DEFAULT 100)
  RETURNS TABLE(conversation_id uuid, messages bigint, queued_messages bigint, memories bigint, active_memories bigint, last_message_at timestamp with time zone, pending_jobs bigint, failed_jobs bigint, pending_reviews integer)
  LANGUAGE plpgsql
@@ -1392,6 +1471,99 @@ BEGIN
     SELECT s.n, ins.id, ins.label, ins.stability
     FROM src s JOIN ins ON ins.source_message_ids[1] = s.ids[1]
     ORDER BY s.n;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION mneme.create_tenant(tenant text)
+ RETURNS text
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+ SET jit TO 'off'
+AS $function$
+DECLARE
+    v__entered boolean := mneme._enter(NULL);
+BEGIN
+    PERFORM mneme._require_unbound('create tenants');
+    IF create_tenant.tenant IS NULL THEN
+        RAISE EXCEPTION 'tenant must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF create_tenant.tenant !~ '^[a-z0-9][a-z0-9_-]{0,62}$' THEN
+        RAISE EXCEPTION 'tenant id %: want 1 to 63 lower-case letters, digits, _ or -, starting with a letter or digit',
+            mneme._quote_prefix(create_tenant.tenant) USING ERRCODE = '22023';
+    END IF;
+    PERFORM mneme._citus_sequential();
+    IF NOT EXISTS (SELECT 1 FROM mneme.tenants t WHERE t.id = create_tenant.tenant)
+       AND mneme._tenant_tombstones(create_tenant.tenant) THEN
+        RAISE EXCEPTION 'tenant % was dropped (mneme.drop_tenant): its tombstones keep the id', create_tenant.tenant
+            USING ERRCODE = '22023', HINT = 'choose another tenant id: a new tenant must not inherit a dropped one''s erase records';
+    END IF;
+    INSERT INTO mneme.tenants (id) VALUES (create_tenant.tenant) ON CONFLICT (id) DO NOTHING;
+    RETURN create_tenant.tenant;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION mneme.drop_tenant(tenant text, reason text)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+ SET jit TO 'off'
+AS $function$
+DECLARE
+    v__entered boolean := mneme._enter(NULL);
+    v_prev   text := pg_catalog.current_setting('mneme.tenant', true);
+    v_logins text;
+    v_conv   uuid;
+    v_n      bigint := 0;
+BEGIN
+    PERFORM mneme._require_unbound('drop tenants');
+    IF drop_tenant.tenant IS NULL THEN
+        RAISE EXCEPTION 'tenant must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF drop_tenant.reason IS NULL OR mneme._is_blank(drop_tenant.reason) THEN
+        RAISE EXCEPTION 'drop_tenant needs a reason'
+            USING ERRCODE = CASE WHEN drop_tenant.reason IS NULL THEN '22004' ELSE '22023' END,
+            HINT = 'the reason stays in the tombstones (mneme.memory_events); do not quote the erased content in it';
+    END IF;
+    PERFORM mneme._check_length('reason', drop_tenant.reason, 2000);
+    PERFORM mneme._citus_sequential();
+    IF drop_tenant.tenant = 'default' THEN
+        RAISE EXCEPTION 'tenant default cannot be dropped: it is where calls without a tenant go'
+            USING ERRCODE = '22023', HINT = 'erase its conversations one by one: mneme.erase_conversation(id, reason)';
+    END IF;
+    PERFORM 1 FROM mneme.tenants t WHERE t.id = drop_tenant.tenant FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'unknown tenant %', mneme._quote_prefix(drop_tenant.tenant) USING ERRCODE = '22023',
+            HINT = 'SELECT tenant FROM mneme.tenants() lists them';
+    END IF;
+    SELECT string_agg(b.login::text, ', ' ORDER BY b.login) INTO v_logins
+      FROM mneme.tenant_logins b WHERE b.tenant_id = drop_tenant.tenant;
+    IF v_logins IS NOT NULL THEN
+        -- unbinding them would let them choose any tenant: the operator decides
+        RAISE EXCEPTION 'logins % are bound to tenant %', v_logins, drop_tenant.tenant USING ERRCODE = '55000',
+            HINT = 'DROP ROLE them, or SELECT mneme.unbind_login(...) each, first';
+    END IF;
+    IF mneme._distributed('mneme.memories') THEN
+        -- erase_conversation runs on Citus delegated to the worker that
+        -- owns the conversation, which a call nested in this one is not
+        RAISE EXCEPTION 'drop_tenant does not run on a distributed mneme (Citus) yet'
+            USING ERRCODE = '0A000',
+                  HINT = 'erase the tenant''s conversations one call each: BEGIN; SELECT mneme.set_tenant(...); '
+                         'SELECT mneme.erase_conversation(id, reason) ...; COMMIT (docs/scale.md)';
+    END IF;
+    -- As the tenant: row security shows its rows to an unbound caller that sets it.
+    PERFORM mneme._act_for_tenant(drop_tenant.tenant);
+    FOR v_conv IN SELECT q.id FROM mneme.message_queue q WHERE q.tenant_id = drop_tenant.tenant
+                  UNION SELECT m.conversation_id FROM mneme.memories m WHERE m.tenant_id = drop_tenant.tenant
+                  ORDER BY 1 LOOP
+        v_n := v_n + mneme.erase_conversation(v_conv, 'tenant dropped: ' || drop_tenant.reason);
+    END LOOP;
+    DELETE FROM mneme.jobs j WHERE j.tenant_id = drop_tenant.tenant;
+    DELETE FROM mneme.job_turns t WHERE t.tenant_id = drop_tenant.tenant;
+    DELETE FROM mneme.tenants t WHERE t.id = drop_tenant.tenant;
+    PERFORM mneme._act_for_tenant(v_prev);
+    RETURN v_n;
 END
 $function$;
 
@@ -1962,6 +2134,107 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION mneme.find_memories(conversation uuid DEFAULT NULL::uuid, words text DEFAULT NULL::text, only_label text DEFAULT NULL::text, only_status text DEFAULT NULL::text, only_kind text DEFAULT NULL::text, only_pinned boolean DEFAULT NULL::boolean, r_min double precision DEFAULT NULL::double precision, r_max double precision DEFAULT NULL::double precision, sort text DEFAULT 'created'::text, k integer DEFAULT 50, page integer DEFAULT 1, at timestamp with time zone DEFAULT NULL::timestamp with time zone)
+ RETURNS TABLE(memory_id uuid, conversation_id uuid, kind text, status text, label text, pinned boolean, title text, summary text, content text, source_first_at timestamp with time zone, created_at timestamp with time zone, valid_until timestamp with time zone, stability double precision, last_reviewed_at timestamp with time zone, review_count integer, confidence_score real, retrievability double precision, supersedes_id uuid, total bigint)
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+ SET jit TO 'off'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    v__entered boolean := mneme._enter(NULL);
+    v_at     timestamptz := coalesce(find_memories.at, now());
+    v_sort   text := coalesce(find_memories.sort, 'created');
+    v_k      int := coalesce(find_memories.k, 50);
+    v_page   int := coalesce(find_memories.page, 1);
+    v_words  text[];
+    v_tenant text := mneme._tenant();
+BEGIN
+    IF v_sort NOT IN ('created', 'created_asc', 'said', 'said_asc', 'r', 'r_desc', 'stability', 'reviews') THEN
+        RAISE EXCEPTION 'sort must be created, created_asc, said, said_asc, r, r_desc, stability or reviews, got %', mneme._quote_prefix(v_sort)
+            USING ERRCODE = '22023', HINT = 'created: newest stored first; said: newest source message first; r: the most faded first';
+    END IF;
+    IF v_k < 1 OR v_k > 500 THEN
+        RAISE EXCEPTION 'k must be between 1 and 500, got %', v_k USING ERRCODE = '22023', HINT = 'k is the page size';
+    END IF;
+    IF v_page < 1 OR v_page > 100000 THEN
+        RAISE EXCEPTION 'page must be between 1 and 100000, got %', v_page USING ERRCODE = '22023', HINT = 'pages count from 1';
+    END IF;
+    IF find_memories.only_status IS NOT NULL
+       AND find_memories.only_status NOT IN ('active', 'superseded', 'invalidated', 'inactive', 'merged') THEN
+        RAISE EXCEPTION 'only_status must be active, superseded, invalidated, inactive or merged, got %', mneme._quote_prefix(find_memories.only_status)
+            USING ERRCODE = '22023', HINT = 'omit only_status (NULL) for every status';
+    END IF;
+    IF find_memories.only_kind IS NOT NULL AND find_memories.only_kind NOT IN ('episodic', 'semantic') THEN
+        RAISE EXCEPTION 'only_kind must be episodic or semantic, got %', mneme._quote_prefix(find_memories.only_kind)
+            USING ERRCODE = '22023', HINT = 'omit only_kind (NULL) for both';
+    END IF;
+    IF find_memories.r_min NOT BETWEEN 0 AND 1 OR find_memories.r_max NOT BETWEEN 0 AND 1 THEN
+        RAISE EXCEPTION 'r_min and r_max must be between 0 and 1, got % and %', find_memories.r_min, find_memories.r_max
+            USING ERRCODE = '22023', HINT = 'retrievability is between 0 and 1; omit a bound (NULL) for none';
+    END IF;
+    IF find_memories.at IS NOT NULL AND NOT isfinite(find_memories.at) THEN
+        RAISE EXCEPTION 'at must be a finite time, got %', find_memories.at USING ERRCODE = '22008';
+    END IF;
+    -- Every one of the words, anywhere in the title, summary or content, any case
+    -- (LIKE's wildcards in the words taken literally).
+    SELECT array_agg('%' || replace(replace(replace(w, '\', '\\'), '%', '\%'), '_', '\_') || '%')
+    INTO v_words
+    FROM regexp_split_to_table(lower(coalesce(find_memories.words, '')), '\s+') w WHERE w <> '';
+    IF find_memories.conversation IS NOT NULL THEN
+        IF NOT mneme._readable_conversation(find_memories.conversation) THEN
+            RETURN;  -- unknown, or another tenant's: no rows, as mneme.search
+        END IF;
+        RETURN QUERY
+        WITH f AS (
+            SELECT m.*, CASE WHEN m.pinned THEN 1::float8 ELSE mneme._retrievability(m.stability, m.last_reviewed_at, v_at) END AS r
+            FROM mneme.memories m
+            WHERE m.conversation_id = find_memories.conversation
+              AND (find_memories.only_label IS NULL OR m.label = find_memories.only_label)
+              AND (find_memories.only_status IS NULL OR m.status = find_memories.only_status)
+              AND (find_memories.only_kind IS NULL OR m.kind = find_memories.only_kind)
+              AND (find_memories.only_pinned IS NULL OR m.pinned = find_memories.only_pinned)
+              AND (v_words IS NULL OR lower(concat_ws(' ', m.title, m.summary, m.content)) LIKE ALL (v_words))
+        )
+        SELECT f.id, f.conversation_id, f.kind, f.status, f.label, f.pinned, f.title, f.summary, f.content, f.source_first_at,
+               f.created_at, f.valid_until, f.stability, f.last_reviewed_at, f.review_count, f.confidence_score, f.r,
+               f.supersedes_id, count(*) OVER ()
+        FROM f
+        WHERE (find_memories.r_min IS NULL OR f.r >= find_memories.r_min) AND (find_memories.r_max IS NULL OR f.r <= find_memories.r_max)
+        ORDER BY CASE WHEN v_sort = 'r' THEN f.r END, CASE WHEN v_sort = 'r_desc' THEN f.r END DESC,
+                 CASE WHEN v_sort = 'said' THEN coalesce(f.source_first_at, f.created_at) END DESC,
+                 CASE WHEN v_sort = 'said_asc' THEN coalesce(f.source_first_at, f.created_at) END,
+                 CASE WHEN v_sort = 'stability' THEN f.stability END DESC, CASE WHEN v_sort = 'reviews' THEN f.review_count END DESC,
+                 CASE WHEN v_sort = 'created_asc' THEN f.created_at END, f.created_at DESC, f.id
+        LIMIT v_k OFFSET (v_page - 1)::bigint * v_k;
+        RETURN;
+    END IF;
+    RETURN QUERY
+    WITH f AS (
+        SELECT m.*, CASE WHEN m.pinned THEN 1::float8 ELSE mneme._retrievability(m.stability, m.last_reviewed_at, v_at) END AS r
+        FROM mneme.memories m
+        WHERE m.tenant_id = v_tenant
+          AND (find_memories.only_label IS NULL OR m.label = find_memories.only_label)
+          AND (find_memories.only_status IS NULL OR m.status = find_memories.only_status)
+          AND (find_memories.only_kind IS NULL OR m.kind = find_memories.only_kind)
+          AND (find_memories.only_pinned IS NULL OR m.pinned = find_memories.only_pinned)
+          AND (v_words IS NULL OR lower(concat_ws(' ', m.title, m.summary, m.content)) LIKE ALL (v_words))
+    )
+    SELECT f.id, f.conversation_id, f.kind, f.status, f.label, f.pinned, f.title, f.summary, f.content, f.source_first_at,
+           f.created_at, f.valid_until, f.stability, f.last_reviewed_at, f.review_count, f.confidence_score, f.r,
+           f.supersedes_id, count(*) OVER ()
+    FROM f
+    WHERE (find_memories.r_min IS NULL OR f.r >= find_memories.r_min) AND (find_memories.r_max IS NULL OR f.r <= find_memories.r_max)
+    ORDER BY CASE WHEN v_sort = 'r' THEN f.r END, CASE WHEN v_sort = 'r_desc' THEN f.r END DESC,
+             CASE WHEN v_sort = 'said' THEN coalesce(f.source_first_at, f.created_at) END DESC,
+             CASE WHEN v_sort = 'said_asc' THEN coalesce(f.source_first_at, f.created_at) END,
+             CASE WHEN v_sort = 'stability' THEN f.stability END DESC, CASE WHEN v_sort = 'reviews' THEN f.review_count END DESC,
+             CASE WHEN v_sort = 'created_asc' THEN f.created_at END, f.created_at DESC, f.id
+    LIMIT v_k OFFSET (v_page - 1)::bigint * v_k;
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION mneme.forget(memory_id uuid, reason text)
  RETURNS void
  LANGUAGE plpgsql
@@ -1986,7 +2259,8 @@ BEGIN
     v_conv := mneme._memory_conversation(forget.memory_id);
     SELECT status INTO v_status FROM mneme.memories WHERE conversation_id = v_conv AND id = forget.memory_id FOR UPDATE;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'memory % does not exist', forget.memory_id USING ERRCODE = 'P0002';
+        RAISE EXCEPTION 'memory % does not exist', forget.memory_id USING ERRCODE = 'P0002',
+            HINT = 'the memory is not in this tenant: check the id and mneme.set_tenant (or the login''s tenant); an erased memory leaves only its events: SELECT * FROM mneme.memory_event_log(id)';
     END IF;
     IF v_status = 'invalidated' THEN
         RETURN; -- already forgotten: keep the first reason
@@ -2497,7 +2771,8 @@ BEGIN
     -- revision with tenant scope).
     v_conv := mneme._memory_conversation(inspect.id);
     IF v_conv IS NULL THEN
-        RAISE EXCEPTION 'memory % does not exist', inspect.id USING ERRCODE = 'P0002';
+        RAISE EXCEPTION 'memory % does not exist', inspect.id USING ERRCODE = 'P0002',
+            HINT = 'the memory is not in this tenant: check the id and mneme.set_tenant (or the login''s tenant); an erased memory leaves only its events: SELECT * FROM mneme.memory_event_log(id)';
     END IF;
     SELECT n.id INTO v_by FROM mneme.memories n WHERE n.supersedes_id = inspect.id ORDER BY n.created_at DESC LIMIT 1;
     SELECT e.reason INTO v_rev FROM mneme.memory_events e
@@ -2510,7 +2785,8 @@ BEGIN
            m.last_confirmed_at, m.confirms_id, m.invalidates_id, m.slot, v_rev
     FROM mneme.memories m WHERE m.id = inspect.id AND m.conversation_id = v_conv;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'memory % does not exist', inspect.id USING ERRCODE = 'P0002';
+        RAISE EXCEPTION 'memory % does not exist', inspect.id USING ERRCODE = 'P0002',
+            HINT = 'the memory is not in this tenant: check the id and mneme.set_tenant (or the login''s tenant); an erased memory leaves only its events: SELECT * FROM mneme.memory_event_log(id)';
     END IF;
 END
 $function$;
@@ -2590,7 +2866,7 @@ END
 $function$;
 
 CREATE OR REPLACE FUNCTION mneme.memory_reviews(memory_id uuid)
- RETURNS TABLE(reviewed_at timestamp with time zone, rating text, reviewer text, defaulted boolean, stability_before double precision, stability_after double precision, difficulty_before double precision, difficulty_after double precision, state_before text, state_after text, last_reviewed_before timestamp with time zone, matched_queries text[], job_id bigint)
+ RETURNS TABLE(reviewed_at timestamp with time zone, rating text, reviewer text, defaulted boolean, stability_before double precision, stability_after double precision, difficulty_before double precision, difficulty_after double precision, state_before text, state_after text, last_reviewed_before timestamp with time zone, matched_queries text[], job_id bigint, evidence jsonb)
  LANGUAGE plpgsql
  STABLE SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2606,12 +2882,13 @@ BEGIN
     END IF;
     v_conv := mneme._memory_conversation(memory_reviews.memory_id);
     IF v_conv IS NULL THEN
-        RAISE EXCEPTION 'memory % does not exist', memory_reviews.memory_id USING ERRCODE = 'P0002';
+        RAISE EXCEPTION 'memory % does not exist', memory_reviews.memory_id USING ERRCODE = 'P0002',
+            HINT = 'the memory is not in this tenant: check the id and mneme.set_tenant (or the login''s tenant); an erased memory leaves only its events: SELECT * FROM mneme.memory_event_log(id)';
     END IF;
     RETURN QUERY
     SELECT l.reviewed_at, l.rating, l.reviewer, l.defaulted, l.stability_before, l.stability_after,
            l.difficulty_before, l.difficulty_after, l.state_before, l.state_after, l.last_reviewed_before,
-           l.matched_queries, l.job_id
+           l.matched_queries, l.job_id, l.evidence
     FROM mneme.review_log l
     WHERE l.memory_id = memory_reviews.memory_id AND l.conversation_id = v_conv
     ORDER BY l.reviewed_at, l.id;
@@ -2628,15 +2905,26 @@ AS $function$
 #variable_conflict use_column
 DECLARE
     v__entered boolean := mneme._enter(NULL);
-    v_conv uuid;
+    v_conv   uuid;
+    v_status text;
 BEGIN
     IF pin.memory_id IS NULL OR pin.pinned IS NULL THEN
         RAISE EXCEPTION 'memory_id and pinned must not be NULL' USING ERRCODE = '22004';
     END IF;
     v_conv := mneme._memory_conversation(pin.memory_id);
-    UPDATE mneme.memories SET pinned = pin.pinned, updated_at = now() WHERE conversation_id = v_conv AND id = pin.memory_id;
+    UPDATE mneme.memories SET pinned = pin.pinned, updated_at = now()
+    WHERE conversation_id = v_conv AND id = pin.memory_id
+    RETURNING status INTO v_status;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'memory % does not exist', pin.memory_id USING ERRCODE = 'P0002';
+        RAISE EXCEPTION 'memory % does not exist', pin.memory_id USING ERRCODE = 'P0002',
+            HINT = 'the memory is not in this tenant: check the id and mneme.set_tenant (or the login''s tenant); an erased memory leaves only its events: SELECT * FROM mneme.memory_event_log(id)';
+    END IF;
+    -- A pin keeps a belief in retrieval; a forgotten, superseded or merged
+    -- memory is out of it for a reason (its status says which), and a pin
+    -- would show "invalidated · pinned". Unpinning is always allowed.
+    IF pin.pinned AND v_status NOT IN ('active', 'inactive') THEN
+        RAISE EXCEPTION 'memory % is %, only an active or inactive memory can be pinned', pin.memory_id, v_status
+            USING ERRCODE = '55000', HINT = 'mneme.history(id) shows what replaced it; pin that one';
     END IF;
 END
 $function$;
@@ -2904,7 +3192,8 @@ BEGIN
         v_old_conv := mneme._memory_conversation(remember.supersedes);
         SELECT * INTO v_old FROM mneme.memories WHERE conversation_id = v_old_conv AND id = remember.supersedes FOR UPDATE;
         IF NOT FOUND THEN
-            RAISE EXCEPTION 'memory % does not exist', remember.supersedes USING ERRCODE = 'P0002';
+            RAISE EXCEPTION 'memory % does not exist', remember.supersedes USING ERRCODE = 'P0002',
+            HINT = 'the memory is not in this tenant: check the id and mneme.set_tenant (or the login''s tenant); an erased memory leaves only its events: SELECT * FROM mneme.memory_event_log(id)';
         END IF;
         IF v_old.conversation_id <> remember.conversation_id THEN
             RAISE EXCEPTION 'memory % belongs to another conversation', remember.supersedes USING ERRCODE = '22023';
@@ -3148,11 +3437,15 @@ BEGIN
     v_convs := mneme._scope_conversations(v_new.conversation_id, v_scope);
     -- The hybrid ranking over the new text (facts only: an episode is a
     -- transcript, not a belief to replace), then every active fact of the
-    -- same slot, whatever its words.
+    -- same slot, whatever its words. Under an external embedder SQL cannot
+    -- embed the text: BM25 alone, asked for ('{}'; search refuses a NULL
+    -- there).
     RETURN QUERY
     WITH s AS (
         SELECT s.memory_id, s.score
-        FROM mneme.search(v_new.conversation_id, left(v_new.content, 10000), 100, scope => v_scope) s
+        FROM mneme.search(v_new.conversation_id, left(v_new.content, 10000), 100,
+                          CASE WHEN mneme.setting('embedder') #>> '{}' = 'hash' THEN NULL ELSE '{}'::real[] END,
+                          scope => v_scope) s
         WHERE s.memory_id <> v_new.id AND s.kind = 'semantic'
         ORDER BY s.score DESC, s.memory_id
         LIMIT v_k
@@ -3425,6 +3718,35 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION mneme.tenants()
+ RETURNS TABLE(tenant text, created_at timestamp with time zone, conversations bigint, logins text[])
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+ SET jit TO 'off'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    v__entered boolean := mneme._enter(NULL);
+    v_prev  text := pg_catalog.current_setting('mneme.tenant', true);
+    v_bound text;
+    t       record;
+BEGIN
+    SELECT b.tenant_id INTO v_bound FROM mneme.tenant_logins b WHERE b.login = mneme._caller();
+    FOR t IN SELECT x.id, x.created_at FROM mneme.tenants x
+             WHERE v_bound IS NULL OR x.id = v_bound ORDER BY x.id LOOP
+        -- row security shows a conversation to its tenant: count as it
+        PERFORM mneme._act_for_tenant(t.id);
+        tenant := t.id;
+        created_at := t.created_at;
+        conversations := (SELECT count(*) FROM mneme.message_queue q WHERE q.tenant_id = t.id);
+        logins := ARRAY(SELECT b.login::text FROM mneme.tenant_logins b WHERE b.tenant_id = t.id ORDER BY b.login);
+        RETURN NEXT;
+    END LOOP;
+    PERFORM mneme._act_for_tenant(v_prev);
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION mneme.unhandled_jobs(job_ids bigint[])
  RETURNS SETOF bigint
  LANGUAGE plpgsql
@@ -3490,12 +3812,14 @@ $function$;
 
 -- Nested distributed execution allowed (after the definitions above, which
 -- would reset it): tests/testdata/citus_generate.sql, step 5, says why.
+ALTER FUNCTION mneme._act_for_tenant(text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._belief_candidates(uuid[],text,real[],integer,timestamp with time zone,timestamp with time zone,timestamp with time zone,boolean) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._bm25_apply(uuid[],uuid[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._bm25_search(uuid[],text,integer,timestamp with time zone,timestamp with time zone) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._bm25_sums(uuid[],text[],double precision[],double precision,double precision,double precision,uuid[],timestamp with time zone,timestamp with time zone) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._check_setting(text,jsonb) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._check_setting_pair(text,jsonb) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme._citus_sequential() SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._claim_conversation(uuid) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._claim_jobs_distributed(text,integer,interval,integer) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._cleanup(timestamp with time zone,boolean,text) SET citus.allow_nested_distributed_execution = on;
@@ -3537,13 +3861,14 @@ ALTER FUNCTION mneme._set_local(text,text) SET citus.allow_nested_distributed_ex
 ALTER FUNCTION mneme._setting_number(text,jsonb,double precision,double precision,boolean,boolean) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._setting_weights(text,jsonb,text[],text[],double precision,double precision) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._source_messages(uuid,bigint[],boolean) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme._tenant_tombstones(text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._vector_index_ready(text,text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._vector_search(uuid,real[],integer,timestamp with time zone,timestamp with time zone) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._vector_search_scope(uuid[],real[],integer,timestamp with time zone,timestamp with time zone) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.add_fact(uuid,text,bigint[],uuid,text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.add_message(uuid,text,text,timestamp with time zone) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.add_pending_review(uuid,uuid[],text) SET citus.allow_nested_distributed_execution = on;
-ALTER FUNCTION mneme.apply_review(uuid,text,double precision,double precision,text,timestamp with time zone,text,text[],boolean,bigint) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.apply_review(uuid,text,double precision,double precision,text,timestamp with time zone,text,text[],boolean,bigint,jsonb) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.apply_revision(uuid,text,uuid,text,text,text,boolean,bigint) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.bind_login(text,text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.bm25_reindex() SET citus.allow_nested_distributed_execution = on;
@@ -3558,10 +3883,12 @@ ALTER FUNCTION mneme.context_items(uuid,text,integer,real[],timestamp with time 
 ALTER FUNCTION mneme.context_messages(uuid,bigint[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.conversation_memories(uuid) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.conversation_messages(uuid) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.conversation_titles(uuid[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.conversations(integer) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.create_episode(uuid,bigint[],text,text,real[],real,text,boolean,double precision,double precision,text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.create_episodes(uuid,jsonb) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.create_tenant(text) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.drop_tenant(text,text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.enqueue_job(text,uuid,jsonb,text,timestamp with time zone) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.enqueue_segment(uuid,jsonb) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.erase(uuid,text) SET citus.allow_nested_distributed_execution = on;
@@ -3574,6 +3901,7 @@ ALTER FUNCTION mneme.export_settings() SET citus.allow_nested_distributed_execut
 ALTER FUNCTION mneme.extend_job_lease(bigint,text,integer,interval) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.extractive_summary(uuid,text[],text[],integer) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.fail_job(bigint,text,integer,text,interval,boolean,integer) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.find_memories(uuid,text,text,text,text,boolean,double precision,double precision,text,integer,integer,timestamp with time zone) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.forget(uuid,text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.hash_embed(text,integer) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.history(uuid) SET citus.allow_nested_distributed_execution = on;
@@ -3636,6 +3964,7 @@ ALTER FUNCTION mneme.set_tenant(text) SET citus.allow_nested_distributed_executi
 ALTER FUNCTION mneme.setting(text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.take_pending_reviews(uuid) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.tenant_fill_trg() SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.tenants() SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.unbind_login(text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.unhandled_jobs(bigint[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.unpin(uuid) SET citus.allow_nested_distributed_execution = on;
