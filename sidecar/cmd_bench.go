@@ -107,6 +107,20 @@ func cmdBenchSoak(ctx context.Context, log *slog.Logger, args []string) error {
 	return err
 }
 
+func cmdBenchErase(ctx context.Context, log *slog.Logger, args []string) error {
+	fs := flags("bench erase")
+	o := bench.EraseOptions{Log: log}
+	asJSON := o.Bind(fs)
+	if err := bench.Setup("erase", fs, args, func() error { return o.Validate() }, &o.Server); err != nil {
+		return err
+	}
+	res, err := bench.Erase(ctx, o)
+	if err != nil {
+		return err
+	}
+	return cli.Result(*asJSON, res, res.WriteTable)
+}
+
 func cmdBenchTransfer(ctx context.Context, log *slog.Logger, args []string) error {
 	fs := flags("bench transfer")
 	o := bench.TransferOptions{Log: log}

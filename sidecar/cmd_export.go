@@ -125,10 +125,12 @@ func cmdImport(ctx context.Context, log *slog.Logger, args []string) error {
 		return importRole(err)
 	}
 	// The file's counts are of what it holds; a conversation imported before
-	// (a resumed import) is read and left as it is, not written again.
+	// (a resumed import) is read and left as it is, not written again; what
+	// the tenant erased is left out (erase is final).
 	log.Info("imported", "conversations_written", res.Conversations, "conversations_already_there", res.Skipped,
 		"file_messages", res.Messages, "file_memories", res.Memories, "file_reviews", res.Reviews, "file_events", res.Events,
-		"embeddings_kept", res.KeptEmbedding, "embedded", res.Embedded, "dropped_links", res.DroppedLinks)
+		"embeddings_kept", res.KeptEmbedding, "embedded", res.Embedded, "dropped_links", res.DroppedLinks,
+		"erased_conversations_left_out", res.ErasedConversations, "erased_rows_left_out", res.ErasedRows)
 	return nil
 }
 

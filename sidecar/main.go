@@ -38,6 +38,7 @@ func commands() []cli.Command {
 			{Name: "events", Args: "[flags]", Summary: "per transport: commit-to-handler latency and jobs/s with a no-op handler", Run: cmdBenchEvents},
 			{Name: "writers", Args: "[flags]", Summary: "concurrent add_message on one conversation and on many: messages/s and failures", Run: cmdBenchWriters},
 			{Name: "scale", Args: "[flags]", Summary: "every call at 10,000 to 1,000,000 memories over 10,000 conversations and 1,000 tenants, as mneme_app: latency, size, goals", Run: cmdBenchScale},
+			{Name: "erase", Args: "[flags]", Summary: "mneme.erase and erase_conversation in a loaded tenant (memories, review log, jobs): latency", Run: cmdBenchErase},
 			{Name: "transfer", Args: "[flags]", Summary: "mneme export and import of a loaded tenant: memories/s and peak RSS of each", Run: cmdBenchTransfer},
 			{Name: "ingest", Args: "[flags]", Summary: "conversations written at once with sidecars running: sustained messages/s and segmentation lag", Run: cmdBenchIngest},
 			{Name: "soak", Args: "[flags]", Summary: "live traffic, sidecars killed and restarted, then the invariants checked (pass/fail, exit 1 on a failure) and throughput", Run: cmdBenchSoak},

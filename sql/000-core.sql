@@ -423,6 +423,15 @@ BEGIN
                 USING ERRCODE = '22023', HINT = format('a review job: %s', v_kind.payload_hint);
         END;
     END IF;
+    -- A segment job cuts the conversation's queued messages: with none
+    -- queued it has nothing to do, and would only fail.
+    IF enqueue_job.kind = 'segment' AND enqueue_job.conversation_id IS NOT NULL
+       AND NOT EXISTS (SELECT 1 FROM mneme.messages m
+                       WHERE m.conversation_id = enqueue_job.conversation_id AND m.consumed_at IS NULL) THEN
+        RAISE EXCEPTION 'conversation % has no queued messages: a segment job would have nothing to segment',
+            enqueue_job.conversation_id USING ERRCODE = '22023',
+            HINT = 'mneme.add_message queues messages and enqueues the segment job itself';
+    END IF;
     -- Distributed by conversation (Citus), a job needs one: a job of no
     -- conversation (cleanup) goes to the nil conversation's shard.
     IF enqueue_job.conversation_id IS NULL AND mneme._distributed('mneme.jobs') THEN

@@ -276,7 +276,10 @@ BEGIN
             PERFORM mneme._setting_number(k, v, 0, 36500, false, true);
         END IF;
     WHEN 'cleanup_interval' THEN PERFORM mneme._setting_interval(k, v, interval '1 minute', interval '366 days', true);
-    WHEN 'jobs_retention' THEN PERFORM mneme._setting_interval(k, v, interval '0', interval '100 years', true);
+    -- (at least a second: cleanup deletes done jobs older than it, and
+    -- refuses a retention of zero, which "0", "P0D", "1 day -24 hours" and
+    -- "0.0000001 seconds" all are; issue 47)
+    WHEN 'jobs_retention' THEN PERFORM mneme._setting_interval(k, v, interval '1 second', interval '100 years', true);
     WHEN 'message_max_future' THEN PERFORM mneme._setting_interval(k, v, interval '0', interval '366 days', false);
     WHEN 'embedder' THEN PERFORM mneme._setting_enum(k, v, ARRAY['hash', 'external']);
     WHEN 'revision_scope' THEN PERFORM mneme._setting_enum(k, v, ARRAY['conversation', 'tenant']);

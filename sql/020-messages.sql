@@ -404,6 +404,10 @@ DECLARE
     v_missing bigint;
 BEGIN
     PERFORM mneme._require_primary('mneme.record_retrieval');
+    IF record_retrieval.conversation_id IS NULL OR record_retrieval.query IS NULL THEN
+        RAISE EXCEPTION 'conversation_id and query must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    PERFORM mneme._check_text('query', record_retrieval.query, mneme._limit('query_chars'));
     IF record_retrieval.memory_ids IS NULL OR array_position(record_retrieval.memory_ids, NULL) IS NOT NULL THEN
         RAISE EXCEPTION 'memory_ids must be an array of non-NULL ids' USING ERRCODE = '22004';
     END IF;
@@ -414,7 +418,6 @@ BEGIN
         RAISE EXCEPTION 'memory_ids holds % ids, at most 1000', cardinality(record_retrieval.memory_ids)
             USING ERRCODE = '22023';
     END IF;
-    PERFORM mneme._check_length('query', record_retrieval.query, 10000);
     -- Only memories this tenant can read: a review rates what it names, and
     -- the sidecar that runs it sees every tenant. The ids found in one
     -- uncorrelated read (Citus refuses a subquery correlated with unnest;

@@ -99,6 +99,7 @@ BEGIN
         RAISE EXCEPTION 'at % is more than message_max_future ahead', remember.at USING ERRCODE = '22008',
             HINT = 'at is when the fact was stated; omit it for now()';
     END IF;
+    PERFORM mneme._check_time('valid_until', remember.valid_until);  -- '-infinity', 'infinity', year 10000: 22008 alike
     IF remember.valid_until IS NOT NULL AND remember.valid_until <= now() THEN
         RAISE EXCEPTION 'valid_until % is not in the future', remember.valid_until USING ERRCODE = '22023';
     END IF;

@@ -529,8 +529,8 @@ SET jit = off
 AS $$
 #variable_conflict use_column
 BEGIN
-    IF bm25_search.k IS NULL THEN
-        RAISE EXCEPTION 'k must not be NULL' USING ERRCODE = '22004';
+    IF bm25_search.conversation_id IS NULL OR bm25_search.query IS NULL OR bm25_search.k IS NULL THEN
+        RAISE EXCEPTION 'conversation_id, query and k must not be NULL' USING ERRCODE = '22004';
     END IF;
     IF bm25_search.k < 1 THEN
         RAISE EXCEPTION 'k must be at least 1' USING ERRCODE = '22023';

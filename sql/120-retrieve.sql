@@ -465,11 +465,9 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 BEGIN
-    IF vector_search.embedding IS NULL THEN
-        RETURN;
-    END IF;
-    IF vector_search.k IS NULL THEN
-        RAISE EXCEPTION 'k must not be NULL' USING ERRCODE = '22004';
+    IF vector_search.conversation_id IS NULL OR vector_search.embedding IS NULL OR vector_search.k IS NULL THEN
+        RAISE EXCEPTION 'conversation_id, embedding and k must not be NULL' USING ERRCODE = '22004',
+            HINT = 'mneme.search ranks by the query alone when there is no embedding';
     END IF;
     IF vector_search.k < 1 THEN
         RAISE EXCEPTION 'k must be at least 1' USING ERRCODE = '22023';

@@ -302,6 +302,9 @@ DECLARE
     v_rw      float8 := mneme.setting('retrievability_weight')::float8;
     v_cw      float8 := mneme.setting('confidence_weight')::float8;
 BEGIN
+    IF search.include_history IS NULL THEN
+        RAISE EXCEPTION 'include_history must not be NULL' USING ERRCODE = '22004';
+    END IF;
     PERFORM mneme._check_search_arguments(search.conversation_id, search.query, search.k, search.since, search.until,
                                           v_at, search.as_of);
     IF v_rw IS NULL OR v_rw < 0 OR v_rw = 'Infinity' THEN

@@ -403,7 +403,7 @@ BEGIN
         END IF;
     END IF;
     PERFORM mneme._set_local('mneme.actor', 'revise:' || apply_revision.classifier);
-    PERFORM mneme._set_local('mneme.event_reason', left(v_note, 500));
+    PERFORM mneme._mark('event_reason', left(v_note, 500));
     v_slot := CASE WHEN apply_revision.slot IS NULL OR mneme._is_blank(apply_revision.slot) THEN v_new.slot
                    ELSE lower(btrim(apply_revision.slot)) END;
     IF v_slot IS DISTINCT FROM v_new.slot THEN
@@ -421,7 +421,7 @@ BEGIN
     VALUES (v_new.id, v_new.conversation_id, 'revised',
             left(v_note, 1500) || CASE WHEN v_action <> 'ADD' THEN format(' [target %s]', v_old.id) ELSE '' END,
             mneme._event_actor());
-    PERFORM mneme._set_local('mneme.event_reason', '');
+    PERFORM mneme._mark('event_reason', '');
     RETURN v_action;
 END
 $$;

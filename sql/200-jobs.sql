@@ -386,10 +386,17 @@ BEGIN
         RETURN NULL; -- lease lost: whoever holds the job now decides
     END IF;
     IF fail_job.permanent OR j.attempts >= coalesce(fail_job.max_attempts, j.max_attempts) THEN
+        -- A job its handler rejected (permanent: malformed, no conversation)
+        -- failed on itself, not on the messages: a segment job's stay queued
+        -- for the next valid segmentation (jobs_set_aside_trg).
+        IF fail_job.permanent THEN
+            PERFORM mneme._mark('job_rejected', fail_job.id::text);
+        END IF;
         UPDATE mneme.jobs
            SET state = 'failed', finished_at = now(), updated_at = now(),
                locked_by = NULL, locked_until = NULL, last_error = v_error
          WHERE conversation_id IS NOT DISTINCT FROM v_job_conv AND id = fail_job.id;
+        PERFORM mneme._mark('job_rejected', NULL);
         RETURN 'failed';
     END IF;
     RETURN mneme._requeue_job(fail_job.id, now() + fail_job.retry_in, v_error, j.attempts);
@@ -460,6 +467,17 @@ BEGIN
         RAISE EXCEPTION 'job % is %, only a failed job can be retried', retry_job.id, j.state
             USING ERRCODE = '55000', HINT = 'pending and running jobs are retried by the sidecar already';
     END IF;
+    -- A segment job's payload only says why it was enqueued (the job reads
+    -- the whole queue): one its handler could not read, or that its kind's
+    -- rule does not take, is replaced by a plain check, saying so, so the
+    -- retry does not fail the same way again.
+    IF j.kind = 'segment' AND (NOT coalesce(jsonb_path_match(j.payload, (SELECT k.payload_rule FROM mneme.job_kinds k WHERE k.kind = 'segment')), false)
+                               OR j.payload::text ~ '_id": -?[0-9]*[.eE]') THEN
+        RAISE NOTICE 'job %: its payload % is not what the segment handler reads; retried as {"check": true}',
+            retry_job.id, left(j.payload::text, 200);
+        UPDATE mneme.jobs SET payload = '{"check": true, "reason": "retry"}'
+         WHERE conversation_id IS NOT DISTINCT FROM v_job_conv AND id = retry_job.id;
+    END IF;
     BEGIN
         UPDATE mneme.jobs
            SET state = 'pending', attempts = 0, run_at = now(), finished_at = NULL, updated_at = now()
@@ -475,7 +493,8 @@ END
 $$;
 COMMENT ON FUNCTION mneme.retry_job(bigint) IS
     'Requeues a failed job with a fresh set of attempts (last_error is kept until the next failure); a segment '
-    'job''s set-aside messages go back in the queue. '
+    'job''s set-aside messages go back in the queue, and a segment payload its handler cannot read becomes '
+    '{"check": true} (a NOTICE says so). '
     'Raises P0002 for an unknown id and 55000 for a job that is not failed.';
 
 -- -----------------------------------------------------------------------------
@@ -490,7 +509,9 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF NEW.state = 'failed' THEN
+    IF NEW.state = 'failed' AND mneme._marked('job_rejected') IS NOT DISTINCT FROM NEW.id::text THEN
+        RETURN NULL;  -- rejected by its handler as malformed: the messages stay queued (mneme.fail_job)
+    ELSIF NEW.state = 'failed' THEN
         -- A segment job reads everything queued when it runs
         -- (mneme.queued_sessions), so it failed on all of it. Nothing of the
         -- payload is read: this runs inside fail_job and the claim, where a

@@ -145,6 +145,7 @@ BEGIN
         RAISE EXCEPTION 'content must not be empty' USING ERRCODE = '22023',
             HINT = 'pass the text of the memory to label';
     END IF;
+    PERFORM mneme._check_time('at', auto_label.at);
     t := lower(translate(auto_label.content, E'\u2019\u2018', ''''''));
     t := regexp_replace(t, '\s+', ' ', 'g');
 
@@ -263,6 +264,7 @@ BEGIN
     IF cardinality(episode_label.contents) = 0 THEN
         RAISE EXCEPTION 'contents must hold at least one message' USING ERRCODE = '22023';
     END IF;
+    PERFORM mneme._check_time('at', episode_label.at);
     SELECT array_agg(mneme.auto_label(c, episode_label.at)) INTO labels
     FROM unnest(episode_label.contents) AS c WHERE NOT mneme._is_blank(c);
     IF labels IS NULL THEN

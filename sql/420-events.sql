@@ -86,37 +86,19 @@ COMMENT ON FUNCTION mneme._status_event(text) IS
     'Internal: the event of a memory whose status became status.';
 
 -- The reason a mneme function gave for the status change its UPDATE makes
--- (setting mneme.event_reason), counted only beneath the functions that set
--- it (apply_revision, reactivate): any session may SET the setting, and a
--- reason an application planted that way before mneme.pin was recorded as
--- the reason of a "reactivated" event (issue 38). The call stack cannot be
--- planted. On Citus the trigger runs on a worker, where the coordinator's
--- stack is not seen: there the setting counts as before (docs/forgetting.md).
+-- (its mark event_reason: apply_revision, reactivate). A mark is a row
+-- only mneme's functions write (mneme._mark, sql/015-invariants.sql): a
+-- caller cannot plant one. (A session setting, which any session may SET,
+-- and then a check of the call stack's text, which a function name with
+-- a newline could forge, came before: issues 38 and 47.)
 CREATE OR REPLACE FUNCTION mneme._event_reason()
 RETURNS text
-LANGUAGE plpgsql STABLE
+LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_reason text := nullif(pg_catalog.current_setting('mneme.event_reason', true), '');
-    v_stack  text;
-BEGIN
-    IF v_reason IS NULL THEN
-        RETURN NULL;
-    END IF;
-    IF mneme._distributed('mneme.memories') THEN
-        RETURN v_reason;
-    END IF;
-    GET DIAGNOSTICS v_stack = PG_CONTEXT;
-    IF v_stack ~ '(^|\n)PL/pgSQL function mneme\.(apply_revision|reactivate)\(' THEN
-        RETURN v_reason;
-    END IF;
-    RETURN NULL;
-END
-$$;
+AS $$ SELECT mneme._marked('event_reason') $$;
 COMMENT ON FUNCTION mneme._event_reason() IS
-    'Internal: the reason mneme.apply_revision or mneme.reactivate set for the status change under way '
-    '(setting mneme.event_reason), NULL when no such function is on the call stack (a caller''s own SET counts for nothing).';
+    'Internal: the reason mneme.apply_revision or mneme.reactivate gave for the status change under way (their '
+    'mark event_reason), NULL otherwise; a caller cannot set it.';
 
 CREATE OR REPLACE FUNCTION mneme._status_reason(
     status text, status_reason text, reviewed_at timestamptz, old_reviewed_at timestamptz,
@@ -136,15 +118,15 @@ COMMENT ON FUNCTION mneme._status_reason(text, text, timestamptz, timestamptz, b
 
 CREATE OR REPLACE FUNCTION mneme._deleted_event()
 RETURNS text
-LANGUAGE sql STABLE PARALLEL SAFE
-AS $$ SELECT coalesce(nullif(pg_catalog.current_setting('mneme.delete_event', true), ''), 'purged') $$;
+LANGUAGE sql STABLE
+AS $$ SELECT coalesce(mneme._marked('delete_event'), 'purged') $$;
 COMMENT ON FUNCTION mneme._deleted_event() IS
     'Internal: the event of a deleted memory (purged, or what the deleting function set).';
 
 CREATE OR REPLACE FUNCTION mneme._deleted_reason()
 RETURNS text
-LANGUAGE sql STABLE PARALLEL SAFE
-AS $$ SELECT coalesce(nullif(pg_catalog.current_setting('mneme.delete_reason', true), ''), 'row deleted') $$;
+LANGUAGE sql STABLE
+AS $$ SELECT coalesce(mneme._marked('delete_reason'), 'row deleted') $$;
 COMMENT ON FUNCTION mneme._deleted_reason() IS
     'Internal: the reason of a deleted memory''s event.';
 
@@ -155,9 +137,7 @@ CREATE OR REPLACE FUNCTION mneme._importing()
 RETURNS boolean
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
-AS $$ SELECT coalesce(current_setting('mneme.importing', true), '') = 'on'
-             AND (pg_catalog.pg_has_role(session_user, 'mneme_admin', 'MEMBER')
-                  OR pg_catalog.pg_has_role(session_user, 'mneme_owner', 'MEMBER')) $$;
+AS $$ SELECT coalesce(mneme._marked('importing') = 'on', false) $$;
 COMMENT ON FUNCTION mneme._importing() IS
     'Internal: whether mneme import is writing rows (the event triggers then write none: the file''s events are imported).';
 
@@ -329,7 +309,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     -- erase may remove content from earlier events' reasons, nothing else.
-    IF TG_OP = 'UPDATE' AND current_setting('mneme.erasing', true) = 'on' AND NEW.reason IS NULL
+    IF TG_OP = 'UPDATE' AND mneme._marked('erasing') = 'on' AND NEW.reason IS NULL
        AND (NEW.id, NEW.memory_id, NEW.conversation_id, NEW.event, NEW.actor, NEW.review_log_id, NEW.at, NEW.caller, NEW.tenant_id)
            IS NOT DISTINCT FROM (OLD.id, OLD.memory_id, OLD.conversation_id, OLD.event, OLD.actor, OLD.review_log_id, OLD.at, OLD.caller, OLD.tenant_id) THEN
         RETURN NEW;

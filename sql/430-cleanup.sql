@@ -148,7 +148,8 @@ BEGIN
     SELECT array_agg(m.id ORDER BY m.id) INTO v_ids FROM mneme.memories m
     WHERE m.valid_until <= v_at AND m.status = 'active'
       AND NOT EXISTS (SELECT 1 FROM mneme.memory_events e
-                      WHERE e.conversation_id = m.conversation_id AND e.memory_id = m.id AND e.event = 'expired');
+                      WHERE e.conversation_id = m.conversation_id AND e.memory_id = m.id AND e.tenant_id = m.tenant_id
+                        AND e.event = 'expired');
     IF NOT dry_run AND v_ids IS NOT NULL AND mneme._distributed('mneme.memories') THEN
         -- A row at a time on Citus: an INSERT ... SELECT whose select list
         -- calls format() over columns is run through the coordinator,
@@ -208,7 +209,8 @@ BEGIN
                 SELECT m.id FROM mneme.memories m
                 WHERE m.conversation_id = v_conv AND mneme._cleanup_eligible(m.status, m.pinned, m.label, 'inactive')
                   AND coalesce((SELECT max(e.at) FROM mneme.memory_events e
-                                WHERE e.conversation_id = v_conv AND e.memory_id = m.id AND e.event = 'inactivated'), m.updated_at)
+                                WHERE e.conversation_id = v_conv AND e.memory_id = m.id AND e.tenant_id = m.tenant_id
+                                  AND e.event = 'inactivated'), m.updated_at)
                       < v_at - make_interval(secs => v_days * 86400)
                 ORDER BY m.id
                 FOR UPDATE SKIP LOCKED);
@@ -219,7 +221,7 @@ BEGIN
             SELECT m.id FROM mneme.memories m
             WHERE mneme._cleanup_eligible(m.status, m.pinned, m.label, 'inactive')
               AND coalesce((SELECT max(e.at) FROM mneme.memory_events e
-                            WHERE e.memory_id = m.id AND e.event = 'inactivated'), m.updated_at)
+                            WHERE e.memory_id = m.id AND e.tenant_id = m.tenant_id AND e.event = 'inactivated'), m.updated_at)
                   < v_at - make_interval(secs => v_days * 86400)
             ORDER BY m.id
             FOR UPDATE SKIP LOCKED) x;
@@ -372,31 +374,46 @@ BEGIN
         -- Reasons may quote what is erased: the events of every erased
         -- memory, and any reason or status_reason that names one (a
         -- revision's "changes from X to Y (by <id>)"), lose their text.
-        PERFORM mneme._set_local('mneme.erasing', 'on');
+        PERFORM mneme._mark('erasing', 'on');
         UPDATE mneme.memory_events e SET reason = NULL WHERE e.memory_id = ANY (ids) AND e.reason IS NOT NULL;
         UPDATE mneme.memory_events e SET reason = NULL
         WHERE e.id IN (SELECT e2.id
                        FROM mneme.memory_events e2,
                             regexp_matches(e2.reason, '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}', 'g') r
-                       WHERE e2.reason IS NOT NULL AND r[1] IN (SELECT unnest(v_keys)));
-        PERFORM mneme._set_local('mneme.erasing', '');
+                       WHERE e2.tenant_id = ANY (v_tenants)
+                         -- (the partial index memory_events_naming_idx: only the reasons that name an id)
+                         AND e2.reason ~ '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}'
+                         AND r[1] IN (SELECT unnest(v_keys)));
+        PERFORM mneme._mark('erasing', '');
         UPDATE mneme.memories m SET status_reason = m.status || ': the memory that changed it was erased'  -- (not format(), STABLE: Citus refuses it over columns in an UPDATE)
         WHERE m.id IN (SELECT m2.id
                        FROM mneme.memories m2,
                             regexp_matches(m2.status_reason, '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}', 'g') r
-                       WHERE m2.status_reason IS NOT NULL AND NOT m2.id = ANY (ids) AND r[1] IN (SELECT unnest(v_keys)));
+                       WHERE m2.tenant_id = ANY (v_tenants)
+                         -- (the partial index memories_reason_naming_idx)
+                         AND m2.status_reason ~ '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}'
+                         AND NOT m2.id = ANY (ids) AND r[1] IN (SELECT unnest(v_keys)));
         -- A query that retrieved an erased memory asked about it: it goes
         -- too, from every copy, also where it retrieved other memories
         -- alongside (their review log, the review job that rated them).
         v_queries := ARRAY(
             SELECT e ->> 'query'
             FROM mneme.message_queue q, jsonb_array_elements(q.pending_reviews) e
-            WHERE q.tenant_id = ANY (v_tenants) AND jsonb_typeof(q.pending_reviews) = 'array'
+            WHERE q.tenant_id = ANY (v_tenants) AND q.pending_reviews IS NOT NULL AND jsonb_typeof(q.pending_reviews) = 'array'
               AND (e -> 'memory_ids') ?| v_keys AND e ->> 'query' IS NOT NULL
             UNION
             SELECT e ->> 'query'
-            FROM mneme.jobs j, jsonb_array_elements(j.payload -> 'reviews') e
-            WHERE j.tenant_id = ANY (v_tenants) AND j.kind = 'review' AND jsonb_typeof(j.payload -> 'reviews') = 'array'
+            -- (the review jobs that name one: a GIN lookup per probe,
+            -- jobs_review_payload_idx; the planner uses no GIN index for @> ANY)
+            FROM (SELECT DISTINCT x.id, x.payload
+                  FROM unnest(mneme._payload_probes(v_keys, NULL, NULL)) AS p(doc)
+                  JOIN mneme.jobs x ON x.payload @> p.doc AND x.kind = 'review' AND x.tenant_id = ANY (v_tenants)
+                  WHERE cardinality(v_keys) <= 10
+                  UNION ALL
+                  SELECT x.id, x.payload FROM mneme.jobs x
+                  WHERE cardinality(v_keys) > 10 AND x.kind = 'review' AND x.tenant_id = ANY (v_tenants)) j,
+                 jsonb_array_elements(j.payload -> 'reviews') e
+            WHERE jsonb_typeof(j.payload -> 'reviews') = 'array'
               AND jsonb_typeof(e -> 'memory_ids') = 'array' AND (e -> 'memory_ids') ?| v_keys AND e ->> 'query' IS NOT NULL
             UNION
             SELECT unnest(l.matched_queries) FROM mneme.review_log l WHERE l.memory_id = ANY (ids));
@@ -413,26 +430,59 @@ BEGIN
                                   FROM jsonb_array_elements(q.pending_reviews) WITH ORDINALITY AS x(e, o)
                                   WHERE NOT mneme._review_entry_removed(e, v_keys, v_queries)), '[]'::jsonb),
         updated_at = now()
-    WHERE q.tenant_id = ANY (v_tenants) AND jsonb_typeof(q.pending_reviews) = 'array'
+    WHERE q.tenant_id = ANY (v_tenants) AND q.pending_reviews IS NOT NULL AND jsonb_typeof(q.pending_reviews) = 'array'
       AND EXISTS (SELECT 1 FROM jsonb_array_elements(q.pending_reviews) e
                   WHERE mneme._review_entry_removed(e, v_keys, v_queries));
 
+    -- The jobs of their conversations, and the review jobs of the tenant
+    -- that name one of them, a message or a query (found through
+    -- jobs_conversation_idx and jobs_review_payload_idx, not by reading
+    -- every job's payload: issue 47).
     UPDATE mneme.jobs j SET payload = mneme._scrub_payload(j.payload, v_keys, v_msgs, v_queries), updated_at = now()
-    WHERE j.tenant_id = ANY (v_tenants) AND (j.conversation_id = ANY (v_convs) OR j.kind = 'review')
+    -- (of the conversation's jobs, the kinds whose payloads can name one:
+    -- a segment, revise or cleanup payload names no message or memory this
+    -- scrubs, and review jobs are found by the probes)
+    WHERE j.id IN (SELECT x.id FROM mneme.jobs x
+                   WHERE x.conversation_id = ANY (v_convs) AND x.kind NOT IN ('segment', 'revise', 'review', 'cleanup', 'noop')
+                   UNION
+                   -- a few: looked up probe by probe (jobs_review_payload_idx
+                   -- where no row security stands between; under it, a pass
+                   -- over the review jobs per probe); many: one pass
+                   SELECT x.id FROM unnest(mneme._payload_probes(v_keys, v_msgs, v_queries)) AS p(doc)
+                   JOIN mneme.jobs x ON x.payload @> p.doc AND x.kind = 'review'
+                   WHERE cardinality(v_keys) <= 10
+                   UNION
+                   SELECT x.id FROM mneme.jobs x WHERE cardinality(v_keys) > 10 AND x.kind = 'review')
+      AND j.tenant_id = ANY (v_tenants)
       AND j.payload IS DISTINCT FROM mneme._scrub_payload(j.payload, v_keys, v_msgs, v_queries);
 
-    DELETE FROM mneme.messages g WHERE g.id = ANY (v_msgs);
+    -- Only messages of a removed memory's own tenant (its source ids are
+    -- checked on write, sql/015-invariants.sql; a row written before that
+    -- check may name another tenant's message, which stays).
+    DELETE FROM mneme.messages g
+    WHERE g.id = ANY (v_msgs)
+      AND EXISTS (SELECT 1 FROM mneme.memories m
+                  WHERE m.id = ANY (ids) AND m.tenant_id = g.tenant_id
+                    AND (m.id = g.memory_id OR g.id = ANY (m.source_message_ids)));
     -- The lineage link of a successor goes with the memory (the events keep the ids).
-    UPDATE mneme.memories m SET supersedes_id = NULL WHERE m.supersedes_id = ANY (ids) AND NOT m.id = ANY (ids);
-    UPDATE mneme.memories m SET confirms_id = NULL WHERE m.confirms_id = ANY (ids) AND NOT m.id = ANY (ids);
-    UPDATE mneme.memories m SET invalidates_id = NULL WHERE m.invalidates_id = ANY (ids) AND NOT m.id = ANY (ids);
+    -- (each only when there is one: an UPDATE of no row still runs the
+    -- memories' statement triggers)
+    IF EXISTS (SELECT 1 FROM mneme.memories m WHERE m.supersedes_id = ANY (ids) AND NOT m.id = ANY (ids)) THEN
+        UPDATE mneme.memories m SET supersedes_id = NULL WHERE m.supersedes_id = ANY (ids) AND NOT m.id = ANY (ids);
+    END IF;
+    IF EXISTS (SELECT 1 FROM mneme.memories m WHERE m.confirms_id = ANY (ids) AND NOT m.id = ANY (ids)) THEN
+        UPDATE mneme.memories m SET confirms_id = NULL WHERE m.confirms_id = ANY (ids) AND NOT m.id = ANY (ids);
+    END IF;
+    IF EXISTS (SELECT 1 FROM mneme.memories m WHERE m.invalidates_id = ANY (ids) AND NOT m.id = ANY (ids)) THEN
+        UPDATE mneme.memories m SET invalidates_id = NULL WHERE m.invalidates_id = ANY (ids) AND NOT m.id = ANY (ids);
+    END IF;
 
-    PERFORM mneme._set_local('mneme.delete_event', _remove_memories.event);
-    PERFORM mneme._set_local('mneme.delete_reason', coalesce(_remove_memories.reason, ''));
+    PERFORM mneme._mark('delete_event', _remove_memories.event);
+    PERFORM mneme._mark('delete_reason', coalesce(_remove_memories.reason, ''));
     DELETE FROM mneme.memories m WHERE m.id = ANY (ids);
     GET DIAGNOSTICS v_n = ROW_COUNT;
-    PERFORM mneme._set_local('mneme.delete_event', '');
-    PERFORM mneme._set_local('mneme.delete_reason', '');
+    PERFORM mneme._mark('delete_event', '');
+    PERFORM mneme._mark('delete_reason', '');
     RETURN v_n;
 END
 $$;
@@ -442,6 +492,31 @@ COMMENT ON FUNCTION mneme._remove_memories(uuid[], text, text) IS
     'the merged duplicates, and every copy of a query that retrieved an erased memory (pending reviews, review '
     'jobs, the review log of memories retrieved alongside); lineage links to them become NULL; the delete '
     'trigger records the event.';
+
+-- The JSON documents a review job's payload contains (@>) when it names
+-- one of the memories, messages or queries: what jobs_review_payload_idx
+-- finds without reading every payload (mneme._remove_memories).
+CREATE OR REPLACE FUNCTION mneme._payload_probes(memory_ids text[], message_ids bigint[], queries text[])
+RETURNS jsonb[]
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT ARRAY(
+    SELECT jsonb_build_object('reviews', jsonb_build_array(jsonb_build_object('memory_ids', jsonb_build_array(k))))
+    FROM unnest(coalesce(memory_ids, '{}')) k
+    UNION ALL
+    SELECT jsonb_build_object('memory_ids', jsonb_build_array(k)) FROM unnest(coalesce(memory_ids, '{}')) k
+    UNION ALL
+    SELECT jsonb_build_object('reviews', jsonb_build_array(jsonb_build_object('query', q))) FROM unnest(coalesce(queries, '{}')) q
+    UNION ALL
+    SELECT p FROM unnest(coalesce(message_ids, '{}')) m,
+           LATERAL (VALUES (jsonb_build_object('context', jsonb_build_array(jsonb_build_object('id', m)))),
+                           (jsonb_build_object('message_ids', jsonb_build_array(m))),
+                           (jsonb_build_object('context_message_ids', jsonb_build_array(m)))) v(p))
+$$;
+COMMENT ON FUNCTION mneme._payload_probes(text[], bigint[], text[]) IS
+    'Internal (erase, purge): the documents a job payload contains (@>) when it names one of the memories, '
+    'messages or queries (review entries, context, message_ids, context_message_ids, memory_ids).';
 
 -- A recorded retrieval ({query, memory_ids}) that must go: it names a
 -- removed memory, or its query is one that retrieved an erased memory.
@@ -557,11 +632,11 @@ BEGIN
     END IF;
     -- A fresh start of its forgetting curve (stability kept): otherwise the
     -- next cleanup would take it out again at once.
-    PERFORM mneme._set_local('mneme.event_reason', 'reactivated by hand');
+    PERFORM mneme._mark('event_reason', 'reactivated by hand');
     UPDATE mneme.memories m
     SET status = 'active', status_reason = NULL, last_reviewed_at = greatest(m.last_reviewed_at, now()), updated_at = now()
     WHERE m.conversation_id = v_conv AND m.id = reactivate.memory_id;
-    PERFORM mneme._set_local('mneme.event_reason', '');
+    PERFORM mneme._mark('event_reason', '');
     RETURN true;
 END
 $$;

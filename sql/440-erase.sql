@@ -49,9 +49,9 @@ BEGIN
     PERFORM 1 FROM mneme.message_queue q WHERE q.id = v_conv FOR UPDATE;  -- no segmentation meanwhile
     -- Earlier events keep their ids and times, not their reasons (a forget
     -- reason may quote the memory).
-    PERFORM mneme._set_local('mneme.erasing', 'on');
+    PERFORM mneme._mark('erasing', 'on');
     UPDATE mneme.memory_events e SET reason = NULL WHERE e.memory_id = erase.memory_id AND e.reason IS NOT NULL;
-    PERFORM mneme._set_local('mneme.erasing', '');
+    PERFORM mneme._mark('erasing', '');
     PERFORM mneme._remove_memories(ARRAY[erase.memory_id], 'erased', erase.reason);
     PERFORM mneme._note_erase();
 END
@@ -96,10 +96,10 @@ BEGIN
         SELECT m.id FROM mneme.memories m
         WHERE m.conversation_id = erase_conversation.conversation_id FOR UPDATE) x;
 
-    PERFORM mneme._set_local('mneme.erasing', 'on');
+    PERFORM mneme._mark('erasing', 'on');
     UPDATE mneme.memory_events e SET reason = NULL
     WHERE e.conversation_id = erase_conversation.conversation_id AND e.reason IS NOT NULL;
-    PERFORM mneme._set_local('mneme.erasing', '');
+    PERFORM mneme._mark('erasing', '');
 
     -- Every query typed in the conversation, wherever a copy was recorded:
     -- with scope tenant it retrieved other conversations' memories, whose

@@ -277,6 +277,32 @@ COMMENT ON FUNCTION mneme.export_conversation(uuid, boolean) IS
 -- import's time; `mneme import` checked every value (RFC 3339 times of
 -- years 1 to 9999, enums, ranges) before sending.
 
+-- The tombstones an import consults (docs/forgetting.md): which of ids the
+-- tenant erased, as a memory (an "erased" event naming it) or as a
+-- conversation (an "erased" event naming it, without a memory). mneme
+-- import asks with the file's ids before it gives them new ones
+-- (--conversations new), and skips what comes back.
+CREATE OR REPLACE FUNCTION mneme.import_tombstones(ids uuid[])
+RETURNS SETOF uuid
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF import_tombstones.ids IS NULL THEN
+        RAISE EXCEPTION 'ids must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    RETURN QUERY
+    SELECT DISTINCT i.id FROM unnest(import_tombstones.ids) AS i(id)
+    WHERE EXISTS (SELECT 1 FROM mneme.memory_events e
+                  WHERE e.memory_id = i.id AND e.event = 'erased' AND e.tenant_id = mneme._tenant())
+       OR EXISTS (SELECT 1 FROM mneme.memory_events e
+                  WHERE e.conversation_id = i.id AND e.memory_id IS NULL AND e.event = 'erased' AND e.tenant_id = mneme._tenant());
+END
+$$;
+COMMENT ON FUNCTION mneme.import_tombstones(uuid[]) IS
+    'Import: which of ids the tenant erased (a memory or a whole conversation: their tombstones, "erased" events); '
+    'mneme import skips those lines, import_conversation and import_memories refuse them (22023).';
+
 CREATE OR REPLACE FUNCTION mneme.import_conversation(line jsonb)
 RETURNS text
 LANGUAGE plpgsql
@@ -307,6 +333,13 @@ BEGIN
     IF EXISTS (SELECT 1 FROM mneme.message_queue q WHERE q.id = v_id AND q.tenant_id = v_tenant) THEN
         RETURN 'exists';
     END IF;
+    -- Erase is final: a conversation the tenant erased does not come back
+    -- (its tombstone, an "erased" event without a memory, names it).
+    IF EXISTS (SELECT 1 FROM mneme.import_tombstones(ARRAY[v_id]) AS t(id)) THEN
+        RAISE EXCEPTION 'conversation % was erased in tenant %: an import does not bring it back', v_id, v_tenant
+            USING ERRCODE = '22023',
+                  HINT = 'mneme import skips the conversations and memories the tenant erased, saying so (docs/forgetting.md)';
+    END IF;
     -- The speakers into a variable first: Citus refuses a subquery in an
     -- INSERT's VALUES ("subqueries are not supported within INSERT queries").
     v_speakers := coalesce(ARRAY(SELECT jsonb_array_elements_text(import_conversation.line -> 'speakers')), '{}');
@@ -320,7 +353,8 @@ BEGIN
     ON CONFLICT (id) DO NOTHING;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'conversation % belongs to another tenant', v_id USING ERRCODE = '23505',
-            HINT = 'import with --conversations new to give the file''s conversations and memories new ids';
+            HINT = 'import with --conversations new to give the file''s conversations and memories new ids (what the '
+                   'tenant erased stays out either way)';
     END IF;
     RETURN 'created';
 END
@@ -386,6 +420,7 @@ AS $$
 DECLARE
     v_bulk      boolean := NOT mneme._distributed('mneme.memories');
     v_normalize boolean;
+    v_erased    uuid;
 BEGIN
     IF import_memories.conversation_id IS NULL OR import_memories.lines IS NULL OR import_memories.normalized IS NULL THEN
         RAISE EXCEPTION 'conversation_id, lines and normalized must not be NULL' USING ERRCODE = '22004';
@@ -413,7 +448,17 @@ BEGIN
             coalesce(cardinality(import_memories.embeddings), 0) / (mneme.setting('embedding_dim') #>> '{}')::int
             USING ERRCODE = '22023';
     END IF;
-    PERFORM mneme._set_local('mneme.importing', 'on');
+    -- Erase is final: a memory the tenant erased does not come back.
+    SELECT t.id INTO v_erased
+    FROM mneme.import_tombstones(ARRAY(SELECT (l ->> 'id')::uuid FROM jsonb_array_elements(import_memories.lines) l
+                                       WHERE l ->> 'id' IS NOT NULL)) AS t(id)
+    LIMIT 1;
+    IF v_erased IS NOT NULL THEN
+        RAISE EXCEPTION 'memory % was erased in tenant %: an import does not bring it back', v_erased, mneme._tenant()
+            USING ERRCODE = '22023',
+                  HINT = 'mneme import skips the memories the tenant erased, with their messages, reviews and events (docs/forgetting.md)';
+    END IF;
+    PERFORM mneme._mark('importing', 'on');
     IF v_bulk THEN
         PERFORM mneme._set_local('mneme.bulk_load', 'on');
     END IF;
@@ -430,7 +475,7 @@ BEGIN
     IF v_bulk THEN
         PERFORM mneme._set_local('mneme.bulk_load', '');
     END IF;
-    PERFORM mneme._set_local('mneme.importing', '');
+    PERFORM mneme._mark('importing', '');
 
     -- (the targets read first, as import_links does)
     RETURN QUERY
@@ -637,7 +682,7 @@ BEGIN
     IF jsonb_typeof(import_reviews.lines) <> 'array' THEN
         RAISE EXCEPTION 'lines must be an array of lines' USING ERRCODE = '22023';
     END IF;
-    PERFORM mneme._set_local('mneme.importing', 'on');
+    PERFORM mneme._mark('importing', 'on');
     RETURN QUERY
     WITH ins AS (
         INSERT INTO mneme.review_log (memory_id, conversation_id, tenant_id, rating, reviewer, defaulted,
@@ -660,7 +705,7 @@ BEGIN
         RETURNING id
     )
     SELECT ins.id FROM ins ORDER BY ins.id;
-    PERFORM mneme._set_local('mneme.importing', '');
+    PERFORM mneme._mark('importing', '');
 END
 $$;
 COMMENT ON FUNCTION mneme.import_reviews(uuid, jsonb) IS

@@ -24,7 +24,7 @@ DECLARE
         'record_retrieval', 'hash_embed', 'hash_fold', 'memory_text', 'check_embedding', 'bm25_tsvector', 'l2_normalize', 'cosine_distance',
         'redact', 'conversations', 'conversation_messages', 'conversation_memories', 'conversation_titles', 'find_memories', 'memory_reviews',
         'memory_event_log', 'export_conversation', 'export_header', 'export_settings', 'export_conversations', 'export_lines',
-        'version'];
+        'version', 'named_conversation'];
     worker constant text[] := ARRAY[
         'take_pending_reviews', 'add_pending_review', 'claim_jobs', 'extend_job_lease', 'complete_job', 'fail_job',
         'release_job', 'retry_job', 'queued_messages', 'queued_sessions', 'lock_queued', 'create_episode', 'create_episodes', 'extractive_summary', 'review_targets', 'apply_review',
@@ -35,7 +35,7 @@ DECLARE
         'set_setting', 'change_embedding_dim', 'reset_initial_state', 'erase', 'erase_conversation', 'reactivate',
         'cleanup', 'schedule_cleanup', 'retry_job', 'bm25_reindex', 'create_tenant', 'bind_login', 'unbind_login',
         'tenants', 'drop_tenant', 'import_conversation', 'import_messages', 'import_memories', 'import_links', 'import_missing_links', 'import_reviews', 'import_events',
-        'import_present', 'import_unembedded', 'import_unembedded_messages', 'import_fact', 'set_embedding', 'set_message_embedding'];
+        'import_present', 'import_tombstones', 'import_unembedded', 'import_unembedded_messages', 'import_fact', 'set_embedding', 'set_message_embedding'];
     f record;
 BEGIN
     IF NOT pg_catalog.pg_has_role(current_user, 'mneme_owner', 'MEMBER') THEN
@@ -57,6 +57,9 @@ BEGIN
     -- the conversation's tenant) read them.
     REVOKE ALL ON mneme.bm25_postings, mneme.bm25_docs, mneme.bm25_terms, mneme.bm25_stats
         FROM mneme_worker, mneme_admin;
+    -- The installation's key and the functions' marks (goose 00100): only the
+    -- functions read them.
+    REVOKE ALL ON mneme.instance_key, mneme.call_marks FROM mneme_worker, mneme_admin;
 
     FOR f IN SELECT p.oid::regprocedure AS sig, p.proname AS name, p.prorettype = 'pg_catalog.trigger'::regtype AS trg,
                     -- Plain SQL without SET (mneme._retrievability, the BM25
@@ -82,7 +85,15 @@ BEGIN
             CONTINUE;
         END IF;
         IF f.trg THEN
-            CONTINUE;  -- run by their triggers as whoever writes (mneme_owner inside the API)
+            -- run by their triggers as whoever writes (mneme_owner inside
+            -- the API); the invariants checked at commit run as the
+            -- caller's login then, which has no table privileges: as
+            -- mneme_owner (sql/015-invariants.sql)
+            IF f.name IN ('messages_invariant_trg', 'message_queue_invariant_trg') THEN
+                EXECUTE format('ALTER FUNCTION %s OWNER TO mneme_owner', f.sig);
+                EXECUTE format('ALTER FUNCTION %s SECURITY DEFINER', f.sig);
+            END IF;
+            CONTINUE;
         END IF;
         IF f.name IN ('change_embedding_dim', 'vector_index_plan') THEN
             -- DDL: runs as its caller, who must own the tables (mneme reembed

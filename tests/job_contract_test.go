@@ -119,6 +119,10 @@ func TestJobContractGoTypesPassTheRule(t *testing.T) {
 			for _, c := range cases {
 				tried[c.args.Kind()] = true
 				conv := uuid.NullUUID{UUID: uuid.New(), Valid: true}
+				if c.args.Kind() == "segment" { // enqueue_job refuses a segment job with nothing queued
+					_, err := db.Pool.Exec(ctx, `SELECT mneme.add_message($1, 'user', 'a message to segment')`, conv.UUID)
+					require.NoError(t, err)
+				}
 				id, err := jobs.Enqueue(ctx, worker, conv, c.args)
 				require.NoError(t, err, "%s: %+v refused by the rule", c.name, c.args)
 				var kind string

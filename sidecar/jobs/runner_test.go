@@ -473,6 +473,9 @@ func TestRetryMergesIntoPendingSegmentJob(t *testing.T) {
 	db := newDB(t)
 	ctx := context.Background()
 	conv := "7d0a4c3e-6c1e-4c36-9d0e-3f1a2b3c4d5e"
+	// a queued message: enqueue_job refuses a segment job with nothing to segment
+	_, err := db.Pool.Exec(ctx, `SELECT mneme.add_message($1, 'user', 'a message to segment')`, conv)
+	require.NoError(t, err)
 	var first int64
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.enqueue_job('segment', $1, '{"check": true}')`, conv).Scan(&first))
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT id FROM mneme.claim_jobs('w', 1, '1 min')`).Scan(&first))

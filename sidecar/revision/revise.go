@@ -19,6 +19,7 @@ import (
 
 	"github.com/mneme-memory/mneme/sidecar/fsrs"
 	"github.com/mneme-memory/mneme/sidecar/jobs"
+	"github.com/mneme-memory/mneme/sidecar/pgtime"
 )
 
 // KindRevise is the job kind mneme.remember and mneme.add_fact enqueue.
@@ -52,7 +53,7 @@ func (r Reviser) Handle(ctx context.Context, db jobs.Store, job jobs.Job) error 
 	var f Fact
 	var status string
 	err := db.QueryRow(ctx, `SELECT id, content, created_at, status FROM mneme.memories WHERE id = $1`, pl.MemoryID).
-		Scan(&f.ID, &f.Content, &f.At, &status)
+		Scan(&f.ID, &f.Content, pgtime.Finite{T: &f.At}, &status)
 	if errors.Is(err, pgx.ErrNoRows) {
 		log.Info("revise: the memory is gone (erased or purged), nothing to do")
 		return nil
@@ -151,7 +152,7 @@ func candidates(ctx context.Context, db jobs.Querier, id uuid.UUID, slot string)
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Candidate, error) {
 		var c Candidate
-		return c, row.Scan(&c.ID, &c.Content, &c.At, &c.Slot, &c.Score)
+		return c, row.Scan(&c.ID, &c.Content, pgtime.Finite{T: &c.At}, &c.Slot, &c.Score)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read candidates: %w", err)

@@ -117,6 +117,7 @@ type messageLine struct {
 	Episode      *uuid.UUID      `json:"episode,omitempty"`
 	EndsSession  bool            `json:"ends_session,omitempty"` // segment_now ended a session here
 	Embedding    json.RawMessage `json:"embedding,omitempty"`
+	was          *uuid.UUID      // the file's id of the memory it is or belongs to, before remapping (import: tombstones)
 }
 
 type memoryLine struct {
@@ -156,7 +157,8 @@ type memoryLine struct {
 	Embedding        json.RawMessage `json:"embedding,omitempty"`
 	// EmbeddingAt is filled on import: the embedding is the EmbeddingAt-th
 	// of the batch's binary array (mneme.import_memories' embeddings).
-	EmbeddingAt *int `json:"embedding_at,omitempty"`
+	EmbeddingAt *int       `json:"embedding_at,omitempty"`
+	was         *uuid.UUID // the file's id of the memory it is or belongs to, before remapping (import: tombstones)
 }
 
 type reviewLine struct {
@@ -178,6 +180,7 @@ type reviewLine struct {
 	MatchedQueries     []string    `json:"matched_queries"`
 	AskedIn            *uuid.UUID  `json:"asked_in,omitempty"` // the conversation whose retrieval asked for it
 	CreatedAt          string      `json:"created_at"`
+	was                *uuid.UUID  // the file's id of the memory it is or belongs to, before remapping (import: tombstones)
 }
 
 type eventLine struct {
@@ -191,6 +194,7 @@ type eventLine struct {
 	Review       *int64     `json:"review,omitempty"`
 	ReviewLogID  *int64     `json:"review_log_id,omitempty"` // filled on import
 	At           string     `json:"at"`
+	was          *uuid.UUID // the file's id of the memory it is or belongs to, before remapping (import: tombstones)
 }
 
 type endLine struct {

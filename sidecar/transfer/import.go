@@ -51,10 +51,14 @@ type ImportOptions struct {
 // Result is what an import did.
 type Result struct {
 	Stats
-	Seed          uuid.UUID // the remapping seed (NewIDs)
-	Embedded      int64     // memories embedded by the external embedder
-	DroppedLinks  int64     // lineage links to memories not in the file nor the database
-	KeptEmbedding bool      // the file's embeddings were used
+	Seed         uuid.UUID // the remapping seed (NewIDs)
+	Embedded     int64     // memories embedded by the external embedder
+	DroppedLinks int64     // lineage links to memories not in the file nor the database
+	// ErasedConversations and ErasedRows were left out: the tenant erased
+	// them (their tombstones name the file's ids; erase is final).
+	ErasedConversations int64
+	ErasedRows          int64
+	KeptEmbedding       bool // the file's embeddings were used
 }
 
 type link struct {
@@ -150,6 +154,7 @@ func Import(ctx context.Context, conn *pgx.Conn, r io.Reader, o ImportOptions) (
 		}
 		im.res.Conversations, im.res.Skipped = im.run.turns.conversations, im.run.turns.skipped
 		im.res.Embedded = im.run.turns.embedded
+		im.res.ErasedConversations, im.res.ErasedRows = im.run.turns.erasedConversations, im.run.turns.erasedRows
 		if err == nil {
 			im.res.DroppedLinks = int64(len(im.run.turns.pending))
 		}
@@ -395,6 +400,7 @@ func (im *importer) applySettings() error {
 func (im *importer) begin(n int, c conversationLine) error {
 	cv := &conv{fileID: c.ID, id: im.remap(c.ID), line: n, erased: c.Erased, want: *c.Lines}
 	c.ID = cv.id
+	reviewsWas := c.PendingReviews
 	if im.o.NewIDs && len(c.PendingReviews) > 0 {
 		var err error
 		if c.PendingReviews, err = im.remapReviews(c.PendingReviews); err != nil {
@@ -413,7 +419,7 @@ func (im *importer) begin(n int, c conversationLine) error {
 	im.res.Conversations++
 	im.cur = cv
 	cv.task = im.run.dispatch()
-	im.run.send(cv, item{begin: b, conv: cv.id, first: n, last: n, barrier: im.run.touches(cv.task, cv.id)})
+	im.run.send(cv, item{begin: b, conv: cv.id, was: cv.fileID, erased: cv.erased, reviewsWas: reviewsWas, first: n, last: n, barrier: im.run.touches(cv.task, cv.id)})
 	return nil
 }
 

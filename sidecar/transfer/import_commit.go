@@ -18,6 +18,12 @@ import (
 func (w *worker) commit() error {
 	ctx, cv, turns := w.im.ctx, w.cv, &w.p.turns
 	turns.pending = append(turns.pending, cv.links...)
+	if cv.mode == "tombstone" {
+		_ = cv.tx.Rollback(ctx)
+		cv.tx = nil
+		turns.erasedConversations++
+		return nil
+	}
 	if cv.mode == "exists" {
 		_ = cv.tx.Rollback(ctx)
 		cv.tx = nil

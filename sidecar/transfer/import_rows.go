@@ -52,6 +52,7 @@ func (im *importer) row(n int, kind string, b []byte, pre any) error {
 		if m.Seq != cv.nMsg {
 			return lineErr(n, "message seq %d, expected %d", m.Seq, cv.nMsg)
 		}
+		m.was = m.Episode
 		m.Episode = im.remapPtr(m.Episode)
 		if !im.res.KeptEmbedding {
 			m.Embedding = nil
@@ -82,6 +83,8 @@ func (im *importer) row(n int, kind string, b []byte, pre any) error {
 				return lineErr(n, "source message %d: the conversation has messages 1 to %d", s, cv.nMsg)
 			}
 		}
+		was := m.ID
+		m.was = &was
 		m.ID = im.remap(m.ID)
 		m.SupersedesID, m.ConfirmsID, m.InvalidatesID = im.remapPtr(m.SupersedesID), im.remapPtr(m.ConfirmsID), im.remapPtr(m.InvalidatesID)
 		ids = append(ids, m.ID)
@@ -107,6 +110,8 @@ func (im *importer) row(n int, kind string, b []byte, pre any) error {
 		if r.Seq != cv.nReview {
 			return lineErr(n, "review seq %d, expected %d", r.Seq, cv.nReview)
 		}
+		was := r.Memory
+		r.was = &was
 		r.Memory, r.AskedIn = im.remap(r.Memory), im.remapPtr(r.AskedIn)
 		ids = append(ids, r.Memory)
 		conversation, v = r.Conversation, r
@@ -129,6 +134,7 @@ func (im *importer) row(n int, kind string, b []byte, pre any) error {
 		if e.Review != nil && (*e.Review < 1 || *e.Review > cv.nReview) {
 			return lineErr(n, "review %d: the conversation has reviews 1 to %d", *e.Review, cv.nReview)
 		}
+		e.was = e.Memory
 		e.Memory = im.remapPtr(e.Memory)
 		conversation, v = e.Conversation, e
 		im.res.Events++

@@ -1,6 +1,7 @@
 package transfer
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -43,16 +44,20 @@ const maxTracked = 200_000
 
 // item is one step of a conversation, sent by the reader to its worker.
 type item struct {
-	begin   []byte    // the conversation line (the first item)
-	conv    uuid.UUID // its id (with begin)
-	kind    string    // a batch of rows of this kind
-	rows    []any     // *messageLine, *memoryLine, *reviewLine or *eventLine
-	first   int       // the batch's first line (its rows are contiguous)
-	last    int
-	barrier bool  // wait for the conversations before to be done first
-	dry     bool  // check the rows only: the reader stopped in this batch
-	err     error // the reader's error: give the conversation up with it
-	end     bool  // the conversation is complete: commit it in its turn
+	begin  []byte    // the conversation line (the first item)
+	conv   uuid.UUID // its id (with begin)
+	was    uuid.UUID // its id in the file, before remapping (with begin)
+	erased bool      // the file has it erased (with begin)
+	// reviewsWas is its pending reviews with the file's memory ids (with begin)
+	reviewsWas json.RawMessage
+	kind       string // a batch of rows of this kind
+	rows       []any  // *messageLine, *memoryLine, *reviewLine or *eventLine
+	first      int    // the batch's first line (its rows are contiguous)
+	last       int
+	barrier    bool  // wait for the conversations before to be done first
+	dry        bool  // check the rows only: the reader stopped in this batch
+	err        error // the reader's error: give the conversation up with it
+	end        bool  // the conversation is complete: commit it in its turn
 }
 
 // task is one conversation handed to a worker.
@@ -73,6 +78,7 @@ type task struct {
 type turns struct {
 	pending                          []link // lineage links whose target is not in yet
 	conversations, skipped, embedded int64
+	erasedConversations, erasedRows  int64 // left out: the tenant erased them (tombstones)
 	err                              error // the first failed conversation's
 }
 

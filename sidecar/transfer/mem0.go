@@ -45,13 +45,36 @@ type mem0Memory struct {
 	Metadata  json.RawMessage `json:"metadata"`
 }
 
-// mem0Namespace derives a conversation id from a mem0 scope, so every
-// import of the same user's memories lands in the same conversation.
+// mem0Namespace derived the conversation of a mem0 scope before the
+// tenant's key did (legacyMem0Conversation).
 var mem0Namespace = uuid.MustParse("6d656d30-0000-5000-8000-6d6e656d6500")
 
-// Mem0Conversation is the conversation a mem0 user (agent, run) maps to.
-func Mem0Conversation(by, id string) uuid.UUID {
-	return uuid.NewSHA1(mem0Namespace, []byte(by+":"+id))
+// legacyMem0Conversation is the id earlier versions gave a mem0 user
+// (agent, run), the same in every tenant: another tenant could take it
+// first or probe it. A tenant that holds one keeps using it.
+func legacyMem0Conversation(scope string) uuid.UUID {
+	return uuid.NewSHA1(mem0Namespace, []byte(scope))
+}
+
+// mem0Conversation is the conversation a mem0 scope ("user:<id>") maps to
+// in the transaction's tenant: mneme.named_conversation('mem0:'+scope),
+// derived with the tenant's own key, so no other tenant can compute it
+// (docs/export.md); the legacy id when the tenant holds that conversation
+// already (imported before).
+func mem0Conversation(ctx context.Context, tx pgx.Tx, scope string) (uuid.UUID, error) {
+	legacy := legacyMem0Conversation(scope)
+	var held bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM mneme.message_queue WHERE id = $1)`, legacy).Scan(&held); err != nil {
+		return uuid.Nil, fmt.Errorf("mem0 conversation of %s: %w", scope, err)
+	}
+	if held {
+		return legacy, nil
+	}
+	var id uuid.UUID
+	if err := tx.QueryRow(ctx, `SELECT mneme.named_conversation($1)`, "mem0:"+scope).Scan(&id); err != nil {
+		return uuid.Nil, fmt.Errorf("mem0 conversation of %s: %w", scope, err)
+	}
+	return id, nil
 }
 
 // ImportMem0 reads mem0's exported memories (a JSON list of memory
@@ -102,8 +125,15 @@ func ImportMem0(ctx context.Context, conn *pgx.Conn, r io.Reader, o Mem0Options)
 				}
 			}
 			for _, it := range all[start:end] {
+				conv, ok := res.Conversations[it.scope]
+				if !ok {
+					var err error
+					if conv, err = mem0Conversation(ctx, tx, it.scope); err != nil {
+						return err
+					}
+				}
 				var id *uuid.UUID
-				if err := tx.QueryRow(ctx, `SELECT mneme.import_fact($1, $2, $3, $4::jsonb)`, it.conv, it.content, it.at, string(it.origin)).Scan(&id); err != nil {
+				if err := tx.QueryRow(ctx, `SELECT mneme.import_fact($1, $2, $3, $4::jsonb)`, conv, it.content, it.at, string(it.origin)).Scan(&id); err != nil {
 					return fmt.Errorf("mem0 memory %d (id %s): %w", it.index, it.id, err)
 				}
 				if id == nil {
@@ -111,7 +141,7 @@ func ImportMem0(ctx context.Context, conn *pgx.Conn, r io.Reader, o Mem0Options)
 				} else {
 					res.Memories++
 				}
-				res.Conversations[it.scope] = it.conv
+				res.Conversations[it.scope] = conv
 			}
 			return nil
 		}); err != nil {
@@ -127,7 +157,6 @@ type mem0Item struct {
 	index   int
 	id      string
 	scope   string
-	conv    uuid.UUID
 	content string
 	at      *time.Time
 	origin  json.RawMessage
@@ -176,7 +205,6 @@ func (m mem0Memory) item(i int, raw json.RawMessage, by string) (mem0Item, error
 	if scope != nil {
 		it.scope += *scope
 	}
-	it.conv = Mem0Conversation(by, strings.TrimPrefix(it.scope, by+":"))
 	// The whole mem0 object but its text is the provenance.
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &obj); err != nil {

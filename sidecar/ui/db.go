@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/mneme-memory/mneme/sidecar/pgtime"
 )
 
 // tenantOf is the tenant the request chose (?tenant= or the form's
@@ -30,6 +32,7 @@ func (s *Server) inTx(ctx context.Context, r *http.Request, readOnly bool, fn fu
 		mode = pgx.ReadOnly
 	}
 	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: mode}, func(tx pgx.Tx) error {
+		pgtime.Register(tx.Conn().TypeMap()) // a row at 'infinity' reads, not a 500
 		if t := tenantOf(r); t != "" {
 			if _, err := tx.Exec(ctx, `SELECT mneme.set_tenant($1)`, t); err != nil {
 				return fmt.Errorf("set tenant %q: %w", t, err)

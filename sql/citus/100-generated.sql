@@ -794,7 +794,7 @@ BEGIN
         END IF;
     END IF;
     PERFORM mneme._set_local('mneme.actor', 'revise:' || apply_revision.classifier);
-    PERFORM mneme._set_local('mneme.event_reason', left(v_note, 500));
+    PERFORM mneme._mark('event_reason', left(v_note, 500));
     v_slot := CASE WHEN apply_revision.slot IS NULL OR mneme._is_blank(apply_revision.slot) THEN v_new.slot
                    ELSE lower(btrim(apply_revision.slot)) END;
     IF v_slot IS DISTINCT FROM v_new.slot THEN
@@ -812,7 +812,7 @@ BEGIN
     VALUES (v_new.id, v_new.conversation_id, 'revised',
             left(v_note, 1500) || CASE WHEN v_action <> 'ADD' THEN format(' [target %s]', v_old.id) ELSE '' END,
             mneme._event_actor());
-    PERFORM mneme._set_local('mneme.event_reason', '');
+    PERFORM mneme._mark('event_reason', '');
     RETURN v_action;
 END
 $function$;
@@ -911,8 +911,8 @@ AS $function$
 DECLARE
     v__entered boolean := mneme._enter($1);
 BEGIN
-    IF bm25_search.k IS NULL THEN
-        RAISE EXCEPTION 'k must not be NULL' USING ERRCODE = '22004';
+    IF bm25_search.conversation_id IS NULL OR bm25_search.query IS NULL OR bm25_search.k IS NULL THEN
+        RAISE EXCEPTION 'conversation_id, query and k must not be NULL' USING ERRCODE = '22004';
     END IF;
     IF bm25_search.k < 1 THEN
         RAISE EXCEPTION 'k must be at least 1' USING ERRCODE = '22023';
@@ -1650,6 +1650,15 @@ BEGIN
                 USING ERRCODE = '22023', HINT = format('a review job: %s', v_kind.payload_hint);
         END;
     END IF;
+    -- A segment job cuts the conversation's queued messages: with none
+    -- queued it has nothing to do, and would only fail.
+    IF enqueue_job.kind = 'segment' AND enqueue_job.conversation_id IS NOT NULL
+       AND NOT EXISTS (SELECT 1 FROM mneme.messages m
+                       WHERE m.conversation_id = enqueue_job.conversation_id AND m.consumed_at IS NULL) THEN
+        RAISE EXCEPTION 'conversation % has no queued messages: a segment job would have nothing to segment',
+            enqueue_job.conversation_id USING ERRCODE = '22023',
+            HINT = 'mneme.add_message queues messages and enqueues the segment job itself';
+    END IF;
     -- Distributed by conversation (Citus), a job needs one: a job of no
     -- conversation (cleanup) goes to the nil conversation's shard.
     IF enqueue_job.conversation_id IS NULL AND mneme._distributed('mneme.jobs') THEN
@@ -1730,9 +1739,9 @@ BEGIN
     PERFORM 1 FROM mneme.message_queue q WHERE q.id = v_conv FOR UPDATE;  -- no segmentation meanwhile
     -- Earlier events keep their ids and times, not their reasons (a forget
     -- reason may quote the memory).
-    PERFORM mneme._set_local('mneme.erasing', 'on');
+    PERFORM mneme._mark('erasing', 'on');
     UPDATE mneme.memory_events e SET reason = NULL WHERE e.memory_id = erase.memory_id AND e.reason IS NOT NULL;
-    PERFORM mneme._set_local('mneme.erasing', '');
+    PERFORM mneme._mark('erasing', '');
     PERFORM mneme._remove_memories(ARRAY[erase.memory_id], 'erased', erase.reason);
     PERFORM mneme._note_erase();
 END
@@ -1775,10 +1784,10 @@ BEGIN
         SELECT m.id FROM mneme.memories m
         WHERE m.conversation_id = erase_conversation.conversation_id FOR UPDATE) x;
 
-    PERFORM mneme._set_local('mneme.erasing', 'on');
+    PERFORM mneme._mark('erasing', 'on');
     UPDATE mneme.memory_events e SET reason = NULL
     WHERE e.conversation_id = erase_conversation.conversation_id AND e.reason IS NOT NULL;
-    PERFORM mneme._set_local('mneme.erasing', '');
+    PERFORM mneme._mark('erasing', '');
 
     -- Every query typed in the conversation, wherever a copy was recorded:
     -- with scope tenant it retrieved other conversations' memories, whose
@@ -2122,10 +2131,17 @@ BEGIN
         RETURN NULL; -- lease lost: whoever holds the job now decides
     END IF;
     IF fail_job.permanent OR j.attempts >= coalesce(fail_job.max_attempts, j.max_attempts) THEN
+        -- A job its handler rejected (permanent: malformed, no conversation)
+        -- failed on itself, not on the messages: a segment job's stay queued
+        -- for the next valid segmentation (jobs_set_aside_trg).
+        IF fail_job.permanent THEN
+            PERFORM mneme._mark('job_rejected', fail_job.id::text);
+        END IF;
         UPDATE mneme.jobs
            SET state = 'failed', finished_at = now(), updated_at = now(),
                locked_by = NULL, locked_until = NULL, last_error = v_error
          WHERE conversation_id = v_job_conv AND id = fail_job.id;
+        PERFORM mneme._mark('job_rejected', NULL);
         RETURN 'failed';
     END IF;
     RETURN mneme._requeue_job(fail_job.id, now() + fail_job.retry_in, v_error, j.attempts);
@@ -2349,6 +2365,13 @@ BEGIN
     IF EXISTS (SELECT 1 FROM mneme.message_queue q WHERE q.id = v_id AND q.tenant_id = v_tenant) THEN
         RETURN 'exists';
     END IF;
+    -- Erase is final: a conversation the tenant erased does not come back
+    -- (its tombstone, an "erased" event without a memory, names it).
+    IF EXISTS (SELECT 1 FROM mneme.import_tombstones(ARRAY[v_id]) AS t(id)) THEN
+        RAISE EXCEPTION 'conversation % was erased in tenant %: an import does not bring it back', v_id, v_tenant
+            USING ERRCODE = '22023',
+                  HINT = 'mneme import skips the conversations and memories the tenant erased, saying so (docs/forgetting.md)';
+    END IF;
     -- The speakers into a variable first: Citus refuses a subquery in an
     -- INSERT's VALUES ("subqueries are not supported within INSERT queries").
     v_speakers := coalesce(ARRAY(SELECT jsonb_array_elements_text(import_conversation.line -> 'speakers')), '{}');
@@ -2362,7 +2385,8 @@ BEGIN
     ON CONFLICT (id) DO NOTHING;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'conversation % belongs to another tenant', v_id USING ERRCODE = '23505',
-            HINT = 'import with --conversations new to give the file''s conversations and memories new ids';
+            HINT = 'import with --conversations new to give the file''s conversations and memories new ids (what the '
+                   'tenant erased stays out either way)';
     END IF;
     RETURN 'created';
 END
@@ -2496,6 +2520,7 @@ DECLARE
     v__entered boolean := mneme._enter($1);
     v_bulk      boolean := NOT mneme._distributed('mneme.memories');
     v_normalize boolean;
+    v_erased    uuid;
 BEGIN
     IF import_memories.conversation_id IS NULL OR import_memories.lines IS NULL OR import_memories.normalized IS NULL THEN
         RAISE EXCEPTION 'conversation_id, lines and normalized must not be NULL' USING ERRCODE = '22004';
@@ -2523,7 +2548,17 @@ BEGIN
             coalesce(cardinality(import_memories.embeddings), 0) / (mneme.setting('embedding_dim') #>> '{}')::int
             USING ERRCODE = '22023';
     END IF;
-    PERFORM mneme._set_local('mneme.importing', 'on');
+    -- Erase is final: a memory the tenant erased does not come back.
+    SELECT t.id INTO v_erased
+    FROM mneme.import_tombstones(ARRAY(SELECT (l ->> 'id')::uuid FROM jsonb_array_elements(import_memories.lines) l
+                                       WHERE l ->> 'id' IS NOT NULL)) AS t(id)
+    LIMIT 1;
+    IF v_erased IS NOT NULL THEN
+        RAISE EXCEPTION 'memory % was erased in tenant %: an import does not bring it back', v_erased, mneme._tenant()
+            USING ERRCODE = '22023',
+                  HINT = 'mneme import skips the memories the tenant erased, with their messages, reviews and events (docs/forgetting.md)';
+    END IF;
+    PERFORM mneme._mark('importing', 'on');
     IF v_bulk THEN
         PERFORM mneme._set_local('mneme.bulk_load', 'on');
     END IF;
@@ -2540,7 +2575,7 @@ BEGIN
     IF v_bulk THEN
         PERFORM mneme._set_local('mneme.bulk_load', '');
     END IF;
-    PERFORM mneme._set_local('mneme.importing', '');
+    PERFORM mneme._mark('importing', '');
 
     -- (the targets read first, as import_links does)
     RETURN QUERY
@@ -2652,7 +2687,7 @@ BEGIN
     IF jsonb_typeof(import_reviews.lines) <> 'array' THEN
         RAISE EXCEPTION 'lines must be an array of lines' USING ERRCODE = '22023';
     END IF;
-    PERFORM mneme._set_local('mneme.importing', 'on');
+    PERFORM mneme._mark('importing', 'on');
     RETURN QUERY
     WITH ins AS (
         INSERT INTO mneme.review_log (memory_id, conversation_id, tenant_id, rating, reviewer, defaulted,
@@ -2675,7 +2710,29 @@ BEGIN
         RETURNING id
     )
     SELECT ins.id FROM ins ORDER BY ins.id;
-    PERFORM mneme._set_local('mneme.importing', '');
+    PERFORM mneme._mark('importing', '');
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION mneme.import_tombstones(ids uuid[])
+ RETURNS SETOF uuid
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+ SET jit TO 'off'
+AS $function$
+DECLARE
+    v__entered boolean := mneme._enter(NULL);
+BEGIN
+    IF import_tombstones.ids IS NULL THEN
+        RAISE EXCEPTION 'ids must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    RETURN QUERY
+    SELECT DISTINCT i.id FROM unnest(import_tombstones.ids) AS i(id)
+    WHERE EXISTS (SELECT 1 FROM mneme.memory_events e
+                  WHERE e.memory_id = i.id AND e.event = 'erased' AND e.tenant_id = mneme._tenant())
+       OR EXISTS (SELECT 1 FROM mneme.memory_events e
+                  WHERE e.conversation_id = i.id AND e.memory_id IS NULL AND e.event = 'erased' AND e.tenant_id = mneme._tenant());
 END
 $function$;
 
@@ -3021,11 +3078,11 @@ BEGIN
     END IF;
     -- A fresh start of its forgetting curve (stability kept): otherwise the
     -- next cleanup would take it out again at once.
-    PERFORM mneme._set_local('mneme.event_reason', 'reactivated by hand');
+    PERFORM mneme._mark('event_reason', 'reactivated by hand');
     UPDATE mneme.memories m
     SET status = 'active', status_reason = NULL, last_reviewed_at = greatest(m.last_reviewed_at, now()), updated_at = now()
     WHERE m.conversation_id = v_conv AND m.id = reactivate.memory_id;
-    PERFORM mneme._set_local('mneme.event_reason', '');
+    PERFORM mneme._mark('event_reason', '');
     RETURN true;
 END
 $function$;
@@ -3067,6 +3124,10 @@ DECLARE
     v_missing bigint;
 BEGIN
     PERFORM mneme._require_primary('mneme.record_retrieval');
+    IF record_retrieval.conversation_id IS NULL OR record_retrieval.query IS NULL THEN
+        RAISE EXCEPTION 'conversation_id and query must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    PERFORM mneme._check_text('query', record_retrieval.query, mneme._limit('query_chars'));
     IF record_retrieval.memory_ids IS NULL OR array_position(record_retrieval.memory_ids, NULL) IS NOT NULL THEN
         RAISE EXCEPTION 'memory_ids must be an array of non-NULL ids' USING ERRCODE = '22004';
     END IF;
@@ -3077,7 +3138,6 @@ BEGIN
         RAISE EXCEPTION 'memory_ids holds % ids, at most 1000', cardinality(record_retrieval.memory_ids)
             USING ERRCODE = '22023';
     END IF;
-    PERFORM mneme._check_length('query', record_retrieval.query, 10000);
     -- Only memories this tenant can read: a review rates what it names, and
     -- the sidecar that runs it sees every tenant. The ids found in one
     -- uncorrelated read (Citus refuses a subquery correlated with unnest;
@@ -3161,6 +3221,7 @@ BEGIN
         RAISE EXCEPTION 'at % is more than message_max_future ahead', remember.at USING ERRCODE = '22008',
             HINT = 'at is when the fact was stated; omit it for now()';
     END IF;
+    PERFORM mneme._check_time('valid_until', remember.valid_until);  -- '-infinity', 'infinity', year 10000: 22008 alike
     IF remember.valid_until IS NOT NULL AND remember.valid_until <= now() THEN
         RAISE EXCEPTION 'valid_until % is not in the future', remember.valid_until USING ERRCODE = '22023';
     END IF;
@@ -3333,6 +3394,17 @@ BEGIN
         RAISE EXCEPTION 'job % is %, only a failed job can be retried', retry_job.id, j.state
             USING ERRCODE = '55000', HINT = 'pending and running jobs are retried by the sidecar already';
     END IF;
+    -- A segment job's payload only says why it was enqueued (the job reads
+    -- the whole queue): one its handler could not read, or that its kind's
+    -- rule does not take, is replaced by a plain check, saying so, so the
+    -- retry does not fail the same way again.
+    IF j.kind = 'segment' AND (NOT coalesce(jsonb_path_match(j.payload, (SELECT k.payload_rule FROM mneme.job_kinds k WHERE k.kind = 'segment')), false)
+                               OR j.payload::text ~ '_id": -?[0-9]*[.eE]') THEN
+        RAISE NOTICE 'job %: its payload % is not what the segment handler reads; retried as {"check": true}',
+            retry_job.id, left(j.payload::text, 200);
+        UPDATE mneme.jobs SET payload = '{"check": true, "reason": "retry"}'
+         WHERE conversation_id = v_job_conv AND id = retry_job.id;
+    END IF;
     BEGIN
         UPDATE mneme.jobs
            SET state = 'pending', attempts = 0, run_at = now(), finished_at = NULL, updated_at = now()
@@ -3482,6 +3554,9 @@ DECLARE
     v_rw      float8 := mneme.setting('retrievability_weight')::float8;
     v_cw      float8 := mneme.setting('confidence_weight')::float8;
 BEGIN
+    IF search.include_history IS NULL THEN
+        RAISE EXCEPTION 'include_history must not be NULL' USING ERRCODE = '22004';
+    END IF;
     PERFORM mneme._check_search_arguments(search.conversation_id, search.query, search.k, search.since, search.until,
                                           v_at, search.as_of);
     IF v_rw IS NULL OR v_rw < 0 OR v_rw = 'Infinity' THEN
@@ -3749,11 +3824,9 @@ AS $function$
 DECLARE
     v__entered boolean := mneme._enter($1);
 BEGIN
-    IF vector_search.embedding IS NULL THEN
-        RETURN;
-    END IF;
-    IF vector_search.k IS NULL THEN
-        RAISE EXCEPTION 'k must not be NULL' USING ERRCODE = '22004';
+    IF vector_search.conversation_id IS NULL OR vector_search.embedding IS NULL OR vector_search.k IS NULL THEN
+        RAISE EXCEPTION 'conversation_id, embedding and k must not be NULL' USING ERRCODE = '22004',
+            HINT = 'mneme.search ranks by the query alone when there is no embedding';
     END IF;
     IF vector_search.k < 1 THEN
         RAISE EXCEPTION 'k must be at least 1' USING ERRCODE = '22023';
@@ -3795,7 +3868,6 @@ ALTER FUNCTION mneme._context_anchors(uuid,text,real[],timestamp with time zone,
 ALTER FUNCTION mneme._context_item(integer,uuid,text,text,double precision,timestamp with time zone,bigint[],integer,uuid[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._enter(uuid) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._equivalent_pending_job(text,uuid,text,bigint) SET citus.allow_nested_distributed_execution = on;
-ALTER FUNCTION mneme._event_reason() SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._fail_expired_jobs(integer) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._history_distributed(uuid) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._history_rows(integer[],uuid[],text[]) SET citus.allow_nested_distributed_execution = on;
@@ -3803,7 +3875,10 @@ ALTER FUNCTION mneme._import_collision(uuid,jsonb) SET citus.allow_nested_distri
 ALTER FUNCTION mneme._import_memory_rows(uuid,jsonb,boolean,real[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._interval_setting(text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._job_conversation(bigint) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme._limit(text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._lock_memories(uuid[]) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme._mark(text,text) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme._marked(text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._memory_conversation(uuid) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._note_erase() SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._present_memories(uuid[]) SET citus.allow_nested_distributed_execution = on;
@@ -3877,20 +3952,29 @@ ALTER FUNCTION mneme.import_messages(uuid,jsonb) SET citus.allow_nested_distribu
 ALTER FUNCTION mneme.import_missing_links(jsonb) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.import_present(uuid,uuid[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.import_reviews(uuid,jsonb) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.import_tombstones(uuid[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.import_unembedded(uuid,uuid,integer) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.import_unembedded_messages(uuid,bigint,integer) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.initial_state(text,double precision) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.inspect(uuid) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.jobs_invariant_trg() SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.lock_queued(uuid,bigint[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.memories_bm25_trg() SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.memories_bm25_truncate_trg() SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.memories_events_trg() SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.memories_hash_embed_trg() SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.memories_initial_state_trg() SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.memories_invariant_trg() SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.memories_limits_trg() SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.memories_to_embed() SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.memory_event_log(uuid) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.memory_events_append_only_trg() SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.memory_events_invariant_trg() SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.memory_reviews(uuid) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.message_queue_invariant_trg() SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.messages_invariant_trg() SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.messages_limits_trg() SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.named_conversation(text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.pin(uuid,boolean) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.queued_messages(uuid,bigint,boolean) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.queued_sessions(uuid,integer) SET citus.allow_nested_distributed_execution = on;
@@ -3904,6 +3988,7 @@ ALTER FUNCTION mneme.retrieve(uuid,text,integer,real[],timestamp with time zone,
 ALTER FUNCTION mneme.retrieve_markdown(uuid,text,integer,real[],timestamp with time zone,timestamp with time zone,timestamp with time zone,text,timestamp with time zone,boolean) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.retry_job(bigint) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.review_log_events_trg() SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.review_log_invariant_trg() SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.review_targets(uuid[],boolean) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.revision_candidates(uuid,integer,text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.schedule_cleanup(interval) SET citus.allow_nested_distributed_execution = on;
