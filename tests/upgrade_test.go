@@ -246,14 +246,22 @@ func oldSidecarRuns(t *testing.T, url string) {
 	require.Positive(t, memories, "the new conversation has its memories")
 }
 
-// rollbackStatement is what docs/migrations.md says to run after the
+// rollbackStatement is what docs/migrations.md says to run before the
 // previous release's migrate when rolling back to it (TestMigrationsDoc
-// checks that the doc says it).
-const rollbackStatement = `DROP FUNCTION mneme.apply_revision(uuid, text, uuid, text, text, text, boolean, bigint);`
+// checks that the doc says it): this release's functions whose result
+// type the older migrate cannot replace, or whose added defaulted argument
+// would make the older release's calls ambiguous.
+const rollbackStatement = `DROP FUNCTION mneme.apply_revision(uuid, text, uuid, text, text, text, boolean, bigint);
+DROP FUNCTION mneme.apply_review(uuid, text, float8, float8, text, timestamptz, text, text[], boolean, bigint, jsonb);
+DROP FUNCTION mneme.memory_reviews(uuid);`
 
-// forwardAgainStatements is what docs/migrations.md says to run once after
-// migrating forward again from the rolled-back release.
+// forwardAgainStatements is what docs/migrations.md says to run once
+// before migrating forward again from the rolled-back release: what the
+// old release's migrate made again that this release's goose migrations
+// had dropped (they do not run twice).
 const forwardAgainStatements = `DROP FUNCTION IF EXISTS mneme.apply_revision(uuid, text, uuid, text, text, text, boolean);
+DROP FUNCTION IF EXISTS mneme.apply_review(uuid, text, float8, float8, text, timestamptz, text, text[], boolean, bigint);
+DROP FUNCTION IF EXISTS mneme.memory_reviews(uuid);
 DROP FUNCTION IF EXISTS mneme._functions_reaching(text);
 DROP FUNCTION IF EXISTS mneme._shard_local_trg();`
 
@@ -265,15 +273,15 @@ func rollBackAndForth(t *testing.T, url, variant string) {
 	bin := previousSidecar(t)
 	ctx := context.Background()
 	env := append(slicesWithout(os.Environ(), "DATABASE_URL="), "DATABASE_URL="+url, "MNEME_METRICS_ADDR=off", "MNEME_MAX_ATTEMPTS=1")
-	out, err := (&exec.Cmd{Path: bin, Args: []string{bin, "migrate"}, Env: env}).CombinedOutput()
-	require.NoError(t, err, "the %s migrate over this release's schema:\n%s", upgradeFrom, out)
 	conn, err := pgx.Connect(ctx, url)
 	require.NoError(t, err)
 	defer conn.Close(ctx)
-	// docs/migrations.md, "Rolling back": this release's overload of a
-	// function the previous release calls with fewer arguments goes.
+	// docs/migrations.md, "Rolling back": first the functions the older
+	// migrate cannot replace or would leave ambiguous go.
 	_, err = conn.Exec(ctx, rollbackStatement)
 	require.NoError(t, err)
+	out, err := (&exec.Cmd{Path: bin, Args: []string{bin, "migrate"}, Env: env}).CombinedOutput()
+	require.NoError(t, err, "the %s migrate over this release's schema:\n%s", upgradeFrom, out)
 	work := func() {
 		t.Helper()
 		_, err := conn.Exec(ctx, `SELECT mneme.remember('7f1c2f9e-0000-4000-8000-00000000abce', 'Carol lives in Oslo', 'user_profile')`)
@@ -290,9 +298,9 @@ func rollBackAndForth(t *testing.T, url, variant string) {
 	}
 	require.Empty(t, failed(), "rolled back: the %s sidecar fails no job", upgradeFrom)
 
-	_, err = migrate.Run(ctx, url, migrate.Options{Vector: variant})
-	require.NoError(t, err)
 	_, err = conn.Exec(ctx, forwardAgainStatements)
+	require.NoError(t, err)
+	_, err = migrate.Run(ctx, url, migrate.Options{Vector: variant})
 	require.NoError(t, err)
 	work()
 	pool, err := pgxpool.New(ctx, url)

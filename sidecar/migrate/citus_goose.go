@@ -87,8 +87,9 @@ BEGIN
              WHERE c.relnamespace = 'mneme'::regnamespace AND c.relkind IN ('r', 'p')
                AND NOT c.relispartition
                AND c.oid NOT IN (SELECT p.logicalrelid FROM pg_catalog.pg_dist_partition p)
+               AND c.relname <> 'call_marks' -- local: on Citus the marks are settings (mneme._mark)
              ORDER BY c.relname LOOP
-        IF t IN ('tenants', 'settings', 'tenant_logins', 'job_kinds', 'job_turns', 'erasures') THEN
+        IF t IN ('tenants', 'settings', 'tenant_logins', 'job_kinds', 'job_turns', 'erasures', 'instance_key') THEN
             PERFORM create_reference_table(format('mneme.%I', t));
         ELSIF EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
                       WHERE a.attrelid = format('mneme.%I', t)::regclass AND a.attname = 'conversation_id' AND NOT a.attisdropped) THEN

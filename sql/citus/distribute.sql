@@ -6,7 +6,8 @@
 -- Distribution column: the conversation. Every call that must be fast names
 -- one, so its statements go to the one worker that holds it. Reference
 -- tables (a copy on every node): settings, tenants, tenant_logins,
--- job_kinds, job_turns, erasures. Everything else is distributed by
+-- job_kinds, job_turns, erasures, instance_key (mneme.call_marks stays
+-- local: on Citus marks are settings). Everything else is distributed by
 -- conversation and colocated with mneme.message_queue (whose id is the
 -- conversation).
 --
@@ -74,6 +75,12 @@ SELECT create_reference_table('mneme.tenant_logins');
 SELECT create_reference_table('mneme.job_kinds');
 SELECT create_reference_table('mneme.job_turns');
 SELECT create_reference_table('mneme.erasures');
+-- The installation's key (mneme.named_conversation): one row, read on
+-- whichever node runs the call.
+SELECT create_reference_table('mneme.instance_key');
+-- mneme.call_marks stays local to the coordinator, unused there: on Citus
+-- the marks are transaction-local settings (mneme._mark), which the
+-- workers' triggers see.
 SELECT create_distributed_table('mneme.message_queue', 'id');
 SELECT create_distributed_table(t, 'conversation_id', colocate_with => 'mneme.message_queue')
 FROM unnest(ARRAY['mneme.messages', 'mneme.memories', 'mneme.bm25_docs', 'mneme.bm25_postings', 'mneme.bm25_terms',
