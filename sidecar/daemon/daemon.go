@@ -22,6 +22,7 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/lifecycle"
 	"github.com/mneme-memory/mneme/sidecar/metrics"
 	"github.com/mneme-memory/mneme/sidecar/pipeline"
+	"github.com/mneme-memory/mneme/sidecar/usage"
 )
 
 // Daemon is a configured sidecar: its runner has every handler registered.
@@ -40,7 +41,7 @@ func New(ctx context.Context, cfg config.Config, pool *pgxpool.Pool, log *slog.L
 	reg := metrics.New()
 	m := metrics.Sidecar{R: reg}
 	d := &Daemon{Runner: jobs.NewRunner(pool, runnerOptions(cfg, log, m)), cfg: cfg, pool: pool, reg: reg, log: log}
-	deps, err := pipeline.Configure(ctx, cfg, pool, log, m.LLM, m.Embed)
+	deps, err := pipeline.Configure(ctx, cfg, pool, log, m.LLM, m.Embed, usage.NewRecorder(m.Usage))
 	if err != nil {
 		return nil, err
 	}

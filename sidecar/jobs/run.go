@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/mneme-memory/mneme/sidecar/usage"
 )
 
 // One claimed job's run: the handler, its commit, and the outcome recorded
@@ -21,6 +23,7 @@ func (r *Runner) runJob(parent context.Context, c claimed) {
 
 	ctx, cancel := context.WithTimeout(parent, r.opts.JobTimeout)
 	defer cancel()
+	ctx, led := usage.WithLedger(ctx, c.Kind, c.Tenant)
 	rn := &run{job: c.Job, attempt: c.Attempts, cancel: cancel}
 	r.mu.Lock()
 	r.running[c.ID] = rn
@@ -38,7 +41,7 @@ func (r *Runner) runJob(parent context.Context, c claimed) {
 			ErrPermanent, c.Kind, strings.Join(r.Kinds(), ", "))
 	} else {
 		var committed bool
-		committed, err = r.execute(ctx, h, c)
+		committed, err = r.execute(ctx, h, c, led)
 		if err == nil && committed {
 			log.Debug("job done", "took", time.Since(start))
 			r.opts.Observer.Finished(c.Kind, OutcomeDone, time.Since(start))
@@ -68,7 +71,7 @@ func (r *Runner) runJob(parent context.Context, c claimed) {
 	delay := r.opts.Retry.Delay(c.Attempts)
 	fctx, fcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer fcancel()
-	state, ferr := fail(fctx, r.pool, c.ID, r.opts.WorkerID, c.Attempts, storableError(err.Error()), delay, permanent, r.opts.MaxAttempts)
+	state, ferr := failRecorded(fctx, r.pool, led, log, c.ID, r.opts.WorkerID, c.Attempts, storableError(err.Error()), delay, permanent, r.opts.MaxAttempts)
 	if ferr != nil {
 		// Whatever made the record fail (a trigger, the text), a plainer
 		// one ends the job failed with both errors: a job never stays
@@ -99,8 +102,8 @@ func (r *Runner) runJob(parent context.Context, c claimed) {
 // execute runs the handler; its Commit (or, if it made none, the runner's)
 // completes the job in the transaction of its effect. It returns
 // committed=false with a nil error when the lease was lost.
-func (r *Runner) execute(ctx context.Context, h Handler, c claimed) (committed bool, err error) {
-	st := &runStore{db: r.pool, id: c.ID, worker: r.opts.WorkerID, attempt: c.Attempts}
+func (r *Runner) execute(ctx context.Context, h Handler, c claimed, led *usage.Ledger) (committed bool, err error) {
+	st := &runStore{db: r.pool, id: c.ID, worker: r.opts.WorkerID, attempt: c.Attempts, ledger: led, log: r.log}
 	err = safeCall(ctx, h, st, c.Job)
 	if err == nil && !st.tried {
 		err = st.Commit(ctx, func(pgx.Tx) error { return nil })

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/mneme-memory/mneme/sidecar/jobs"
+	"github.com/mneme-memory/mneme/sidecar/usage"
 )
 
 // Sidecar adapts a Registry to the hooks of the job runner and the LLM and
@@ -50,4 +51,20 @@ func (s Sidecar) call(client, op string, d time.Duration, err error) {
 		s.R.Add("mneme_"+client+"_errors_total", "Failed "+client+" HTTP attempts (each retry counts).",
 			[]string{"op"}, []string{op}, 1)
 	}
+}
+
+// Usage is a usage.Sink: every model call, by job kind and model (calls,
+// tokens by side, failed calls).
+func (s Sidecar) Usage(c usage.Call) {
+	labels := []string{"kind", "model"}
+	values := []string{c.JobKind, c.Model}
+	s.R.Add("mneme_llm_calls_total", "Model calls (chat and embedding, retries inside a call not counted), by job kind and model.",
+		labels, values, 1)
+	if c.Outcome != usage.OutcomeOK {
+		s.R.Add("mneme_llm_call_failures_total", "Model calls that ended without an answer, by job kind and model.", labels, values, 1)
+	}
+	s.R.Add("mneme_llm_tokens_total", "Tokens of model calls (reported by the endpoint, else estimated), by job kind, model and side (prompt, completion).",
+		[]string{"kind", "model", "side"}, []string{c.JobKind, c.Model, "prompt"}, float64(c.PromptTokens))
+	s.R.Add("mneme_llm_tokens_total", "Tokens of model calls (reported by the endpoint, else estimated), by job kind, model and side (prompt, completion).",
+		[]string{"kind", "model", "side"}, []string{c.JobKind, c.Model, "completion"}, float64(c.CompletionTokens))
 }

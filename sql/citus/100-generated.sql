@@ -293,6 +293,22 @@ INTO r;
 RETURN r;
 END$function$;
 
+CREATE OR REPLACE FUNCTION mneme._is_operator()
+ RETURNS boolean
+ LANGUAGE plpgsql
+ STABLE PARALLEL SAFE SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$#variable_conflict use_column
+DECLARE r boolean;
+BEGIN
+
+SELECT pg_catalog.pg_has_role(session_user, 'mneme_admin', 'MEMBER')
+   AND NOT EXISTS (SELECT 1 FROM mneme.tenant_logins b WHERE b.login = session_user)
+
+INTO r;
+RETURN r;
+END$function$;
+
 CREATE OR REPLACE FUNCTION mneme._requeue_job(id bigint, run_at timestamp with time zone, error text, attempts integer)
  RETURNS text
  LANGUAGE plpgsql
@@ -1631,6 +1647,9 @@ BEGIN
     -- Every job of the conversation: its payload may quote it. A job running
     -- now loses its lease and rolls back when it tries to complete.
     DELETE FROM mneme.jobs j WHERE j.conversation_id = erase_conversation.conversation_id;
+    -- The LLM usage ledger names the conversation: its totals stay per day
+    -- (mneme.llm_usage_days), its rows go.
+    PERFORM mneme._fold_llm_calls(erase_conversation.conversation_id);
     v_n := coalesce(mneme._remove_memories(coalesce(v_ids, '{}'), 'erased', erase_conversation.reason), 0);
     DELETE FROM mneme.review_log l WHERE l.conversation_id = erase_conversation.conversation_id;
     -- Messages (the queued ones too), speakers and pending reviews.
@@ -2730,6 +2749,46 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION mneme.record_llm_calls(job_id bigint, attempt integer, calls jsonb)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+ SET jit TO 'off'
+AS $function$
+DECLARE
+    v__entered boolean := mneme._enter(NULL);
+    v_job mneme.jobs;
+    v_n   int;
+BEGIN
+    IF record_llm_calls.job_id IS NULL OR record_llm_calls.attempt IS NULL OR record_llm_calls.calls IS NULL THEN
+        RAISE EXCEPTION 'job_id, attempt and calls must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF jsonb_typeof(record_llm_calls.calls) <> 'array' THEN
+        RAISE EXCEPTION 'calls must be a JSON array, got %', jsonb_typeof(record_llm_calls.calls)
+            USING ERRCODE = '22023', HINT = 'one object per model call, with the columns of mneme.llm_calls';
+    END IF;
+    IF record_llm_calls.attempt < 1 THEN
+        RAISE EXCEPTION 'attempt must be at least 1, got %', record_llm_calls.attempt USING ERRCODE = '22023';
+    END IF;
+    SELECT * INTO v_job FROM mneme.jobs j WHERE j.id = record_llm_calls.job_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'job % does not exist', record_llm_calls.job_id USING ERRCODE = 'P0002',
+            HINT = 'an erased conversation''s jobs are gone, and with them its usage';
+    END IF;
+    INSERT INTO mneme.llm_calls (tenant_id, conversation_id, job_id, job_kind, attempt, call, purpose, model, endpoint,
+                                 prompt_tokens, completion_tokens, usage, latency_ms, outcome, retries, at)
+    SELECT v_job.tenant_id, v_job.conversation_id, v_job.id, v_job.kind, record_llm_calls.attempt, c.call, c.purpose,
+           c.model, coalesce(c.endpoint, ''), c.prompt_tokens, c.completion_tokens, c.usage, c.latency_ms, c.outcome,
+           coalesce(c.retries, 0), coalesce(c.at, now())
+    FROM jsonb_to_recordset(record_llm_calls.calls)
+         AS c(call text, purpose text, model text, endpoint text, prompt_tokens bigint, completion_tokens bigint,
+              usage text, latency_ms float8, outcome text, retries int, at timestamptz);
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    RETURN v_n;
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION mneme.record_retrieval(conversation_id uuid, query text, memory_ids uuid[])
  RETURNS void
  LANGUAGE plpgsql
@@ -3441,6 +3500,7 @@ ALTER FUNCTION mneme._history_rows(integer[],uuid[],text[]) SET citus.allow_nest
 ALTER FUNCTION mneme._import_collision(uuid,jsonb) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._import_memory_rows(uuid,jsonb,boolean,real[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._interval_setting(text) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme._is_operator() SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._job_conversation(bigint) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._lock_memories(uuid[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._memory_conversation(uuid) SET citus.allow_nested_distributed_execution = on;
@@ -3481,6 +3541,7 @@ ALTER FUNCTION mneme.complete_job(bigint,text,integer) SET citus.allow_nested_di
 ALTER FUNCTION mneme.context(uuid,text,integer,real[],timestamp with time zone,timestamp with time zone,timestamp with time zone,text,boolean) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.context_items(uuid,text,integer,real[],timestamp with time zone,timestamp with time zone,timestamp with time zone,text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.context_messages(uuid,bigint[]) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.conversation_llm_usage(uuid) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.conversation_memories(uuid) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.conversation_messages(uuid) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.conversations(integer) SET citus.allow_nested_distributed_execution = on;
@@ -3515,6 +3576,7 @@ ALTER FUNCTION mneme.import_unembedded(uuid,uuid,integer) SET citus.allow_nested
 ALTER FUNCTION mneme.import_unembedded_messages(uuid,bigint,integer) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.initial_state(text,double precision) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.inspect(uuid) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.llm_usage(timestamp with time zone,timestamp with time zone,text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.lock_queued(uuid,bigint[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.memories_bm25_trg() SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.memories_bm25_truncate_trg() SET citus.allow_nested_distributed_execution = on;
@@ -3530,6 +3592,7 @@ ALTER FUNCTION mneme.queued_messages(uuid,bigint,boolean) SET citus.allow_nested
 ALTER FUNCTION mneme.queued_sessions(uuid,integer) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.reactivate(uuid) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.recent_memories(uuid,integer) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.record_llm_calls(bigint,integer,jsonb) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.record_retrieval(uuid,text,uuid[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.release_job(bigint,text,integer) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.remember(uuid,text,text,boolean,timestamp with time zone,uuid,text,text,timestamp with time zone) SET citus.allow_nested_distributed_execution = on;
