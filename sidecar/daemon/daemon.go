@@ -38,7 +38,7 @@ type Daemon struct {
 // (pipeline.Configure: offline unless an LLM or embedder is configured) and
 // their handlers. Registering is the one place job kinds get handlers.
 func New(ctx context.Context, cfg config.Config, pool *pgxpool.Pool, log *slog.Logger) (*Daemon, error) {
-	reg := metrics.New()
+	reg := metrics.New(metrics.WithTenantLabel(cfg.MetricsTenantLabel))
 	m := metrics.Sidecar{R: reg}
 	d := &Daemon{Runner: jobs.NewRunner(pool, runnerOptions(cfg, log, m)), cfg: cfg, pool: pool, reg: reg, log: log}
 	deps, err := pipeline.Configure(ctx, cfg, pool, log, m.LLM, m.Embed, usage.NewRecorder(m.Usage))
@@ -148,11 +148,8 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	reg.Gauge("mneme_jobs", "Jobs in mneme.jobs by kind and state (pending = queue depth).",
-		[]string{"kind", "state"}, func() ([]metrics.Sample, error) { return jobCounts(pool) })
-	reg.Gauge("mneme_replication_slot_retained_wal_bytes",
-		"WAL the replication slot keeps (0 samples: no slot); an inactive slot keeps it until dropped.",
-		[]string{"slot", "active"}, func() ([]metrics.Sample, error) { return slotSamples(pool, cfg.SlotName) })
+	reg.Gauge(metrics.Jobs, func() ([]metrics.Sample, error) { return jobCounts(pool) })
+	reg.Gauge(metrics.SlotRetainedWALBytes, func() ([]metrics.Sample, error) { return slotSamples(pool, cfg.SlotName) })
 
 	var srv *http.Server
 	if cfg.MetricsAddr != "" {
@@ -207,10 +204,7 @@ func httpHandler(pool *pgxpool.Pool, reg *metrics.Registry, transport string) ht
 		}
 		fmt.Fprintf(w, "ok transport=%s\n", transport)
 	})
-	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		_ = reg.Write(w)
-	})
+	mux.Handle("GET /metrics", reg.Handler())
 	return mux
 }
 

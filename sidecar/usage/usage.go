@@ -137,7 +137,7 @@ func Endpoint(baseURL string) string {
 
 // Sink is told about every call (metrics). It must be fast and safe for
 // concurrent use.
-type Sink func(Call)
+type Sink func(context.Context, Call)
 
 // Recorder is the one place calls are recorded. A nil Recorder still
 // hands calls to the context's ledger.
@@ -175,7 +175,7 @@ func (r *Recorder) Record(ctx context.Context, c Call) {
 		c.JobKind, c.Tenant = l.Kind, l.Tenant
 	}
 	if r != nil && r.sink != nil {
-		r.sink(c)
+		r.sink(ctx, c)
 	}
 	if l != nil {
 		l.add(c)

@@ -44,7 +44,7 @@ func TestOutcomeAndEndpoint(t *testing.T) {
 // refuse is fixed, not dropped.
 func TestRecord(t *testing.T) {
 	var seen []Call
-	r := NewRecorder(func(c Call) { seen = append(seen, c) })
+	r := NewRecorder(func(_ context.Context, c Call) { seen = append(seen, c) })
 	r.Record(context.Background(), Call{Call: CallChat, Purpose: "x", Model: "m"})
 	require.Equal(t, NoJob, seen[0].JobKind)
 
