@@ -27,6 +27,11 @@ func cmdMCP(ctx context.Context, log *slog.Logger, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
 	}
+	stopTracing, err := startTracing(ctx, log, "mneme mcp")
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	pool, cfg, err := daemon.OpenFromEnv(ctx)
 	if err != nil {
 		return err

@@ -25,6 +25,11 @@ func cmdUI(ctx context.Context, log *slog.Logger, args []string) error {
 	if err := ui.CheckAddr(*addr, token); err != nil {
 		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
 	}
+	stopTracing, err := startTracing(ctx, log, "mneme ui")
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	url, err := cluster.URLOrDemo(ctx, logf(log))
 	if err != nil {
 		return err

@@ -57,6 +57,10 @@ func newUsageEnv(t *testing.T, timeout time.Duration) *pipelineEnv {
 	e.deps.Embedder = embed.NewOpenAI(config.Endpoint{BaseURL: e.srv.URL(), Model: "fake-embed", APIKey: "secret-key"},
 		config.DefaultEmbedDim)
 	e.srv.Default(usageModel)
+	// The sidecar embeds with the external embedder (not the hash
+	// embedder's Go twin): every embedding is a model call.
+	_, err := e.db.Pool.Exec(context.Background(), `SELECT mneme.set_setting('embedder', '"external"')`)
+	require.NoError(t, err)
 	return e
 }
 
@@ -277,10 +281,12 @@ func TestLLMUsageBadInput(t *testing.T) {
 	e.srv.Script(llmtest.Reply{Content: skip, Delay: 2 * time.Second})
 	segment(llmtest.Reply{Content: skip})
 	var outcomes []string
-	for _, r := range ledger(t, e)[len(ledger(t, e))-2:] {
-		outcomes = append(outcomes, r.Outcome)
+	for _, r := range ledger(t, e) {
+		if r.Call == "chat" {
+			outcomes = append(outcomes, r.Outcome)
+		}
 	}
-	require.Equal(t, []string{"timeout", "ok"}, outcomes)
+	require.Equal(t, []string{"timeout", "ok"}, outcomes[len(outcomes)-2:])
 }
 
 // mneme.llm_usage: an admin bound to no tenant sees every tenant; a bound

@@ -22,6 +22,7 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/lifecycle"
 	"github.com/mneme-memory/mneme/sidecar/metrics"
 	"github.com/mneme-memory/mneme/sidecar/pipeline"
+	"github.com/mneme-memory/mneme/sidecar/tracing"
 	"github.com/mneme-memory/mneme/sidecar/usage"
 )
 
@@ -39,6 +40,7 @@ type Daemon struct {
 // their handlers. Registering is the one place job kinds get handlers.
 func New(ctx context.Context, cfg config.Config, pool *pgxpool.Pool, log *slog.Logger) (*Daemon, error) {
 	reg := metrics.New(metrics.WithTenantLabel(cfg.MetricsTenantLabel))
+	metrics.TraceID = tracing.TraceID // exemplars: "" unless a span is recording
 	m := metrics.Sidecar{R: reg}
 	d := &Daemon{Runner: jobs.NewRunner(pool, runnerOptions(cfg, log, m)), cfg: cfg, pool: pool, reg: reg, log: log}
 	deps, err := pipeline.Configure(ctx, cfg, pool, log, m.LLM, m.Embed, usage.NewRecorder(m.Usage))

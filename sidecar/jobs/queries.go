@@ -8,7 +8,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/mneme-memory/mneme/sidecar/tracing"
 	"github.com/mneme-memory/mneme/sidecar/usage"
 )
 
@@ -64,7 +67,9 @@ func fail(ctx context.Context, q Querier, id int64, worker string, attempt int, 
 // (usage.Write); a refused ledger write is logged and the failure recorded
 // all the same.
 func failRecorded(ctx context.Context, db beginner, led *usage.Ledger, log *slog.Logger, id int64, worker string, attempt int,
-	msg string, retryIn time.Duration, permanent bool, maxAttempts int) (string, error) {
+	msg string, retryIn time.Duration, permanent bool, maxAttempts int) (_ string, err error) {
+	ctx, span := tracing.Tracer().Start(ctx, "db fail", trace.WithAttributes(attribute.Int64("mneme.job.id", id)))
+	defer func() { tracing.End(span, err) }()
 	calls := led.Pending()
 	if len(calls) == 0 {
 		return fail(ctx, db, id, worker, attempt, msg, retryIn, permanent, maxAttempts)

@@ -8,7 +8,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/mneme-memory/mneme/sidecar/tracing"
 	"github.com/mneme-memory/mneme/sidecar/usage"
 )
 
@@ -70,11 +73,13 @@ func (s *runStore) QueryRow(ctx context.Context, sql string, args ...any) pgx.Ro
 	return s.db.QueryRow(ctx, sql, args...)
 }
 
-func (s *runStore) Commit(ctx context.Context, fn func(tx pgx.Tx) error) error {
+func (s *runStore) Commit(ctx context.Context, fn func(tx pgx.Tx) error) (err error) {
 	if s.final {
 		return fmt.Errorf("commit job %d: %w", s.id, errCommitted)
 	}
 	s.tried = true
+	ctx, span := tracing.Tracer().Start(ctx, "db commit", trace.WithAttributes(attribute.Int64("mneme.job.id", s.id)))
+	defer func() { tracing.End(span, err) }()
 	tx, err := s.db.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)

@@ -18,6 +18,12 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/mneme-memory/mneme/sidecar/tracing"
 )
 
 // The calls.
@@ -174,8 +180,29 @@ func (r *Recorder) Record(ctx context.Context, c Call) {
 	if l != nil {
 		c.JobKind, c.Tenant = l.Kind, l.Tenant
 	}
+	// The call's span, made after the fact from its start and end (a
+	// child of the job's span): a no-op one when tracing is off.
+	sctx, span := tracing.Tracer().Start(ctx, c.Call+" "+c.Purpose, trace.WithTimestamp(c.At.Add(-c.Latency)),
+		trace.WithSpanKind(trace.SpanKindClient))
+	if span.IsRecording() {
+		span.SetAttributes(
+			attribute.String("gen_ai.request.model", c.Model),
+			attribute.String("gen_ai.operation.name", map[string]string{CallChat: "chat", CallEmbedding: "embeddings"}[c.Call]),
+			attribute.Int64("gen_ai.usage.input_tokens", c.PromptTokens),
+			attribute.Int64("gen_ai.usage.output_tokens", c.CompletionTokens),
+			attribute.String("mneme.llm.usage", c.Usage),
+			attribute.String("mneme.llm.outcome", c.Outcome),
+			attribute.Int("mneme.llm.retries", c.Retries),
+			attribute.String("mneme.llm.endpoint", c.Endpoint),
+			attribute.String("mneme.job.kind", c.JobKind),
+			attribute.String("mneme.tenant", c.Tenant))
+		if c.Outcome != OutcomeOK {
+			span.SetStatus(codes.Error, c.Outcome)
+		}
+	}
+	span.End(trace.WithTimestamp(c.At))
 	if r != nil && r.sink != nil {
-		r.sink(ctx, c)
+		r.sink(sctx, c)
 	}
 	if l != nil {
 		l.add(c)
@@ -200,6 +227,12 @@ type Ledger struct {
 
 	mu    sync.Mutex
 	calls []Call
+	total Totals
+}
+
+// Totals are a ledger's calls and tokens so far, written or not.
+type Totals struct {
+	Calls, PromptTokens, CompletionTokens int64
 }
 
 type ledgerKey struct{}
@@ -220,6 +253,19 @@ func (l *Ledger) add(c Call) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.calls = append(l.calls, c)
+	l.total.Calls++
+	l.total.PromptTokens += c.PromptTokens
+	l.total.CompletionTokens += c.CompletionTokens
+}
+
+// Totals are the calls recorded for the job so far.
+func (l *Ledger) Totals() Totals {
+	if l == nil {
+		return Totals{}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.total
 }
 
 // Pending is a copy of the calls not yet written.
