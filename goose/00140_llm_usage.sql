@@ -31,7 +31,10 @@ CREATE TABLE mneme.llm_calls (
 COMMENT ON TABLE mneme.llm_calls IS
     'The LLM usage ledger: one row per model call a job made (mneme.record_llm_calls); usage says whether the tokens '
     'are as the endpoint reported them or estimated (missing, invalid). No text.';
+-- (by tenant and time: a tenant's usage; by time: an operator's, every
+-- tenant's; by conversation: the erase and the conversation's usage)
 CREATE INDEX llm_calls_tenant_at_idx ON mneme.llm_calls (tenant_id, at);
+CREATE INDEX llm_calls_at_idx ON mneme.llm_calls (at);
 CREATE INDEX llm_calls_conversation_idx ON mneme.llm_calls (conversation_id);
 
 CREATE TABLE mneme.llm_usage_days (

@@ -8,9 +8,10 @@
 -- =============================================================================
 
 -- Whether the session is an operator's: a member of mneme_admin whose login
--- is bound to no tenant. It reads every tenant's usage (the row policy of
--- mneme.llm_calls and mneme.llm_usage_days); a bound login, whatever its
--- roles, reads its tenant's.
+-- is bound to no tenant and whose transaction chose none (mneme.set_tenant).
+-- It reads every tenant's usage (the row policy of mneme.llm_calls and
+-- mneme.llm_usage_days); an admin that set a tenant reads that tenant's, a
+-- bound login, whatever its roles, its own.
 CREATE OR REPLACE FUNCTION mneme._is_operator()
 RETURNS boolean
 LANGUAGE sql STABLE PARALLEL SAFE
@@ -18,10 +19,12 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 SELECT pg_catalog.pg_has_role(session_user, 'mneme_admin', 'MEMBER')
+   AND coalesce(pg_catalog.current_setting('mneme.tenant', true), '') = ''
    AND NOT EXISTS (SELECT 1 FROM mneme.tenant_logins b WHERE b.login = session_user)
 $$;
 COMMENT ON FUNCTION mneme._is_operator() IS
-    'Internal: whether the session is an admin login bound to no tenant (it reads every tenant''s LLM usage).';
+    'Internal: whether the session is an admin login bound to no tenant that chose none in its transaction (it reads '
+    'every tenant''s LLM usage).';
 
 -- The sidecar's write: the calls of one attempt of a job, in the
 -- transaction that completes or fails that attempt (so a rolled-back
@@ -83,8 +86,9 @@ COMMENT ON FUNCTION mneme._llm_cost(jsonb, text, numeric, numeric) IS
     'Internal: the estimated cost of tokens of a model at the prices of setting llm_prices (per 1,000 tokens).';
 
 -- LLM usage between two times, by tenant, job kind, model or day (UTC).
--- An operator (an admin bound to no tenant) sees every tenant; any other
--- caller its own tenant (a bound login's, or the transaction's). Erased
+-- An operator (an admin bound to no tenant that set none) sees every
+-- tenant; any other caller its own tenant (a bound login's, or the
+-- transaction's). Erased
 -- conversations count through their daily totals (mneme.llm_usage_days).
 CREATE OR REPLACE FUNCTION mneme.llm_usage(since timestamptz, until timestamptz, group_by text DEFAULT 'day')
 RETURNS TABLE (key text, calls bigint, failed_calls bigint, estimated_calls bigint, prompt_tokens bigint,
@@ -136,7 +140,8 @@ $$;
 COMMENT ON FUNCTION mneme.llm_usage(timestamptz, timestamptz, text) IS
     'LLM usage (calls, failures, calls with estimated tokens, prompt and completion tokens, mean latency, estimated cost '
     'at setting llm_prices) between since and until, grouped by tenant, kind (job kind), model or day (UTC). An admin '
-    'bound to no tenant sees every tenant; any other caller its own tenant. The cost is an estimate.';
+    'bound to no tenant that set none (mneme.set_tenant) sees every tenant; any other caller its own tenant. The cost '
+    'is an estimate.';
 
 -- One conversation's usage, for the UI's conversation page: one row.
 CREATE OR REPLACE FUNCTION mneme.conversation_llm_usage(conversation_id uuid)

@@ -333,6 +333,11 @@ func TestLLMUsageRoles(t *testing.T) {
 		return nil
 	}))
 	require.Equal(t, "", read(app), "tenant default has no usage")
+	// An admin that chose a tenant reads that tenant's.
+	require.NoError(t, inTenant(t, admin, "tb", func(tx pgx.Tx) error {
+		require.Equal(t, "tb:2/1/2050/1.4000", read(tx))
+		return nil
+	}))
 	// The bound login reaches no row of another tenant through the table
 	// either (it has no privilege on it at all).
 	_, err = bound.Exec(ctx, `SELECT count(*) FROM mneme.llm_calls`)
