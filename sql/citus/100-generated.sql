@@ -303,6 +303,7 @@ DECLARE r boolean;
 BEGIN
 
 SELECT pg_catalog.pg_has_role(session_user, 'mneme_admin', 'MEMBER')
+   AND coalesce(pg_catalog.current_setting('mneme.tenant', true), '') = ''
    AND NOT EXISTS (SELECT 1 FROM mneme.tenant_logins b WHERE b.login = session_user)
 
 INTO r;
