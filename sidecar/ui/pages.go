@@ -68,6 +68,7 @@ type conversationData struct {
 	Memories []MemoryRow
 	Messages int
 	GapLimit time.Duration
+	Usage    *ConversationUsage // its model calls (usage.go); nil: none
 }
 
 func (s *Server) pageConversation(w http.ResponseWriter, r *http.Request) {
@@ -99,6 +100,9 @@ func (s *Server) conversation(ctx context.Context, r *http.Request, id uuid.UUID
 			return err
 		}
 		if d.Memories, err = readMemories(ctx, tx, id, s.now()); err != nil {
+			return err
+		}
+		if d.Usage, err = conversationUsage(ctx, tx, id); err != nil {
 			return err
 		}
 		gap, err := settingOf[float64](ctx, tx, "segment_gap_seconds")

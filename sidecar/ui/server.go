@@ -101,6 +101,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /search", s.pageSearch)
 	m.HandleFunc("GET /jobs", s.pageJobs)
 	m.HandleFunc("POST /jobs/{id}/retry", s.postRetryJob)
+	m.HandleFunc("GET /usage", s.pageUsage)
 	s.mux = m
 }
 
