@@ -39,8 +39,8 @@ type Daemon struct {
 // (pipeline.Configure: offline unless an LLM or embedder is configured) and
 // their handlers. Registering is the one place job kinds get handlers.
 func New(ctx context.Context, cfg config.Config, pool *pgxpool.Pool, log *slog.Logger) (*Daemon, error) {
-	reg := metrics.New(metrics.WithTenantLabel(cfg.MetricsTenantLabel))
-	metrics.TraceID = tracing.TraceID // exemplars: "" unless a span is recording
+	// (exemplars: the trace id of a recording span, none when tracing is off)
+	reg := metrics.New(metrics.WithTenantLabel(cfg.MetricsTenantLabel), metrics.WithExemplars(tracing.TraceID))
 	m := metrics.Sidecar{R: reg}
 	d := &Daemon{Runner: jobs.NewRunner(pool, runnerOptions(cfg, log, m)), cfg: cfg, pool: pool, reg: reg, log: log}
 	deps, err := pipeline.Configure(ctx, cfg, pool, log, m.LLM, m.Embed, usage.NewRecorder(m.Usage))

@@ -27,6 +27,7 @@ var Buckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
 type Registry struct {
 	reg         *prometheus.Registry
 	tenantLabel bool
+	traceID     func(context.Context) string
 
 	mu       sync.Mutex
 	counters map[string]*prometheus.CounterVec
@@ -47,6 +48,12 @@ type Option func(*Registry)
 // mneme_llm_tokens_total): one series per tenant, so off by default
 // (MNEME_METRICS_TENANT_LABEL).
 func WithTenantLabel(on bool) Option { return func(r *Registry) { r.tenantLabel = on } }
+
+// WithExemplars makes traceID (the trace id of a context's span, "" for
+// none) the exemplar of the samples recorded with a context.
+func WithExemplars(traceID func(context.Context) string) Option {
+	return func(r *Registry) { r.traceID = traceID }
+}
 
 // tenantable are the metrics WithTenantLabel labels by tenant.
 var tenantable = []string{LLMCalls, LLMCallFailures, LLMTokens}
@@ -113,15 +120,11 @@ func (r *Registry) histogram(name string) *prometheus.HistogramVec {
 	return v
 }
 
-// TraceID returns the trace id of ctx's span ("" when none): exemplars
-// carry it. The tracing package sets it; nil means no tracing.
-var TraceID func(ctx context.Context) string
-
-func exemplar(ctx context.Context) prometheus.Labels {
-	if TraceID == nil {
+func (r *Registry) exemplar(ctx context.Context) prometheus.Labels {
+	if r.traceID == nil {
 		return nil
 	}
-	if id := TraceID(ctx); id != "" {
+	if id := r.traceID(ctx); id != "" {
 		return prometheus.Labels{"trace_id": id}
 	}
 	return nil
@@ -131,7 +134,7 @@ func exemplar(ctx context.Context) prometheus.Labels {
 // becomes the exemplar.
 func (r *Registry) Add(ctx context.Context, name string, values []string, v float64) {
 	c := r.counter(name).WithLabelValues(values...)
-	if ex := exemplar(ctx); ex != nil {
+	if ex := r.exemplar(ctx); ex != nil {
 		c.(prometheus.ExemplarAdder).AddWithExemplar(v, ex)
 		return
 	}
@@ -142,7 +145,7 @@ func (r *Registry) Add(ctx context.Context, name string, values []string, v floa
 // exemplar if any.
 func (r *Registry) Observe(ctx context.Context, name string, values []string, d time.Duration) {
 	h := r.histogram(name).WithLabelValues(values...)
-	if ex := exemplar(ctx); ex != nil {
+	if ex := r.exemplar(ctx); ex != nil {
 		h.(prometheus.ExemplarObserver).ObserveWithExemplar(d.Seconds(), ex)
 		return
 	}

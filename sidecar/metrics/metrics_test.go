@@ -112,9 +112,7 @@ func TestUsageCounters(t *testing.T) {
 // exemplar.
 func TestExemplars(t *testing.T) {
 	type key struct{}
-	TraceID = func(ctx context.Context) string { s, _ := ctx.Value(key{}).(string); return s }
-	defer func() { TraceID = nil }()
-	r := New()
+	r := New(WithExemplars(func(ctx context.Context) string { s, _ := ctx.Value(key{}).(string); return s }))
 	ctx := context.WithValue(context.Background(), key{}, "4bf92f3577b34da6a3ce929d0e0e4736")
 	Sidecar{R: r}.Usage(ctx, usage.Call{JobKind: "review", Model: "m", Outcome: usage.OutcomeOK, PromptTokens: 3})
 	r.Observe(ctx, JobRun, []string{"review", "done"}, time.Second)
