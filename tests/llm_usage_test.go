@@ -362,3 +362,28 @@ func TestLLMUsageRoles(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"review", "segment"}, keys)
 }
+
+// A ledger the database refuses (here a trigger that raises) fails no job:
+// the rows are rolled back alone and the job commits its effect.
+func TestLLMUsageRefusedLedgerFailsNoJob(t *testing.T) {
+	t.Parallel()
+	e := newUsageEnv(t, 5*time.Second)
+	ctx := context.Background()
+	_, err := e.db.Pool.Exec(ctx, `
+		CREATE FUNCTION public.refuse_ledger() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN RAISE EXCEPTION 'ledger refused for the test'; END $$;
+		CREATE TRIGGER refuse BEFORE INSERT ON mneme.llm_calls FOR EACH ROW EXECUTE FUNCTION public.refuse_ledger();`)
+	require.NoError(t, err)
+	for i, line := range []string{"My name is Dana and I live in Lisbon.", "Nice to meet you, Dana.", "I moved there from Porto.",
+		"Lisbon is lovely.", "I work as a nurse.", "That sounds rewarding."} {
+		e.say(day1.Add(time.Duration(i)*time.Minute).Format(time.RFC3339), []string{"user", "assistant"}[i%2], line)
+	}
+	_, err = e.db.Pool.Exec(ctx, `SELECT mneme.segment_now($1)`, e.conv)
+	require.NoError(t, err)
+	e.drain()
+	require.NotEmpty(t, e.srv.Requests(), "the model was called")
+	require.Zero(t, e.count(`SELECT count(*) FROM mneme.jobs WHERE state <> 'done'`), "every job done")
+	require.Zero(t, e.count(`SELECT count(*) FROM mneme.jobs WHERE attempts > 1`), "none retried for the ledger")
+	require.Positive(t, e.count(`SELECT count(*) FROM mneme.memories`), "the effect committed")
+	require.Zero(t, e.count(`SELECT count(*) FROM mneme.llm_calls`))
+}

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -26,13 +27,26 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // Name is the instrumentation scope of mneme's spans.
 const Name = "github.com/mneme-memory/mneme"
 
-// Tracer is mneme's tracer: the installed provider's, or a no-op one.
-func Tracer() trace.Tracer { return otel.Tracer(Name) }
+// installed: Setup installed the SDK's provider (and has not shut it down).
+var installed atomic.Bool
+
+var noopTracer = noop.NewTracerProvider().Tracer(Name)
+
+// Tracer is mneme's tracer: the installed provider's, or, when tracing is
+// off, OpenTelemetry's no-op one directly (an allocation a span, for the
+// context that carries it).
+func Tracer() trace.Tracer {
+	if !installed.Load() {
+		return noopTracer
+	}
+	return otel.Tracer(Name)
+}
 
 // Enabled reports whether the environment asks for traces.
 func Enabled() bool {
@@ -62,6 +76,7 @@ func Setup(ctx context.Context, service string, log *slog.Logger) (shutdown func
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	installed.Store(true)
 	if log != nil {
 		log.Info("OpenTelemetry traces on", "exporter", "otlp http")
 	}
@@ -71,6 +86,7 @@ func Setup(ctx context.Context, service string, log *slog.Logger) (shutdown func
 			return nil
 		}
 		done = true
+		installed.Store(false)
 		return errors.Join(tp.ForceFlush(ctx), tp.Shutdown(ctx))
 	}, nil
 }
