@@ -31,9 +31,8 @@ run: build ## run the sidecar daemon against $$DATABASE_URL (or the demo cluster
 psql: build ## psql on $$DATABASE_URL (or the demo cluster, started if needed)
 	$(BIN) psql
 
-test: build ## all tests against a real PostgreSQL (each test binary starts a private cluster unless DATABASE_URL is set)
-	./scripts/test-deps.sh
-	$(GO) test $(TESTFLAGS) $(PKGS)
+test: build ## all tests on every deployment this machine can run: array, pgvector, Citus (scripts/test.sh; MNEME_EXTENSION_SOURCES=DIR builds the extensions)
+	GO="$(GO)" TESTFLAGS="$(TESTFLAGS)" PKGS="$(PKGS)" ./scripts/test.sh
 
 bench: build ## benchmarks: retrieval and event latency
 	./scripts/with-test-db.sh ./scripts/bench.sh
@@ -43,7 +42,7 @@ eval: build ## LoCoMo evaluation (dev split, offline) and the feedback simulatio
 
 lint: ## go vet, gofmt, go.mod/go.sum tidy, released goose migrations unchanged, no test code in the binary
 	$(GO) vet $(PKGS)
-	@out=$$(gofmt -l sidecar tests sql goose); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@out=$$(gofmt -l sidecar tests sql goose client scripts); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 	@$(GO) test -count=1 ./goose || { echo "a released goose migration changed (goose/frozen.sha256)"; exit 1; }
 	@out=$$($(GO) list -deps ./sidecar | grep -E '/llmtest$$|^testing$$|^net/http/httptest$$'); if [ -n "$$out" ]; then echo "mneme links test-only packages:"; echo "$$out"; exit 1; fi

@@ -5,7 +5,6 @@ import (
 	"context"
 	"log/slog"
 	"net/url"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -184,10 +183,7 @@ func TestMigrateCitusDistributes(t *testing.T) {
 // the test when MNEME_TEST_CITUS_URL is not set.
 func citusDatabase(t *testing.T) (string, *pgx.Conn) {
 	t.Helper()
-	base := os.Getenv("MNEME_TEST_CITUS_URL")
-	if base == "" {
-		t.Skip("MNEME_TEST_CITUS_URL is not set: no Citus coordinator to migrate (docs/scale.md)")
-	}
+	base := dbtest.CitusURL(t)
 	ctx := context.Background()
 	db, err := scratch.Create(ctx, scratch.Options{Server: base, Prefix: "mneme_citus_", Citus: true})
 	require.NoError(t, err)

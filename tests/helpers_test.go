@@ -20,13 +20,7 @@ import (
 // fallback always, pgvector when installed.
 func variants(t *testing.T) []string {
 	t.Helper()
-	v := []string{"array"}
-	if dbtest.HasPgvector(t) {
-		v = append(v, "pgvector")
-	} else {
-		t.Log("pgvector not installed on the test server: testing the array fallback only")
-	}
-	return v
+	return dbtest.Variants(t)
 }
 
 // sqlState is the SQLSTATE of err, which must be a PostgreSQL error (the

@@ -195,11 +195,6 @@ func TestTracesReachOTLPReceiver(t *testing.T) {
 	mcpSpans := recv.byName("mcp tools/call recall")
 	require.Len(t, mcpSpans, 1)
 	require.Equal(t, "recall", spanAttr(mcpSpans[0], "mcp.tool"))
-	var dbChild bool
-	for _, s := range recv.byName("db transaction") {
-		dbChild = dbChild || string(s.ParentSpanId) == string(mcpSpans[0].SpanId)
-	}
-	require.True(t, dbChild, "the tool's transaction is a child of its span")
 
 	ui := recv.byName("GET mneme ui")
 	require.Len(t, ui, 1)

@@ -1,9 +1,18 @@
 // Package dbtest gives tests an isolated, migrated mneme database on a real
-// PostgreSQL. With DATABASE_URL set (make test sets it to its private
-// cluster) it uses that server; otherwise it starts a private cluster for the
-// test binary, which Main stops at the end. Every New call creates a fresh
-// database from a migrated template (one template per embedding variant), so
-// tests never see each other's rows and may run in parallel.
+// PostgreSQL. With DATABASE_URL set it uses that server; otherwise it
+// starts a private cluster for the test binary (a Citus cluster of a
+// coordinator and two workers for the citus deployment), which Main stops
+// at the end. Every New call creates a fresh database from a migrated
+// template (one template per embedding variant), so tests never see each
+// other's rows and may run in parallel.
+//
+// MNEME_TEST_DEPLOYMENT chooses what a run tests (scripts/test.sh runs one
+// binary per deployment; docs/tests.md):
+//
+//	array     the array fallback only
+//	pgvector  the pgvector variant only (the extension must be installable)
+//	citus     a private Citus cluster, every New database distributed
+//	(unset)   the array fallback, and pgvector too where it is installed
 package dbtest
 
 import (
@@ -41,6 +50,8 @@ var (
 	serverErr  error
 	private    *cluster.Cluster
 
+	citus *cluster.Citus
+
 	tmplMu sync.Mutex
 	tmpls  = map[string]string{} // variant request -> template db name
 )
@@ -48,14 +59,61 @@ var (
 // Main runs the tests and stops the private cluster, if one was started.
 // Call it from TestMain: func TestMain(m *testing.M) { dbtest.Main(m) }.
 func Main(m *testing.M) {
+	if err := checkDeployment(); err != nil {
+		fmt.Fprintln(os.Stderr, "dbtest:", err)
+		os.Exit(2)
+	}
 	code := m.Run()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	if private != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		_ = private.Stop(ctx)
 		_ = private.Remove()
-		cancel()
 	}
+	if citus != nil {
+		_ = citus.Stop(ctx)
+		_ = citus.Remove()
+	}
+	cancel()
 	os.Exit(code)
+}
+
+// The deployments a run may test (MNEME_TEST_DEPLOYMENT).
+const (
+	DeploymentArray    = "array"
+	DeploymentPgvector = "pgvector"
+	DeploymentCitus    = "citus"
+)
+
+// Deployment is the deployment this run tests: MNEME_TEST_DEPLOYMENT, or
+// "" for the default (the array fallback, and pgvector where installed).
+func Deployment() string { return os.Getenv("MNEME_TEST_DEPLOYMENT") }
+
+func checkDeployment() error {
+	switch d := Deployment(); d {
+	case "", DeploymentArray, DeploymentPgvector, DeploymentCitus:
+		return nil
+	default:
+		return fmt.Errorf("MNEME_TEST_DEPLOYMENT=%q: want array, pgvector or citus (or unset for array and pgvector where installed)", d)
+	}
+}
+
+// Variants are the vector variants this run tests, in order: the array
+// fallback always in the default run, pgvector too where the server has
+// it; one of them in an array or pgvector run; the array fallback on
+// Citus.
+func Variants(t testing.TB) []string {
+	t.Helper()
+	switch Deployment() {
+	case DeploymentArray, DeploymentCitus:
+		return []string{"array"}
+	case DeploymentPgvector:
+		return []string{"pgvector"}
+	}
+	if HasPgvector(t) {
+		return []string{"array", "pgvector"}
+	}
+	t.Log("pgvector not installed on the test server: testing the array fallback only (scripts/extensions.sh builds it; docs/tests.md)")
+	return []string{"array"}
 }
 
 // Cluster returns the private cluster, or nil when DATABASE_URL points at an
@@ -85,6 +143,13 @@ func ServerURL(t testing.TB) string {
 		_ = os.Chmod(dir, 0o755)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
+		if Deployment() == DeploymentCitus {
+			citus, serverErr = cluster.StartCitus(ctx, dir, 2, cluster.Options{Disposable: true})
+			if serverErr == nil {
+				serverURL = citus.URL("postgres")
+			}
+			return
+		}
 		private, serverErr = cluster.Start(ctx, dir+"/data", cluster.Options{Disposable: true})
 		if serverErr == nil {
 			serverURL = private.URL("postgres")
@@ -102,11 +167,29 @@ type Option func(*options)
 type options struct{ vector string }
 
 // WithVector forces the embedding variant: "pgvector" or "array". Default
-// "auto": pgvector where installed, else array.
+// "auto": the deployment's (array or pgvector runs), else pgvector where
+// installed, else array.
 func WithVector(v string) Option { return func(o *options) { o.vector = v } }
 
-// HasPgvector reports whether the server can install the vector extension.
+// HasPgvector reports whether this run tests pgvector: always in a pgvector
+// run (which fails here when the server cannot install the extension),
+// never in an array or Citus run, and where the server can install it
+// otherwise.
 func HasPgvector(t testing.TB) bool {
+	t.Helper()
+	switch Deployment() {
+	case DeploymentArray, DeploymentCitus:
+		return false
+	case DeploymentPgvector:
+		if !serverHasPgvector(t) {
+			t.Fatalf("MNEME_TEST_DEPLOYMENT=pgvector, but the test server cannot install the vector extension: build it with scripts/extensions.sh (docs/tests.md)")
+		}
+		return true
+	}
+	return serverHasPgvector(t)
+}
+
+func serverHasPgvector(t testing.TB) bool {
 	t.Helper()
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, ServerURL(t))
@@ -127,6 +210,14 @@ func New(t testing.TB, opts ...Option) *DB {
 	o := options{vector: "auto"}
 	for _, f := range opts {
 		f(&o)
+	}
+	if o.vector == "auto" {
+		switch Deployment() {
+		case DeploymentArray, DeploymentCitus:
+			o.vector = "array"
+		case DeploymentPgvector:
+			o.vector = "pgvector"
+		}
 	}
 	ctx := context.Background()
 	if OnCitus() {
@@ -176,14 +267,31 @@ func attach(t testing.TB, admin *pgx.Conn, name, url string) *DB {
 	return db
 }
 
-// OnCitus reports whether the suite runs on a Citus cluster:
-// MNEME_TEST_ON_CITUS=1 with DATABASE_URL naming a Citus coordinator whose
-// workers are registered in its maintenance database. Then every New
-// database is created on every node and distributed (migrate --citus);
-// docs/history/scale-2026-11.md lists what passed there and why the rest
-// could not. Never set
-// in make test.
-func OnCitus() bool { return os.Getenv("MNEME_TEST_ON_CITUS") == "1" }
+// CitusURL is the maintenance database of a Citus coordinator for the
+// tests that make their own Citus databases: the harness's cluster in the
+// citus deployment, else MNEME_TEST_CITUS_URL; the test is skipped when
+// there is neither.
+func CitusURL(t testing.TB) string {
+	t.Helper()
+	if Deployment() == DeploymentCitus {
+		return ServerURL(t)
+	}
+	u := os.Getenv("MNEME_TEST_CITUS_URL")
+	if u == "" {
+		t.Skip("no Citus cluster: the citus deployment of scripts/test.sh starts one (MNEME_TEST_DEPLOYMENT=citus), or set MNEME_TEST_CITUS_URL (docs/tests.md)")
+	}
+	return u
+}
+
+// OnCitus reports whether the suite runs on a Citus cluster: the citus
+// deployment (the harness's private cluster, or DATABASE_URL naming a
+// Citus coordinator), or MNEME_TEST_ON_CITUS=1 with DATABASE_URL naming a
+// coordinator whose workers are registered in its maintenance database.
+// Then every New database is created on every node and distributed
+// (migrate --citus).
+func OnCitus() bool {
+	return Deployment() == DeploymentCitus || os.Getenv("MNEME_TEST_ON_CITUS") == "1"
+}
 
 // newOnCitus is New on a Citus cluster: no template (a database of a Citus
 // cluster exists on every node), a scratch database distributed by migrate

@@ -10,14 +10,13 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/mneme-memory/mneme/client"
 	"github.com/mneme-memory/mneme/sidecar/tracing"
 )
 
@@ -42,7 +41,7 @@ type QueryEmbedder interface {
 
 // server holds what the tool handlers share.
 type server struct {
-	pool   *pgxpool.Pool
+	mneme  *client.Client
 	tenant string
 	log    *slog.Logger
 	embed  QueryEmbedder
@@ -50,7 +49,7 @@ type server struct {
 
 // queryEmbedding is the query's vector from the external embedder, before
 // any transaction opens; nil (SQL NULL) without one.
-func (s *server) queryEmbedding(ctx context.Context, query string) (any, error) {
+func (s *server) queryEmbedding(ctx context.Context, query string) ([]float32, error) {
 	if s.embed == nil {
 		return nil, nil
 	}
@@ -66,7 +65,7 @@ func (s *server) queryEmbedding(ctx context.Context, query string) (any, error) 
 
 // New returns the MCP server with every mneme tool.
 func New(o Options) *mcp.Server {
-	s := &server{pool: o.Pool, tenant: o.Tenant, log: o.Log, embed: o.Embedder}
+	s := &server{mneme: client.New(o.Pool), tenant: o.Tenant, log: o.Log, embed: o.Embedder}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -113,32 +112,25 @@ func (s *server) tenantOf(req *mcp.CallToolRequest) string {
 	return s.tenant
 }
 
-// inTenant runs fn in one transaction of the call's tenant.
-func (s *server) inTenant(ctx context.Context, req *mcp.CallToolRequest, fn func(tx pgx.Tx) error) error {
-	ctx, span := tracing.Tracer().Start(ctx, "db transaction")
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if t := s.tenantOf(req); t != "" {
-			if _, err := tx.Exec(ctx, `SELECT mneme.set_tenant($1)`, t); err != nil {
-				return err
-			}
-		}
-		return fn(tx)
-	})
-	tracing.End(span, err)
-	if err != nil {
-		s.log.Info("mcp tool error", "tool", req.Params.Name, "err", err)
-	}
-	return toolError(err)
+// client is the mneme client of a call: its tenant's (each call one
+// transaction that sets it, so row-level security decides what it sees).
+func (s *server) client(req *mcp.CallToolRequest) *client.Client {
+	return s.mneme.WithTenant(s.tenantOf(req))
 }
 
-// toolError turns a PostgreSQL error into the message, SQLSTATE and hint
-// the client's model can act on (a tool error, not a protocol failure).
-func toolError(err error) error {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		msg := fmt.Sprintf("%s (SQLSTATE %s)", pgErr.Message, pgErr.Code)
-		if pgErr.Hint != "" {
-			msg += "; hint: " + pgErr.Hint
+// done logs a tool's error and turns it into the message, SQLSTATE and
+// hint the client's model can act on (a tool error, not a protocol
+// failure).
+func (s *server) done(req *mcp.CallToolRequest, err error) error {
+	if err == nil {
+		return nil
+	}
+	s.log.Info("mcp tool error", "tool", req.Params.Name, "err", err)
+	var me *client.Error
+	if errors.As(err, &me) {
+		msg := fmt.Sprintf("%s (SQLSTATE %s)", me.Message, me.SQLState)
+		if me.Hint != "" {
+			msg += "; hint: " + me.Hint
 		}
 		return errors.New(msg)
 	}

@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mneme-memory/mneme/client"
 )
 
 // Tool inputs and outputs: their JSON schemas (from these types) are what
@@ -115,11 +116,16 @@ type (
 	}
 )
 
-func orNull(s string) any {
+// parseAt is add_message's optional time, RFC 3339 ("" : now).
+func parseAt(s string) (time.Time, error) {
 	if s == "" {
-		return nil
+		return time.Time{}, nil
 	}
-	return s
+	at, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, &client.Error{Op: "parse", SQLState: "22007", Message: fmt.Sprintf("at: %q is not an RFC 3339 time", s)}
+	}
+	return at, nil
 }
 
 func (s *server) addTools(srv *mcp.Server) {
@@ -127,27 +133,34 @@ func (s *server) addTools(srv *mcp.Server) {
 		"Call it for every user and assistant message; mneme segments them into episodes in the background."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in AddMessageIn) (*mcp.CallToolResult, AddMessageOut, error) {
 			var out AddMessageOut
-			err := s.inTenant(ctx, req, func(tx pgx.Tx) error {
-				return tx.QueryRow(ctx, `SELECT mneme.add_message($1::uuid, $2, $3, $4::timestamptz)`,
-					in.ConversationID, in.Role, in.Content, orNull(in.At)).Scan(&out.MessageID)
-			})
-			return nil, out, err
+			conv, err := client.ParseID("conversation_id", in.ConversationID)
+			if err != nil {
+				return nil, out, s.done(req, err)
+			}
+			at, err := parseAt(in.At)
+			if err != nil {
+				return nil, out, s.done(req, err)
+			}
+			out.MessageID, err = s.client(req).AddMessageAt(ctx, conv, in.Role, in.Content, at)
+			return nil, out, s.done(req, err)
 		})
 	mcp.AddTool(srv, &mcp.Tool{Name: "recall", Description: "What you should know to answer, from this conversation's memory: " +
 		"the past turns and facts that match the query, as markdown within a word budget (mneme.context). " +
 		"mneme later rates whether what it returned was used, so useful memories strengthen."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in RecallIn) (*mcp.CallToolResult, RecallOut, error) {
 			var out RecallOut
+			conv, err := client.ParseID("conversation_id", in.ConversationID)
+			if err != nil {
+				return nil, out, s.done(req, err)
+			}
 			emb, err := s.queryEmbedding(ctx, in.Query)
 			if err != nil {
 				return nil, out, err
 			}
-			err = s.inTenant(ctx, req, func(tx pgx.Tx) error {
-				return tx.QueryRow(ctx, `SELECT mneme.context($1::uuid, $2, coalesce($3, 1000), $5::real[], scope => coalesce($4, 'conversation'))`,
-					in.ConversationID, in.Query, nonZero(in.Budget), orNull(in.Scope), emb).Scan(&out.Context)
-			})
+			out.Context, err = s.client(req).Context(ctx, conv, in.Query,
+				client.ContextOptions{Budget: in.Budget, Scope: in.Scope, QueryEmbedding: emb})
 			if err != nil {
-				return nil, out, err
+				return nil, RecallOut{}, s.done(req, err)
 			}
 			text := out.Context
 			if text == "" {
@@ -159,24 +172,20 @@ func (s *server) addTools(srv *mcp.Server) {
 		"structured results with scores, no side effects. Prefer recall to build an answer."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in SearchIn) (*mcp.CallToolResult, SearchOut, error) {
 			out := SearchOut{Memories: []Memory{}}
+			conv, err := client.ParseID("conversation_id", in.ConversationID)
+			if err != nil {
+				return nil, out, s.done(req, err)
+			}
 			emb, err := s.queryEmbedding(ctx, in.Query)
 			if err != nil {
 				return nil, out, err
 			}
-			err = s.inTenant(ctx, req, func(tx pgx.Tx) error {
-				rows, err := tx.Query(ctx, `SELECT memory_id::text, kind, label, coalesce(summary, ''), content, score, created_at
-					FROM mneme.search($1::uuid, $2, coalesce($3, 5), $5::real[], scope => coalesce($4, 'conversation'))`,
-					in.ConversationID, in.Query, nonZero(in.K), orNull(in.Scope), emb)
-				if err != nil {
-					return err
-				}
-				out.Memories, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Memory, error) {
-					var m Memory
-					return m, r.Scan(&m.MemoryID, &m.Kind, &m.Label, &m.Summary, &m.Content, &m.Score, &m.CreatedAt)
-				})
-				return err
-			})
-			return nil, out, err
+			hits, err := s.client(req).Search(ctx, conv, in.Query, client.SearchOptions{K: in.K, Scope: in.Scope, QueryEmbedding: emb})
+			for _, h := range hits {
+				out.Memories = append(out.Memories, Memory{MemoryID: h.MemoryID.String(), Kind: h.Kind, Label: h.Label,
+					Summary: h.Summary, Content: h.Content, Score: h.Score, CreatedAt: h.CreatedAt})
+			}
+			return nil, out, s.done(req, err)
 		})
 	mcp.AddTool(srv, &mcp.Tool{Name: "remember", Description: "Store a fact explicitly (mneme.remember). " +
 		"mneme revises every write itself: after the call returns, its revise job compares the fact with the closest " +
@@ -186,13 +195,21 @@ func (s *server) addTools(srv *mcp.Server) {
 		"mneme sidecar ran the job. Pass supersedes only when you know which memory_id this replaces (applied at once)."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in RememberIn) (*mcp.CallToolResult, RememberOut, error) {
 			out := RememberOut{Revision: "queued"}
-			err := s.inTenant(ctx, req, func(tx pgx.Tx) error {
-				return tx.QueryRow(ctx, `SELECT mneme.remember($1::uuid, $2, $3, supersedes => $4::uuid)::text`,
-					in.ConversationID, in.Content, orNull(in.Label), orNull(in.Supersedes)).Scan(&out.MemoryID)
-			})
+			conv, err := client.ParseID("conversation_id", in.ConversationID)
 			if err != nil {
-				return nil, RememberOut{}, err
+				return nil, RememberOut{}, s.done(req, err)
 			}
+			o := client.RememberOptions{Label: in.Label}
+			if in.Supersedes != "" {
+				if o.Supersedes, err = client.ParseID("supersedes", in.Supersedes); err != nil {
+					return nil, RememberOut{}, s.done(req, err)
+				}
+			}
+			id, err := s.client(req).Remember(ctx, conv, in.Content, o)
+			if err != nil {
+				return nil, RememberOut{}, s.done(req, err)
+			}
+			out.MemoryID = id.String()
 			// With supersedes, mneme.remember applied the caller's decision
 			// itself and queued no revise job; without, the action is the
 			// revise job's to decide (never guessed here).
@@ -206,12 +223,4 @@ func (s *server) addTools(srv *mcp.Server) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, out, nil
 		})
 	s.addMemoryTools(srv)
-}
-
-// nonZero is nil for 0 (the SQL default applies).
-func nonZero(n int) any {
-	if n == 0 {
-		return nil
-	}
-	return n
 }
