@@ -41,6 +41,7 @@ AS $$
 DECLARE
     v_job mneme.jobs;
     v_n   int;
+    c     record;
 BEGIN
     IF record_llm_calls.job_id IS NULL OR record_llm_calls.attempt IS NULL OR record_llm_calls.calls IS NULL THEN
         RAISE EXCEPTION 'job_id, attempt and calls must not be NULL' USING ERRCODE = '22004';
@@ -57,15 +58,20 @@ BEGIN
         RAISE EXCEPTION 'job % does not exist', record_llm_calls.job_id USING ERRCODE = 'P0002',
             HINT = 'an erased conversation''s jobs are gone, and with them its usage';
     END IF;
-    INSERT INTO mneme.llm_calls (tenant_id, conversation_id, job_id, job_kind, attempt, call, purpose, model, endpoint,
-                                 prompt_tokens, completion_tokens, usage, latency_ms, outcome, retries, at)
-    SELECT v_job.tenant_id, v_job.conversation_id, v_job.id, v_job.kind, record_llm_calls.attempt, c.call, c.purpose,
-           c.model, coalesce(c.endpoint, ''), c.prompt_tokens, c.completion_tokens, c.usage, c.latency_ms, c.outcome,
-           coalesce(c.retries, 0), coalesce(c.at, now())
-    FROM jsonb_to_recordset(record_llm_calls.calls)
-         AS c(call text, purpose text, model text, endpoint text, prompt_tokens bigint, completion_tokens bigint,
-              usage text, latency_ms float8, outcome text, retries int, at timestamptz);
-    GET DIAGNOSTICS v_n = ROW_COUNT;
+    -- A row at a time: a job makes a few calls, and on Citus an INSERT ...
+    -- SELECT into a distributed table under row security is refused
+    -- (its COPY is not supported with row-level security).
+    v_n := 0;
+    FOR c IN SELECT * FROM jsonb_to_recordset(record_llm_calls.calls)
+             AS x(call text, purpose text, model text, endpoint text, prompt_tokens bigint, completion_tokens bigint,
+                  usage text, latency_ms float8, outcome text, retries int, at timestamptz) LOOP
+        INSERT INTO mneme.llm_calls (tenant_id, conversation_id, job_id, job_kind, attempt, call, purpose, model, endpoint,
+                                     prompt_tokens, completion_tokens, usage, latency_ms, outcome, retries, at)
+        VALUES (v_job.tenant_id, v_job.conversation_id, v_job.id, v_job.kind, record_llm_calls.attempt, c.call, c.purpose,
+                c.model, coalesce(c.endpoint, ''), c.prompt_tokens, c.completion_tokens, c.usage, c.latency_ms, c.outcome,
+                coalesce(c.retries, 0), coalesce(c.at, now()));
+        v_n := v_n + 1;
+    END LOOP;
     RETURN v_n;
 END
 $$;
@@ -174,21 +180,28 @@ RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    t record;
 BEGIN
-    INSERT INTO mneme.llm_usage_days AS d (tenant_id, day, job_kind, model, calls, failed_calls, estimated_calls,
-                                           prompt_tokens, completion_tokens, latency_ms)
-    SELECT c.tenant_id, (c.at AT TIME ZONE 'UTC')::date, c.job_kind, c.model, count(*),
-           count(*) FILTER (WHERE c.outcome <> 'ok'), count(*) FILTER (WHERE c.usage <> 'reported'),
-           sum(c.prompt_tokens), sum(c.completion_tokens), sum(c.latency_ms)
-    FROM mneme.llm_calls c
-    WHERE c.conversation_id = _fold_llm_calls.conversation_id
-    GROUP BY 1, 2, 3, 4
-    ON CONFLICT (tenant_id, day, job_kind, model) DO UPDATE
-    SET calls = d.calls + EXCLUDED.calls, failed_calls = d.failed_calls + EXCLUDED.failed_calls,
-        estimated_calls = d.estimated_calls + EXCLUDED.estimated_calls,
-        prompt_tokens = d.prompt_tokens + EXCLUDED.prompt_tokens,
-        completion_tokens = d.completion_tokens + EXCLUDED.completion_tokens,
-        latency_ms = d.latency_ms + EXCLUDED.latency_ms;
+    -- (a total at a time: on Citus the totals are a reference table and the
+    -- rows distributed, and an INSERT ... SELECT between them under row
+    -- security is refused)
+    FOR t IN SELECT c.tenant_id, (c.at AT TIME ZONE 'UTC')::date AS day, c.job_kind, c.model, count(*) AS calls,
+                    count(*) FILTER (WHERE c.outcome <> 'ok') AS failed, count(*) FILTER (WHERE c.usage <> 'reported') AS estimated,
+                    sum(c.prompt_tokens) AS prompt, sum(c.completion_tokens) AS completion, sum(c.latency_ms) AS latency
+             FROM mneme.llm_calls c
+             WHERE c.conversation_id = _fold_llm_calls.conversation_id
+             GROUP BY 1, 2, 3, 4 LOOP
+        INSERT INTO mneme.llm_usage_days AS d (tenant_id, day, job_kind, model, calls, failed_calls, estimated_calls,
+                                               prompt_tokens, completion_tokens, latency_ms)
+        VALUES (t.tenant_id, t.day, t.job_kind, t.model, t.calls, t.failed, t.estimated, t.prompt, t.completion, t.latency)
+        ON CONFLICT (tenant_id, day, job_kind, model) DO UPDATE
+        SET calls = d.calls + EXCLUDED.calls, failed_calls = d.failed_calls + EXCLUDED.failed_calls,
+            estimated_calls = d.estimated_calls + EXCLUDED.estimated_calls,
+            prompt_tokens = d.prompt_tokens + EXCLUDED.prompt_tokens,
+            completion_tokens = d.completion_tokens + EXCLUDED.completion_tokens,
+            latency_ms = d.latency_ms + EXCLUDED.latency_ms;
+    END LOOP;
     DELETE FROM mneme.llm_calls c WHERE c.conversation_id = _fold_llm_calls.conversation_id;
 END
 $$;

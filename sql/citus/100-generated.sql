@@ -293,23 +293,6 @@ INTO r;
 RETURN r;
 END$function$;
 
-CREATE OR REPLACE FUNCTION mneme._is_operator()
- RETURNS boolean
- LANGUAGE plpgsql
- STABLE PARALLEL SAFE SECURITY DEFINER
- SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$#variable_conflict use_column
-DECLARE r boolean;
-BEGIN
-
-SELECT pg_catalog.pg_has_role(session_user, 'mneme_admin', 'MEMBER')
-   AND coalesce(pg_catalog.current_setting('mneme.tenant', true), '') = ''
-   AND NOT EXISTS (SELECT 1 FROM mneme.tenant_logins b WHERE b.login = session_user)
-
-INTO r;
-RETURN r;
-END$function$;
-
 CREATE OR REPLACE FUNCTION mneme._requeue_job(id bigint, run_at timestamp with time zone, error text, attempts integer)
  RETURNS text
  LANGUAGE plpgsql
@@ -1184,6 +1167,29 @@ BEGIN
     FROM mneme.messages m
     WHERE m.conversation_id = context_messages.conversation_id AND m.id = ANY (message_ids)
     ORDER BY m.id;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION mneme.conversation_llm_usage(conversation_id uuid)
+ RETURNS TABLE(calls bigint, failed_calls bigint, prompt_tokens bigint, completion_tokens bigint, estimated_cost numeric)
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+ SET jit TO 'off'
+AS $function$
+DECLARE
+    v__entered boolean := mneme._enter($1);
+    v_prices jsonb := mneme.setting('llm_prices');
+BEGIN
+    IF conversation_llm_usage.conversation_id IS NULL THEN
+        RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    RETURN QUERY
+    SELECT count(*), count(*) FILTER (WHERE c.outcome <> 'ok'), coalesce(sum(c.prompt_tokens), 0)::bigint,
+           coalesce(sum(c.completion_tokens), 0)::bigint,
+           coalesce(sum(mneme._llm_cost(v_prices, c.model, c.prompt_tokens, c.completion_tokens)), 0)
+    FROM mneme.llm_calls c
+    WHERE c.conversation_id = conversation_llm_usage.conversation_id;
 END
 $function$;
 
@@ -2478,6 +2484,56 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION mneme.llm_usage(since timestamp with time zone, until timestamp with time zone, group_by text DEFAULT 'day'::text)
+ RETURNS TABLE(key text, calls bigint, failed_calls bigint, estimated_calls bigint, prompt_tokens bigint, completion_tokens bigint, avg_latency_ms double precision, estimated_cost numeric)
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+ SET jit TO 'off'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    v__entered boolean := mneme._enter(NULL);
+    v_prices jsonb := mneme.setting('llm_prices');
+BEGIN
+    IF llm_usage.since IS NULL OR llm_usage.until IS NULL OR llm_usage.group_by IS NULL THEN
+        RAISE EXCEPTION 'since, until and group_by must not be NULL' USING ERRCODE = '22004',
+            HINT = 'e.g. mneme.llm_usage(now() - interval ''30 days'', now(), ''tenant'')';
+    END IF;
+    IF NOT llm_usage.group_by = ANY (ARRAY['tenant', 'kind', 'model', 'day']) THEN
+        RAISE EXCEPTION 'group_by must be tenant, kind, model or day, got %', left(llm_usage.group_by, 80)
+            USING ERRCODE = '22023';
+    END IF;
+    IF NOT isfinite(llm_usage.since) OR NOT isfinite(llm_usage.until) OR llm_usage.until < llm_usage.since THEN
+        RAISE EXCEPTION 'since (%) and until (%) must be finite times, since first', llm_usage.since, llm_usage.until
+            USING ERRCODE = '22008';
+    END IF;
+    RETURN QUERY
+    WITH rows AS (
+        SELECT c.tenant_id, c.job_kind, c.model, (c.at AT TIME ZONE 'UTC')::date AS day,
+               1::bigint AS calls, (c.outcome <> 'ok')::int::bigint AS failed, (c.usage <> 'reported')::int::bigint AS estimated,
+               c.prompt_tokens, c.completion_tokens, c.latency_ms
+        FROM mneme.llm_calls c
+        WHERE c.at >= llm_usage.since AND c.at < llm_usage.until
+        UNION ALL
+        -- (a day's totals count when the day starts within the range)
+        SELECT d.tenant_id, d.job_kind, d.model, d.day, d.calls, d.failed_calls, d.estimated_calls,
+               d.prompt_tokens, d.completion_tokens, d.latency_ms
+        FROM mneme.llm_usage_days d
+        WHERE (d.day::timestamp AT TIME ZONE 'UTC') >= llm_usage.since AND (d.day::timestamp AT TIME ZONE 'UTC') < llm_usage.until
+    )
+    SELECT CASE llm_usage.group_by WHEN 'tenant' THEN r.tenant_id WHEN 'kind' THEN r.job_kind
+                                   WHEN 'model' THEN r.model ELSE r.day::text END AS key,
+           sum(r.calls)::bigint, sum(r.failed)::bigint, sum(r.estimated)::bigint,
+           sum(r.prompt_tokens)::bigint, sum(r.completion_tokens)::bigint,
+           sum(r.latency_ms) / nullif(sum(r.calls), 0),
+           sum(mneme._llm_cost(v_prices, r.model, r.prompt_tokens, r.completion_tokens))
+    FROM rows r
+    GROUP BY 1
+    ORDER BY 1;
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION mneme.lock_queued(conversation_id uuid, message_ids bigint[])
  RETURNS boolean
  LANGUAGE plpgsql
@@ -2761,6 +2817,7 @@ DECLARE
     v__entered boolean := mneme._enter(NULL);
     v_job mneme.jobs;
     v_n   int;
+    c     record;
 BEGIN
     IF record_llm_calls.job_id IS NULL OR record_llm_calls.attempt IS NULL OR record_llm_calls.calls IS NULL THEN
         RAISE EXCEPTION 'job_id, attempt and calls must not be NULL' USING ERRCODE = '22004';
@@ -2777,15 +2834,20 @@ BEGIN
         RAISE EXCEPTION 'job % does not exist', record_llm_calls.job_id USING ERRCODE = 'P0002',
             HINT = 'an erased conversation''s jobs are gone, and with them its usage';
     END IF;
-    INSERT INTO mneme.llm_calls (tenant_id, conversation_id, job_id, job_kind, attempt, call, purpose, model, endpoint,
-                                 prompt_tokens, completion_tokens, usage, latency_ms, outcome, retries, at)
-    SELECT v_job.tenant_id, v_job.conversation_id, v_job.id, v_job.kind, record_llm_calls.attempt, c.call, c.purpose,
-           c.model, coalesce(c.endpoint, ''), c.prompt_tokens, c.completion_tokens, c.usage, c.latency_ms, c.outcome,
-           coalesce(c.retries, 0), coalesce(c.at, now())
-    FROM jsonb_to_recordset(record_llm_calls.calls)
-         AS c(call text, purpose text, model text, endpoint text, prompt_tokens bigint, completion_tokens bigint,
-              usage text, latency_ms float8, outcome text, retries int, at timestamptz);
-    GET DIAGNOSTICS v_n = ROW_COUNT;
+    -- A row at a time: a job makes a few calls, and on Citus an INSERT ...
+    -- SELECT into a distributed table under row security is refused
+    -- (its COPY is not supported with row-level security).
+    v_n := 0;
+    FOR c IN SELECT * FROM jsonb_to_recordset(record_llm_calls.calls)
+             AS x(call text, purpose text, model text, endpoint text, prompt_tokens bigint, completion_tokens bigint,
+                  usage text, latency_ms float8, outcome text, retries int, at timestamptz) LOOP
+        INSERT INTO mneme.llm_calls (tenant_id, conversation_id, job_id, job_kind, attempt, call, purpose, model, endpoint,
+                                     prompt_tokens, completion_tokens, usage, latency_ms, outcome, retries, at)
+        VALUES (v_job.tenant_id, v_job.conversation_id, v_job.id, v_job.kind, record_llm_calls.attempt, c.call, c.purpose,
+                c.model, coalesce(c.endpoint, ''), c.prompt_tokens, c.completion_tokens, c.usage, c.latency_ms, c.outcome,
+                coalesce(c.retries, 0), coalesce(c.at, now()));
+        v_n := v_n + 1;
+    END LOOP;
     RETURN v_n;
 END
 $function$;
@@ -3496,12 +3558,12 @@ ALTER FUNCTION mneme._enter(uuid) SET citus.allow_nested_distributed_execution =
 ALTER FUNCTION mneme._equivalent_pending_job(text,uuid,text,bigint) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._event_reason() SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._fail_expired_jobs(integer) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme._fold_llm_calls(uuid) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._history_distributed(uuid) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._history_rows(integer[],uuid[],text[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._import_collision(uuid,jsonb) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._import_memory_rows(uuid,jsonb,boolean,real[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._interval_setting(text) SET citus.allow_nested_distributed_execution = on;
-ALTER FUNCTION mneme._is_operator() SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._job_conversation(bigint) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._lock_memories(uuid[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._memory_conversation(uuid) SET citus.allow_nested_distributed_execution = on;
