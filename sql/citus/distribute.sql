@@ -6,7 +6,7 @@
 -- Distribution column: the conversation. Every call that must be fast names
 -- one, so its statements go to the one worker that holds it. Reference
 -- tables (a copy on every node): settings, tenants, tenant_logins,
--- job_kinds, job_turns, erasures. llm_usage_days is distributed by tenant. Everything else is distributed by
+-- job_kinds, job_turns, erasures, llm_usage_days. Everything else is distributed by
 -- conversation and colocated with mneme.message_queue (whose id is the
 -- conversation).
 --
@@ -85,9 +85,7 @@ SELECT create_reference_table('mneme.tenant_logins');
 SELECT create_reference_table('mneme.job_kinds');
 SELECT create_reference_table('mneme.job_turns');
 SELECT create_reference_table('mneme.erasures');
--- The usage totals of erased conversations have no conversation: by tenant
--- (a reference table's writes may not evaluate the row policy's tenant).
-SELECT create_distributed_table('mneme.llm_usage_days', 'tenant_id', colocate_with => 'none');
+SELECT create_reference_table('mneme.llm_usage_days');
 SELECT create_distributed_table('mneme.message_queue', 'id');
 SELECT create_distributed_table(t, 'conversation_id', colocate_with => 'mneme.message_queue')
 FROM unnest(ARRAY['mneme.messages', 'mneme.memories', 'mneme.bm25_docs', 'mneme.bm25_postings', 'mneme.bm25_terms',
