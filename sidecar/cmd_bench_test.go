@@ -124,6 +124,31 @@ func TestBenchIngest(t *testing.T) {
 	_, stderr, code = mnemeCmd(t, server, "bench", "ingest", "--conversations", "0")
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, "--conversations")
+	_, stderr, code = mnemeCmd(t, server, "bench", "ingest", "--llm", "gpt")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "--llm")
+}
+
+// bench ingest --llm fake: the LLM pipelines against the in-process fake
+// model, with the model calls and tokens per 1,000 messages of each job
+// kind read from the usage ledger.
+func TestBenchIngestLLM(t *testing.T) {
+	server := dbtest.ServerURL(t)
+	out, stderr, code := mnemeCmd(t, server, "bench", "ingest", "--conversations", "2", "--duration", "2s", "--rate", "40",
+		"--sidecars", "1", "--concurrency", "2", "--llm", "fake", "--json")
+	require.Equal(t, 0, code, stderr)
+	var res bench.IngestResult
+	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
+	require.Zero(t, res.FailedJobs)
+	kinds := map[string]bench.LLMUse{}
+	for _, u := range res.LLM {
+		kinds[u.Kind] = u
+	}
+	require.Contains(t, kinds, "segment/chat", "%+v", res.LLM)
+	require.Positive(t, kinds["segment/chat"].Calls)
+	require.Positive(t, kinds["segment/chat"].PromptTokens)
+	require.Positive(t, kinds["segment/chat"].CompletionTokens)
+	require.Contains(t, kinds, "revise/chat", "the fake model's facts are revised with it")
 }
 
 // bench scale at a tiny size: two steps on a database it creates, reuses

@@ -31,6 +31,11 @@ func cmdMCP(ctx context.Context, log *slog.Logger, args []string) error {
 	if err := useDemoCluster(ctx, log); err != nil {
 		return err
 	}
+	stopTracing, err := startTracing(ctx, log, "mneme mcp")
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	pool, cfg, err := daemon.OpenFromEnv(ctx)
 	if err != nil {
 		return err

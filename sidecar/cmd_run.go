@@ -19,6 +19,11 @@ func cmdRun(ctx context.Context, log *slog.Logger, args []string) error {
 	if err := useDemoCluster(ctx, log); err != nil {
 		return err
 	}
+	stopTracing, err := startTracing(ctx, log, "mneme run")
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	pool, cfg, err := daemon.OpenFromEnv(ctx)
 	if err != nil {
 		return err

@@ -28,6 +28,11 @@ func cmdUI(ctx context.Context, log *slog.Logger, args []string) error {
 	if err := useDemoCluster(ctx, log); err != nil {
 		return err
 	}
+	stopTracing, err := startTracing(ctx, log, "mneme ui")
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	c, err := config.Load(true)
 	if err != nil {
 		return err

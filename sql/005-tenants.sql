@@ -405,6 +405,7 @@ DECLARE
     v_tenant text;
     v_worker text;
     v_caller text;
+    v_operator text;
 BEGIN
     IF session_user = 'mneme_owner'::name AND current_setting('application_name') LIKE 'citus\_internal%' THEN
         RETURN true;  -- a worker running a statement of a call: the settings came with it
@@ -416,6 +417,12 @@ BEGIN
     v_tenant := mneme._resolve_tenant();
     v_worker := CASE WHEN pg_catalog.pg_has_role(session_user, 'mneme_worker', 'MEMBER') THEN 'on' ELSE 'off' END;
     v_caller := session_user::text;
+    -- (an operator reads every tenant's LLM usage: mneme._is_operator,
+    -- sql/470-usage.sql; its Citus form reads this on the workers)
+    v_operator := CASE WHEN mneme._is_operator() THEN 'on' ELSE 'off' END;
+    IF current_setting('mneme.caller_operator', true) IS DISTINCT FROM v_operator THEN
+        PERFORM mneme._set_local('mneme.caller_operator', v_operator);
+    END IF;
     IF current_setting('mneme.call_tenant', true) IS DISTINCT FROM v_tenant THEN
         PERFORM mneme._set_local('mneme.call_tenant', v_tenant);
     END IF;

@@ -53,6 +53,8 @@ VALUES
      'cleanup: done jobs finished longer ago than this are deleted (failed jobs are kept); null = keep all'),
     ('label_weights', '{"general": 1, "project": 1, "trivial": 1, "important": 1, "temporary": 1, "user_profile": 1}',
      'multiplier of a memory''s score by label (project_* use "project"); flat by default: labels act through initial_stability_days (docs/forgetting.md)'),
+    ('llm_prices', '{}',
+     'estimated cost of LLM use (mneme.llm_usage): per model, the price of 1,000 prompt ("in") and completion ("out") tokens, e.g. {"gpt-4o-mini": {"in": 0.00015, "out": 0.0006}}; an estimate in the currency you write, models not listed cost nothing'),
     ('message_max_chars', '100000',
      'add_message rejects content longer than this many characters'),
     ('message_max_future', '"1 hour"',
@@ -234,6 +236,7 @@ DECLARE
     k     text := _check_setting.key;
     v     jsonb := _check_setting.value;
     units constant text[] := ARRAY['important', 'user_profile', 'project', 'general', 'temporary', 'trivial'];
+    model text;
 BEGIN
     CASE k
     WHEN 'bm25_b' THEN PERFORM mneme._setting_number(k, v, 0, 1);
@@ -291,6 +294,18 @@ BEGIN
     -- search and cleanup (issue 38). The clamps in the ranking
     -- (mneme._retrievability) hold for stored rows whatever was set.
     WHEN 'confidence_by_source' THEN PERFORM mneme._setting_weights(k, v, ARRAY['explicit', 'import', 'extracted', 'conversation'], ARRAY['explicit', 'import', 'extracted', 'conversation'], 0.001, 1);
+    WHEN 'llm_prices' THEN
+        IF jsonb_typeof(v) IS DISTINCT FROM 'object' THEN
+            RAISE EXCEPTION 'setting "%" must be a JSON object of models, got %', k, left(v::text, 80)
+                USING ERRCODE = '22023', HINT = 'e.g. ''{"gpt-4o-mini": {"in": 0.00015, "out": 0.0006}}'' (price per 1,000 tokens)';
+        END IF;
+        FOR model IN SELECT jsonb_object_keys(v) LOOP
+            IF length(model) NOT BETWEEN 1 AND 200 THEN
+                RAISE EXCEPTION 'setting "%" has a model name of % characters', k, length(model)
+                    USING ERRCODE = '22023', HINT = 'model names have 1 to 200 characters';
+            END IF;
+            PERFORM mneme._setting_weights(k || '.' || model, v -> model, ARRAY['in', 'out'], ARRAY['in', 'out'], 0, 1000);
+        END LOOP;
     WHEN 'label_weights' THEN PERFORM mneme._setting_weights(k, v, units, '{}', 0.001, 100);
     WHEN 'initial_stability_days' THEN PERFORM mneme._setting_weights(k, v, units, ARRAY['general'], 0.01, 36500);
     WHEN 'review_heuristic_thresholds' THEN

@@ -138,6 +138,9 @@ BEGIN
     -- Every job of the conversation: its payload may quote it. A job running
     -- now loses its lease and rolls back when it tries to complete.
     DELETE FROM mneme.jobs j WHERE j.conversation_id = erase_conversation.conversation_id;
+    -- The LLM usage ledger names the conversation: its totals stay per day
+    -- (mneme.llm_usage_days), its rows go.
+    PERFORM mneme._fold_llm_calls(erase_conversation.conversation_id);
     v_n := coalesce(mneme._remove_memories(coalesce(v_ids, '{}'), 'erased', erase_conversation.reason), 0);
     DELETE FROM mneme.review_log l WHERE l.conversation_id = erase_conversation.conversation_id;
     -- Messages (the queued ones too), speakers and pending reviews.
@@ -152,8 +155,8 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION mneme.erase_conversation(uuid, text) IS
-    'mneme.erase for a whole conversation: every memory, message (queued ones too), job, review log row, pending '
-    'review and the speakers, and every copy of a query typed in it (also in the review log of other conversations'' '
+    'mneme.erase for a whole conversation: every memory, message (queued ones too), job, review log row, LLM usage '
+    'ledger row (its totals stay in mneme.llm_usage_days), pending review and the speakers, and every copy of a query typed in it (also in the review log of other conversations'' '
     'memories it retrieved with scope tenant); tombstones remain (an "erased" event per memory and one for the conversation, '
     'memory_id NULL). Returns the number of memories erased.';
 

@@ -12,8 +12,8 @@
 --                 applies to it (it is not a superuser and owns no table), so
 --                 every query inside them sees only the caller's tenant.
 -- Nothing in schema mneme is executable by PUBLIC but mneme._tenant(),
--- mneme._resolve_tenant() and mneme._is_worker(), which the row policies
--- call.
+-- mneme._resolve_tenant(), mneme._is_worker() and mneme._is_operator(),
+-- which the row policies call.
 -- =============================================================================
 DO $access$
 DECLARE
@@ -24,13 +24,13 @@ DECLARE
         'record_retrieval', 'hash_embed', 'hash_fold', 'memory_text', 'check_embedding', 'bm25_tsvector', 'l2_normalize', 'cosine_distance',
         'redact', 'conversations', 'conversation_messages', 'conversation_memories', 'conversation_titles', 'find_memories', 'memory_reviews',
         'memory_event_log', 'export_conversation', 'export_header', 'export_settings', 'export_conversations', 'export_lines',
-        'version', 'named_conversation'];
+        'version', 'named_conversation', 'llm_usage', 'conversation_llm_usage'];
     worker constant text[] := ARRAY[
         'take_pending_reviews', 'add_pending_review', 'claim_jobs', 'extend_job_lease', 'complete_job', 'fail_job',
         'release_job', 'retry_job', 'queued_messages', 'queued_sessions', 'lock_queued', 'create_episode', 'create_episodes', 'extractive_summary', 'review_targets', 'apply_review',
         'recent_memories', 'context_messages', 'enqueue_job', 'enqueue_segment', 'unhandled_jobs', 'memories_to_embed',
         'set_embedding', 'cleanup', 'schedule_cleanup', '_segment_followup', '_interval_setting', 'revision_candidates',
-        'apply_revision', 'add_fact', 'set_message_embedding'];
+        'apply_revision', 'add_fact', 'set_message_embedding', 'record_llm_calls'];
     admin constant text[] := ARRAY[
         'set_setting', 'change_embedding_dim', 'reset_initial_state', 'erase', 'erase_conversation', 'reactivate',
         'cleanup', 'schedule_cleanup', 'retry_job', 'bm25_reindex', 'create_tenant', 'bind_login', 'unbind_login',
@@ -74,11 +74,12 @@ BEGIN
                     p.prolang = (SELECT l.oid FROM pg_catalog.pg_language l WHERE l.lanname = 'plpgsql') AS plpgsql
              FROM pg_catalog.pg_proc p WHERE p.pronamespace = 'mneme'::regnamespace AND p.prokind = 'f' LOOP
         EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f.sig);
-        IF f.name IN ('_tenant', '_resolve_tenant', '_is_worker') THEN
-            -- The row policies call them as whoever queries. _tenant reads
-            -- the login bindings (SECURITY DEFINER, as mneme_owner); on
-            -- Citus through _resolve_tenant (sql/citus/200-functions.sql).
-            IF f.name IN ('_tenant', '_resolve_tenant') THEN
+        IF f.name IN ('_tenant', '_resolve_tenant', '_is_worker', '_is_operator') THEN
+            -- The row policies call them as whoever queries. _tenant and
+            -- _is_operator read the login bindings (SECURITY DEFINER, as
+            -- mneme_owner); on Citus through _resolve_tenant
+            -- (sql/citus/200-functions.sql).
+            IF f.name IN ('_tenant', '_resolve_tenant', '_is_operator') THEN
                 EXECUTE format('ALTER FUNCTION %s OWNER TO mneme_owner', f.sig);
             END IF;
             EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO PUBLIC', f.sig);

@@ -62,7 +62,8 @@ func TestSettingRules(t *testing.T) {
 		"confidence_by_source": {`{"explicit": 2}`, `{"explicit": 0.9}`, `{"explicit": 0.9, "import": 0.8, "extracted": 0.7, "conversation": 0.6, "rumour": 0.1}`},
 		"purge_after_days":     {`0`}, "cleanup_interval": {`"soon"`, `"1 second"`}, "jobs_retention": {`"-1 day"`},
 		"message_max_future": {`"-1 hour"`, `"1000 years"`}, "embedder": {`"openai"`, `42`},
-		"review_default_rating": {`"great"`}, "label_weights": {`{"general": -5}`, `{"general": 0}`, `{"nonsense": 1}`, `{"general": "1"}`},
+		"review_default_rating": {`"great"`}, "llm_prices": {`[]`, `{"m": 1}`, `{"m": {"in": -1, "out": 1}}`, `{"m": {"in": 1}}`, `{"m": {"in": 1, "out": 1, "cached": 1}}`, `{"": {"in": 1, "out": 1}}`},
+		"label_weights":               {`{"general": -5}`, `{"general": 0}`, `{"nonsense": 1}`, `{"general": "1"}`},
 		"initial_stability_days":      {`{"general": 0}`, `{"trivial": 3}`, `{"general": 1e9}`},
 		"review_heuristic_thresholds": {`{"easy": 0.1, "good": 0.5, "hard": 0.01}`, `{"easy": 0.25, "good": 0.09}`, `{"easy": 2, "good": 0.09, "hard": 0.04}`},
 	}
@@ -79,7 +80,7 @@ func TestSettingRules(t *testing.T) {
 					continue // these may be null: off
 				}
 			}
-			if v == `{}` && k == "label_weights" || v == `-1` && k == "segment_shift_similarity" || v == `true` && k == "extract_facts" {
+			if v == `{}` && (k == "label_weights" || k == "llm_prices") || v == `-1` && k == "segment_shift_similarity" || v == `true` && k == "extract_facts" {
 				continue // valid: no weights (every label weighs 1); similarity -1; extract facts
 			}
 			_, err := db.Pool.Exec(ctx, `SELECT mneme.set_setting($1, $2::jsonb)`, k, v)

@@ -97,6 +97,7 @@ func (o *IngestOptions) Bind(fs *flag.FlagSet) (*string, *bool) {
 	fs.IntVar(&o.Writers, "writers", 0, "connections the writers share, each serving its share of the conversations in turn (0: one per conversation, at most 200)")
 	fs.StringVar(&o.Vector, "vector", "auto", "embedding variant: auto, pgvector or array")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the benchmark database (its name is logged)")
+	fs.StringVar(&o.LLM, "llm", "off", "off (offline pipelines) or fake (the LLM pipelines against an in-process fake model: reports LLM calls and tokens per 1,000 messages)")
 	return convs, fs.Bool("json", false, "print JSON, one object per run")
 }
 
@@ -108,6 +109,9 @@ func (o *IngestOptions) Validate(convs string) error {
 	}
 	if err := validVector(o.Vector); err != nil {
 		return err
+	}
+	if o.LLM != "off" && o.LLM != "fake" {
+		return fmt.Errorf("--llm %q: want off or fake", o.LLM)
 	}
 	for _, s := range strings.Split(convs, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))

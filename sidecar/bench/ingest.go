@@ -32,6 +32,7 @@ type IngestOptions struct {
 	Writers       int           // connections the writers share (0: one per conversation, at most 200)
 	Vector        string        // embedding variant: auto, pgvector or array (as MNEME_VECTOR)
 	Keep          bool          // keep the scratch database (its name is logged)
+	LLM           string        // off (offline pipelines) or fake (the LLM paths against an in-process fake model)
 	Log           *slog.Logger
 
 	variant string    // what migrate chose
@@ -71,6 +72,9 @@ type IngestResult struct {
 	// AddMessageSteps: when a goal is missed, where one add_message's time
 	// goes, as the writers' login runs it (auto_explain of a warmed call).
 	AddMessageSteps []SlowStep `json:"add_message_steps,omitempty"`
+	// LLM: with --llm fake, the model calls and tokens per 1,000 messages,
+	// by job kind and call (the usage ledger).
+	LLM []LLMUse `json:"llm_per_1000_messages,omitempty"`
 }
 
 // The ingest goals: sustained messages/s and segmentation lag p95.
@@ -163,6 +167,15 @@ func Ingest(ctx context.Context, o IngestOptions) ([]IngestResult, error) {
 	cfg := config.Config{DatabaseURL: db.URL, Events: config.EventsNotify, Concurrency: o.Concurrency,
 		PollEvery: time.Second, MaxAttempts: 5, JobLease: 30 * time.Second, ShutdownTimeout: 30 * time.Second,
 		EmbedDim: config.DefaultEmbedDim}
+	if o.LLM == "fake" {
+		f, err := startFakeLLM()
+		if err != nil {
+			return nil, err
+		}
+		defer f.close()
+		cfg.LLM = config.Endpoint{BaseURL: f.url, Model: "fake", APIKey: "fake"}
+		cfg.LLMTimeout = 30 * time.Second
+	}
 	sctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	errs := make(chan error, o.Sidecars)
@@ -343,6 +356,11 @@ func ingestRun(ctx context.Context, pool, writerPool *pgxpool.Pool, o IngestOpti
 		return res, err
 	}
 	res.Lag = percentiles(lags)
+	if o.LLM == "fake" {
+		if res.LLM, err = llmUse(ctx, pool, convs, res.Messages); err != nil {
+			return res, err
+		}
+	}
 	if err := pool.QueryRow(ctx, `SELECT
 			(SELECT count(*) FROM mneme.jobs WHERE kind = 'segment' AND conversation_id = ANY ($1)),
 			(SELECT count(*) FROM mneme.jobs WHERE state = 'failed' AND conversation_id = ANY ($1)),
@@ -410,8 +428,12 @@ func WriteIngestTable(w io.Writer, o IngestOptions, results []IngestResult) {
 	if len(results) > 0 {
 		variant = results[0].Variant
 	}
-	fmt.Fprintf(w, "mneme bench ingest: writers for %s per run (%s), %d sidecars x %d jobs at once, offline pipelines, %d memories stored before, variant %s\n",
-		o.Duration, rate, o.Sidecars, o.Concurrency, o.Preload, variant)
+	pipelines := "offline pipelines"
+	if o.LLM == "fake" {
+		pipelines = "LLM pipelines against a fake model"
+	}
+	fmt.Fprintf(w, "mneme bench ingest: writers for %s per run (%s), %d sidecars x %d jobs at once, %s, %d memories stored before, variant %s\n",
+		o.Duration, rate, o.Sidecars, o.Concurrency, pipelines, o.Preload, variant)
 	fmt.Fprintf(w, "  %-13s %7s %9s %9s %9s %11s %9s %9s %9s %9s %10s %8s\n", "conversations", "writers", "messages", "failures",
 		"msgs/s", "segment jobs", "memories", "lag p50", "lag p95", "lag p99", "backlog s", "failed")
 	for _, r := range results {
@@ -434,5 +456,12 @@ func WriteIngestTable(w io.Writer, o IngestOptions, results []IngestResult) {
 			writeSlowSteps(w, "add_message (as the writers' login runs it)", r.AddMessageSteps, "  ")
 		}
 		writeGoals(w, r.Goals, "  ")
+		if len(r.LLM) > 0 {
+			fmt.Fprintf(w, "  LLM use per 1,000 messages (usage ledger; the fake model reports a token per word):\n")
+			fmt.Fprintf(w, "    %-20s %9s %14s %18s\n", "job kind/call", "calls", "prompt tokens", "completion tokens")
+			for _, u := range r.LLM {
+				fmt.Fprintf(w, "    %-20s %9.1f %14.0f %18.0f\n", u.Kind, u.Calls, u.PromptTokens, u.CompletionTokens)
+			}
+		}
 	}
 }

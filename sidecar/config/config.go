@@ -33,12 +33,15 @@ type Config struct {
 	// EmbedDimSet is true when MNEME_EMBED_DIM was given explicitly.
 	EmbedDimSet bool
 
-	Events      string        // MNEME_EVENTS
-	Concurrency int           // MNEME_CONCURRENCY
-	MetricsAddr string        // MNEME_METRICS_ADDR ("" disables)
-	PollEvery   time.Duration // MNEME_POLL_INTERVAL
-	SlotName    string        // MNEME_SLOT
-	MaxAttempts int           // MNEME_MAX_ATTEMPTS
+	Events      string // MNEME_EVENTS
+	Concurrency int    // MNEME_CONCURRENCY
+	MetricsAddr string // MNEME_METRICS_ADDR ("" disables)
+	// MetricsTenantLabel: MNEME_METRICS_TENANT_LABEL=on labels the LLM
+	// usage counters by tenant (a series per tenant; off by default).
+	MetricsTenantLabel bool
+	PollEvery          time.Duration // MNEME_POLL_INTERVAL
+	SlotName           string        // MNEME_SLOT
+	MaxAttempts        int           // MNEME_MAX_ATTEMPTS
 	// JobLease is how long a claimed job stays with its worker without a
 	// heartbeat (heartbeats extend it every third of it while the job runs);
 	// a crashed worker's jobs are claimable again after it.
@@ -127,6 +130,13 @@ func fromLookup(lookup func(string) (string, bool)) (Config, error) {
 		LLMTimeout: dur("MNEME_LLM_TIMEOUT", 60*time.Second),
 	}
 	c.EmbedDimSet = get("MNEME_EMBED_DIM", "") != ""
+	switch v := get("MNEME_METRICS_TENANT_LABEL", "off"); v {
+	case "on", "true", "1":
+		c.MetricsTenantLabel = true
+	case "off", "false", "0", "":
+	default:
+		errs = append(errs, fmt.Errorf("%w: MNEME_METRICS_TENANT_LABEL=%q: use on or off", ErrInvalid, v))
+	}
 	if get("MNEME_METRICS_ADDR", "x") == "off" {
 		c.MetricsAddr = ""
 	}

@@ -25,6 +25,10 @@ func TestDefaults(t *testing.T) {
 	require.Equal(t, 30*time.Second, c.ShutdownTimeout)
 	require.False(t, c.LLM.Configured())
 	require.False(t, c.Embed.Configured())
+	require.False(t, c.MetricsTenantLabel, "no tenant label by default (a series per tenant)")
+	c, err = fromLookup(lookup(map[string]string{"MNEME_METRICS_TENANT_LABEL": "on"}))
+	require.NoError(t, err)
+	require.True(t, c.MetricsTenantLabel)
 }
 
 func TestValidateReportsWhatIsMissing(t *testing.T) {
@@ -75,6 +79,8 @@ func TestFromEnvRejectsUnparsable(t *testing.T) {
 	_, err := fromLookup(lookup(map[string]string{"MNEME_CONCURRENCY": "four", "MNEME_POLL_INTERVAL": "5"}))
 	require.ErrorContains(t, err, `MNEME_CONCURRENCY="four" is not a whole number`)
 	require.ErrorContains(t, err, `MNEME_POLL_INTERVAL="5" is not a duration`)
+	_, err = fromLookup(lookup(map[string]string{"MNEME_METRICS_TENANT_LABEL": "yes please"}))
+	require.ErrorContains(t, err, `MNEME_METRICS_TENANT_LABEL="yes please": use on or off`)
 }
 
 // Load reports every problem at once: values that do not parse and values

@@ -22,6 +22,8 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/lifecycle"
 	"github.com/mneme-memory/mneme/sidecar/metrics"
 	"github.com/mneme-memory/mneme/sidecar/pipeline"
+	"github.com/mneme-memory/mneme/sidecar/tracing"
+	"github.com/mneme-memory/mneme/sidecar/usage"
 	"github.com/mneme-memory/mneme/sidecar/version"
 )
 
@@ -47,11 +49,12 @@ func New(ctx context.Context, cfg config.Config, pool *pgxpool.Pool, log *slog.L
 	}
 	log.Info("versions", "mneme", version.Binary(), "sql_api", version.SQLAPI(), "database_sql_api", dbAPI)
 	warnPrivileged(ctx, pool, log)
-	reg := metrics.New()
+	// (exemplars: the trace id of a recording span, none when tracing is off)
+	reg := metrics.New(metrics.WithTenantLabel(cfg.MetricsTenantLabel), metrics.WithExemplars(tracing.TraceID))
 	buildInfo(reg, dbAPI)
 	m := metrics.Sidecar{R: reg}
 	d := &Daemon{Runner: jobs.NewRunner(pool, runnerOptions(cfg, log, m)), cfg: cfg, pool: pool, reg: reg, log: log}
-	deps, err := pipeline.Configure(ctx, cfg, pool, log, m.LLM, m.Embed)
+	deps, err := pipeline.Configure(ctx, cfg, pool, log, m.LLM, m.Embed, usage.NewRecorder(m.Usage))
 	if err != nil {
 		return nil, err
 	}
@@ -158,11 +161,8 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	reg.Gauge("mneme_jobs", "Jobs in mneme.jobs by kind and state (pending = queue depth).",
-		[]string{"kind", "state"}, func() ([]metrics.Sample, error) { return jobCounts(pool) })
-	reg.Gauge("mneme_replication_slot_retained_wal_bytes",
-		"WAL the replication slot keeps (0 samples: no slot); an inactive slot keeps it until dropped.",
-		[]string{"slot", "active"}, func() ([]metrics.Sample, error) { return slotSamples(pool, cfg.SlotName) })
+	reg.Gauge(metrics.Jobs, func() ([]metrics.Sample, error) { return jobCounts(pool) })
+	reg.Gauge(metrics.SlotRetainedWALBytes, func() ([]metrics.Sample, error) { return slotSamples(pool, cfg.SlotName) })
 
 	var srv *http.Server
 	if cfg.MetricsAddr != "" {
@@ -217,10 +217,7 @@ func httpHandler(pool *pgxpool.Pool, reg *metrics.Registry, transport string) ht
 		}
 		fmt.Fprintf(w, "ok transport=%s\n", transport)
 	})
-	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		_ = reg.Write(w)
-	})
+	mux.Handle("GET /metrics", reg.Handler())
 	return mux
 }
 
@@ -258,10 +255,9 @@ func OpenFromEnv(ctx context.Context) (*pgxpool.Pool, config.Config, error) {
 // buildInfo is the mneme_build_info gauge (always 1): the binary's
 // version, the SQL API it speaks and the database's at start.
 func buildInfo(reg *metrics.Registry, dbAPI string) {
-	reg.Gauge("mneme_build_info", "The sidecar's version, the SQL API it speaks and the database's SQL API at start (value 1).",
-		[]string{"version", "sql_api", "database_sql_api"}, func() ([]metrics.Sample, error) {
-			return []metrics.Sample{{Labels: []string{version.Binary(), version.SQLAPI(), dbAPI}, Value: 1}}, nil
-		})
+	reg.Gauge(metrics.BuildInfo, func() ([]metrics.Sample, error) {
+		return []metrics.Sample{{Labels: []string{version.Binary(), version.SQLAPI(), dbAPI}, Value: 1}}, nil
+	})
 }
 
 // warnPrivileged warns when the sidecar connects as a superuser or as the

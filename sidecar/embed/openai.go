@@ -11,6 +11,7 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/backoff"
 	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/llm"
+	"github.com/mneme-memory/mneme/sidecar/usage"
 )
 
 // ErrDimension is wrapped when the endpoint returns vectors of another
@@ -28,6 +29,8 @@ type OpenAI struct {
 	attempts int
 	policy   backoff.Policy
 	observe  llm.Observer
+	record   *usage.Recorder
+	endpoint string
 }
 
 // OpenAIOption tunes NewOpenAI.
@@ -48,12 +51,17 @@ func WithBackoff(p backoff.Policy) OpenAIOption { return func(o *OpenAI) { o.pol
 // WithObserver reports each attempt's latency and error (metrics).
 func WithObserver(f llm.Observer) OpenAIOption { return func(o *OpenAI) { o.observe = f } }
 
+// WithRecorder records every embeddings request (the usage ledger and its
+// metrics).
+func WithRecorder(r *usage.Recorder) OpenAIOption { return func(o *OpenAI) { o.record = r } }
+
 // NewOpenAI returns an embedder for ep whose vectors must have dim
 // dimensions (the embedding column's, fixed at migrate time).
 func NewOpenAI(ep config.Endpoint, dim int, opts ...OpenAIOption) *OpenAI {
 	o := &OpenAI{
 		api:      llm.NewAPI(ep, nil),
 		model:    ep.Model,
+		endpoint: usage.Endpoint(ep.BaseURL),
 		dim:      dim,
 		batch:    64,
 		timeout:  30 * time.Second,
@@ -85,25 +93,53 @@ func (o *OpenAI) Embed(ctx context.Context, texts []string) ([][]float32, error)
 	return out, nil
 }
 
-func (o *OpenAI) embedBatch(ctx context.Context, texts []string) ([][]float32, error) {
-	var resp openai.EmbeddingResponse
-	err := llm.Retry(ctx, "embed", o.attempts, o.timeout, o.policy, o.observe, func(ctx context.Context) error {
+func (o *OpenAI) embedBatch(ctx context.Context, texts []string) (vecs [][]float32, err error) {
+	var (
+		resp     openai.EmbeddingResponse
+		attempts int
+		tokens   usage.Tokens
+		invalid  bool // the endpoint answered, with vectors that do not fit
+	)
+	for _, t := range texts {
+		tokens.PromptChars += len(t)
+	}
+	start := time.Now()
+	defer func() {
+		call := usage.Call{Call: usage.CallEmbedding, Purpose: "embedding", Model: o.model, Endpoint: o.endpoint,
+			Latency: time.Since(start), Retries: max(0, attempts-1),
+			Outcome: usage.Outcome(err, llm.TimedOut(err), ctx.Err() != nil, invalid)}
+		call.Settle(tokens)
+		o.record.Record(ctx, call)
+	}()
+	err = llm.Retry(ctx, "embed", o.attempts, o.timeout, o.policy, o.observe, func(ctx context.Context) error {
+		attempts++
 		var err error
 		resp, err = o.api.CreateEmbeddings(ctx, openai.EmbeddingRequestStrings{
 			Input: texts,
 			Model: openai.EmbeddingModel(o.model),
 		})
+		if err == nil {
+			tokens.Reported = resp.Usage.PromptTokens != 0 || resp.Usage.TotalTokens != 0
+			tokens.Prompt = int64(resp.Usage.PromptTokens)
+		}
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	if len(resp.Data) != len(texts) {
-		return nil, fmt.Errorf("endpoint returned %d embeddings for %d texts", len(resp.Data), len(texts))
+	vecs, err = o.vectors(resp, len(texts))
+	invalid = err != nil
+	return vecs, err
+}
+
+// vectors checks and orders the response's vectors.
+func (o *OpenAI) vectors(resp openai.EmbeddingResponse, n int) ([][]float32, error) {
+	if len(resp.Data) != n {
+		return nil, fmt.Errorf("endpoint returned %d embeddings for %d texts", len(resp.Data), n)
 	}
-	vecs := make([][]float32, len(texts))
+	vecs := make([][]float32, n)
 	for _, d := range resp.Data {
-		if d.Index < 0 || d.Index >= len(texts) || vecs[d.Index] != nil {
+		if d.Index < 0 || d.Index >= n || vecs[d.Index] != nil {
 			return nil, fmt.Errorf("endpoint returned a bad or repeated embedding index %d", d.Index)
 		}
 		if len(d.Embedding) != o.dim {

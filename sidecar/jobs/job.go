@@ -17,6 +17,7 @@ type Job struct {
 	ID             int64
 	Kind           string
 	ConversationID uuid.NullUUID
+	Tenant         string
 	Payload        json.RawMessage
 	Attempts       int // attempts so far, including this one
 	CreatedAt      time.Time

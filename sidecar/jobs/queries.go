@@ -3,10 +3,16 @@ package jobs
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/mneme-memory/mneme/sidecar/tracing"
+	"github.com/mneme-memory/mneme/sidecar/usage"
 )
 
 // The runner's whole contract with the database: the functions of
@@ -20,7 +26,7 @@ type claimed struct {
 
 func claim(ctx context.Context, q Querier, worker string, limit int, lease time.Duration, maxAttempts int) ([]claimed, error) {
 	rows, err := q.Query(ctx, `
-		SELECT id, kind, conversation_id, payload, attempts, max_attempts, created_at,
+		SELECT id, kind, conversation_id, tenant_id, payload, attempts, max_attempts, created_at,
 		       greatest(created_at, run_at)
 		  FROM mneme.claim_jobs($1, $2, $3, $4)`, worker, limit, lease, nullInt(maxAttempts))
 	if err != nil {
@@ -28,7 +34,7 @@ func claim(ctx context.Context, q Querier, worker string, limit int, lease time.
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (claimed, error) {
 		var c claimed
-		err := row.Scan(&c.ID, &c.Kind, &c.ConversationID, &c.Payload, &c.Attempts, &c.maxAttempts, &c.CreatedAt, &c.readyAt)
+		err := row.Scan(&c.ID, &c.Kind, &c.ConversationID, &c.Tenant, &c.Payload, &c.Attempts, &c.maxAttempts, &c.CreatedAt, &c.readyAt)
 		return c, err
 	})
 	if err != nil {
@@ -55,6 +61,37 @@ func fail(ctx context.Context, q Querier, id int64, worker string, attempt int, 
 		return "", fmt.Errorf("record failure of job %d: %w", id, err)
 	}
 	return state.String, nil
+}
+
+// failRecorded is fail, in one transaction with the attempt's ledger rows
+// (usage.Write); a refused ledger write is logged and the failure recorded
+// all the same.
+func failRecorded(ctx context.Context, db beginner, led *usage.Ledger, log *slog.Logger, id int64, worker string, attempt int,
+	msg string, retryIn time.Duration, permanent bool, maxAttempts int) (_ string, err error) {
+	ctx, span := tracing.Tracer().Start(ctx, "db fail", trace.WithAttributes(attribute.Int64("mneme.job.id", id)))
+	defer func() { tracing.End(span, err) }()
+	calls := led.Pending()
+	if len(calls) == 0 {
+		return fail(ctx, db, id, worker, attempt, msg, retryIn, permanent, maxAttempts)
+	}
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return "", fmt.Errorf("record failure of job %d: begin: %w", id, err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if werr := usage.Write(ctx, tx, id, attempt, calls); werr != nil {
+		log.Warn("the LLM usage of a failed attempt was not recorded", "job", id, "err", werr)
+		calls = nil
+	}
+	state, err := fail(ctx, tx, id, worker, attempt, msg, retryIn, permanent, maxAttempts)
+	if err != nil {
+		return "", err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return "", fmt.Errorf("record failure of job %d: commit: %w", id, err)
+	}
+	led.Written(len(calls))
+	return state, nil
 }
 
 func release(ctx context.Context, q Querier, id int64, worker string, attempt int) error {

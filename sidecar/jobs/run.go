@@ -8,6 +8,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/mneme-memory/mneme/sidecar/tracing"
+	"github.com/mneme-memory/mneme/sidecar/usage"
 )
 
 // One claimed job's run: the handler, its commit, and the outcome recorded
@@ -21,6 +26,22 @@ func (r *Runner) runJob(parent context.Context, c claimed) {
 
 	ctx, cancel := context.WithTimeout(parent, r.opts.JobTimeout)
 	defer cancel()
+	ctx, led := usage.WithLedger(ctx, c.Kind, c.Tenant)
+	// The job's span: its model calls and database transactions are its
+	// children (a no-op span when tracing is off).
+	ctx, span := tracing.Tracer().Start(ctx, "job "+c.Kind, trace.WithAttributes(
+		attribute.Int64("mneme.job.id", c.ID), attribute.String("mneme.job.kind", c.Kind),
+		attribute.String("mneme.tenant", c.Tenant), attribute.Int("mneme.job.attempt", c.Attempts)))
+	var spanErr error
+	finish := func(outcome string) {
+		r.opts.Observer.Finished(c.Kind, outcome, time.Since(start))
+		if span.IsRecording() {
+			t := led.Totals()
+			span.SetAttributes(attribute.String("mneme.job.outcome", outcome), attribute.Int64("mneme.llm.calls", t.Calls),
+				attribute.Int64("gen_ai.usage.input_tokens", t.PromptTokens), attribute.Int64("gen_ai.usage.output_tokens", t.CompletionTokens))
+		}
+	}
+	defer func() { tracing.End(span, spanErr) }()
 	rn := &run{job: c.Job, attempt: c.Attempts, cancel: cancel}
 	r.mu.Lock()
 	r.running[c.ID] = rn
@@ -38,18 +59,19 @@ func (r *Runner) runJob(parent context.Context, c claimed) {
 			ErrPermanent, c.Kind, strings.Join(r.Kinds(), ", "))
 	} else {
 		var committed bool
-		committed, err = r.execute(ctx, h, c)
+		committed, err = r.execute(ctx, h, c, led)
 		if err == nil && committed {
 			log.Debug("job done", "took", time.Since(start))
-			r.opts.Observer.Finished(c.Kind, OutcomeDone, time.Since(start))
+			finish(OutcomeDone)
 			return
 		}
 		if err == nil {
 			log.Warn("lease lost before commit; rolled back, the job's new holder decides")
-			r.opts.Observer.Finished(c.Kind, OutcomeLost, time.Since(start))
+			finish(OutcomeLost)
 			return
 		}
 	}
+	spanErr = err
 	if r.isAborted() {
 		return // a crash records nothing
 	}
@@ -61,14 +83,16 @@ func (r *Runner) runJob(parent context.Context, c claimed) {
 			log.Error("release job", "err", rerr)
 		}
 		log.Info("job released", "err", err)
-		r.opts.Observer.Finished(c.Kind, OutcomeReleased, time.Since(start))
+		finish(OutcomeReleased)
 		return
 	}
 	permanent := errors.Is(err, ErrPermanent)
 	delay := r.opts.Retry.Delay(c.Attempts)
-	fctx, fcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// (a fresh context, for the record to outlive the job's: its span
+	// still the job's)
+	fctx, fcancel := context.WithTimeout(trace.ContextWithSpan(context.Background(), span), 10*time.Second)
 	defer fcancel()
-	state, ferr := fail(fctx, r.pool, c.ID, r.opts.WorkerID, c.Attempts, storableError(err.Error()), delay, permanent, r.opts.MaxAttempts)
+	state, ferr := failRecorded(fctx, r.pool, led, log, c.ID, r.opts.WorkerID, c.Attempts, storableError(err.Error()), delay, permanent, r.opts.MaxAttempts)
 	if ferr != nil {
 		// Whatever made the record fail (a trigger, the text), a plainer
 		// one ends the job failed with both errors: a job never stays
@@ -83,24 +107,24 @@ func (r *Runner) runJob(parent context.Context, c claimed) {
 			"err", err, "record_err", ferr)
 	case state == "failed":
 		log.Error("job failed", "err", err, "permanent", permanent, "max_attempts", c.maxAttempts)
-		r.opts.Observer.Finished(c.Kind, OutcomeFailed, time.Since(start))
+		finish(OutcomeFailed)
 	case state == "pending":
 		log.Warn("job attempt failed; will retry", "err", err, "retry_in", delay.Round(time.Millisecond))
-		r.opts.Observer.Finished(c.Kind, OutcomeRetried, time.Since(start))
+		finish(OutcomeRetried)
 	case state == "done":
 		log.Info("job attempt failed; an equivalent pending job takes over", "err", err)
-		r.opts.Observer.Finished(c.Kind, OutcomeDone, time.Since(start))
+		finish(OutcomeDone)
 	default:
 		log.Warn("job attempt failed after its lease was lost", "err", err)
-		r.opts.Observer.Finished(c.Kind, OutcomeLost, time.Since(start))
+		finish(OutcomeLost)
 	}
 }
 
 // execute runs the handler; its Commit (or, if it made none, the runner's)
 // completes the job in the transaction of its effect. It returns
 // committed=false with a nil error when the lease was lost.
-func (r *Runner) execute(ctx context.Context, h Handler, c claimed) (committed bool, err error) {
-	st := &runStore{db: r.pool, id: c.ID, worker: r.opts.WorkerID, attempt: c.Attempts}
+func (r *Runner) execute(ctx context.Context, h Handler, c claimed, led *usage.Ledger) (committed bool, err error) {
+	st := &runStore{db: r.pool, id: c.ID, worker: r.opts.WorkerID, attempt: c.Attempts, ledger: led, log: r.log}
 	err = safeCall(ctx, h, st, c.Job)
 	if err == nil && !st.tried {
 		err = st.Commit(ctx, func(pgx.Tx) error { return nil })

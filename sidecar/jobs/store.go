@@ -4,9 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/mneme-memory/mneme/sidecar/tracing"
+	"github.com/mneme-memory/mneme/sidecar/usage"
 )
 
 // Querier runs statements outside any transaction the handler controls:
@@ -51,6 +57,8 @@ type runStore struct {
 	done    bool // Commit succeeded
 	tried   bool // Commit was called
 	final   bool // a Commit went past its fn (completing the job, or failing to)
+	ledger  *usage.Ledger
+	log     *slog.Logger
 }
 
 func (s *runStore) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
@@ -65,11 +73,13 @@ func (s *runStore) QueryRow(ctx context.Context, sql string, args ...any) pgx.Ro
 	return s.db.QueryRow(ctx, sql, args...)
 }
 
-func (s *runStore) Commit(ctx context.Context, fn func(tx pgx.Tx) error) error {
+func (s *runStore) Commit(ctx context.Context, fn func(tx pgx.Tx) error) (err error) {
 	if s.final {
 		return fmt.Errorf("commit job %d: %w", s.id, errCommitted)
 	}
 	s.tried = true
+	ctx, span := tracing.Tracer().Start(ctx, "db commit", trace.WithAttributes(attribute.Int64("mneme.job.id", s.id)))
+	defer func() { tracing.End(span, err) }()
 	tx, err := s.db.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
@@ -79,6 +89,13 @@ func (s *runStore) Commit(ctx context.Context, fn func(tx pgx.Tx) error) error {
 		return err
 	}
 	s.final = true
+	// The model calls of this attempt, in the commit of its effect: a
+	// rolled-back commit leaves none, a retry adds its own.
+	calls := s.ledger.Pending()
+	if err := usage.Write(ctx, tx, s.id, s.attempt, calls); err != nil {
+		s.log.Warn("the LLM usage of a job was not recorded", "job", s.id, "err", err)
+		calls = nil
+	}
 	ok, err := complete(ctx, tx, s.id, s.worker, s.attempt)
 	if err != nil {
 		return err
@@ -90,6 +107,7 @@ func (s *runStore) Commit(ctx context.Context, fn func(tx pgx.Tx) error) error {
 		return fmt.Errorf("commit: %w", err)
 	}
 	s.done = true
+	s.ledger.Written(len(calls))
 	return nil
 }
 

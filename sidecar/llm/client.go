@@ -15,6 +15,7 @@ import (
 
 	"github.com/mneme-memory/mneme/sidecar/backoff"
 	"github.com/mneme-memory/mneme/sidecar/config"
+	"github.com/mneme-memory/mneme/sidecar/usage"
 )
 
 // Observer is told about every HTTP attempt: its latency and its error (nil
@@ -30,6 +31,8 @@ type Client struct {
 	attempts   int
 	policy     backoff.Policy
 	observe    Observer
+	record     *usage.Recorder
+	endpoint   string
 }
 
 // Option tunes New.
@@ -50,10 +53,14 @@ func WithBackoff(p backoff.Policy) Option { return func(c *Client) { c.policy = 
 // WithObserver reports each attempt's latency and error.
 func WithObserver(o Observer) Option { return func(c *Client) { c.observe = o } }
 
+// WithRecorder records every call (the usage ledger and its metrics).
+func WithRecorder(r *usage.Recorder) Option { return func(c *Client) { c.record = r } }
+
 // New returns a client for ep. timeout bounds each HTTP attempt.
 func New(ep config.Endpoint, timeout time.Duration, opts ...Option) *Client {
 	c := &Client{
 		model:    ep.Model,
+		endpoint: usage.Endpoint(ep.BaseURL),
 		timeout:  timeout,
 		attempts: 4,
 		policy:   backoff.Policy{Base: 500 * time.Millisecond, Max: 10 * time.Second},
@@ -82,6 +89,9 @@ func NewAPI(ep config.Endpoint, h *http.Client) *openai.Client {
 
 // Model is the configured model name.
 func (c *Client) Model() string { return c.model }
+
+// TimedOut reports whether err ended on an attempt's own timeout.
+func TimedOut(err error) bool { return errors.Is(err, errAttemptTimeout) }
 
 // Temporary reports whether err is worth retrying: HTTP 429 and 5xx,
 // transport errors and an attempt's own timeout. The caller's cancellation

@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"reflect"
 	"sync"
+	"time"
 
 	openai "github.com/sashabaranov/go-openai"
 	"github.com/sashabaranov/go-openai/jsonschema"
 
 	"github.com/mneme-memory/mneme/sidecar/clip"
+	"github.com/mneme-memory/mneme/sidecar/usage"
 )
 
 // ErrInvalidOutput is wrapped by every error about what the model returned:
@@ -70,23 +72,38 @@ func (c *Client) JSON(ctx context.Context, system, user, name string, out any) e
 			},
 		},
 	}
-	var content string
+	var (
+		content  string
+		tokens   = usage.Tokens{PromptChars: len(system) + len(user)}
+		attempts int
+	)
+	start := time.Now()
 	err = Retry(ctx, "chat", c.attempts, c.timeout, c.policy, c.observe, func(ctx context.Context) error {
+		attempts++
 		resp, err := c.api.CreateChatCompletion(ctx, req)
 		if err != nil {
 			return err
 		}
+		u := resp.Usage
+		tokens.Reported = u.PromptTokens != 0 || u.CompletionTokens != 0 || u.TotalTokens != 0
+		tokens.Prompt, tokens.Completion = int64(u.PromptTokens), int64(u.CompletionTokens)
 		if len(resp.Choices) == 0 {
 			return fmt.Errorf("%w: no choices in the response", ErrInvalidOutput)
 		}
 		content = resp.Choices[0].Message.Content
+		tokens.CompletionChars = len(content)
 		return nil
 	})
-	if err != nil {
-		return fmt.Errorf("llm %s (model %s): %w", name, c.model, err)
-	}
 	v := reflect.New(t)
-	if err := decode(*schema, []byte(content), v.Interface()); err != nil {
+	if err == nil {
+		err = decode(*schema, []byte(content), v.Interface())
+	}
+	call := usage.Call{Call: usage.CallChat, Purpose: name, Model: c.model, Endpoint: c.endpoint,
+		Latency: time.Since(start), Retries: attempts - 1,
+		Outcome: usage.Outcome(err, TimedOut(err), ctx.Err() != nil, errors.Is(err, ErrInvalidOutput))}
+	call.Settle(tokens)
+	c.record.Record(ctx, call)
+	if err != nil {
 		return fmt.Errorf("llm %s (model %s): %w", name, c.model, err)
 	}
 	rv.Elem().Set(v.Elem())

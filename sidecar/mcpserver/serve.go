@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/embed"
+	"github.com/mneme-memory/mneme/sidecar/tracing"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -47,7 +48,7 @@ func Serve(ctx context.Context, o Options, t Transport) error {
 	if t.Kind == "stdio" {
 		return srv.Run(ctx, &mcp.StdioTransport{})
 	}
-	hs := &http.Server{Addr: t.Addr, Handler: HTTPHandler(srv, t.Tokens), ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Addr: t.Addr, Handler: tracing.Middleware("mneme mcp", HTTPHandler(srv, t.Tokens)), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

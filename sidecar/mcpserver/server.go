@@ -12,8 +12,12 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mneme-memory/mneme/client"
+	"github.com/mneme-memory/mneme/sidecar/tracing"
 )
 
 // Options configure a server.
@@ -68,7 +72,28 @@ func New(o Options) *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "mneme", Title: "mneme: long-term memory in PostgreSQL", Version: o.Version},
 		&mcp.ServerOptions{Instructions: instructions})
 	s.addTools(srv)
+	srv.AddReceivingMiddleware(s.trace)
 	return srv
+}
+
+// trace gives every request the client sends (a tool call, a list) a
+// span, over stdio and HTTP alike; a no-op one when tracing is off.
+func (s *server) trace(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		name := "mcp " + method
+		attrs := []attribute.KeyValue{attribute.String("rpc.system", "mcp"), attribute.String("rpc.method", method)}
+		if call, ok := req.(*mcp.CallToolRequest); ok && call.Params != nil {
+			name += " " + call.Params.Name
+			attrs = append(attrs, attribute.String("mcp.tool", call.Params.Name), attribute.String("mneme.tenant", s.tenantOf(call)))
+		}
+		ctx, span := tracing.Tracer().Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
+		res, err := next(ctx, method, req)
+		if r, ok := res.(*mcp.CallToolResult); ok && err == nil && r.IsError {
+			span.SetStatus(codes.Error, "tool error")
+		}
+		tracing.End(span, err)
+		return res, err
+	}
 }
 
 const instructions = `mneme is long-term memory for this conversation. Call add_message with every message ` +

@@ -1,53 +1,75 @@
 package metrics
 
 import (
+	"context"
 	"time"
 
 	"github.com/mneme-memory/mneme/sidecar/jobs"
+	"github.com/mneme-memory/mneme/sidecar/usage"
 )
 
 // Sidecar adapts a Registry to the hooks of the job runner and the LLM and
-// embedding clients, under mneme_* names.
+// embedding clients.
 type Sidecar struct{ R *Registry }
 
 var _ jobs.Observer = Sidecar{}
 
 // Claimed implements jobs.Observer.
 func (s Sidecar) Claimed(kind string, wait time.Duration) {
-	s.R.Add("mneme_jobs_claimed_total", "Jobs claimed, by kind.", []string{"kind"}, []string{kind}, 1)
-	s.R.Observe("mneme_job_claim_wait_seconds",
-		"From a job becoming ready (created_at, the enqueuing transaction's start, or run_at for a retry) to its claim: the event-to-claim latency.",
-		[]string{"kind"}, []string{kind}, wait)
+	s.R.Add(context.Background(), JobsClaimed, []string{kind}, 1)
+	s.R.Observe(context.Background(), JobClaimWait, []string{kind}, wait)
+}
+
+var outcomeNames = map[string]string{
+	jobs.OutcomeDone:     JobsDone,
+	jobs.OutcomeFailed:   JobsFailed,
+	jobs.OutcomeRetried:  JobsRetried,
+	jobs.OutcomeLost:     JobsLost,
+	jobs.OutcomeReleased: JobsReleased,
 }
 
 // Finished implements jobs.Observer.
 func (s Sidecar) Finished(kind, outcome string, d time.Duration) {
-	name := map[string]string{
-		jobs.OutcomeDone:     "mneme_jobs_done_total",
-		jobs.OutcomeFailed:   "mneme_jobs_failed_total",
-		jobs.OutcomeRetried:  "mneme_jobs_retried_total",
-		jobs.OutcomeLost:     "mneme_jobs_lost_total",
-		jobs.OutcomeReleased: "mneme_jobs_released_total",
-	}[outcome]
+	name := outcomeNames[outcome]
 	if name == "" {
 		return
 	}
-	s.R.Add(name, "Job runs that ended "+outcome+", by kind.", []string{"kind"}, []string{kind}, 1)
-	s.R.Observe("mneme_job_run_seconds", "Handler run time including its commit, by kind and outcome.",
-		[]string{"kind", "outcome"}, []string{kind, outcome}, d)
+	s.R.Add(context.Background(), name, []string{kind}, 1)
+	s.R.Observe(context.Background(), JobRun, []string{kind, outcome}, d)
 }
 
 // LLM is an llm.Observer: latency of every HTTP attempt and errors.
-func (s Sidecar) LLM(op string, d time.Duration, err error) { s.call("llm", op, d, err) }
+func (s Sidecar) LLM(op string, d time.Duration, err error) {
+	s.R.Observe(context.Background(), LLMRequest, []string{op}, d)
+	if err != nil {
+		s.R.Add(context.Background(), LLMErrors, []string{op}, 1)
+	}
+}
 
 // Embed is an llm.Observer for the embedding client.
-func (s Sidecar) Embed(op string, d time.Duration, err error) { s.call("embed", op, d, err) }
-
-func (s Sidecar) call(client, op string, d time.Duration, err error) {
-	s.R.Observe("mneme_"+client+"_request_seconds", "Latency of each "+client+" HTTP attempt.",
-		[]string{"op"}, []string{op}, d)
+func (s Sidecar) Embed(op string, d time.Duration, err error) {
+	s.R.Observe(context.Background(), EmbedRequest, []string{op}, d)
 	if err != nil {
-		s.R.Add("mneme_"+client+"_errors_total", "Failed "+client+" HTTP attempts (each retry counts).",
-			[]string{"op"}, []string{op}, 1)
+		s.R.Add(context.Background(), EmbedErrors, []string{op}, 1)
 	}
+}
+
+// Usage is a usage.Sink: every model call, by job kind and model (and
+// tenant, WithTenantLabel): calls, failed calls, tokens by side. The
+// call's trace id, if traced, is the exemplar.
+func (s Sidecar) Usage(ctx context.Context, c usage.Call) {
+	values := []string{c.JobKind, c.Model}
+	side := func(name string) []string { return append([]string{c.JobKind, c.Model}, name) }
+	tenant := func(v []string) []string {
+		if s.R.TenantLabel() {
+			return append(v, c.Tenant)
+		}
+		return v
+	}
+	s.R.Add(ctx, LLMCalls, tenant(values), 1)
+	if c.Outcome != usage.OutcomeOK {
+		s.R.Add(ctx, LLMCallFailures, tenant(values), 1)
+	}
+	s.R.Add(ctx, LLMTokens, tenant(side("prompt")), float64(c.PromptTokens))
+	s.R.Add(ctx, LLMTokens, tenant(side("completion")), float64(c.CompletionTokens))
 }

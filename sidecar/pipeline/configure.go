@@ -9,6 +9,7 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/embed"
 	"github.com/mneme-memory/mneme/sidecar/jobs"
 	"github.com/mneme-memory/mneme/sidecar/llm"
+	"github.com/mneme-memory/mneme/sidecar/usage"
 )
 
 // Observer is told about every model call's HTTP attempt (metrics); nil is
@@ -21,7 +22,10 @@ type Observer = llm.Observer
 // MNEME_EMBED_BASE_URL is set, else the built-in hash embedder, with the
 // database's dimension (setting embedding_dim, fixed at migrate). `mneme
 // run` and the evaluations both wire their pipelines here.
-func Configure(ctx context.Context, cfg config.Config, db jobs.Querier, log *slog.Logger, llmObs, embedObs Observer) (Deps, error) {
+//
+// Every model call reports to rec (nil: only the job's ledger, sidecar/usage).
+func Configure(ctx context.Context, cfg config.Config, db jobs.Querier, log *slog.Logger, llmObs, embedObs Observer,
+	rec *usage.Recorder) (Deps, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -38,7 +42,7 @@ func Configure(ctx context.Context, cfg config.Config, db jobs.Querier, log *slo
 			"unset MNEME_EMBED_DIM or re-embed into the new dimension", config.ErrInvalid, cfg.EmbedDim, dim)
 	}
 	if cfg.LLM.Configured() {
-		var opts []llm.Option
+		opts := []llm.Option{llm.WithRecorder(rec)}
 		if llmObs != nil {
 			opts = append(opts, llm.WithObserver(llmObs))
 		}
@@ -47,7 +51,7 @@ func Configure(ctx context.Context, cfg config.Config, db jobs.Querier, log *slo
 	} else {
 		log.Info("no LLM configured (MNEME_LLM_BASE_URL unset): offline segmenter and reviewer")
 	}
-	var eopts []embed.OpenAIOption
+	eopts := []embed.OpenAIOption{embed.WithRecorder(rec)}
 	if embedObs != nil {
 		eopts = append(eopts, embed.WithObserver(embedObs))
 	}

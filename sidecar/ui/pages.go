@@ -86,6 +86,7 @@ type conversationData struct {
 	Active   int
 	Messages int
 	GapLimit time.Duration
+	Usage    *ConversationUsage // its model calls (usage.go); nil: none
 }
 
 func (s *Server) pageConversation(w http.ResponseWriter, r *http.Request) {
@@ -141,6 +142,9 @@ func (s *Server) conversation(ctx context.Context, r *http.Request, id uuid.UUID
 			return err
 		}
 		if err := readTitles(ctx, tx, convs); err != nil {
+			return err
+		}
+		if d.Usage, err = conversationUsage(ctx, tx, id); err != nil {
 			return err
 		}
 		gap, err := settingOf[float64](ctx, tx, "segment_gap_seconds")

@@ -144,7 +144,7 @@ func href(tenant string, parts ...any) string {
 }
 
 func parseTemplates() (map[string]*template.Template, error) {
-	names := []string{"index", "conversation", "memory", "memories", "tombstone", "confirm", "search", "jobs", "error"}
+	names := []string{"index", "conversation", "memory", "memories", "tombstone", "confirm", "search", "jobs", "error", "usage"}
 	out := make(map[string]*template.Template, len(names))
 	for _, n := range names {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+n+".html")

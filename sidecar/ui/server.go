@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/mneme-memory/mneme/sidecar/tracing"
 )
 
 // DefaultAddr is where the server listens unless told otherwise: loopback
@@ -139,6 +141,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /search", s.pageSearch)
 	m.HandleFunc("GET /jobs", s.pageJobs)
 	m.HandleFunc("POST /jobs/{id}/retry", s.postRetryJob)
+	m.HandleFunc("GET /usage", s.pageUsage)
 	s.mux = m
 }
 
@@ -180,7 +183,7 @@ func Serve(ctx context.Context, addr string, o Options) error {
 	if err != nil {
 		return fmt.Errorf("ui: listen: %w", err)
 	}
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: tracing.Middleware("mneme ui", s.Handler()), ReadHeaderTimeout: 10 * time.Second}
 	s.log.Info("ui: serving", "url", "http://"+ln.Addr().String()+"/", "admin", s.admin, "token", o.Token != "")
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()

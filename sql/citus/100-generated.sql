@@ -1217,6 +1217,29 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION mneme.conversation_llm_usage(conversation_id uuid)
+ RETURNS TABLE(calls bigint, failed_calls bigint, prompt_tokens bigint, completion_tokens bigint, estimated_cost numeric)
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+ SET jit TO 'off'
+AS $function$
+DECLARE
+    v__entered boolean := mneme._enter($1);
+    v_prices jsonb := mneme.setting('llm_prices');
+BEGIN
+    IF conversation_llm_usage.conversation_id IS NULL THEN
+        RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    RETURN QUERY
+    SELECT count(*), count(*) FILTER (WHERE c.outcome <> 'ok'), coalesce(sum(c.prompt_tokens), 0)::bigint,
+           coalesce(sum(c.completion_tokens), 0)::bigint,
+           coalesce(sum(mneme._llm_cost(v_prices, c.model, c.prompt_tokens, c.completion_tokens)), 0)
+    FROM mneme.llm_calls c
+    WHERE c.conversation_id = conversation_llm_usage.conversation_id;
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION mneme.conversation_memories(conversation_id uuid)
  RETURNS TABLE(memory_id uuid, kind text, status text, label text, pinned boolean, title text, summary text, content text, source_message_ids bigint[], source_first_at timestamp with time zone, stability double precision, last_reviewed_at timestamp with time zone, review_count integer, confidence_score real, supersedes_id uuid, created_at timestamp with time zone)
  LANGUAGE plpgsql
@@ -1826,6 +1849,9 @@ BEGIN
     -- Every job of the conversation: its payload may quote it. A job running
     -- now loses its lease and rolls back when it tries to complete.
     DELETE FROM mneme.jobs j WHERE j.conversation_id = erase_conversation.conversation_id;
+    -- The LLM usage ledger names the conversation: its totals stay per day
+    -- (mneme.llm_usage_days), its rows go.
+    PERFORM mneme._fold_llm_calls(erase_conversation.conversation_id);
     v_n := coalesce(mneme._remove_memories(coalesce(v_ids, '{}'), 'erased', erase_conversation.reason), 0);
     DELETE FROM mneme.review_log l WHERE l.conversation_id = erase_conversation.conversation_id;
     -- Messages (the queued ones too), speakers and pending reviews.
@@ -2828,6 +2854,56 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION mneme.llm_usage(since timestamp with time zone, until timestamp with time zone, group_by text DEFAULT 'day'::text)
+ RETURNS TABLE(key text, calls bigint, failed_calls bigint, estimated_calls bigint, prompt_tokens bigint, completion_tokens bigint, avg_latency_ms double precision, estimated_cost numeric)
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+ SET jit TO 'off'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    v__entered boolean := mneme._enter(NULL);
+    v_prices jsonb := mneme.setting('llm_prices');
+BEGIN
+    IF llm_usage.since IS NULL OR llm_usage.until IS NULL OR llm_usage.group_by IS NULL THEN
+        RAISE EXCEPTION 'since, until and group_by must not be NULL' USING ERRCODE = '22004',
+            HINT = 'e.g. mneme.llm_usage(now() - interval ''30 days'', now(), ''tenant'')';
+    END IF;
+    IF NOT llm_usage.group_by = ANY (ARRAY['tenant', 'kind', 'model', 'day']) THEN
+        RAISE EXCEPTION 'group_by must be tenant, kind, model or day, got %', left(llm_usage.group_by, 80)
+            USING ERRCODE = '22023';
+    END IF;
+    IF NOT isfinite(llm_usage.since) OR NOT isfinite(llm_usage.until) OR llm_usage.until < llm_usage.since THEN
+        RAISE EXCEPTION 'since (%) and until (%) must be finite times, since first', llm_usage.since, llm_usage.until
+            USING ERRCODE = '22008';
+    END IF;
+    RETURN QUERY
+    WITH rows AS (
+        SELECT c.tenant_id, c.job_kind, c.model, (c.at AT TIME ZONE 'UTC')::date AS day,
+               1::bigint AS calls, (c.outcome <> 'ok')::int::bigint AS failed, (c.usage <> 'reported')::int::bigint AS estimated,
+               c.prompt_tokens, c.completion_tokens, c.latency_ms
+        FROM mneme.llm_calls c
+        WHERE c.at >= llm_usage.since AND c.at < llm_usage.until
+        UNION ALL
+        -- (a day's totals count when the day starts within the range)
+        SELECT d.tenant_id, d.job_kind, d.model, d.day, d.calls, d.failed_calls, d.estimated_calls,
+               d.prompt_tokens, d.completion_tokens, d.latency_ms
+        FROM mneme.llm_usage_days d
+        WHERE (d.day::timestamp AT TIME ZONE 'UTC') >= llm_usage.since AND (d.day::timestamp AT TIME ZONE 'UTC') < llm_usage.until
+    )
+    SELECT CASE llm_usage.group_by WHEN 'tenant' THEN r.tenant_id WHEN 'kind' THEN r.job_kind
+                                   WHEN 'model' THEN r.model ELSE r.day::text END AS key,
+           sum(r.calls)::bigint, sum(r.failed)::bigint, sum(r.estimated)::bigint,
+           sum(r.prompt_tokens)::bigint, sum(r.completion_tokens)::bigint,
+           sum(r.latency_ms) / nullif(sum(r.calls), 0),
+           sum(mneme._llm_cost(v_prices, r.model, r.prompt_tokens, r.completion_tokens))
+    FROM rows r
+    GROUP BY 1
+    ORDER BY 1;
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION mneme.lock_queued(conversation_id uuid, message_ids bigint[])
  RETURNS boolean
  LANGUAGE plpgsql
@@ -3109,6 +3185,52 @@ BEGIN
     WHERE m.conversation_id = recent_memories.conversation_id AND m.status = 'active'
     ORDER BY m.created_at DESC, m.id
     LIMIT k;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION mneme.record_llm_calls(job_id bigint, attempt integer, calls jsonb)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+ SET jit TO 'off'
+AS $function$
+DECLARE
+    v__entered boolean := mneme._enter(NULL);
+    v_job mneme.jobs;
+    v_n   int;
+    c     record;
+BEGIN
+    IF record_llm_calls.job_id IS NULL OR record_llm_calls.attempt IS NULL OR record_llm_calls.calls IS NULL THEN
+        RAISE EXCEPTION 'job_id, attempt and calls must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF jsonb_typeof(record_llm_calls.calls) <> 'array' THEN
+        RAISE EXCEPTION 'calls must be a JSON array, got %', jsonb_typeof(record_llm_calls.calls)
+            USING ERRCODE = '22023', HINT = 'one object per model call, with the columns of mneme.llm_calls';
+    END IF;
+    IF record_llm_calls.attempt < 1 THEN
+        RAISE EXCEPTION 'attempt must be at least 1, got %', record_llm_calls.attempt USING ERRCODE = '22023';
+    END IF;
+    SELECT * INTO v_job FROM mneme.jobs j WHERE j.id = record_llm_calls.job_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'job % does not exist', record_llm_calls.job_id USING ERRCODE = 'P0002',
+            HINT = 'an erased conversation''s jobs are gone, and with them its usage';
+    END IF;
+    -- A row at a time: a job makes a few calls, and on Citus an INSERT ...
+    -- SELECT into a distributed table under row security is refused
+    -- (its COPY is not supported with row-level security).
+    v_n := 0;
+    FOR c IN SELECT * FROM jsonb_to_recordset(record_llm_calls.calls)
+             AS x(call text, purpose text, model text, endpoint text, prompt_tokens bigint, completion_tokens bigint,
+                  usage text, latency_ms float8, outcome text, retries int, at timestamptz) LOOP
+        INSERT INTO mneme.llm_calls (tenant_id, conversation_id, job_id, job_kind, attempt, call, purpose, model, endpoint,
+                                     prompt_tokens, completion_tokens, usage, latency_ms, outcome, retries, at)
+        VALUES (v_job.tenant_id, v_job.conversation_id, v_job.id, v_job.kind, record_llm_calls.attempt, c.call, c.purpose,
+                c.model, coalesce(c.endpoint, ''), c.prompt_tokens, c.completion_tokens, c.usage, c.latency_ms, c.outcome,
+                coalesce(c.retries, 0), coalesce(c.at, now()));
+        v_n := v_n + 1;
+    END LOOP;
+    RETURN v_n;
 END
 $function$;
 
@@ -3869,6 +3991,7 @@ ALTER FUNCTION mneme._context_item(integer,uuid,text,text,double precision,times
 ALTER FUNCTION mneme._enter(uuid) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._equivalent_pending_job(text,uuid,text,bigint) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._fail_expired_jobs(integer) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme._fold_llm_calls(uuid) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._history_distributed(uuid) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._history_rows(integer[],uuid[],text[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._import_collision(uuid,jsonb) SET citus.allow_nested_distributed_execution = on;
@@ -3919,6 +4042,7 @@ ALTER FUNCTION mneme.complete_job(bigint,text,integer) SET citus.allow_nested_di
 ALTER FUNCTION mneme.context(uuid,text,integer,real[],timestamp with time zone,timestamp with time zone,timestamp with time zone,text,boolean) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.context_items(uuid,text,integer,real[],timestamp with time zone,timestamp with time zone,timestamp with time zone,text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.context_messages(uuid,bigint[]) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.conversation_llm_usage(uuid) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.conversation_memories(uuid) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.conversation_messages(uuid) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.conversation_titles(uuid[]) SET citus.allow_nested_distributed_execution = on;
@@ -3958,6 +4082,7 @@ ALTER FUNCTION mneme.import_unembedded_messages(uuid,bigint,integer) SET citus.a
 ALTER FUNCTION mneme.initial_state(text,double precision) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.inspect(uuid) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.jobs_invariant_trg() SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.llm_usage(timestamp with time zone,timestamp with time zone,text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.lock_queued(uuid,bigint[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.memories_bm25_trg() SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.memories_bm25_truncate_trg() SET citus.allow_nested_distributed_execution = on;
@@ -3980,6 +4105,7 @@ ALTER FUNCTION mneme.queued_messages(uuid,bigint,boolean) SET citus.allow_nested
 ALTER FUNCTION mneme.queued_sessions(uuid,integer) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.reactivate(uuid) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.recent_memories(uuid,integer) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.record_llm_calls(bigint,integer,jsonb) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.record_retrieval(uuid,text,uuid[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.release_job(bigint,text,integer) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.remember(uuid,text,text,boolean,timestamp with time zone,uuid,text,text,timestamp with time zone) SET citus.allow_nested_distributed_execution = on;

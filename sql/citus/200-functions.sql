@@ -24,6 +24,21 @@ AS $f$ SELECT pg_catalog.pg_has_role(session_user, 'mneme_worker', 'MEMBER')
            OR (session_user = 'mneme_owner'::name
                AND pg_catalog.current_setting('mneme.caller_worker', true) = 'on') $f$;
 
+-- An operator (sql/470-usage.sql): on the owner's connections to the
+-- workers, the caller's, as mneme._enter forwarded it.
+CREATE OR REPLACE FUNCTION mneme._is_operator()
+RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $f$ SELECT CASE WHEN session_user = 'mneme_owner'::name
+                   THEN coalesce(pg_catalog.current_setting('mneme.caller_operator', true), '') = 'on'
+                   ELSE pg_catalog.pg_has_role(session_user, 'mneme_admin', 'MEMBER')
+                        AND coalesce(pg_catalog.current_setting('mneme.tenant', true), '') = ''
+                        AND NOT EXISTS (SELECT 1 FROM mneme.tenant_logins b WHERE b.login = session_user) END $f$;
+-- (the row policies call it inside the queries on the shards)
+ALTER FUNCTION mneme._is_operator() SET citus.allow_nested_distributed_execution = on;
+
 -- The turns' distances (sql/140-context.sql) as PL/pgSQL, whose read Citus
 -- plans with its parameters (see sql/citus/100-generated.sql), naming the
 -- conversations so that it goes to their shards only. Written here, not

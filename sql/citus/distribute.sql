@@ -6,8 +6,9 @@
 -- Distribution column: the conversation. Every call that must be fast names
 -- one, so its statements go to the one worker that holds it. Reference
 -- tables (a copy on every node): settings, tenants, tenant_logins,
--- job_kinds, job_turns, erasures, instance_key (mneme.call_marks stays
--- local: on Citus marks are settings). Everything else is distributed by
+-- job_kinds, job_turns, erasures, instance_key, llm_usage_days
+-- (mneme.call_marks stays local: on Citus marks are settings). Everything
+-- else is distributed by
 -- conversation and colocated with mneme.message_queue (whose id is the
 -- conversation).
 --
@@ -40,6 +41,13 @@ BEGIN
                        'USING (mneme._is_worker() OR tenant_id = mneme._tenant()) '
                        'WITH CHECK (mneme._is_worker() OR tenant_id = mneme._tenant())', t);
     END LOOP;
+    -- The LLM usage ledger (goose 00140): an operator reads every tenant.
+    FOREACH t IN ARRAY ARRAY['llm_calls', 'llm_usage_days'] LOOP
+        EXECUTE format('DROP POLICY IF EXISTS tenant_rows ON mneme.%I', t);
+        EXECUTE format('CREATE POLICY tenant_rows ON mneme.%I '
+                       'USING (mneme._is_worker() OR tenant_id = mneme._tenant() OR mneme._is_operator()) '
+                       'WITH CHECK (mneme._is_worker() OR tenant_id = mneme._tenant())', t);
+    END LOOP;
 END
 $citus$;
 
@@ -68,6 +76,10 @@ CREATE UNIQUE INDEX jobs_pending_dedupe ON mneme.jobs (conversation_id, dedupe_k
 UPDATE mneme.jobs SET conversation_id = '00000000-0000-0000-0000-000000000000' WHERE conversation_id IS NULL;
 ALTER TABLE mneme.memory_events DROP CONSTRAINT memory_events_pkey;
 ALTER TABLE mneme.memory_events ADD PRIMARY KEY (conversation_id, id);
+-- A ledger row of a job of no conversation has the job's nil conversation.
+UPDATE mneme.llm_calls SET conversation_id = '00000000-0000-0000-0000-000000000000' WHERE conversation_id IS NULL;
+ALTER TABLE mneme.llm_calls DROP CONSTRAINT llm_calls_pkey;
+ALTER TABLE mneme.llm_calls ADD PRIMARY KEY (conversation_id, id);
 
 SELECT create_reference_table('mneme.tenants');
 SELECT create_reference_table('mneme.settings');
@@ -81,10 +93,11 @@ SELECT create_reference_table('mneme.instance_key');
 -- mneme.call_marks stays local to the coordinator, unused there: on Citus
 -- the marks are transaction-local settings (mneme._mark), which the
 -- workers' triggers see.
+SELECT create_reference_table('mneme.llm_usage_days');
 SELECT create_distributed_table('mneme.message_queue', 'id');
 SELECT create_distributed_table(t, 'conversation_id', colocate_with => 'mneme.message_queue')
 FROM unnest(ARRAY['mneme.messages', 'mneme.memories', 'mneme.bm25_docs', 'mneme.bm25_postings', 'mneme.bm25_terms',
-                  'mneme.bm25_stats', 'mneme.review_log', 'mneme.jobs', 'mneme.memory_events']) AS t;
+                  'mneme.bm25_stats', 'mneme.review_log', 'mneme.jobs', 'mneme.memory_events', 'mneme.llm_calls']) AS t;
 
 ALTER TABLE mneme.messages ADD CONSTRAINT messages_conversation_id_fkey
     FOREIGN KEY (conversation_id) REFERENCES mneme.message_queue (id) ON DELETE CASCADE;

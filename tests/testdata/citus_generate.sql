@@ -36,7 +36,7 @@
 --     refuses that function's own queries there ("cannot execute a
 --     distributed query from a query on a shard").
 -- Functions written whole in sql/citus/ (the Citus forms of the row
--- triggers' functions, _tenant, _is_worker, _turn_distances, whose body
+-- triggers' functions, _tenant, _is_worker, _is_operator, _turn_distances, whose body
 -- differs by vector variant) are left out, and vector_index_plan, which
 -- reads tables in the pgvector variant only (sql/citus/200-functions.sql
 -- sets its nested execution in both).
@@ -48,9 +48,9 @@ DECLARE
     def   text;
     body  text;
     -- the tables sql/citus/distribute.sql distributes, and its reference tables
-    v_hash_re  text := 'mneme\.(message_queue|messages|memories|bm25_docs|bm25_postings|bm25_terms|bm25_stats|review_log|jobs|memory_events)\M';
+    v_hash_re  text := 'mneme\.(message_queue|messages|memories|bm25_docs|bm25_postings|bm25_terms|bm25_stats|review_log|jobs|memory_events|llm_calls)\M';
     v_whole    text[] := ARRAY['memories_bm25_row_trg', 'memories_events_row_trg', 'review_log_events_row_trg',
-                               'jobs_set_aside_trg', '_tenant', '_is_worker', '_turn_distances', 'vector_index_plan'];
+                               'jobs_set_aside_trg', '_tenant', '_is_worker', '_is_operator', '_turn_distances', 'vector_index_plan'];
     v_reached  oid[];
     v_more     oid[];
 BEGIN
@@ -60,7 +60,7 @@ BEGIN
         FROM pg_catalog.pg_proc p
         WHERE p.pronamespace = 'mneme'::regnamespace
           AND p.prolang = (SELECT l.oid FROM pg_catalog.pg_language l WHERE l.lanname = 'sql')
-          AND p.prosrc ~ 'mneme\.(memories|messages|message_queue|jobs|review_log|memory_events|bm25_[a-z]+|settings|tenants|tenant_logins|job_kinds|job_turns)\M'
+          AND p.prosrc ~ 'mneme\.(memories|messages|message_queue|jobs|review_log|memory_events|bm25_[a-z]+|settings|tenants|tenant_logins|job_kinds|job_turns|llm_calls|llm_usage_days)\M'
           AND NOT p.proname = ANY (v_whole)
     LOOP
         body := regexp_replace(f.prosrc, ';\s*$', '');
@@ -258,7 +258,7 @@ CREATE TEMPORARY TABLE citus_nested ON COMMIT DROP AS
 WITH RECURSIVE reached(oid) AS (
     SELECT p.oid FROM pg_catalog.pg_proc p
      WHERE p.pronamespace = 'mneme'::regnamespace
-       AND p.prosrc ~ 'mneme\.(message_queue|messages|memories|bm25_docs|bm25_postings|bm25_terms|bm25_stats|review_log|jobs|memory_events|tenants|settings|tenant_logins|job_kinds|job_turns|erasures)\M'
+       AND p.prosrc ~ 'mneme\.(message_queue|messages|memories|bm25_docs|bm25_postings|bm25_terms|bm25_stats|review_log|jobs|memory_events|llm_calls|tenants|settings|tenant_logins|job_kinds|job_turns|erasures|llm_usage_days)\M'
     UNION
     SELECT p.oid FROM reached r
       JOIN pg_catalog.pg_proc q ON q.oid = r.oid

@@ -75,7 +75,7 @@ func Run(ctx context.Context, pool *pgxpool.Pool, o Options, d *Data) (*Report, 
 			return nil, fmt.Errorf("set embedder: %w", err)
 		}
 	}
-	deps, err := pipeline.Configure(ctx, o.Config, pool, o.PipeLog, nil, nil)
+	deps, err := pipeline.Configure(ctx, o.Config, pool, o.PipeLog, nil, nil, nil)
 	if err != nil {
 		return nil, err
 	}

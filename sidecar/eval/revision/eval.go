@@ -148,7 +148,7 @@ func runPipelines(ctx context.Context, pool *pgxpool.Pool, cfg config.Config, lo
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	deps, err := pipeline.Configure(ctx, cfg, pool, log, nil, nil)
+	deps, err := pipeline.Configure(ctx, cfg, pool, log, nil, nil, nil)
 	if err != nil {
 		return nil, err
 	}

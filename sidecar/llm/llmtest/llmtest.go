@@ -11,6 +11,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,6 +24,24 @@ type Reply struct {
 	Content string        // the assistant message content (chat)
 	Status  int           // HTTP status; 0 means 200. Non-200 sends an OpenAI error body.
 	Delay   time.Duration // wait before answering (cut short if the client goes away)
+	// Usage is the token usage reported with a 200 answer; nil reports
+	// Words: a token per word sent and received (a test can tell it from
+	// the client's estimate, a token per 4 characters).
+	Usage *openai.Usage
+	// NoUsage leaves usage out of the answer, as some endpoints do.
+	NoUsage bool
+}
+
+// Words is the usage the server reports by default: a token per
+// whitespace-separated word of the request's messages (prompt) and of the
+// answer (completion).
+func Words(prompt []string, completion string) openai.Usage {
+	var p int
+	for _, m := range prompt {
+		p += len(strings.Fields(m))
+	}
+	c := len(strings.Fields(completion))
+	return openai.Usage{PromptTokens: p, CompletionTokens: c, TotalTokens: p + c}
 }
 
 // EmbedRequest is one received embeddings request.
@@ -137,7 +156,19 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, rep.Status, "llmtest: scripted status: "+rep.Content)
 		return
 	}
+	var prompt []string
+	for _, m := range req.Messages {
+		prompt = append(prompt, m.Content)
+	}
+	u := Words(prompt, rep.Content)
+	if rep.Usage != nil {
+		u = *rep.Usage
+	}
+	if rep.NoUsage {
+		u = openai.Usage{}
+	}
 	writeJSON(w, http.StatusOK, openai.ChatCompletionResponse{
+		Usage:   u,
 		ID:      fmt.Sprintf("chatcmpl-%d", time.Now().UnixNano()),
 		Object:  "chat.completion",
 		Created: time.Now().Unix(),
@@ -178,7 +209,14 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
 		writeError(w, rep.Status, "llmtest: scripted status: "+rep.Content)
 		return
 	}
-	resp := openai.EmbeddingResponse{Object: "list", Model: openai.EmbeddingModel(req.Model)}
+	u := Words(req.Input, "")
+	if rep.Usage != nil {
+		u = *rep.Usage
+	}
+	if rep.NoUsage {
+		u = openai.Usage{}
+	}
+	resp := openai.EmbeddingResponse{Object: "list", Model: openai.EmbeddingModel(req.Model), Usage: u}
 	for i, text := range req.Input {
 		resp.Data = append(resp.Data, openai.Embedding{Object: "embedding", Index: i, Embedding: vectors(text, dim)})
 	}
