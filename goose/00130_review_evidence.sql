@@ -7,7 +7,13 @@
 -- Numbered goose migration: applied once, never edited after release.
 
 -- +goose Up
-ALTER TABLE mneme.review_log ADD COLUMN evidence jsonb
+-- (on Citus: one connection a shard, so the function commands may follow
+-- the table's DDL in this transaction; a placeholder setting elsewhere)
+SET LOCAL citus.multi_shard_modify_mode TO 'sequential';
+-- (the column, then its check: Citus adds no column with a constraint to
+-- a distributed table)
+ALTER TABLE mneme.review_log ADD COLUMN evidence jsonb;
+ALTER TABLE mneme.review_log ADD CONSTRAINT review_log_evidence_check
     CHECK (evidence IS NULL OR (jsonb_typeof(evidence) = 'object' AND pg_column_size(evidence) <= 4096));
 COMMENT ON COLUMN mneme.review_log.evidence IS
     'Why the reviewer rated so: {"score": s, "thresholds": {"hard": h, "good": g, "easy": e}} (heuristic) or {"reason": text} (LLM); NULL before mneme 00130.';

@@ -334,6 +334,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_msgs    bigint[];
+    v_own     text[];
     v_convs   uuid[];
     v_tenants text[];
     v_keys    text[];
@@ -459,11 +460,14 @@ BEGIN
     -- Only messages of a removed memory's own tenant (its source ids are
     -- checked on write, sql/015-invariants.sql; a row written before that
     -- check may name another tenant's message, which stays).
+    -- (the pairs read first, then one table's predicate: Citus refuses a
+    -- subquery correlated across memories and messages)
+    v_own := ARRAY(SELECT m.tenant_id || ':' || s.id::text FROM mneme.memories m, unnest(m.source_message_ids) AS s(id)
+                   WHERE m.id = ANY (ids)
+                   UNION
+                   SELECT g.tenant_id || ':' || g.id::text FROM mneme.messages g WHERE g.memory_id = ANY (ids));
     DELETE FROM mneme.messages g
-    WHERE g.id = ANY (v_msgs)
-      AND EXISTS (SELECT 1 FROM mneme.memories m
-                  WHERE m.id = ANY (ids) AND m.tenant_id = g.tenant_id
-                    AND (m.id = g.memory_id OR g.id = ANY (m.source_message_ids)));
+    WHERE g.id = ANY (v_msgs) AND (g.tenant_id || ':' || g.id::text) = ANY (v_own);
     -- The lineage link of a successor goes with the memory (the events keep the ids).
     -- (each only when there is one: an UPDATE of no row still runs the
     -- memories' statement triggers)

@@ -287,16 +287,21 @@ RETURNS SETOF uuid
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_tenant text := mneme._tenant();
 BEGIN
     IF import_tombstones.ids IS NULL THEN
         RAISE EXCEPTION 'ids must not be NULL' USING ERRCODE = '22004';
     END IF;
+    -- (two reads by value, no correlated subquery: Citus plans each over
+    -- the shards)
     RETURN QUERY
-    SELECT DISTINCT i.id FROM unnest(import_tombstones.ids) AS i(id)
-    WHERE EXISTS (SELECT 1 FROM mneme.memory_events e
-                  WHERE e.memory_id = i.id AND e.event = 'erased' AND e.tenant_id = mneme._tenant())
-       OR EXISTS (SELECT 1 FROM mneme.memory_events e
-                  WHERE e.conversation_id = i.id AND e.memory_id IS NULL AND e.event = 'erased' AND e.tenant_id = mneme._tenant());
+    SELECT e.memory_id FROM mneme.memory_events e
+    WHERE e.memory_id = ANY (import_tombstones.ids) AND e.event = 'erased' AND e.tenant_id = v_tenant
+    UNION
+    SELECT e.conversation_id FROM mneme.memory_events e
+    WHERE e.conversation_id = ANY (import_tombstones.ids) AND e.memory_id IS NULL AND e.event = 'erased'
+      AND e.tenant_id = v_tenant;
 END
 $$;
 COMMENT ON FUNCTION mneme.import_tombstones(uuid[]) IS

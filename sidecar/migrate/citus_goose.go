@@ -89,8 +89,25 @@ BEGIN
                AND c.oid NOT IN (SELECT p.logicalrelid FROM pg_catalog.pg_dist_partition p)
                AND c.relname <> 'call_marks' -- local: on Citus the marks are settings (mneme._mark)
              ORDER BY c.relname LOOP
-        IF t IN ('tenants', 'settings', 'tenant_logins', 'job_kinds', 'job_turns', 'erasures', 'instance_key') THEN
+        IF t = 'llm_usage_days' THEN
+            DROP POLICY IF EXISTS tenant_rows ON mneme.llm_usage_days;
+            CREATE POLICY tenant_rows ON mneme.llm_usage_days
+                USING (mneme._is_worker() OR tenant_id = mneme._tenant() OR mneme._is_operator())
+                WITH CHECK (mneme._is_worker() OR tenant_id = mneme._tenant());
+            PERFORM create_reference_table('mneme.llm_usage_days');
+        ELSIF t IN ('tenants', 'settings', 'tenant_logins', 'job_kinds', 'job_turns', 'erasures', 'instance_key') THEN
             PERFORM create_reference_table(format('mneme.%I', t));
+        ELSIF t = 'llm_calls' THEN
+            -- as sql/citus/distribute.sql: the operator's policy, the
+            -- conversation in the key (a job of none has the nil one)
+            DROP POLICY IF EXISTS tenant_rows ON mneme.llm_calls;
+            CREATE POLICY tenant_rows ON mneme.llm_calls
+                USING (mneme._is_worker() OR tenant_id = mneme._tenant() OR mneme._is_operator())
+                WITH CHECK (mneme._is_worker() OR tenant_id = mneme._tenant());
+            UPDATE mneme.llm_calls SET conversation_id = '00000000-0000-0000-0000-000000000000' WHERE conversation_id IS NULL;
+            ALTER TABLE mneme.llm_calls DROP CONSTRAINT llm_calls_pkey;
+            ALTER TABLE mneme.llm_calls ADD PRIMARY KEY (conversation_id, id);
+            PERFORM create_distributed_table('mneme.llm_calls', 'conversation_id', colocate_with => 'mneme.message_queue');
         ELSIF EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
                       WHERE a.attrelid = format('mneme.%I', t)::regclass AND a.attname = 'conversation_id' AND NOT a.attisdropped) THEN
             PERFORM create_distributed_table(format('mneme.%I', t), 'conversation_id', colocate_with => 'mneme.message_queue');
