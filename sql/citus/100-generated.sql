@@ -3442,6 +3442,7 @@ ALTER FUNCTION mneme._import_collision(uuid,jsonb) SET citus.allow_nested_distri
 ALTER FUNCTION mneme._import_memory_rows(uuid,jsonb,boolean,real[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._interval_setting(text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._job_conversation(bigint) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme._lineage_merge(uuid,uuid) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._lock_memories(uuid[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._memory_conversation(uuid) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._note_erase() SET citus.allow_nested_distributed_execution = on;
