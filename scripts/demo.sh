@@ -112,12 +112,22 @@ SQL
 drain
 "${PSQL[@]}" -q <<SQL
 SELECT mneme.remember('$CONV2', 'I moved to Berlin last month.', at => now() - interval '1 day');
-SELECT mneme.remember('$CONV2', 'I live in Paris.', at => now() - interval '3 days');  -- said before the move, written late
 SQL
 drain
-"${PSQL[@]}" -c "SELECT content, status, slot, left(revision, 70) AS revision
-FROM mneme.memories m, LATERAL (SELECT revision FROM mneme.inspect(m.id)) i
-WHERE conversation_id = '$CONV2' AND kind = 'semantic' ORDER BY created_at"
+"${PSQL[@]}" -q <<SQL
+SELECT mneme.remember('$CONV2', 'I live in Paris.', at => now() - interval '36 hours');  -- said before the move, written late
+SQL
+drain
+echo "== the lineage of the current belief (mneme.history), in the order said: the late write is stored superseded at its place in time"
+"${PSQL[@]}" -c "SELECT h.depth, h.relation, h.content, h.status, to_char(h.created_at, 'YYYY-MM-DD HH24:MI') AS said,
+       to_char(h.valid_until, 'YYYY-MM-DD HH24:MI') AS believed_until
+FROM mneme.memories m, mneme.history(m.id) h
+WHERE m.conversation_id = '$CONV2' AND m.kind = 'semantic' AND m.status = 'active' AND h.relation IN ('self', 'replaced', 'replaced_by')
+ORDER BY h.depth"
+echo "== each write's revision in full (mneme.inspect), in the order said"
+"${PSQL[@]}" -x -c "SELECT m.content, to_char(m.created_at, 'YYYY-MM-DD HH24:MI') AS said, m.status, i.slot, i.revision
+FROM mneme.memories m, LATERAL (SELECT slot, revision FROM mneme.inspect(m.id)) i
+WHERE m.conversation_id = '$CONV2' AND m.kind = 'semantic' ORDER BY m.created_at"
 echo "== mneme.search returns the current belief; include_history => true also what it replaced, marked"
 "${PSQL[@]}" -c "SELECT content, status FROM mneme.search('$CONV2', 'do I live in Paris or Berlin', 2) WHERE kind = 'semantic'"
 "${PSQL[@]}" -c "SELECT content, status FROM mneme.search('$CONV2', 'do I live in Paris or Berlin', 3, include_history => true) WHERE kind = 'semantic'"

@@ -8,6 +8,7 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/eval/feedback"
 	"github.com/mneme-memory/mneme/sidecar/eval/lifecycle"
 	"github.com/mneme-memory/mneme/sidecar/eval/locomo"
+	"github.com/mneme-memory/mneme/sidecar/eval/qa"
 	"github.com/mneme-memory/mneme/sidecar/eval/recall"
 	revisioneval "github.com/mneme-memory/mneme/sidecar/eval/revision"
 )
@@ -32,4 +33,8 @@ func cmdEvalLifecycle(ctx context.Context, log *slog.Logger, args []string) erro
 
 func cmdEvalRevision(ctx context.Context, log *slog.Logger, args []string) error {
 	return revisioneval.Command(ctx, log, flags("eval revision"), args)
+}
+
+func cmdEvalQA(ctx context.Context, log *slog.Logger, args []string) error {
+	return qa.Command(ctx, log, flags("eval qa"), args)
 }

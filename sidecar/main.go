@@ -48,6 +48,7 @@ func commands() []cli.Command {
 			{Name: "beam", Args: "[flags]", Summary: "evidence recall on BEAM, knowledge updates and contradictions, beside baselines", Run: cmdEvalBeam},
 			{Name: "feedback", Args: "[flags]", Summary: "review-based vs auto-GOOD vs no reinforcement: precision@5 over simulated sessions", Run: cmdEvalFeedback},
 			{Name: "lifecycle", Args: "[flags]", Summary: "a simulated year of use: share of memories active, inactive and purged per label", Run: cmdEvalLifecycle},
+			{Name: "qa", Args: "--data PATH --llm [flags]", Summary: "answer accuracy per category: a model (MNEME_LLM_*) answers benchmark questions from mneme.context and judges the answers", Run: cmdEvalQA},
 			{Name: "revision", Args: "[flags]", Summary: "belief revision on scripted conversations: per action precision and recall, current value first", Run: cmdEvalRevision},
 		}},
 		{Name: "mcp", Args: "[--transport stdio|http]", Summary: "serve the memory tools to agents over the Model Context Protocol", Run: cmdMCP},

@@ -225,9 +225,67 @@ BEGIN
 END
 $$;
 
+-- A lineage is one chain in the order its statements were said: each row's
+-- supersedes_id points at the row said right before it. Writes arrive out
+-- of order (a late write, two revise jobs of one slot run in either order,
+-- a slot's older facts retired together), so a SUPERSEDE does not link one
+-- pair: it merges the lineages of the rows it touches into one chain
+-- sorted by created_at. history() then finds every row from either end.
+CREATE OR REPLACE FUNCTION mneme._lineage_merge(a uuid, b uuid)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_ids   uuid[] := '{}';
+    v_start uuid;
+    v_cur   uuid;
+    v_next  uuid;
+    v_prev  uuid;
+    v_first boolean := true;
+    r       record;
+BEGIN
+    FOREACH v_start IN ARRAY ARRAY[_lineage_merge.a, _lineage_merge.b] LOOP
+        v_cur := v_start;
+        WHILE v_cur IS NOT NULL AND NOT v_cur = ANY (v_ids) AND cardinality(v_ids) < 1000 LOOP
+            v_ids := v_ids || v_cur;
+            v_next := NULL;
+            SELECT m.supersedes_id INTO v_next FROM mneme.memories m WHERE m.id = v_cur;
+            v_cur := v_next;
+        END LOOP;
+    END LOOP;
+    PERFORM mneme._lock_memories(v_ids);
+    FOR r IN SELECT m.id, m.conversation_id, m.supersedes_id, m.created_at, m.status, m.valid_until,
+                    lead(m.created_at) OVER (ORDER BY m.created_at, m.id) AS next_at
+             FROM mneme.memories m
+             WHERE m.id = ANY (v_ids) ORDER BY m.created_at, m.id LOOP
+        -- The oldest keeps a link that leaves the set (a chain cut at 1,000
+        -- links); every other row points at the one said before it.
+        IF NOT (v_first AND r.supersedes_id IS NOT NULL AND NOT r.supersedes_id = ANY (v_ids))
+           AND r.supersedes_id IS DISTINCT FROM v_prev THEN
+            UPDATE mneme.memories m SET supersedes_id = v_prev, updated_at = now()
+            WHERE m.conversation_id = r.conversation_id AND m.id = r.id;
+        END IF;
+        -- A superseded row was believed until the row said after it: as_of
+        -- finds one link of the lineage at a time.
+        IF r.status = 'superseded' AND r.next_at IS NOT NULL AND coalesce(r.valid_until, 'infinity') > r.next_at THEN
+            UPDATE mneme.memories m SET valid_until = r.next_at, updated_at = now()
+            WHERE m.conversation_id = r.conversation_id AND m.id = r.id;
+        END IF;
+        v_prev := r.id;
+        v_first := false;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION mneme._lineage_merge(uuid, uuid) IS
+    'Internal: merges the supersedes lineages of two memories into one chain in the order they were said '
+    '(created_at, id): each row''s supersedes_id becomes the row said right before it, and a superseded row''s '
+    'valid_until at most the time of the row said after it.';
+
 -- SUPERSEDE: the new fact replaces v_old (and every older active fact of
--- its slot); an older write is stored as what v_old superseded. Returns the
--- note, which says so then.
+-- its slot); an older write is stored as superseded in v_old's lineage, at
+-- its place in time. Returns the note, which says so then.
 CREATE OR REPLACE FUNCTION mneme._revise_supersede(v_new mneme.memories, v_old mneme.memories, v_note text, v_slot text)
 RETURNS text
 LANGUAGE plpgsql
@@ -239,45 +297,42 @@ DECLARE
     v_old_at timestamptz := v_old.created_at;
     v_convs  uuid[];
     v_ids    uuid[];
+    v_id     uuid;
+    v_after  mneme.memories;  -- a late write: the row said right after it
 BEGIN
     IF v_new_at < v_old_at THEN
-        -- An older write never replaces a newer belief: it is stored as
-        -- what that belief superseded.
-        v_note := format('%s (older than %s, which stays current)', v_note, v_old.id);
-        UPDATE mneme.memories m SET status = 'superseded', status_reason = v_note, valid_until = v_old_at, updated_at = now()
+        -- An older write never replaces a newer belief: it goes in that
+        -- belief's lineage at its place in time, superseded by the row said
+        -- right after it, and believed until that row was said.
+        UPDATE mneme.memories m SET status = 'superseded', updated_at = now()
         WHERE m.conversation_id = v_new.conversation_id AND m.id = v_new.id;
-        UPDATE mneme.memories m SET supersedes_id = v_new.id, updated_at = now()
-        WHERE m.conversation_id = v_old.conversation_id AND m.id = v_old.id AND m.supersedes_id IS NULL;
+        PERFORM mneme._lineage_merge(v_old.id, v_new.id);
+        SELECT * INTO v_after FROM mneme.memories m WHERE m.supersedes_id = v_new.id ORDER BY m.created_at LIMIT 1;
+        v_after := coalesce(v_after, v_old);
+        v_note := format('%s (older than %s, which stays current: stored as superseded by %s)', v_note, v_old.id,
+                         CASE WHEN v_after.id = v_old.id THEN 'it' ELSE format('%s, said right after it', v_after.id) END);
+        UPDATE mneme.memories m SET status_reason = v_note, valid_until = least(v_after.created_at, v_old_at), updated_at = now()
+        WHERE m.conversation_id = v_new.conversation_id AND m.id = v_new.id;
         RETURN v_note;
     END IF;
     UPDATE mneme.memories m SET status = 'superseded', status_reason = format('%s (by %s)', v_note, v_new.id),
                                 valid_until = least(coalesce(m.valid_until, 'infinity'), v_new_at),
                                 updated_at = now()
     WHERE m.conversation_id = v_old.conversation_id AND m.id = v_old.id;
-    -- The lineage stays one chain in time order: when an older write was
-    -- already linked behind the new belief (it arrived late), the fact
-    -- replaced now goes in the chain by its time.
-    IF v_new.supersedes_id IS NOT NULL AND v_new.supersedes_id <> v_old.id THEN
-        IF v_old.supersedes_id IS NULL AND v_old.created_at >= (SELECT y.created_at FROM mneme.memories y WHERE y.id = v_new.supersedes_id) THEN
-            UPDATE mneme.memories m SET supersedes_id = v_new.supersedes_id WHERE m.conversation_id = v_old.conversation_id AND m.id = v_old.id;
-            v_new.supersedes_id := v_old.id;
-        ELSE
-            UPDATE mneme.memories m SET supersedes_id = v_old.id
-            WHERE m.id = v_new.supersedes_id AND m.supersedes_id IS NULL AND m.id <> v_old.id;
-        END IF;
-    ELSE
-        v_new.supersedes_id := v_old.id;
-    END IF;
     -- The new belief starts from the old one's FSRS state, not from zero.
-    UPDATE mneme.memories m SET supersedes_id = v_new.supersedes_id, stability = v_old.stability,
+    UPDATE mneme.memories m SET stability = v_old.stability,
                                 difficulty = v_old.difficulty, fsrs_state = v_old.fsrs_state,
                                 review_count = v_old.review_count,
                                 last_reviewed_at = greatest(v_old.last_reviewed_at, m.last_reviewed_at),
                                 pinned = m.pinned OR v_old.pinned, updated_at = now()
     WHERE m.conversation_id = v_new.conversation_id AND m.id = v_new.id;
+    -- The lineage stays one chain in time order (an older write may have
+    -- been linked behind the new belief already: it arrived late).
+    PERFORM mneme._lineage_merge(v_new.id, v_old.id);
     -- One current value per slot: other active facts of the same slot,
     -- older than the new one, are superseded by it too (two revise jobs
-    -- of one slot may each have seen only the other's target).
+    -- of one slot may each have seen only the other's target), and join
+    -- its lineage.
     IF v_slot IS NOT NULL THEN
         v_convs := mneme._scope_conversations(v_new.conversation_id, mneme.setting('revision_scope') #>> '{}');
         v_ids := ARRAY(SELECT x.id FROM mneme.memories x
@@ -285,13 +340,18 @@ BEGIN
                           AND x.status = 'active' AND x.kind = 'semantic' AND x.id <> v_new.id
                           AND x.created_at <= v_new_at AND x.conversation_id = ANY (v_convs));
         PERFORM mneme._lock_memories(v_ids);  -- then the conditions again, under the lock
-        UPDATE mneme.memories m SET status = 'superseded',
-                                    status_reason = format('SUPERSEDE of the same slot %s (by %s)', v_slot, v_new.id),
-                                    valid_until = least(coalesce(m.valid_until, 'infinity'), v_new_at),
-                                    updated_at = now()
-        WHERE m.id = ANY (v_ids)
-          AND m.slot = v_slot AND m.status = 'active' AND m.kind = 'semantic' AND m.id <> v_new.id
-          AND m.created_at <= v_new_at AND m.conversation_id = ANY (v_convs);
+        FOREACH v_id IN ARRAY v_ids LOOP
+            UPDATE mneme.memories m SET status = 'superseded',
+                                        status_reason = format('SUPERSEDE of the same slot %s (by %s)', v_slot, v_new.id),
+                                        valid_until = least(coalesce(m.valid_until, 'infinity'), v_new_at),
+                                        updated_at = now()
+            WHERE m.id = v_id
+              AND m.slot = v_slot AND m.status = 'active' AND m.kind = 'semantic' AND m.id <> v_new.id
+              AND m.created_at <= v_new_at AND m.conversation_id = ANY (v_convs);
+            IF FOUND THEN
+                PERFORM mneme._lineage_merge(v_new.id, v_id);
+            END IF;
+        END LOOP;
     END IF;
     RETURN v_note;
 END
@@ -431,7 +491,8 @@ COMMENT ON FUNCTION mneme.apply_revision(uuid, text, uuid, text, text, text, boo
     'nothing written (the job decides again), or with force stores an ADD. ADD: nothing else changes. NOOP: the new '
     'row becomes merged (confirms_id), the target is reconfirmed (last_confirmed_at, confidence + revision_reconfirm_boost). SUPERSEDE: '
     'the target becomes superseded (valid_until = the new one''s time) and the new one points to it and starts from '
-    'its FSRS state; a new memory older than the target is stored as superseded by it instead. INVALIDATE: the '
+    'its FSRS state; a new memory older than the target is stored as superseded instead, in the target''s lineage '
+    'at its place in time (the link said right after it points to it). INVALIDATE: the '
     'target becomes invalidated (invalidates_id links them). Records slot when given, and a revised event.';
 
 -- -----------------------------------------------------------------------------

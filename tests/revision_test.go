@@ -1012,3 +1012,89 @@ func TestApplyRevisionBlankSlot(t *testing.T) {
 	require.Equal(t, "superseded", getBelief(t, db, target).Status)
 	require.Equal(t, "superseded", getBelief(t, db, older).Status, "the other fact of the fact's slot is retired too")
 }
+
+// TestRevisionLateWriteLineage: make demo's case. "I live in Paris.", then
+// "I moved to Berlin last month.", then a late "I live in Paris." said
+// before the move. The late row is stored superseded, in the lineage at its
+// place in time (the link said right after it points to it), history()
+// finds the whole chain from either end, and the reason reads in the
+// direction the belief changed.
+func TestRevisionLateWriteLineage(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		late time.Duration // before now; Paris is at -48h, Berlin at -24h
+		// together: Berlin and the late write are revised by one drain, their
+		// jobs in either order (the late write may be retired by Berlin's
+		// job before its own runs); else one after the other, as make demo
+		together bool
+	}{
+		{"between Paris and Berlin", 36 * time.Hour, false},
+		{"before the first Paris", 72 * time.Hour, false},
+		{"between, jobs in either order", 36 * time.Hour, true},
+		{"before, jobs in either order", 72 * time.Hour, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newPipelineEnv(t, false)
+			db, conv := e.db, e.conv
+			now := time.Now()
+			ago := func(d time.Duration) *time.Time { x := now.Add(-d); return &x }
+			paris := rememberFact(t, db, conv, "I live in Paris.", ago(48*time.Hour))
+			e.drain()
+			berlin := rememberFact(t, db, conv, "I moved to Berlin last month.", ago(24*time.Hour))
+			if !tc.together {
+				e.drain()
+			}
+			late := rememberFact(t, db, conv, "I live in Paris.", ago(tc.late))
+			e.drain()
+			require.Zero(t, e.count(`SELECT count(*) FROM mneme.jobs WHERE state <> 'done'`))
+
+			p, b, l := getBelief(t, db, paris), getBelief(t, db, berlin), getBelief(t, db, late)
+			require.Equal(t, "active", b.Status, "Berlin stays current")
+			require.Equal(t, "superseded", p.Status)
+			require.Equal(t, "superseded", l.Status, "the late write is stored superseded")
+			if !tc.together {
+				ev := requireOneRevised(t, db, late, "SUPERSEDE", "heuristic")
+				require.Contains(t, ev.Reason, `lives_in was "paris" before it changed to "berlin"`)
+				require.NotContains(t, ev.Reason, `changes from "berlin" to "paris"`, "never the wrong direction")
+				require.Contains(t, ev.Reason, "older than "+berlin.String())
+			}
+
+			// The chain in time order, newest first: each link points at
+			// the one said before it.
+			var chain []uuid.UUID
+			if tc.late < 48*time.Hour {
+				chain = []uuid.UUID{berlin, late, paris}
+			} else {
+				chain = []uuid.UUID{berlin, paris, late}
+			}
+			for i := 0; i+1 < len(chain); i++ {
+				next := getBelief(t, db, chain[i])
+				require.NotNil(t, next.SupersedesID, "%s has a predecessor", next.Content)
+				require.Equal(t, chain[i+1], *next.SupersedesID, "link %d", i)
+				prev := getBelief(t, db, chain[i+1])
+				require.NotNil(t, prev.ValidUntil)
+				require.True(t, prev.ValidUntil.Equal(next.CreatedAt), "believed until the statement said after it")
+			}
+			require.Nil(t, getBelief(t, db, chain[2]).SupersedesID)
+			want := []historyRow{{-2, "replaced", chain[2], "superseded"}, {-1, "replaced", chain[1], "superseded"},
+				{0, "self", berlin, "active"}}
+			require.Equal(t, want, history(t, db, berlin), "history from the current belief")
+			var fromLate []uuid.UUID
+			for _, h := range history(t, db, late) {
+				fromLate = append(fromLate, h.ID)
+			}
+			require.ElementsMatch(t, chain, fromLate, "history from the late write finds the whole lineage")
+			// As of a time before the move one link is believed: the Paris
+			// said last by then, each believed until the next was said.
+			then := found(t, db, conv, "where do I live Paris Berlin", ", as_of => $3", now.Add(-30*time.Hour))
+			want1 := paris
+			if tc.late < 48*time.Hour {
+				want1 = late
+			}
+			require.Equal(t, map[uuid.UUID]string{want1: "superseded"}, then, "one belief at a time")
+			require.Equal(t, 3, e.count(`SELECT count(*) FROM mneme.memories WHERE kind = 'semantic'`), "nothing deleted")
+		})
+	}
+}

@@ -94,7 +94,7 @@ func (Heuristic) Classify(_ context.Context, f Fact, cands []Candidate, s Settin
 		d.Action, d.Target, d.Reason = retraction(f, st, ps)
 	default:
 		var ok bool
-		if d.Action, d.Target, d.Reason, ok = slotChange(st, ps); !ok {
+		if d.Action, d.Target, d.Reason, ok = slotChange(f, st, ps); !ok {
 			if d.Action, d.Target, d.Reason, ok = valueChange(f, ps); !ok {
 				d.Action, d.Target, d.Reason = nearDuplicate(f, ps, s)
 			}
@@ -155,7 +155,9 @@ func retraction(f Fact, st Statement, ps []parsedCandidate) (string, uuid.UUID, 
 // slotChange is step 2: a fact that fills a slot against the newest
 // candidate of the same slot (NOOP of the same value, SUPERSEDE of another
 // or of a retraction); ok is false when no candidate has its slot.
-func slotChange(st Statement, ps []parsedCandidate) (action string, target uuid.UUID, reason string, ok bool) {
+// A fact said before the candidate it meets (a late write) is what that
+// candidate changed, and the reason says so in that direction.
+func slotChange(f Fact, st Statement, ps []parsedCandidate) (action string, target uuid.UUID, reason string, ok bool) {
 	if st.Slot() == "" {
 		return "", uuid.Nil, "", false
 	}
@@ -172,6 +174,8 @@ func slotChange(st Statement, ps []parsedCandidate) (action string, target uuid.
 			return ActionSupersede, c.ID, fmt.Sprintf("%s = %q again, after a retraction", st.Slot(), st.Value), true
 		case sameValue(st.Value, c.st.Value):
 			return ActionNoop, c.ID, fmt.Sprintf("restates %s = %q", st.Slot(), st.Value), true
+		case said(f).Before(c.At):
+			return ActionSupersede, c.ID, fmt.Sprintf("%s was %q before it changed to %q", st.Slot(), st.Value, c.st.Value), true
 		default:
 			return ActionSupersede, c.ID, fmt.Sprintf("%s changes from %q to %q", st.Slot(), c.st.Value, st.Value), true
 		}
@@ -201,10 +205,23 @@ func valueChange(f Fact, ps []parsedCandidate) (string, uuid.UUID, string, bool)
 			differsInDates(words, cwords) {
 			continue
 		}
+		if said(f).Before(c.At) {
+			return ActionSupersede, c.ID, fmt.Sprintf("the same statement with other numbers (%s, before they became %s)",
+				joinSorted(nums), joinSorted(cnums)), true
+		}
 		return ActionSupersede, c.ID, fmt.Sprintf("the same statement with other numbers (%s, was %s)",
 			joinSorted(nums), joinSorted(cnums)), true
 	}
 	return "", uuid.Nil, "", false
+}
+
+// said is when the fact was stated; a fact without a time is taken as said
+// now (after every candidate).
+func said(f Fact) time.Time {
+	if f.At.IsZero() {
+		return time.Now()
+	}
+	return f.At
 }
 
 // valueChangeOverlap and valueChangeMinWords: how alike two statements'

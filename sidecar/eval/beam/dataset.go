@@ -158,6 +158,12 @@ func loadConversation(dir string) (recall.Conversation, error) {
 	var qs map[string][]struct {
 		Question string          `json:"question"`
 		Source   json.RawMessage `json:"source_chat_ids"`
+		// The reference answer: answer, or ideal_answer / ideal_response
+		// (contradiction resolution, abstention); none for the abilities
+		// judged by rubric only.
+		Answer        json.RawMessage `json:"answer"`
+		IdealAnswer   string          `json:"ideal_answer"`
+		IdealResponse string          `json:"ideal_response"`
 	}
 	if err := json.Unmarshal(b, &qs); err != nil {
 		return c, fmt.Errorf("beam: %s: %w", qpath, err)
@@ -181,7 +187,8 @@ func loadConversation(dir string) (recall.Conversation, error) {
 				continue
 			}
 			c.Questions = append(c.Questions, recall.Question{Index: i, Text: rq.Question, Category: ability,
-				Evidence: turnIDs(src.evidence), Measure: measure(ability, turnIDs(src.old), turnIDs(src.new))})
+				Evidence: turnIDs(src.evidence), Measure: measure(ability, turnIDs(src.old), turnIDs(src.new)),
+				Answer: firstText(rawText(rq.Answer), rq.IdealAnswer, rq.IdealResponse)})
 		}
 	}
 	return c, nil
@@ -300,4 +307,27 @@ func turnIDs(ids []int) []string {
 		out[i] = strconv.Itoa(id)
 	}
 	return out
+}
+
+// rawText is a JSON string's text, or any other JSON value as written; ""
+// for none.
+func rawText(r json.RawMessage) string {
+	var str string
+	if json.Unmarshal(r, &str) == nil {
+		return strings.TrimSpace(str)
+	}
+	if len(r) == 0 || string(r) == "null" {
+		return ""
+	}
+	return strings.TrimSpace(string(r))
+}
+
+// firstText is the first of its arguments that is not blank.
+func firstText(s ...string) string {
+	for _, x := range s {
+		if x = strings.TrimSpace(x); x != "" {
+			return x
+		}
+	}
+	return ""
 }

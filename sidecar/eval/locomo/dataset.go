@@ -69,6 +69,7 @@ type rawQA struct {
 	Question string          `json:"question"`
 	Evidence []string        `json:"evidence"`
 	Category json.RawMessage `json:"category"`
+	Answer   json.RawMessage `json:"answer"` // a string or a number; absent for adversarial questions
 }
 
 type rawTurn struct {
@@ -191,7 +192,8 @@ func parseSample(i int, r rawSample) (recall.Conversation, error) {
 		}
 		// Evidence that names no turn is kept: the harness counts it as
 		// missed and lists it.
-		question := recall.Question{Index: qi, Text: strings.TrimSpace(q.Question), Category: Categories[cat], Evidence: ev}
+		question := recall.Question{Index: qi, Text: strings.TrimSpace(q.Question), Category: Categories[cat], Evidence: ev,
+			Answer: rawText(q.Answer)}
 		if question.Text == "" {
 			return c, fail("qa %d has an empty question", qi+1)
 		}
@@ -266,4 +268,17 @@ func ParseSessionTime(s string) (time.Time, error) {
 		}
 	}
 	return time.Time{}, fmt.Errorf("%q is not a date like \"1:56 pm on 8 May, 2023\"", s)
+}
+
+// rawText is a JSON string's text, or any other JSON value as written (a
+// year given as a number); "" for none.
+func rawText(r json.RawMessage) string {
+	var str string
+	if json.Unmarshal(r, &str) == nil {
+		return strings.TrimSpace(str)
+	}
+	if len(r) == 0 || string(r) == "null" {
+		return ""
+	}
+	return strings.TrimSpace(string(r))
 }

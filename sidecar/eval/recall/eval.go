@@ -12,6 +12,7 @@ import (
 
 	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/pipeline"
+	"github.com/mneme-memory/mneme/sidecar/progress"
 )
 
 // DefaultBudgets are the context budgets, in words, of every report.
@@ -54,30 +55,72 @@ type Options struct {
 // unless o.Config names an LLM or an embedder) and runs their jobs in
 // process while it ingests.
 func Run(ctx context.Context, pool *pgxpool.Pool, o Options, d *Data) (*Report, error) {
+	convs, w, err := prepare(ctx, pool, o, d)
+	if err != nil {
+		return nil, err
+	}
+	return run(ctx, pool, o, d, convs, w)
+}
+
+// Prepared is the conversations IngestAll ingested.
+type Prepared struct {
+	Conversations []Conversation
+	Ingested      []*Ingested // one per conversation, in the same order
+}
+
+// IngestAll prepares the database as Run does (o's settings, the pipelines
+// wired from o.Config) and feeds every turn of d's conversations (the
+// first o.Limit) through mneme.add_message and the pipelines, for an
+// evaluation that asks its own questions (`mneme eval qa`).
+func IngestAll(ctx context.Context, pool *pgxpool.Pool, o Options, d *Data) (*Prepared, error) {
+	convs, w, err := prepare(ctx, pool, o, d)
+	if err != nil {
+		return nil, err
+	}
+	turns := 0
+	for i := range convs {
+		turns += convs[i].TurnCount()
+	}
+	bar := progress.New(o.Progress, "ingest", turns)
+	p := &Prepared{Conversations: convs}
+	for i := range convs {
+		bar.Label = "ingest " + convs[i].ID
+		in, err := ingest(ctx, pool, w.jobs, &convs[i], bar, o.AgentK)
+		if err != nil {
+			return nil, err
+		}
+		p.Ingested = append(p.Ingested, in)
+	}
+	bar.Done()
+	return p, nil
+}
+
+// prepare applies the run's settings and wires the pipelines.
+func prepare(ctx context.Context, pool *pgxpool.Pool, o Options, d *Data) ([]Conversation, wiring, error) {
 	convs := d.Conversations
 	if o.Limit > 0 && o.Limit < len(convs) {
 		convs = convs[:o.Limit]
 	}
 	for k, v := range o.Settings {
 		if _, err := pool.Exec(ctx, `SELECT mneme.set_setting($1, $2::jsonb)`, k, string(v)); err != nil {
-			return nil, fmt.Errorf("--set %s: %w", k, err)
+			return nil, wiring{}, fmt.Errorf("--set %s: %w", k, err)
 		}
 	}
 	if _, set := o.Settings["message_max_chars"]; !set {
 		if err := fitLongestTurn(ctx, pool, convs); err != nil {
-			return nil, err
+			return nil, wiring{}, err
 		}
 	}
 	// A configured embedder embeds memories (pipeline) and questions (here);
 	// SQL then skips its hash embedding of queries.
 	if o.Config.Embed.Configured() {
 		if _, err := pool.Exec(ctx, `SELECT mneme.set_setting('embedder', '"external"')`); err != nil {
-			return nil, fmt.Errorf("set embedder: %w", err)
+			return nil, wiring{}, fmt.Errorf("set embedder: %w", err)
 		}
 	}
 	deps, err := pipeline.Configure(ctx, o.Config, pool, o.PipeLog, nil, nil, nil)
 	if err != nil {
-		return nil, err
+		return nil, wiring{}, err
 	}
 	w := wiring{mode: "offline"}
 	if o.Config.Embed.Configured() {
@@ -88,9 +131,9 @@ func Run(ctx context.Context, pool *pgxpool.Pool, o Options, d *Data) (*Report, 
 		w.mode += ", LLM " + o.Config.LLM.Model
 	}
 	if w.jobs, err = PipelineJobs(pool, deps); err != nil {
-		return nil, err
+		return nil, wiring{}, err
 	}
-	return run(ctx, pool, o, d, convs, w)
+	return convs, w, nil
 }
 
 // fitLongestTurn raises message_max_chars to the longest turn of the data

@@ -57,6 +57,9 @@ type Question struct {
 	Index    int // position in the reader's source, for messages
 	Text     string
 	Category string // recall is reported per category too
+	// Answer is the benchmark's reference answer ("" when it gives none):
+	// what `mneme eval qa` judges a model's answer against.
+	Answer string
 	// Evidence holds the distinct ids of the turns that answer the
 	// question; ids that name no turn of the conversation count as missed.
 	Evidence []string
