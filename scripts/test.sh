@@ -31,6 +31,7 @@ if [ -n "${MNEME_EXTENSION_SOURCES:-}" ]; then
     exit 1
   fi
   export PG_BINDIR=$bindir
+  echo "== extensions: $SECONDS s"
 fi
 
 # The server's share directory (the private tree's when PG_BINDIR names
@@ -49,9 +50,11 @@ trap 'rm -f "$tmp"' EXIT
 # run NAME PACKAGES... [go test flags]: one deployment.
 run() {
   local name=$1; shift
+  local start=$SECONDS
   echo "== deployment $name: go test $*"
   MNEME_TEST_DEPLOYMENT=$name $GO test -json "${flags[@]}" "$@" 2>&1 | bin/testreport -label "$name" | tee "$tmp"
   local rcs=("${PIPESTATUS[@]}")
+  echo "== deployment $name: $((SECONDS - start)) s"
   # the report's last line: "NAME: P passed, F failed, S skipped"
   local passed failed
   passed=$(tail -n 1 "$tmp" | sed -nE 's/^[^:]*: ([0-9]+) passed.*/\1/p')
@@ -79,7 +82,11 @@ if has_ext vector; then
   # The packages whose tests use a database (sidecar/dbtest).
   db_pkgs=$($GO list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' $pkgs |
     awk '/mneme\/sidecar\/dbtest( |$)/ && $1 !~ /\/dbtest$/ {print $1}')
-  run pgvector $db_pkgs
+  if [ -n "$db_pkgs" ]; then
+    run pgvector $db_pkgs
+  else
+    skip pgvector "no package uses a database" "none of $pkgs uses a database"
+  fi
 else
   skip pgvector "pgvector not installed" "this PostgreSQL has no pgvector: set MNEME_EXTENSION_SOURCES to a directory with pgvector-*.tar.gz, or install pgvector for PostgreSQL $($pg_config --version | sed -E 's/[^0-9]*([0-9]+).*/\1/') (docs/tests.md)"
 fi

@@ -29,6 +29,9 @@ func TestFindMemoriesPlans(t *testing.T) {
 	exec(`ALTER TABLE mneme.memories SET (autovacuum_enabled = off)`)
 	exec(`SELECT mneme.create_tenant('big')`)
 	huge, a, b := uuid.New(), uuid.New(), uuid.New()
+	// (the conversation first: a memory's conversation is of its tenant,
+	// sql/015-invariants.sql)
+	exec(`INSERT INTO mneme.message_queue (id, tenant_id) VALUES ($1, 'big')`, huge)
 	exec(`INSERT INTO mneme.memories (conversation_id, tenant_id, content, created_at, last_reviewed_at)
 		SELECT $1, 'big', 'the big tenant''s memory number ' || g, now() - make_interval(mins => g), now() FROM generate_series(1, 20000) g`, huge)
 	exec(`ANALYZE mneme.memories`)

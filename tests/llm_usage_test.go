@@ -36,7 +36,7 @@ func usageModel(req openai.ChatCompletionRequest) llmtest.Reply {
 	case "memory_ratings":
 		var rs []map[string]string
 		for _, m := range usageMemoryHeading.FindAllStringSubmatch(req.Messages[1].Content, -1) {
-			rs = append(rs, map[string]string{"memory_id": m[1], "rating": "good"})
+			rs = append(rs, map[string]string{"memory_id": m[1], "rating": "good", "reason": "it answered the question"})
 		}
 		out = map[string]any{"ratings": rs}
 	default:
@@ -114,7 +114,7 @@ func TestLLMUsageLedger(t *testing.T) {
 	e.drain()
 	// A retrieval, then a second episode: its segment job hands the pending
 	// review to a review job.
-	_, err = e.db.Pool.Exec(ctx, `SELECT count(*) FROM mneme.retrieve($1, 'where does Dana live', 5)`, e.conv)
+	_, err = e.db.Pool.Exec(ctx, `SELECT count(*) FROM mneme.retrieve($1, 'where does Dana live', 5, query_embedding => '{}')`, e.conv)
 	require.NoError(t, err)
 	for i, line := range lines {
 		e.say(day1.Add(time.Hour+time.Duration(i)*time.Minute).Format(time.RFC3339), []string{"user", "assistant"}[i%2], line)

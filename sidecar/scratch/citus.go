@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -118,8 +119,22 @@ func register(ctx context.Context, dsn string, coord node, workers []node) error
 		return fmt.Errorf("citus_set_coordinator_host: %w", err)
 	}
 	for _, w := range workers {
-		if _, err := conn.Exec(ctx, `SELECT citus_add_node($1, $2)`, w.host, w.port); err != nil {
-			return fmt.Errorf("citus_add_node %s: %w", w.addr(), err)
+		// A connection to a worker that has just made the database can
+		// fail once on a loaded machine ("failure on connection marked as
+		// essential"): a few tries before giving up.
+		for try := 1; ; try++ {
+			_, err := conn.Exec(ctx, `SELECT citus_add_node($1, $2)`, w.host, w.port)
+			if err == nil {
+				break
+			}
+			if try == 5 || !strings.Contains(err.Error(), "failure on connection") {
+				return fmt.Errorf("citus_add_node %s: %w", w.addr(), err)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Duration(try) * 500 * time.Millisecond):
+			}
 		}
 	}
 	return nil
