@@ -304,8 +304,9 @@ func (p *anyPath) uiPages() {
 // browser sends them); an erase there is an erase like any other.
 func (p *anyPath) uiAction() {
 	var id uuid.UUID
-	err := p.adminA.QueryRow(p.ctx, `SELECT id FROM mneme.memories ORDER BY md5(id::text || $1) LIMIT 1`,
-		strconv.Itoa(p.rng.Int())).Scan(&id)
+	var status string
+	err := p.adminA.QueryRow(p.ctx, `SELECT id, status FROM mneme.memories ORDER BY md5(id::text || $1) LIMIT 1`,
+		strconv.Itoa(p.rng.Int())).Scan(&id, &status)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return
 	}
@@ -330,6 +331,12 @@ func (p *anyPath) uiAction() {
 	require.NoError(p.t, err)
 	body, _ := io.ReadAll(res.Body)
 	res.Body.Close()
+	if action == "pin" && status != "active" && status != "inactive" {
+		// a belief no longer held is not pinned (mneme.pin, 55000): the
+		// UI answers 409 and changes nothing
+		require.Equal(p.t, http.StatusConflict, res.StatusCode, "%s of a %s memory: %s", action, status, body)
+		return
+	}
 	require.Less(p.t, res.StatusCode, 400, "%s: %s", action, body)
 }
 
