@@ -290,12 +290,20 @@ func (p *anyPath) eraseConversation() {
 }
 
 func (p *anyPath) uiPages() {
-	for _, path := range []string{"/", "/conversations/" + p.conv("ta").String(), "/jobs"} {
+	conv := p.conv("ta")
+	var rows int
+	require.NoError(p.t, p.adminA.QueryRow(p.ctx, `SELECT (SELECT count(*) FROM mneme.messages WHERE conversation_id = $1)
+		+ (SELECT count(*) FROM mneme.memories WHERE conversation_id = $1)`, conv).Scan(&rows))
+	for _, path := range []string{"/", "/conversations/" + conv.String(), "/jobs"} {
 		res, err := http.Get(p.ui.URL + path)
 		require.NoError(p.t, err)
 		body, _ := io.ReadAll(res.Body)
 		res.Body.Close()
-		require.Equal(p.t, http.StatusOK, res.StatusCode, "%s: %s", path, body)
+		want := http.StatusOK
+		if strings.HasPrefix(path, "/conversations/") && rows == 0 {
+			want = http.StatusNotFound // a conversation with nothing to show (not yet talked in, or erased)
+		}
+		require.Equal(p.t, want, res.StatusCode, "%s: %s", path, body)
 	}
 }
 
