@@ -341,6 +341,8 @@ DECLARE
     v_queries text[] := '{}';
     v_n       bigint;
     v_more    uuid[];
+    v_jobs    bigint[];
+    v_job_convs uuid[];
 BEGIN
     LOOP
         SELECT array_agg(DISTINCT s.id), array_agg(DISTINCT s.c) INTO v_msgs, v_convs FROM (
@@ -358,7 +360,7 @@ BEGIN
         -- memory (the same statement, kept out of retrieval but not out
         -- of the table). Repeated until nothing more is reached.
         v_more := ARRAY(SELECT m.id FROM mneme.memories m
-                        WHERE NOT m.id = ANY (ids)
+                        WHERE m.id NOT IN (SELECT unnest(ids))
                           AND ((m.status = 'merged' AND m.confirms_id = ANY (ids))
                                OR (v_msgs IS NOT NULL AND m.conversation_id = ANY (v_convs)
                                    AND m.source_message_ids && v_msgs)));
@@ -393,7 +395,7 @@ BEGIN
                        WHERE m2.tenant_id = ANY (v_tenants)
                          -- (the partial index memories_reason_naming_idx)
                          AND m2.status_reason ~ '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}'
-                         AND NOT m2.id = ANY (ids) AND r[1] IN (SELECT unnest(v_keys)));
+                         AND m2.id NOT IN (SELECT unnest(ids)) AND r[1] IN (SELECT unnest(v_keys)));
         -- A query that retrieved an erased memory asked about it: it goes
         -- too, from every copy, also where it retrieved other memories
         -- alongside (their review log, the review job that rated them).
@@ -404,24 +406,20 @@ BEGIN
               AND (e -> 'memory_ids') ?| v_keys AND e ->> 'query' IS NOT NULL
             UNION
             SELECT e ->> 'query'
-            -- (the review jobs that name one: a GIN lookup per probe,
-            -- jobs_review_payload_idx; the planner uses no GIN index for @> ANY)
-            FROM (SELECT DISTINCT x.id, x.payload
-                  FROM unnest(mneme._payload_probes(v_keys, NULL, NULL)) AS p(doc)
-                  JOIN mneme.jobs x ON x.payload @> p.doc AND x.kind = 'review' AND x.tenant_id = ANY (v_tenants)
-                  WHERE cardinality(v_keys) <= 10
-                  UNION ALL
-                  SELECT x.id, x.payload FROM mneme.jobs x
-                  WHERE cardinality(v_keys) > 10 AND x.kind = 'review' AND x.tenant_id = ANY (v_tenants)) j,
-                 jsonb_array_elements(j.payload -> 'reviews') e
-            WHERE jsonb_typeof(j.payload -> 'reviews') = 'array'
-              AND jsonb_typeof(e -> 'memory_ids') = 'array' AND (e -> 'memory_ids') ?| v_keys AND e ->> 'query' IS NOT NULL
+            -- (the review jobs that name one: by key, mneme.job_refs)
+            FROM mneme.jobs x,
+                 jsonb_array_elements(x.payload -> 'reviews') e
+            WHERE (x.conversation_id, x.id) IN (SELECT r.conversation_id, r.job_id FROM mneme.job_refs r
+                                                WHERE r.ref = ANY (mneme._erase_refs(v_keys, NULL, NULL))
+                                                  AND r.tenant_id = ANY (v_tenants))
+              AND x.kind = 'review' AND x.tenant_id = ANY (v_tenants)
+              AND jsonb_typeof(x.payload -> 'reviews') = 'array'
+              AND jsonb_typeof(e -> 'memory_ids') = 'array' AND e ->> 'query' IS NOT NULL
+              AND EXISTS (SELECT 1 FROM jsonb_array_elements_text(e -> 'memory_ids') i WHERE i IN (SELECT unnest(v_keys)))
             UNION
             SELECT unnest(l.matched_queries) FROM mneme.review_log l WHERE l.memory_id = ANY (ids));
-        UPDATE mneme.review_log l
-        SET matched_queries = ARRAY(SELECT x FROM unnest(l.matched_queries) WITH ORDINALITY AS u(x, o)
-                                    WHERE NOT x = ANY (v_queries) ORDER BY o)
-        WHERE l.tenant_id = ANY (v_tenants) AND l.matched_queries && v_queries AND NOT l.memory_id = ANY (ids);
+        -- (by key, mneme.review_queries)
+        PERFORM mneme._strip_review_queries(v_tenants, v_queries, ids);
     END IF;
 
     -- A retrieval that returned one of them is not reviewed any more: its
@@ -435,25 +433,16 @@ BEGIN
       AND EXISTS (SELECT 1 FROM jsonb_array_elements(q.pending_reviews) e
                   WHERE mneme._review_entry_removed(e, v_keys, v_queries));
 
-    -- The jobs of their conversations, and the review jobs of the tenant
-    -- that name one of them, a message or a query (found through
-    -- jobs_conversation_idx and jobs_review_payload_idx, not by reading
-    -- every job's payload: issue 47).
+    -- The jobs of the tenant that name one of them, a message or a query
+    -- (found by key in mneme.job_refs, not by reading every job's payload:
+    -- issue 47).
+    -- (the ids first: the planner would test every job's scrubbed payload
+    -- before the join otherwise)
+    SELECT array_agg(DISTINCT r.job_id), array_agg(DISTINCT r.conversation_id) INTO v_jobs, v_job_convs
+    FROM mneme.job_refs r
+    WHERE r.ref = ANY (mneme._erase_refs(v_keys, v_msgs, v_queries)) AND r.tenant_id = ANY (v_tenants);
     UPDATE mneme.jobs j SET payload = mneme._scrub_payload(j.payload, v_keys, v_msgs, v_queries), updated_at = now()
-    -- (of the conversation's jobs, the kinds whose payloads can name one:
-    -- a segment, revise or cleanup payload names no message or memory this
-    -- scrubs, and review jobs are found by the probes)
-    WHERE j.id IN (SELECT x.id FROM mneme.jobs x
-                   WHERE x.conversation_id = ANY (v_convs) AND x.kind NOT IN ('segment', 'revise', 'review', 'cleanup', 'noop')
-                   UNION
-                   -- a few: looked up probe by probe (jobs_review_payload_idx
-                   -- where no row security stands between; under it, a pass
-                   -- over the review jobs per probe); many: one pass
-                   SELECT x.id FROM unnest(mneme._payload_probes(v_keys, v_msgs, v_queries)) AS p(doc)
-                   JOIN mneme.jobs x ON x.payload @> p.doc AND x.kind = 'review'
-                   WHERE cardinality(v_keys) <= 10
-                   UNION
-                   SELECT x.id FROM mneme.jobs x WHERE cardinality(v_keys) > 10 AND x.kind = 'review')
+    WHERE j.id = ANY (v_jobs) AND j.conversation_id = ANY (v_job_convs)
       AND j.tenant_id = ANY (v_tenants)
       AND j.payload IS DISTINCT FROM mneme._scrub_payload(j.payload, v_keys, v_msgs, v_queries);
 
@@ -467,18 +456,18 @@ BEGIN
                    UNION
                    SELECT g.tenant_id || ':' || g.id::text FROM mneme.messages g WHERE g.memory_id = ANY (ids));
     DELETE FROM mneme.messages g
-    WHERE g.id = ANY (v_msgs) AND (g.tenant_id || ':' || g.id::text) = ANY (v_own);
+    WHERE g.id = ANY (v_msgs) AND (g.tenant_id || ':' || g.id::text) IN (SELECT unnest(v_own));
     -- The lineage link of a successor goes with the memory (the events keep the ids).
     -- (each only when there is one: an UPDATE of no row still runs the
     -- memories' statement triggers)
-    IF EXISTS (SELECT 1 FROM mneme.memories m WHERE m.supersedes_id = ANY (ids) AND NOT m.id = ANY (ids)) THEN
-        UPDATE mneme.memories m SET supersedes_id = NULL WHERE m.supersedes_id = ANY (ids) AND NOT m.id = ANY (ids);
+    IF EXISTS (SELECT 1 FROM mneme.memories m WHERE m.supersedes_id = ANY (ids) AND m.id NOT IN (SELECT unnest(ids))) THEN
+        UPDATE mneme.memories m SET supersedes_id = NULL WHERE m.supersedes_id = ANY (ids) AND m.id NOT IN (SELECT unnest(ids));
     END IF;
-    IF EXISTS (SELECT 1 FROM mneme.memories m WHERE m.confirms_id = ANY (ids) AND NOT m.id = ANY (ids)) THEN
-        UPDATE mneme.memories m SET confirms_id = NULL WHERE m.confirms_id = ANY (ids) AND NOT m.id = ANY (ids);
+    IF EXISTS (SELECT 1 FROM mneme.memories m WHERE m.confirms_id = ANY (ids) AND m.id NOT IN (SELECT unnest(ids))) THEN
+        UPDATE mneme.memories m SET confirms_id = NULL WHERE m.confirms_id = ANY (ids) AND m.id NOT IN (SELECT unnest(ids));
     END IF;
-    IF EXISTS (SELECT 1 FROM mneme.memories m WHERE m.invalidates_id = ANY (ids) AND NOT m.id = ANY (ids)) THEN
-        UPDATE mneme.memories m SET invalidates_id = NULL WHERE m.invalidates_id = ANY (ids) AND NOT m.id = ANY (ids);
+    IF EXISTS (SELECT 1 FROM mneme.memories m WHERE m.invalidates_id = ANY (ids) AND m.id NOT IN (SELECT unnest(ids))) THEN
+        UPDATE mneme.memories m SET invalidates_id = NULL WHERE m.invalidates_id = ANY (ids) AND m.id NOT IN (SELECT unnest(ids));
     END IF;
 
     PERFORM mneme._mark('delete_event', _remove_memories.event);
@@ -496,31 +485,6 @@ COMMENT ON FUNCTION mneme._remove_memories(uuid[], text, text) IS
     'the merged duplicates, and every copy of a query that retrieved an erased memory (pending reviews, review '
     'jobs, the review log of memories retrieved alongside); lineage links to them become NULL; the delete '
     'trigger records the event.';
-
--- The JSON documents a review job's payload contains (@>) when it names
--- one of the memories, messages or queries: what jobs_review_payload_idx
--- finds without reading every payload (mneme._remove_memories).
-CREATE OR REPLACE FUNCTION mneme._payload_probes(memory_ids text[], message_ids bigint[], queries text[])
-RETURNS jsonb[]
-LANGUAGE sql IMMUTABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-SELECT ARRAY(
-    SELECT jsonb_build_object('reviews', jsonb_build_array(jsonb_build_object('memory_ids', jsonb_build_array(k))))
-    FROM unnest(coalesce(memory_ids, '{}')) k
-    UNION ALL
-    SELECT jsonb_build_object('memory_ids', jsonb_build_array(k)) FROM unnest(coalesce(memory_ids, '{}')) k
-    UNION ALL
-    SELECT jsonb_build_object('reviews', jsonb_build_array(jsonb_build_object('query', q))) FROM unnest(coalesce(queries, '{}')) q
-    UNION ALL
-    SELECT p FROM unnest(coalesce(message_ids, '{}')) m,
-           LATERAL (VALUES (jsonb_build_object('context', jsonb_build_array(jsonb_build_object('id', m)))),
-                           (jsonb_build_object('message_ids', jsonb_build_array(m))),
-                           (jsonb_build_object('context_message_ids', jsonb_build_array(m)))) v(p))
-$$;
-COMMENT ON FUNCTION mneme._payload_probes(text[], bigint[], text[]) IS
-    'Internal (erase, purge): the documents a job payload contains (@>) when it names one of the memories, '
-    'messages or queries (review entries, context, message_ids, context_message_ids, memory_ids).';
 
 -- A recorded retrieval ({query, memory_ids}) that must go: it names a
 -- removed memory, or its query is one that retrieved an erased memory.

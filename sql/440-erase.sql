@@ -126,12 +126,8 @@ BEGIN
         -- before it whose review job was still kept)
         SELECT unnest(l.matched_queries) FROM mneme.review_log l
         WHERE l.asked_in = erase_conversation.conversation_id);
-    IF cardinality(v_queries) > 0 THEN
-        UPDATE mneme.review_log l
-        SET matched_queries = ARRAY(SELECT x FROM unnest(l.matched_queries) WITH ORDINALITY AS u(x, o)
-                                    WHERE NOT x = ANY (v_queries) ORDER BY o)
-        WHERE l.tenant_id = v_tenant AND l.matched_queries && v_queries;
-    END IF;
+    -- (by key, mneme.review_queries)
+    PERFORM mneme._strip_review_queries(ARRAY[v_tenant], v_queries, NULL);
     UPDATE mneme.review_log l SET asked_in = NULL
     WHERE l.asked_in = erase_conversation.conversation_id AND l.tenant_id = v_tenant;
 

@@ -108,6 +108,13 @@ BEGIN
             ALTER TABLE mneme.llm_calls DROP CONSTRAINT llm_calls_pkey;
             ALTER TABLE mneme.llm_calls ADD PRIMARY KEY (conversation_id, id);
             PERFORM create_distributed_table('mneme.llm_calls', 'conversation_id', colocate_with => 'mneme.message_queue');
+        ELSIF t IN ('job_refs', 'review_queries') THEN
+            -- (goose 00180) the policy without subqueries, as sql/citus/distribute.sql
+            EXECUTE format('DROP POLICY IF EXISTS tenant_rows ON mneme.%I', t);
+            EXECUTE format('CREATE POLICY tenant_rows ON mneme.%I '
+                           'USING (mneme._is_worker() OR tenant_id = mneme._tenant()) '
+                           'WITH CHECK (mneme._is_worker() OR tenant_id = mneme._tenant())', t);
+            PERFORM create_distributed_table(format('mneme.%I', t), 'conversation_id', colocate_with => 'mneme.message_queue');
         ELSIF EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
                       WHERE a.attrelid = format('mneme.%I', t)::regclass AND a.attname = 'conversation_id' AND NOT a.attisdropped) THEN
             PERFORM create_distributed_table(format('mneme.%I', t), 'conversation_id', colocate_with => 'mneme.message_queue');

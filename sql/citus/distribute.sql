@@ -35,7 +35,8 @@ DO $citus$
 DECLARE
     t text;
 BEGIN
-    FOREACH t IN ARRAY ARRAY['message_queue', 'messages', 'memories', 'jobs', 'review_log', 'memory_events'] LOOP
+    FOREACH t IN ARRAY ARRAY['message_queue', 'messages', 'memories', 'jobs', 'review_log', 'memory_events',
+                             'job_refs', 'review_queries'] LOOP
         EXECUTE format('DROP POLICY IF EXISTS tenant_rows ON mneme.%I', t);
         EXECUTE format('CREATE POLICY tenant_rows ON mneme.%I '
                        'USING (mneme._is_worker() OR tenant_id = mneme._tenant()) '
@@ -97,7 +98,8 @@ SELECT create_reference_table('mneme.llm_usage_days');
 SELECT create_distributed_table('mneme.message_queue', 'id');
 SELECT create_distributed_table(t, 'conversation_id', colocate_with => 'mneme.message_queue')
 FROM unnest(ARRAY['mneme.messages', 'mneme.memories', 'mneme.bm25_docs', 'mneme.bm25_postings', 'mneme.bm25_terms',
-                  'mneme.bm25_stats', 'mneme.review_log', 'mneme.jobs', 'mneme.memory_events', 'mneme.llm_calls']) AS t;
+                  'mneme.bm25_stats', 'mneme.review_log', 'mneme.jobs', 'mneme.memory_events', 'mneme.llm_calls',
+                  'mneme.job_refs', 'mneme.review_queries']) AS t;
 
 ALTER TABLE mneme.messages ADD CONSTRAINT messages_conversation_id_fkey
     FOREIGN KEY (conversation_id) REFERENCES mneme.message_queue (id) ON DELETE CASCADE;

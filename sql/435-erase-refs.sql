@@ -1,0 +1,174 @@
+-- =============================================================================
+-- mneme lifecycle, erase: what a job payload and a review row name, keyed by
+-- equality (goose 00180), so that an erase finds them by index under row
+-- security (mneme._remove_memories, sql/430-cleanup.sql; issue 47).
+-- Idempotent: re-applied on every `mneme migrate` (CREATE OR REPLACE only).
+-- =============================================================================
+
+-- The keys of what a job payload names, in the places
+-- mneme._scrub_payload scrubs: 'm:<memory id>' (review entries'
+-- memory_ids, memory_ids), 'q:<md5 of a query>' (review entries' query),
+-- 'g:<message id>' (context entries' id, message_ids,
+-- context_message_ids). Anything else in the payload names nothing.
+CREATE OR REPLACE FUNCTION mneme._payload_refs(payload jsonb)
+RETURNS text[]
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT CASE WHEN jsonb_typeof(payload) IS DISTINCT FROM 'object' THEN '{}'::text[] ELSE ARRAY(
+    SELECT 'm:' || (i #>> '{}')
+    FROM jsonb_array_elements(CASE WHEN jsonb_typeof(payload -> 'reviews') = 'array' THEN payload -> 'reviews' ELSE '[]' END) e,
+         jsonb_array_elements(CASE WHEN jsonb_typeof(e -> 'memory_ids') = 'array' THEN e -> 'memory_ids' ELSE '[]' END) i
+    WHERE jsonb_typeof(i) = 'string'
+    UNION
+    SELECT 'q:' || md5(e ->> 'query')
+    FROM jsonb_array_elements(CASE WHEN jsonb_typeof(payload -> 'reviews') = 'array' THEN payload -> 'reviews' ELSE '[]' END) e
+    WHERE jsonb_typeof(e -> 'query') = 'string'
+    UNION
+    SELECT 'm:' || (i #>> '{}')
+    FROM jsonb_array_elements(CASE WHEN jsonb_typeof(payload -> 'memory_ids') = 'array' THEN payload -> 'memory_ids' ELSE '[]' END) i
+    WHERE jsonb_typeof(i) = 'string'
+    UNION
+    SELECT 'g:' || trim_scale((e ->> 'id')::numeric)::text
+    FROM jsonb_array_elements(CASE WHEN jsonb_typeof(payload -> 'context') = 'array' THEN payload -> 'context' ELSE '[]' END) e
+    WHERE jsonb_typeof(e -> 'id') = 'number'
+    UNION
+    SELECT 'g:' || trim_scale((i #>> '{}')::numeric)::text
+    FROM jsonb_array_elements(CASE WHEN jsonb_typeof(payload -> 'message_ids') = 'array' THEN payload -> 'message_ids' ELSE '[]' END) i
+    WHERE jsonb_typeof(i) = 'number'
+    UNION
+    SELECT 'g:' || trim_scale((i #>> '{}')::numeric)::text
+    FROM jsonb_array_elements(CASE WHEN jsonb_typeof(payload -> 'context_message_ids') = 'array' THEN payload -> 'context_message_ids' ELSE '[]' END) i
+    WHERE jsonb_typeof(i) = 'number') END
+$$;
+COMMENT ON FUNCTION mneme._payload_refs(jsonb) IS
+    'Internal (erase): the keys of what a job payload names, as mneme.job_refs holds them: ''m:<memory id>'', '
+    '''q:<md5 of a query>'', ''g:<message id>''.';
+
+-- The keys to look up for memories, messages and queries (the same form).
+CREATE OR REPLACE FUNCTION mneme._erase_refs(memory_ids text[], message_ids bigint[], queries text[])
+RETURNS text[]
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT ARRAY(SELECT 'm:' || k FROM unnest(coalesce(memory_ids, '{}')) k
+             UNION ALL
+             SELECT 'g:' || g::text FROM unnest(coalesce(message_ids, '{}')) g
+             UNION ALL
+             SELECT 'q:' || md5(q) FROM unnest(coalesce(queries, '{}')) q WHERE q IS NOT NULL)
+$$;
+COMMENT ON FUNCTION mneme._erase_refs(text[], bigint[], text[]) IS
+    'Internal (erase, purge): the mneme.job_refs keys of the given memories, messages and queries.';
+
+-- A job's keys follow its payload (insert, an update of the payload or of
+-- its conversation or tenant, delete). A row trigger: it runs on a Citus
+-- shard as well, where job_refs is colocated with the job.
+CREATE OR REPLACE FUNCTION mneme.jobs_refs_trg()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF TG_OP <> 'INSERT' THEN
+        DELETE FROM mneme.job_refs r
+        WHERE r.conversation_id = coalesce(OLD.conversation_id, '00000000-0000-0000-0000-000000000000') AND r.job_id = OLD.id;
+    END IF;
+    IF TG_OP <> 'DELETE' THEN
+        INSERT INTO mneme.job_refs (conversation_id, job_id, tenant_id, ref)
+        SELECT coalesce(NEW.conversation_id, '00000000-0000-0000-0000-000000000000'), NEW.id, NEW.tenant_id, x
+        FROM unnest(mneme._payload_refs(NEW.payload)) x
+        ON CONFLICT DO NOTHING;
+    END IF;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION mneme.jobs_refs_trg() IS
+    'Row-level AFTER trigger on mneme.jobs: keeps mneme.job_refs (the memories, messages and queries the payload '
+    'names, by key) equal to the payload.';
+
+-- A review row's queries, by their md5.
+CREATE OR REPLACE FUNCTION mneme.review_log_queries_trg()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF TG_OP <> 'INSERT' THEN
+        DELETE FROM mneme.review_queries r WHERE r.conversation_id = OLD.conversation_id AND r.review_log_id = OLD.id;
+    END IF;
+    IF TG_OP <> 'DELETE' THEN
+        INSERT INTO mneme.review_queries (conversation_id, review_log_id, tenant_id, query_key)
+        SELECT NEW.conversation_id, NEW.id, NEW.tenant_id, md5(q)::uuid
+        FROM unnest(NEW.matched_queries) q WHERE q IS NOT NULL
+        ON CONFLICT DO NOTHING;
+    END IF;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION mneme.review_log_queries_trg() IS
+    'Row-level AFTER trigger on mneme.review_log: keeps mneme.review_queries (the md5 of each matched query) '
+    'equal to matched_queries.';
+
+DROP TRIGGER IF EXISTS jobs_refs ON mneme.jobs;
+DROP TRIGGER IF EXISTS jobs_refs_update ON mneme.jobs;
+CREATE TRIGGER jobs_refs AFTER INSERT OR DELETE ON mneme.jobs
+    FOR EACH ROW EXECUTE FUNCTION mneme.jobs_refs_trg();
+CREATE TRIGGER jobs_refs_update AFTER UPDATE OF payload, conversation_id, tenant_id ON mneme.jobs
+    FOR EACH ROW WHEN (NEW.payload IS DISTINCT FROM OLD.payload OR NEW.conversation_id IS DISTINCT FROM OLD.conversation_id
+                       OR NEW.tenant_id IS DISTINCT FROM OLD.tenant_id)
+    EXECUTE FUNCTION mneme.jobs_refs_trg();
+-- (a review row that only loses queries, which erase does, keeps its other
+-- keys: the erase deletes the lost ones itself, in one statement)
+DROP TRIGGER IF EXISTS review_log_queries ON mneme.review_log;
+DROP TRIGGER IF EXISTS review_log_queries_update ON mneme.review_log;
+CREATE TRIGGER review_log_queries AFTER INSERT OR DELETE ON mneme.review_log
+    FOR EACH ROW EXECUTE FUNCTION mneme.review_log_queries_trg();
+CREATE TRIGGER review_log_queries_update AFTER UPDATE OF matched_queries, conversation_id, tenant_id ON mneme.review_log
+    FOR EACH ROW WHEN (NOT (NEW.matched_queries <@ OLD.matched_queries) OR NEW.conversation_id IS DISTINCT FROM OLD.conversation_id
+                       OR NEW.tenant_id IS DISTINCT FROM OLD.tenant_id)
+    EXECUTE FUNCTION mneme.review_log_queries_trg();
+
+-- Strips queries from the review rows of the given tenants that quote one
+-- (found through mneme.review_queries), except the rows of the given
+-- memories, and deletes their keys. Returns the number of rows changed.
+CREATE OR REPLACE FUNCTION mneme._strip_review_queries(tenants text[], queries text[], except_memories uuid[])
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_keys uuid[];
+    v_n    bigint;
+BEGIN
+    queries := ARRAY(SELECT DISTINCT q FROM unnest(_strip_review_queries.queries) q WHERE q IS NOT NULL);
+    IF cardinality(_strip_review_queries.queries) = 0 THEN
+        RETURN 0;
+    END IF;
+    v_keys := ARRAY(SELECT md5(q)::uuid FROM unnest(_strip_review_queries.queries) q);
+    -- (NOT IN over a subquery: one hash of the queries, not a pass over
+    -- them per element)
+    WITH hit AS (
+        SELECT DISTINCT r.conversation_id, r.review_log_id FROM mneme.review_queries r
+        WHERE r.query_key = ANY (v_keys) AND r.tenant_id = ANY (_strip_review_queries.tenants)),
+    changed AS (
+        UPDATE mneme.review_log l
+        SET matched_queries = ARRAY(SELECT x FROM unnest(l.matched_queries) WITH ORDINALITY AS u(x, o)
+                                    WHERE x IS NULL OR x NOT IN (SELECT unnest(_strip_review_queries.queries)) ORDER BY o)
+        FROM hit
+        WHERE l.conversation_id = hit.conversation_id AND l.id = hit.review_log_id
+          AND l.tenant_id = ANY (_strip_review_queries.tenants)
+          AND NOT l.memory_id IN (SELECT unnest(coalesce(except_memories, '{}')))
+        RETURNING l.conversation_id, l.id)
+    DELETE FROM mneme.review_queries r USING changed c
+    WHERE r.conversation_id = c.conversation_id AND r.review_log_id = c.id AND r.query_key = ANY (v_keys);
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    RETURN v_n;
+END
+$$;
+COMMENT ON FUNCTION mneme._strip_review_queries(text[], text[], uuid[]) IS
+    'Internal (erase): removes the given queries from the matched_queries of the review rows of the given tenants '
+    'that quote one (found by key in mneme.review_queries), except the rows of the given memories; returns the '
+    'number of keys removed.';
+
+-- Replaced by mneme.job_refs (goose 00180).
+DROP FUNCTION IF EXISTS mneme._payload_probes(text[], bigint[], text[]);
