@@ -1,0 +1,132 @@
+package tests
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mneme-memory/mneme/sidecar/dbtest"
+)
+
+// An erase finds the review jobs and review rows that name a memory or
+// quote its queries by key (mneme.job_refs, mneme.review_queries, goose
+// 00180), not by reading the tenant's jobs and review log: row security
+// keeps jsonb @> and array && off their indexes (issue 47: 1.4 s an erase
+// at 100,000 memories). Erasing one memory, as a bound admin, of a tenant
+// with 3,000 review jobs and 6,000 review rows reads a handful of their
+// rows, and still scrubs every copy: the job of another conversation that
+// names it, the review rows of other memories that quote its query. The
+// key tables follow every insert, update and delete of a job's payload and
+// a review row.
+func TestEraseFindsCopiesByKey(t *testing.T) {
+	t.Parallel()
+	if dbtest.OnCitus() {
+		t.Skip("reads pg_stat_xact_user_tables of the coordinator's local tables")
+	}
+	ctx := context.Background()
+	db := dbtest.New(t)
+	_, err := db.Pool.Exec(ctx, `SELECT mneme.create_tenant('ta')`)
+	require.NoError(t, err)
+	for _, q := range []string{
+		`INSERT INTO mneme.message_queue (id, tenant_id) SELECT gen_random_uuid(), 'ta' FROM generate_series(1, 30)`,
+		`WITH c AS (SELECT array_agg(id ORDER BY id) AS ids FROM mneme.message_queue)
+		 INSERT INTO mneme.memories (conversation_id, tenant_id, kind, content, label)
+		 SELECT c.ids[1 + g % 30], 'ta', 'semantic', 'Memory ' || g || ' about topic ' || (g % 97) || '.', 'general'
+		 FROM generate_series(1, 3000) g, c`,
+		`WITH m AS (SELECT id, conversation_id, row_number() OVER (ORDER BY id) AS n FROM mneme.memories)
+		 INSERT INTO mneme.review_log (memory_id, conversation_id, tenant_id, rating, reviewer, stability_before, stability_after,
+		                               difficulty_before, difficulty_after, state_before, state_after, last_reviewed_before,
+		                               reviewed_at, matched_queries)
+		 SELECT m.id, m.conversation_id, 'ta', 'good', 'heuristic', 30, 40, 5, 5, 'review', 'review', now() - interval '2 days',
+		        now() - interval '1 day', ARRAY['what about item ' || g, 'and item ' || (g % 300)]
+		 FROM generate_series(1, 6000) g JOIN m ON m.n = 1 + g % 3000`,
+		// each job names a memory of the next conversation (a retrieval of scope tenant)
+		`WITH c AS (SELECT array_agg(id ORDER BY id) AS ids FROM mneme.message_queue),
+		      m AS (SELECT id, conversation_id, row_number() OVER (ORDER BY id) AS n FROM mneme.memories)
+		 INSERT INTO mneme.jobs (kind, conversation_id, tenant_id, state, payload, finished_at)
+		 SELECT 'review', c.ids[1 + array_position(c.ids, m.conversation_id) % 30], 'ta', 'done',
+		        jsonb_build_object('reviews', jsonb_build_array(jsonb_build_object('query', 'what about job ' || g,
+		                                                                            'memory_ids', jsonb_build_array(m.id)))),
+		        now()
+		 FROM generate_series(1, 3000) g JOIN m ON m.n = g, c`,
+		`ANALYZE`,
+	} {
+		_, err := db.Pool.Exec(ctx, q)
+		require.NoError(t, err)
+	}
+	count := func(q string, args ...any) int {
+		t.Helper()
+		var n int
+		require.NoError(t, db.Pool.QueryRow(ctx, q, args...).Scan(&n))
+		return n
+	}
+	// The keys are what the payloads and rows name, no more, no less.
+	refsMatch := func() {
+		t.Helper()
+		require.Zero(t, count(`SELECT count(*) FROM mneme.jobs j
+			WHERE ARRAY(SELECT r.ref FROM mneme.job_refs r WHERE r.job_id = j.id ORDER BY 1)
+			   <> ARRAY(SELECT x FROM unnest(mneme._payload_refs(j.payload)) x ORDER BY 1)`), "job_refs = the payloads' keys")
+		require.Zero(t, count(`SELECT count(*) FROM mneme.job_refs r WHERE NOT EXISTS (SELECT 1 FROM mneme.jobs j WHERE j.id = r.job_id)`))
+		require.Zero(t, count(`SELECT count(*) FROM mneme.review_log l
+			WHERE ARRAY(SELECT r.query_key FROM mneme.review_queries r WHERE r.review_log_id = l.id ORDER BY 1)
+			   <> ARRAY(SELECT DISTINCT md5(q)::uuid FROM unnest(l.matched_queries) q ORDER BY 1)`), "review_queries = the rows' queries")
+		require.Zero(t, count(`SELECT count(*) FROM mneme.review_queries r WHERE NOT EXISTS (SELECT 1 FROM mneme.review_log l WHERE l.id = r.review_log_id)`))
+	}
+	require.Equal(t, 3000*2, count(`SELECT count(*) FROM mneme.job_refs`), "a memory and a query per job")
+	refsMatch()
+
+	admin, u := db.PoolAs(t, "mneme_admin")
+	_, err = db.Pool.Exec(ctx, `SELECT mneme.bind_login($1, 'ta')`, loginOf(t, u))
+	require.NoError(t, err)
+
+	var victim uuid.UUID
+	var query string
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT l.memory_id, l.matched_queries[2] FROM mneme.review_log l ORDER BY l.id LIMIT 1`).Scan(&victim, &query))
+	quoting := count(`SELECT count(*) FROM mneme.review_log WHERE $1 = ANY (matched_queries) AND memory_id <> $2`, query, victim)
+	require.Greater(t, quoting, 5, "other memories' review rows quote the shared query")
+	require.Equal(t, 1, count(`SELECT count(*) FROM mneme.jobs WHERE payload::text LIKE '%' || $1 || '%'`, victim.String()))
+
+	tx, err := admin.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck
+	_, err = tx.Exec(ctx, `SELECT mneme.erase($1, 'user request')`, victim)
+	require.NoError(t, err)
+	rows, err := tx.Query(ctx, `SELECT relname, coalesce(seq_tup_read, 0) FROM pg_stat_xact_user_tables
+		WHERE schemaname = 'mneme' AND relname IN ('jobs', 'review_log', 'job_refs', 'review_queries')`)
+	require.NoError(t, err)
+	read := map[string]int64{}
+	for rows.Next() {
+		var rel string
+		var n int64
+		require.NoError(t, rows.Scan(&rel, &n))
+		read[rel] = n
+	}
+	require.NoError(t, rows.Err())
+	for rel, n := range read {
+		require.Less(t, n, int64(300), "rows of %s read by scans in one erase (of 3,000 jobs, 6,000 review rows): %v", rel, read)
+	}
+	require.NoError(t, tx.Commit(ctx))
+
+	require.Zero(t, count(`SELECT count(*) FROM mneme.jobs WHERE payload::text LIKE '%' || $1 || '%'`, victim.String()), "the job naming it is scrubbed")
+	require.Zero(t, count(`SELECT count(*) FROM mneme.review_log WHERE $1 = ANY (matched_queries)`, query), "its query is gone from every review row")
+	require.Zero(t, count(`SELECT count(*) FROM mneme.job_refs WHERE ref = 'm:' || $1`, victim.String()))
+	require.Zero(t, count(`SELECT count(*) FROM mneme.review_queries WHERE query_key = md5($1)::uuid`, query), "no key of an erased query stays")
+	refsMatch()
+
+	// Updates and deletes of jobs and review rows, whoever makes them.
+	for _, q := range []string{
+		`UPDATE mneme.jobs SET payload = jsonb_build_object('message_ids', jsonb_build_array(7, 8.0), 'context', jsonb_build_array(jsonb_build_object('id', 9)))
+		 WHERE id IN (SELECT id FROM mneme.jobs ORDER BY id LIMIT 10)`,
+		`UPDATE mneme.jobs SET state = 'pending' WHERE id IN (SELECT id FROM mneme.jobs ORDER BY id DESC LIMIT 10)`,
+		`DELETE FROM mneme.jobs WHERE id IN (SELECT id FROM mneme.jobs ORDER BY id DESC LIMIT 5)`,
+		`UPDATE mneme.review_log SET matched_queries = matched_queries || 'a new one'::text WHERE id IN (SELECT id FROM mneme.review_log ORDER BY id LIMIT 10)`,
+		`DELETE FROM mneme.review_log WHERE id IN (SELECT id FROM mneme.review_log ORDER BY id DESC LIMIT 5)`,
+	} {
+		_, err := db.Pool.Exec(ctx, q)
+		require.NoError(t, err, q)
+	}
+	require.Equal(t, 10, count(`SELECT count(DISTINCT job_id) FROM mneme.job_refs WHERE ref IN ('g:7', 'g:8', 'g:9')`))
+	refsMatch()
+}
