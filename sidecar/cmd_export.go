@@ -107,7 +107,8 @@ func cmdImport(ctx context.Context, log *slog.Logger, args []string) error {
 		if err != nil {
 			return importRole(err)
 		}
-		log.Info("imported from mem0", "memories", res.Memories, "skipped", res.Skipped, "conversations", len(res.Conversations))
+		log.Info("imported from mem0", "memories", res.Memories, "skipped", res.Skipped, "erased_skipped", res.Erased,
+			"conversations", len(res.Conversations))
 		return nil
 	}
 	if cfg.Embed.Configured() {

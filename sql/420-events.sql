@@ -177,9 +177,12 @@ BEGIN
         ) x
         ORDER BY x.id, x.ord;
     ELSE
-        INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, at)
-        SELECT o.id, o.conversation_id, mneme._deleted_event(), mneme._deleted_reason(), v_actor, v_at
-        FROM old_rows o ORDER BY o.id;
+        -- (an imported memory's tombstone keeps its source's id: a later
+        -- import of it finds it, mneme.import_source_erased)
+        INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, at, source_ref)
+        SELECT o.id, o.conversation_id, x.event, mneme._deleted_reason(), v_actor, v_at,
+               CASE WHEN x.event = 'erased' AND o.source_type = 'import' THEN o.source_ref END
+        FROM old_rows o, (SELECT mneme._deleted_event() AS event) x ORDER BY o.id;
     END IF;
     RETURN NULL;
 END
@@ -220,8 +223,9 @@ BEGIN
                     v_actor, v_at);
         END IF;
     ELSE
-        INSERT INTO mneme.memory_events (id, caller, memory_id, conversation_id, event, reason, actor, at)
-        VALUES (nextval('mneme.memory_events_id_seq'), mneme._caller(), OLD.id, OLD.conversation_id, mneme._deleted_event(), mneme._deleted_reason(), v_actor, v_at);
+        INSERT INTO mneme.memory_events (id, caller, memory_id, conversation_id, event, reason, actor, at, source_ref)
+        VALUES (nextval('mneme.memory_events_id_seq'), mneme._caller(), OLD.id, OLD.conversation_id, mneme._deleted_event(), mneme._deleted_reason(), v_actor, v_at,
+                CASE WHEN mneme._deleted_event() = 'erased' AND OLD.source_type = 'import' THEN OLD.source_ref END);
     END IF;
     RETURN NULL;
 END

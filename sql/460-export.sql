@@ -838,6 +838,13 @@ BEGIN
     IF import_fact.origin -> v_key ->> 'id' IS NULL THEN
         RAISE EXCEPTION 'origin.%.id is needed (the source system''s id: an import run again skips it)', v_key USING ERRCODE = '22023';
     END IF;
+    -- Erased (the memory imported from this source id, or the conversation
+    -- whole): it stays erased; mneme import --from mem0 counts it.
+    IF mneme.import_source_erased(import_fact.conversation_id, left(v_key || ':' || (import_fact.origin -> v_key ->> 'id'), 512)) THEN
+        RAISE NOTICE 'source memory %:% was erased in conversation %: skipped', v_key, import_fact.origin -> v_key ->> 'id',
+            import_fact.conversation_id;
+        RETURN NULL;
+    END IF;
     -- Imported already (a resumed or repeated import): nothing to do.
     SELECT m.id INTO v_id FROM mneme.memories m
     WHERE m.conversation_id = import_fact.conversation_id AND m.source_type = 'import'
@@ -859,4 +866,26 @@ $$;
 COMMENT ON FUNCTION mneme.import_fact(uuid, text, timestamptz, jsonb, text) IS
     'Import from another memory system: remembers content as stated at `at` (mneme.remember: label, revise job), '
     'with source_type import, confidence_by_source.import, and the source''s record (origin, {"mem0": {...}}) as '
-    'its metadata. Returns the new id, or NULL when the conversation has that source id already (a repeated import).';
+    'its metadata. Returns the new id, or NULL when the conversation has that source id already (a repeated import) '
+    'or the tenant erased it (mneme.import_source_erased: the tombstone keeps the source id).';
+
+CREATE OR REPLACE FUNCTION mneme.import_source_erased(conversation_id uuid, source_ref text)
+RETURNS boolean
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF import_source_erased.conversation_id IS NULL OR import_source_erased.source_ref IS NULL THEN
+        RAISE EXCEPTION 'conversation_id and source_ref must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    PERFORM mneme._enter(import_source_erased.conversation_id);
+    RETURN EXISTS (SELECT 1 FROM mneme.import_tombstones(ARRAY[import_source_erased.conversation_id]))
+        OR EXISTS (SELECT 1 FROM mneme.memory_events e
+                   WHERE e.conversation_id = import_source_erased.conversation_id
+                     AND e.source_ref = import_source_erased.source_ref AND e.event = 'erased'
+                     AND e.tenant_id = mneme._tenant());
+END
+$$;
+COMMENT ON FUNCTION mneme.import_source_erased(uuid, text) IS
+    'Import: whether the tenant erased the memory imported from source_ref (e.g. ''mem0:<id>'', its tombstone keeps it) '
+    'in the conversation, or the conversation whole. mneme.import_fact skips such a memory.';

@@ -35,7 +35,7 @@ DECLARE
         'set_setting', 'change_embedding_dim', 'reset_initial_state', 'erase', 'erase_conversation', 'reactivate',
         'cleanup', 'schedule_cleanup', 'retry_job', 'bm25_reindex', 'create_tenant', 'bind_login', 'unbind_login',
         'tenants', 'drop_tenant', 'import_conversation', 'import_messages', 'import_memories', 'import_links', 'import_missing_links', 'import_reviews', 'import_events',
-        'import_present', 'import_tombstones', 'import_unembedded', 'import_unembedded_messages', 'import_fact', 'set_embedding', 'set_message_embedding'];
+        'import_present', 'import_tombstones', 'import_source_erased', 'import_unembedded', 'import_unembedded_messages', 'import_fact', 'set_embedding', 'set_message_embedding'];
     f record;
 BEGIN
     IF NOT pg_catalog.pg_has_role(current_user, 'mneme_owner', 'MEMBER') THEN

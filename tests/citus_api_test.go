@@ -264,6 +264,7 @@ func TestCitusEveryFunction(t *testing.T) {
 		{"import_reviews", admin, `SELECT * FROM mneme.import_reviews($1, $2::jsonb)`, []any{imported, arr(byType["review"])}},
 		{"import_events", admin, `SELECT mneme.import_events($1, $2::jsonb)`, []any{imported, arr(byType["event"])}},
 		{"import_tombstones", admin, `SELECT * FROM mneme.import_tombstones(ARRAY[$1, $2]::uuid[])`, []any{gone, mem3}},
+		{"import_source_erased", admin, `SELECT mneme.import_source_erased($1, 'mem0:x')`, []any{conv}},
 		{"import_present", admin, `SELECT mneme.import_present($1, $2::uuid[])`, []any{imported, importedMems}},
 		{"import_unembedded", admin, `SELECT * FROM mneme.import_unembedded($1)`, []any{imported}},
 		{"import_unembedded_messages", admin, `SELECT * FROM mneme.import_unembedded_messages($1)`, []any{imported}},

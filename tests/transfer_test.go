@@ -731,3 +731,66 @@ func TestTransferLinksAcrossConversations(t *testing.T) {
 	require.Zero(t, res.DroppedLinks)
 	require.Equal(t, withoutExportTime(t, file), withoutExportTime(t, exportAll(t, resumed.URL, transfer.ExportOptions{})))
 }
+
+// Erase is final for a mem0 import too (issue 47): a memory imported from
+// mem0 and erased does not come back when the same file is imported again
+// (its tombstone keeps the mem0 id, no content), nor do the memories of a
+// mem0 user whose conversation was erased whole; the import counts them as
+// erased, and the other memories stay as they were.
+func TestTransferMem0ReimportKeepsErased(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.New(t)
+	admin := db.As(t, "mneme_admin")
+	file, err := os.ReadFile("testdata/mem0-export.json")
+	require.NoError(t, err)
+	run := func(b []byte, o transfer.Mem0Options) (transfer.Mem0Result, error) {
+		conn, err := pgx.Connect(ctx, admin)
+		require.NoError(t, err)
+		defer conn.Close(ctx)
+		return transfer.ImportMem0(ctx, conn, bytes.NewReader(b), o)
+	}
+	res, err := run(file, transfer.Mem0Options{Tenant: "acme"})
+	require.NoError(t, err)
+	require.EqualValues(t, 3, res.Memories)
+	alex := res.Conversations["user:alex"]
+	count := func(q string, args ...any) int {
+		t.Helper()
+		var n int
+		require.NoError(t, db.Pool.QueryRow(ctx, q, args...).Scan(&n))
+		return n
+	}
+	var paris uuid.UUID
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT id FROM mneme.memories WHERE conversation_id = $1 AND content = 'Travelling to Paris in May'`, alex).Scan(&paris))
+	_, err = db.Pool.Exec(ctx, `SELECT mneme.set_tenant('acme'), mneme.erase($1, 'user request')`, paris)
+	require.NoError(t, err)
+	require.Equal(t, 1, count(`SELECT count(*) FROM mneme.memory_events WHERE memory_id = $1 AND event = 'erased'
+		AND source_ref = 'mem0:f38b689d-6b24-45b7-bced-17fbb4d8bac7'`, paris), "the tombstone keeps the mem0 id")
+
+	res, err = run(file, transfer.Mem0Options{Tenant: "acme"})
+	require.NoError(t, err)
+	require.EqualValues(t, 0, res.Memories, "nothing comes back")
+	require.EqualValues(t, 1, res.Erased)
+	require.EqualValues(t, 2, res.Skipped)
+	require.Zero(t, count(`SELECT count(*) FROM mneme.memories WHERE content ILIKE '%paris%'`))
+
+	// The whole conversation of a mem0 user erased: none of its memories come back.
+	_, err = db.Pool.Exec(ctx, `SELECT mneme.set_tenant('acme'), mneme.erase_conversation($1, 'user request')`, alex)
+	require.NoError(t, err)
+	res, err = run(file, transfer.Mem0Options{Tenant: "acme"})
+	require.NoError(t, err)
+	require.EqualValues(t, 0, res.Memories)
+	require.Zero(t, count(`SELECT count(*) FROM mneme.memories WHERE conversation_id = $1`, alex))
+	require.Positive(t, res.Erased)
+
+	// Straight through SQL, as psql would: NULL, and the function says why.
+	var id *uuid.UUID
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.set_tenant('acme'), mneme.import_fact($1, 'Travelling to Paris in May', NULL,
+		'{"mem0": {"id": "f38b689d-6b24-45b7-bced-17fbb4d8bac7"}}')`, alex).Scan(new(any), &id))
+	require.Nil(t, id)
+	var erased bool
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.set_tenant('acme'), mneme.import_source_erased($1, 'mem0:f38b689d-6b24-45b7-bced-17fbb4d8bac7')`, alex).Scan(new(any), &erased))
+	require.True(t, erased)
+	_, err = db.Pool.Exec(ctx, `SELECT mneme.import_source_erased(NULL, 'x')`)
+	require.Equal(t, "22004", sqlState(t, err))
+}

@@ -28,6 +28,7 @@ type Mem0Options struct {
 type Mem0Result struct {
 	Memories      int64 // remembered
 	Skipped       int64 // imported before (same mem0 id in the same conversation)
+	Erased        int64 // skipped: erased since an earlier import (the tombstone keeps the mem0 id)
 	Conversations map[string]uuid.UUID
 }
 
@@ -137,7 +138,15 @@ func ImportMem0(ctx context.Context, conn *pgx.Conn, r io.Reader, o Mem0Options)
 					return fmt.Errorf("mem0 memory %d (id %s): %w", it.index, it.id, err)
 				}
 				if id == nil {
-					res.Skipped++
+					var erased bool
+					if err := tx.QueryRow(ctx, `SELECT mneme.import_source_erased($1, $2)`, conv, "mem0:"+it.id).Scan(&erased); err != nil {
+						return fmt.Errorf("mem0 memory %d (id %s): %w", it.index, it.id, err)
+					}
+					if erased {
+						res.Erased++
+					} else {
+						res.Skipped++
+					}
 				} else {
 					res.Memories++
 				}
