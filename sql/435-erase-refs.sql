@@ -12,10 +12,13 @@
 -- context_message_ids). Anything else in the payload names nothing.
 CREATE OR REPLACE FUNCTION mneme._payload_refs(payload jsonb)
 RETURNS text[]
-LANGUAGE sql IMMUTABLE
+LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-SELECT CASE WHEN jsonb_typeof(payload) IS DISTINCT FROM 'object' THEN '{}'::text[] ELSE ARRAY(
+BEGIN
+    -- (PL/pgSQL: its plan is kept for the session; a SQL function with SET
+    -- is planned again at every call, which the row triggers make per row)
+    RETURN CASE WHEN jsonb_typeof(payload) IS DISTINCT FROM 'object' THEN '{}'::text[] ELSE ARRAY(
     SELECT 'm:' || (i #>> '{}')
     FROM jsonb_array_elements(CASE WHEN jsonb_typeof(payload -> 'reviews') = 'array' THEN payload -> 'reviews' ELSE '[]' END) e,
          jsonb_array_elements(CASE WHEN jsonb_typeof(e -> 'memory_ids') = 'array' THEN e -> 'memory_ids' ELSE '[]' END) i
@@ -39,7 +42,8 @@ SELECT CASE WHEN jsonb_typeof(payload) IS DISTINCT FROM 'object' THEN '{}'::text
     UNION
     SELECT 'g:' || trim_scale((i #>> '{}')::numeric)::text
     FROM jsonb_array_elements(CASE WHEN jsonb_typeof(payload -> 'context_message_ids') = 'array' THEN payload -> 'context_message_ids' ELSE '[]' END) i
-    WHERE jsonb_typeof(i) = 'number') END
+    WHERE jsonb_typeof(i) = 'number') END;
+END
 $$;
 COMMENT ON FUNCTION mneme._payload_refs(jsonb) IS
     'Internal (erase): the keys of what a job payload names, as mneme.job_refs holds them: ''m:<memory id>'', '
