@@ -44,6 +44,27 @@ COMMENT ON FUNCTION mneme._foreign_reference(text, text, text) IS
     'Internal (invariants): raises 23503 for a reference to a row that is not of the tenant (what: "field kind", '
     'e.g. "source_message message").';
 
+-- The one check four tables share: a row's conversation is no
+-- conversation of another tenant (a conversation not there yet passes: its
+-- first message or memory creates it in the row's tenant).
+CREATE OR REPLACE FUNCTION mneme._check_conversation_tenant(conversation_id uuid, tenant text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF _check_conversation_tenant.conversation_id IS NOT NULL
+       AND EXISTS (SELECT 1 FROM mneme.message_queue q
+                   WHERE q.id = _check_conversation_tenant.conversation_id AND q.tenant_id <> _check_conversation_tenant.tenant) THEN
+        PERFORM mneme._foreign_reference('conversation conversation', _check_conversation_tenant.conversation_id::text,
+                                         _check_conversation_tenant.tenant);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION mneme._check_conversation_tenant(uuid, text) IS
+    'Internal (invariants): raises 23503 when the conversation is a conversation of another tenant than the row''s '
+    '(memories, review_log, memory_events, jobs).';
+
 -- The memory ids a job payload or a pending review names: memory_id,
 -- memory_ids[*], reviews[*].memory_ids[*], and each entry's memory_ids of a
 -- pending-reviews array. Strings that are not UUIDs name nothing.
@@ -80,9 +101,7 @@ DECLARE
     v_link text;
 BEGIN
     IF TG_OP = 'INSERT' OR NEW.conversation_id IS DISTINCT FROM OLD.conversation_id OR NEW.tenant_id IS DISTINCT FROM OLD.tenant_id THEN
-        IF EXISTS (SELECT 1 FROM mneme.message_queue q WHERE q.id = NEW.conversation_id AND q.tenant_id <> NEW.tenant_id) THEN
-            PERFORM mneme._foreign_reference('conversation conversation', NEW.conversation_id::text, NEW.tenant_id);
-        END IF;
+        PERFORM mneme._check_conversation_tenant(NEW.conversation_id, NEW.tenant_id);
     END IF;
     -- the source messages added (an erase of a message leaves its id in
     -- the memories that keep it; only new ids are checked)
@@ -177,9 +196,7 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM mneme.memories m WHERE m.id = NEW.memory_id AND m.tenant_id = NEW.tenant_id) THEN
         PERFORM mneme._foreign_reference('memory memory', NEW.memory_id::text, NEW.tenant_id);
     END IF;
-    IF EXISTS (SELECT 1 FROM mneme.message_queue q WHERE q.id = NEW.conversation_id AND q.tenant_id <> NEW.tenant_id) THEN
-        PERFORM mneme._foreign_reference('conversation conversation', NEW.conversation_id::text, NEW.tenant_id);
-    END IF;
+    PERFORM mneme._check_conversation_tenant(NEW.conversation_id, NEW.tenant_id);
     RETURN NEW;
 END
 $$;
@@ -201,10 +218,7 @@ BEGIN
        AND EXISTS (SELECT 1 FROM mneme.memories m WHERE m.id = NEW.memory_id AND m.tenant_id <> NEW.tenant_id) THEN
         PERFORM mneme._foreign_reference('memory memory', NEW.memory_id::text, NEW.tenant_id);
     END IF;
-    IF NEW.conversation_id IS NOT NULL
-       AND EXISTS (SELECT 1 FROM mneme.message_queue q WHERE q.id = NEW.conversation_id AND q.tenant_id <> NEW.tenant_id) THEN
-        PERFORM mneme._foreign_reference('conversation conversation', NEW.conversation_id::text, NEW.tenant_id);
-    END IF;
+    PERFORM mneme._check_conversation_tenant(NEW.conversation_id, NEW.tenant_id);
     IF NEW.review_log_id IS NOT NULL
        AND NOT EXISTS (SELECT 1 FROM mneme.review_log l WHERE l.id = NEW.review_log_id AND l.tenant_id = NEW.tenant_id) THEN
         PERFORM mneme._foreign_reference('review review', NEW.review_log_id::text, NEW.tenant_id);
@@ -226,9 +240,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF EXISTS (SELECT 1 FROM mneme.message_queue q WHERE q.id = NEW.conversation_id AND q.tenant_id <> NEW.tenant_id) THEN
-        PERFORM mneme._foreign_reference('conversation conversation', NEW.conversation_id::text, NEW.tenant_id);
-    END IF;
+    PERFORM mneme._check_conversation_tenant(NEW.conversation_id, NEW.tenant_id);
     RETURN NEW;
 END
 $$;
