@@ -312,11 +312,13 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    -- erase may remove content from earlier events' reasons, nothing else.
-    IF TG_OP = 'UPDATE' AND mneme._marked('erasing') = 'on' AND NEW.reason IS NULL
-       AND (NEW.id, NEW.memory_id, NEW.conversation_id, NEW.event, NEW.actor, NEW.review_log_id, NEW.at, NEW.caller, NEW.tenant_id)
-           IS NOT DISTINCT FROM (OLD.id, OLD.memory_id, OLD.conversation_id, OLD.event, OLD.actor, OLD.review_log_id, OLD.at, OLD.caller, OLD.tenant_id) THEN
-        RETURN NEW;
+    -- erase may remove content from earlier events' reasons, nothing else:
+    -- an UPDATE statement only while erase marks itself (checked once per
+    -- statement, not per row: an erase_conversation clears tens of
+    -- thousands), and of each row only the reason, to NULL (the row
+    -- trigger's WHEN lets such rows through without a call).
+    IF TG_OP = 'UPDATE' AND TG_LEVEL = 'STATEMENT' AND mneme._marked('erasing') = 'on' THEN
+        RETURN NULL;
     END IF;
     RAISE EXCEPTION 'mneme.memory_events is append-only (% refused)', TG_OP
         USING ERRCODE = '55000', HINT = 'lifecycle events are a record; mneme.erase removes content from them';
@@ -326,9 +328,20 @@ COMMENT ON FUNCTION mneme.memory_events_append_only_trg() IS
     'Refuses UPDATE, DELETE and TRUNCATE of mneme.memory_events, except erase clearing reasons.';
 
 DROP TRIGGER IF EXISTS memory_events_append_only ON mneme.memory_events;
+DROP TRIGGER IF EXISTS memory_events_append_only_update ON mneme.memory_events;
+DROP TRIGGER IF EXISTS memory_events_append_only_columns ON mneme.memory_events;
 DROP TRIGGER IF EXISTS memory_events_no_truncate ON mneme.memory_events;
-CREATE TRIGGER memory_events_append_only BEFORE UPDATE OR DELETE ON mneme.memory_events
+CREATE TRIGGER memory_events_append_only BEFORE DELETE ON mneme.memory_events
     FOR EACH ROW EXECUTE FUNCTION mneme.memory_events_append_only_trg();
+CREATE TRIGGER memory_events_append_only_update BEFORE UPDATE ON mneme.memory_events
+    FOR EACH STATEMENT EXECUTE FUNCTION mneme.memory_events_append_only_trg();
+CREATE TRIGGER memory_events_append_only_columns BEFORE UPDATE ON mneme.memory_events
+    FOR EACH ROW WHEN (NEW.reason IS NOT NULL
+                       OR (NEW.id, NEW.memory_id, NEW.conversation_id, NEW.event, NEW.actor, NEW.review_log_id, NEW.at, NEW.caller,
+                           NEW.tenant_id, NEW.source_ref)
+                          IS DISTINCT FROM (OLD.id, OLD.memory_id, OLD.conversation_id, OLD.event, OLD.actor, OLD.review_log_id, OLD.at,
+                                            OLD.caller, OLD.tenant_id, OLD.source_ref))
+    EXECUTE FUNCTION mneme.memory_events_append_only_trg();
 CREATE TRIGGER memory_events_no_truncate BEFORE TRUNCATE ON mneme.memory_events
     FOR EACH STATEMENT EXECUTE FUNCTION mneme.memory_events_append_only_trg();
 

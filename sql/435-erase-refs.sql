@@ -142,6 +142,8 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_keys uuid[];
+    v_rows bigint[];
+    v_convs uuid[];
     v_n    bigint;
 BEGIN
     queries := ARRAY(SELECT DISTINCT q FROM unnest(_strip_review_queries.queries) q WHERE q IS NOT NULL);
@@ -149,19 +151,23 @@ BEGIN
         RETURN 0;
     END IF;
     v_keys := ARRAY(SELECT md5(q)::uuid FROM unnest(_strip_review_queries.queries) q);
+    -- The rows first, by key (into arrays: the planner, estimating a few,
+    -- joined them with a pass over the tenant's review log otherwise).
+    SELECT array_agg(DISTINCT r.review_log_id), array_agg(DISTINCT r.conversation_id) INTO v_rows, v_convs
+    FROM mneme.review_queries r
+    WHERE r.query_key = ANY (v_keys) AND r.tenant_id = ANY (_strip_review_queries.tenants);
+    IF v_rows IS NULL THEN
+        RETURN 0;
+    END IF;
     -- (NOT IN over a subquery: one hash of the queries, not a pass over
     -- them per element)
-    WITH hit AS (
-        SELECT DISTINCT r.conversation_id, r.review_log_id FROM mneme.review_queries r
-        WHERE r.query_key = ANY (v_keys) AND r.tenant_id = ANY (_strip_review_queries.tenants)),
-    changed AS (
+    WITH changed AS (
         UPDATE mneme.review_log l
         SET matched_queries = ARRAY(SELECT x FROM unnest(l.matched_queries) WITH ORDINALITY AS u(x, o)
                                     WHERE x IS NULL OR x NOT IN (SELECT unnest(_strip_review_queries.queries)) ORDER BY o)
-        FROM hit
-        WHERE l.conversation_id = hit.conversation_id AND l.id = hit.review_log_id
+        WHERE l.id = ANY (v_rows) AND l.conversation_id = ANY (v_convs)
           AND l.tenant_id = ANY (_strip_review_queries.tenants)
-          AND NOT l.memory_id IN (SELECT unnest(coalesce(except_memories, '{}')))
+          AND l.memory_id NOT IN (SELECT unnest(coalesce(except_memories, '{}')))
         RETURNING l.conversation_id, l.id)
     DELETE FROM mneme.review_queries r USING changed c
     WHERE r.conversation_id = c.conversation_id AND r.review_log_id = c.id AND r.query_key = ANY (v_keys);
