@@ -22,8 +22,11 @@
 -- INITIALLY DEFERRED), as SECURITY DEFINER (sql/900-access.sql), since at
 -- commit the caller's own role, which has no table privileges, is current.
 --
--- On Citus a row trigger runs on the shard and cannot read other shards:
--- the triggers are not created there (docs/scale.md).
+-- On Citus a row trigger runs on the shard and reads only its own
+-- conversation's rows: there the triggers check within the row's
+-- conversation (the functions' 'citus' argument), and the references that
+-- may cross conversations (lineage links, pending reviews) are not checked
+-- (docs/scale.md).
 -- Idempotent: re-applied on every `mneme migrate`.
 -- =============================================================================
 
@@ -105,7 +108,17 @@ BEGIN
     END IF;
     -- the source messages added (an erase of a message leaves its id in
     -- the memories that keep it; only new ids are checked)
-    IF NEW.source_message_ids IS NOT NULL THEN
+    IF NEW.source_message_ids IS NOT NULL AND TG_ARGV[0] = 'citus' THEN
+        -- (on Citus within the conversation, the one shard the trigger can
+        -- read: a memory's sources are its conversation's messages)
+        SELECT s.id::text INTO v_bad
+        FROM unnest(NEW.source_message_ids) AS s(id)
+        WHERE (TG_OP = 'INSERT' OR NOT s.id = ANY (coalesce(OLD.source_message_ids, '{}')))
+          AND NOT s.id = ANY (ARRAY(SELECT g.id FROM mneme.messages g
+                                    WHERE g.conversation_id = NEW.conversation_id AND g.tenant_id = NEW.tenant_id
+                                      AND g.id = ANY (NEW.source_message_ids)))
+        LIMIT 1;
+    ELSIF NEW.source_message_ids IS NOT NULL THEN
         SELECT s.id::text INTO v_bad
         FROM unnest(NEW.source_message_ids) AS s(id)
         WHERE (TG_OP = 'INSERT' OR NOT s.id = ANY (coalesce(OLD.source_message_ids, '{}')))
@@ -114,6 +127,11 @@ BEGIN
         IF v_bad IS NOT NULL THEN
             PERFORM mneme._foreign_reference('source_message_ids message', v_bad, NEW.tenant_id);
         END IF;
+    END IF;
+    IF TG_ARGV[0] = 'citus' THEN
+        -- a lineage link may join two conversations on two workers: not
+        -- readable from the shard (docs/scale.md)
+        RETURN NULL;
     END IF;
     SELECT x.k, x.id::text INTO v_link, v_bad
     FROM (VALUES ('supersedes_id memory', NEW.supersedes_id, CASE WHEN TG_OP = 'UPDATE' THEN OLD.supersedes_id END),
@@ -193,7 +211,14 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM mneme.memories m WHERE m.id = NEW.memory_id AND m.tenant_id = NEW.tenant_id) THEN
+    IF TG_ARGV[0] = 'citus' THEN
+        -- (on Citus within the conversation: a review row's conversation is
+        -- its memory's, the key Citus holds them by)
+        IF NOT EXISTS (SELECT 1 FROM mneme.memories m
+                       WHERE m.conversation_id = NEW.conversation_id AND m.id = NEW.memory_id AND m.tenant_id = NEW.tenant_id) THEN
+            PERFORM mneme._foreign_reference('memory memory', NEW.memory_id::text, NEW.tenant_id);
+        END IF;
+    ELSIF NOT EXISTS (SELECT 1 FROM mneme.memories m WHERE m.id = NEW.memory_id AND m.tenant_id = NEW.tenant_id) THEN
         PERFORM mneme._foreign_reference('memory memory', NEW.memory_id::text, NEW.tenant_id);
     END IF;
     PERFORM mneme._check_conversation_tenant(NEW.conversation_id, NEW.tenant_id);
@@ -214,6 +239,24 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    IF TG_ARGV[0] = 'citus' THEN
+        -- (on Citus within the event's conversation, the one shard the
+        -- trigger reads: an event's memory and review are its
+        -- conversation's; a memory of another tenant is in a conversation
+        -- of that tenant, which the conversation check refuses)
+        PERFORM mneme._check_conversation_tenant(NEW.conversation_id, NEW.tenant_id);
+        IF NEW.memory_id IS NOT NULL
+           AND EXISTS (SELECT 1 FROM mneme.memories m
+                       WHERE m.conversation_id = NEW.conversation_id AND m.id = NEW.memory_id AND m.tenant_id <> NEW.tenant_id) THEN
+            PERFORM mneme._foreign_reference('memory memory', NEW.memory_id::text, NEW.tenant_id);
+        END IF;
+        IF NEW.review_log_id IS NOT NULL
+           AND NOT EXISTS (SELECT 1 FROM mneme.review_log l
+                           WHERE l.conversation_id = NEW.conversation_id AND l.id = NEW.review_log_id AND l.tenant_id = NEW.tenant_id) THEN
+            PERFORM mneme._foreign_reference('review review', NEW.review_log_id::text, NEW.tenant_id);
+        END IF;
+        RETURN NEW;
+    END IF;
     IF NEW.memory_id IS NOT NULL
        AND EXISTS (SELECT 1 FROM mneme.memories m WHERE m.id = NEW.memory_id AND m.tenant_id <> NEW.tenant_id) THEN
         PERFORM mneme._foreign_reference('memory memory', NEW.memory_id::text, NEW.tenant_id);
@@ -261,6 +304,28 @@ BEGIN
     DROP TRIGGER IF EXISTS zz_invariant ON mneme.memory_events;
     DROP TRIGGER IF EXISTS zz_invariant ON mneme.jobs;
     IF mneme._distributed('mneme.memories') THEN
+        -- Citus: the checks a shard can make, within the row's conversation
+        -- (the functions' 'citus' forms): a memory's conversation and
+        -- source messages, a message's conversation, a review's memory and
+        -- conversation, an event's conversation, memory and review, a
+        -- job's conversation. Not there: a memory's lineage links and the
+        -- memories a pending review names (they may be in other
+        -- conversations, on other workers) and a message's episode
+        -- (a deferred trigger); docs/scale.md.
+        CREATE TRIGGER "Invariant: memories insert" AFTER INSERT ON mneme.memories
+            FOR EACH ROW EXECUTE FUNCTION mneme.memories_invariant_trg('citus');
+        CREATE TRIGGER "Invariant: memories update" AFTER UPDATE ON mneme.memories
+            FOR EACH ROW WHEN (NEW.conversation_id IS DISTINCT FROM OLD.conversation_id OR NEW.tenant_id IS DISTINCT FROM OLD.tenant_id
+                               OR NEW.source_message_ids IS DISTINCT FROM OLD.source_message_ids)
+            EXECUTE FUNCTION mneme.memories_invariant_trg('citus');
+        CREATE TRIGGER zz_invariant BEFORE INSERT OR UPDATE OF conversation_id, tenant_id ON mneme.messages
+            FOR EACH ROW EXECUTE FUNCTION mneme.messages_invariant_trg('conversation');
+        CREATE TRIGGER zz_invariant BEFORE INSERT OR UPDATE OF memory_id, conversation_id, tenant_id ON mneme.review_log
+            FOR EACH ROW EXECUTE FUNCTION mneme.review_log_invariant_trg('citus');
+        CREATE TRIGGER zz_invariant BEFORE INSERT ON mneme.memory_events
+            FOR EACH ROW EXECUTE FUNCTION mneme.memory_events_invariant_trg('citus');
+        CREATE TRIGGER zz_invariant BEFORE INSERT OR UPDATE OF conversation_id, tenant_id ON mneme.jobs
+            FOR EACH ROW WHEN (NEW.conversation_id IS NOT NULL) EXECUTE FUNCTION mneme.jobs_invariant_trg();
         RETURN;
     END IF;
     CREATE CONSTRAINT TRIGGER "Invariant: memories insert" AFTER INSERT ON mneme.memories
@@ -529,9 +594,8 @@ DO $$
 BEGIN
     DROP TRIGGER IF EXISTS "Limits" ON mneme.messages;
     DROP TRIGGER IF EXISTS "Limits" ON mneme.memories;
-    IF mneme._distributed('mneme.memories') THEN
-        RETURN;  -- as the invariants above: not on Citus (docs/scale.md); the API's own checks hold there
-    END IF;
+    -- (on Citus too: the limits read only the settings, a reference table
+    -- every worker holds)
     CREATE TRIGGER "Limits" BEFORE INSERT OR UPDATE OF content ON mneme.messages
         FOR EACH ROW EXECUTE FUNCTION mneme.messages_limits_trg();
     CREATE TRIGGER "Limits" BEFORE INSERT OR UPDATE OF content, summary, title, source_ref, source_message_ids, metadata, kind

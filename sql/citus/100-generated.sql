@@ -1884,12 +1884,8 @@ BEGIN
         -- before it whose review job was still kept)
         SELECT unnest(l.matched_queries) FROM mneme.review_log l
         WHERE l.asked_in = erase_conversation.conversation_id);
-    IF cardinality(v_queries) > 0 THEN
-        UPDATE mneme.review_log l
-        SET matched_queries = ARRAY(SELECT x FROM unnest(l.matched_queries) WITH ORDINALITY AS u(x, o)
-                                    WHERE NOT x = ANY (v_queries) ORDER BY o)
-        WHERE l.tenant_id = v_tenant AND l.matched_queries && v_queries;
-    END IF;
+    -- (by key, mneme.review_queries)
+    PERFORM mneme._strip_review_queries(ARRAY[v_tenant], v_queries, NULL);
     UPDATE mneme.review_log l SET asked_in = NULL
     WHERE l.asked_in = erase_conversation.conversation_id AND l.tenant_id = v_tenant;
 
@@ -2524,6 +2520,13 @@ BEGIN
     SELECT k INTO v_key FROM jsonb_object_keys(import_fact.origin) k;
     IF import_fact.origin -> v_key ->> 'id' IS NULL THEN
         RAISE EXCEPTION 'origin.%.id is needed (the source system''s id: an import run again skips it)', v_key USING ERRCODE = '22023';
+    END IF;
+    -- Erased (the memory imported from this source id, or the conversation
+    -- whole): it stays erased; mneme import --from mem0 counts it.
+    IF mneme.import_source_erased(import_fact.conversation_id, left(v_key || ':' || (import_fact.origin -> v_key ->> 'id'), 512)) THEN
+        RAISE NOTICE 'source memory %:% was erased in conversation %: skipped', v_key, import_fact.origin -> v_key ->> 'id',
+            import_fact.conversation_id;
+        RETURN NULL;
     END IF;
     -- Imported already (a resumed or repeated import): nothing to do.
     SELECT m.id INTO v_id FROM mneme.memories m
@@ -4027,6 +4030,7 @@ ALTER FUNCTION mneme._belief_candidates(uuid[],text,real[],integer,timestamp wit
 ALTER FUNCTION mneme._bm25_apply(uuid[],uuid[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._bm25_search(uuid[],text,integer,timestamp with time zone,timestamp with time zone) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._bm25_sums(uuid[],text[],double precision[],double precision,double precision,double precision,uuid[],timestamp with time zone,timestamp with time zone) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme._check_conversation_tenant(uuid,text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._check_setting(text,jsonb) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._check_setting_pair(text,jsonb) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._citus_sequential() SET citus.allow_nested_distributed_execution = on;
@@ -4074,6 +4078,7 @@ ALTER FUNCTION mneme._set_local(text,text) SET citus.allow_nested_distributed_ex
 ALTER FUNCTION mneme._setting_number(text,jsonb,double precision,double precision,boolean,boolean) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._setting_weights(text,jsonb,text[],text[],double precision,double precision) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._source_messages(uuid,bigint[],boolean) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme._strip_review_queries(text[],text[],uuid[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._tenant_tombstones(text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._vector_index_ready(text,text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._vector_search(uuid,real[],integer,timestamp with time zone,timestamp with time zone) SET citus.allow_nested_distributed_execution = on;
@@ -4128,12 +4133,14 @@ ALTER FUNCTION mneme.import_messages(uuid,jsonb) SET citus.allow_nested_distribu
 ALTER FUNCTION mneme.import_missing_links(jsonb) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.import_present(uuid,uuid[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.import_reviews(uuid,jsonb) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.import_source_erased(uuid,text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.import_tombstones(uuid[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.import_unembedded(uuid,uuid,integer) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.import_unembedded_messages(uuid,bigint,integer) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.initial_state(text,double precision) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.inspect(uuid) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.jobs_invariant_trg() SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.jobs_refs_trg() SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.llm_usage(timestamp with time zone,timestamp with time zone,text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.lock_queued(uuid,bigint[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.memories_bm25_trg() SET citus.allow_nested_distributed_execution = on;
@@ -4167,6 +4174,7 @@ ALTER FUNCTION mneme.retrieve_markdown(uuid,text,integer,real[],timestamp with t
 ALTER FUNCTION mneme.retry_job(bigint) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.review_log_events_trg() SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.review_log_invariant_trg() SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.review_log_queries_trg() SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.review_targets(uuid[],boolean) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.revision_candidates(uuid,integer,text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.schedule_cleanup(interval) SET citus.allow_nested_distributed_execution = on;

@@ -48,7 +48,7 @@ DECLARE
     def   text;
     body  text;
     -- the tables sql/citus/distribute.sql distributes, and its reference tables
-    v_hash_re  text := 'mneme\.(message_queue|messages|memories|bm25_docs|bm25_postings|bm25_terms|bm25_stats|review_log|jobs|memory_events|llm_calls)\M';
+    v_hash_re  text := 'mneme\.(message_queue|messages|memories|bm25_docs|bm25_postings|bm25_terms|bm25_stats|review_log|jobs|memory_events|llm_calls|job_refs|review_queries)\M';
     v_whole    text[] := ARRAY['memories_bm25_row_trg', 'memories_events_row_trg', 'review_log_events_row_trg',
                                'jobs_set_aside_trg', '_tenant', '_is_worker', '_is_operator', '_turn_distances', 'vector_index_plan'];
     v_reached  oid[];
@@ -258,7 +258,7 @@ CREATE TEMPORARY TABLE citus_nested ON COMMIT DROP AS
 WITH RECURSIVE reached(oid) AS (
     SELECT p.oid FROM pg_catalog.pg_proc p
      WHERE p.pronamespace = 'mneme'::regnamespace
-       AND p.prosrc ~ 'mneme\.(message_queue|messages|memories|bm25_docs|bm25_postings|bm25_terms|bm25_stats|review_log|jobs|memory_events|llm_calls|tenants|settings|tenant_logins|job_kinds|job_turns|erasures|llm_usage_days)\M'
+       AND p.prosrc ~ 'mneme\.(message_queue|messages|memories|bm25_docs|bm25_postings|bm25_terms|bm25_stats|review_log|jobs|memory_events|llm_calls|job_refs|review_queries|tenants|settings|tenant_logins|job_kinds|job_turns|erasures|llm_usage_days)\M'
     UNION
     SELECT p.oid FROM reached r
       JOIN pg_catalog.pg_proc q ON q.oid = r.oid
