@@ -399,6 +399,9 @@ BEGIN
         -- A query that retrieved an erased memory asked about it: it goes
         -- too, from every copy, also where it retrieved other memories
         -- alongside (their review log, the review job that rated them).
+        SELECT array_agg(DISTINCT r.job_id), array_agg(DISTINCT r.conversation_id) INTO v_jobs, v_job_convs
+        FROM mneme.job_refs r
+        WHERE r.ref = ANY (mneme._erase_refs(v_keys, NULL, NULL)) AND r.tenant_id = ANY (v_tenants);
         v_queries := ARRAY(
             SELECT e ->> 'query'
             FROM mneme.message_queue q, jsonb_array_elements(q.pending_reviews) e
@@ -406,16 +409,17 @@ BEGIN
               AND (e -> 'memory_ids') ?| v_keys AND e ->> 'query' IS NOT NULL
             UNION
             SELECT e ->> 'query'
-            -- (the review jobs that name one: by key, mneme.job_refs)
+            -- (the review jobs that name one: by key, mneme.job_refs, read
+            -- first; no correlated subquery: Citus refuses one beside a set
+            -- returning function)
             FROM mneme.jobs x,
-                 jsonb_array_elements(x.payload -> 'reviews') e
-            WHERE (x.conversation_id, x.id) IN (SELECT r.conversation_id, r.job_id FROM mneme.job_refs r
-                                                WHERE r.ref = ANY (mneme._erase_refs(v_keys, NULL, NULL))
-                                                  AND r.tenant_id = ANY (v_tenants))
+                 jsonb_array_elements(CASE WHEN jsonb_typeof(x.payload -> 'reviews') = 'array' THEN x.payload -> 'reviews' ELSE '[]' END) e,
+                 jsonb_array_elements(CASE WHEN jsonb_typeof(e -> 'memory_ids') = 'array' THEN e -> 'memory_ids' ELSE '[]' END) i
+            WHERE x.id = ANY (v_jobs) AND x.conversation_id = ANY (v_job_convs)
               AND x.kind = 'review' AND x.tenant_id = ANY (v_tenants)
               AND jsonb_typeof(x.payload -> 'reviews') = 'array'
               AND jsonb_typeof(e -> 'memory_ids') = 'array' AND e ->> 'query' IS NOT NULL
-              AND EXISTS (SELECT 1 FROM jsonb_array_elements_text(e -> 'memory_ids') i WHERE i IN (SELECT unnest(v_keys)))
+              AND jsonb_typeof(i) = 'string' AND (i #>> '{}') = ANY (v_keys)
             UNION
             SELECT unnest(l.matched_queries) FROM mneme.review_log l WHERE l.memory_id = ANY (ids));
         -- (by key, mneme.review_queries)

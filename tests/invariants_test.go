@@ -539,3 +539,44 @@ func TestBadSegmentJobKeepsMessagesQueued(t *testing.T) {
 	_, err = e.db.Pool.Exec(ctx, `SELECT mneme.enqueue_job('segment', $1, '{"check": true}')`, empty)
 	require.Equal(t, "22023", sqlState(t, err), "nothing to segment")
 }
+
+// The invariant and limit triggers run on Citus too, in their Citus form
+// (sql/015-invariants.sql: within the row's conversation, the shard the
+// trigger reads), for every writer, here the sidecar's role, which sees
+// every tenant: a memory's sources of another tenant, a review of another
+// conversation's memory, an event of another tenant's conversation, a job
+// of another tenant's conversation and a message over its limit are
+// refused. On one server the same writes are refused by the one-server
+// form (TestTenantReferencesStayInTenant, TestLimitsHoldOnEveryPath).
+func TestCitusInvariantTriggers(t *testing.T) {
+	t.Parallel()
+	for _, variant := range variants(t) {
+		t.Run(variant, func(t *testing.T) {
+			ctx := context.Background()
+			w := newTwoTenants(t, variant)
+			before := tenantFingerprints(t, w.db)["tb"]
+			for _, c := range []struct {
+				name, sql string
+				args      []any
+				code      string
+			}{
+				{"sources of another tenant", `UPDATE mneme.memories SET source_message_ids = $1 WHERE id = $2`, []any{w.msgsB, w.memA}, "23503"},
+				{"a review of another conversation's memory", `INSERT INTO mneme.review_log (memory_id, conversation_id, tenant_id, rating, reviewer,
+					stability_before, stability_after, difficulty_before, difficulty_after, state_before, state_after, reviewed_at)
+					VALUES ($1, $2, 'ta', 'good', 'heuristic', 1, 2, 5, 5, 'review', 'review', now())`, []any{w.memB, w.convA}, "23503"},
+				{"an event in another tenant's conversation", `INSERT INTO mneme.memory_events (memory_id, conversation_id, tenant_id, event, actor)
+					VALUES (NULL, $1, 'ta', 'erased', 'x')`, []any{w.convB}, "23503"},
+				{"a job of another tenant's conversation", `INSERT INTO mneme.jobs (kind, conversation_id, tenant_id, payload)
+					VALUES ('noop', $1, 'ta', '{}')`, []any{w.convB}, "23503"},
+				{"a message over its limit", `INSERT INTO mneme.messages (conversation_id, tenant_id, role, content)
+					VALUES ($1, 'ta', 'user', repeat('x', 200001))`, []any{w.convA}, "22001"},
+				{"a blank message", `INSERT INTO mneme.messages (conversation_id, tenant_id, role, content)
+					VALUES ($1, 'ta', 'user', E'\u200b ')`, []any{w.convA}, "22023"},
+			} {
+				_, err := w.db.Pool.Exec(ctx, c.sql, c.args...)
+				require.Equal(t, c.code, sqlState(t, err), "%s: %v", c.name, err)
+			}
+			require.Equal(t, before, tenantFingerprints(t, w.db)["tb"], "tb's rows are as they were")
+		})
+	}
+}
