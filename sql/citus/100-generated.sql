@@ -4140,7 +4140,6 @@ ALTER FUNCTION mneme.import_unembedded_messages(uuid,bigint,integer) SET citus.a
 ALTER FUNCTION mneme.initial_state(text,double precision) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.inspect(uuid) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.jobs_invariant_trg() SET citus.allow_nested_distributed_execution = on;
-ALTER FUNCTION mneme.jobs_refs_trg() SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.llm_usage(timestamp with time zone,timestamp with time zone,text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.lock_queued(uuid,bigint[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.memories_bm25_trg() SET citus.allow_nested_distributed_execution = on;
@@ -4174,7 +4173,6 @@ ALTER FUNCTION mneme.retrieve_markdown(uuid,text,integer,real[],timestamp with t
 ALTER FUNCTION mneme.retry_job(bigint) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.review_log_events_trg() SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.review_log_invariant_trg() SET citus.allow_nested_distributed_execution = on;
-ALTER FUNCTION mneme.review_log_queries_trg() SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.review_targets(uuid[],boolean) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.revision_candidates(uuid,integer,text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.schedule_cleanup(interval) SET citus.allow_nested_distributed_execution = on;

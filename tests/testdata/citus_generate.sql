@@ -36,7 +36,7 @@
 --     refuses that function's own queries there ("cannot execute a
 --     distributed query from a query on a shard").
 -- Functions written whole in sql/citus/ (the Citus forms of the row
--- triggers' functions, _tenant, _is_worker, _is_operator, _turn_distances, whose body
+-- triggers' functions, 300-triggers.sql and 310-erase-refs.sql, _tenant, _is_worker, _is_operator, _turn_distances, whose body
 -- differs by vector variant) are left out, and vector_index_plan, which
 -- reads tables in the pgvector variant only (sql/citus/200-functions.sql
 -- sets its nested execution in both).
@@ -50,7 +50,7 @@ DECLARE
     -- the tables sql/citus/distribute.sql distributes, and its reference tables
     v_hash_re  text := 'mneme\.(message_queue|messages|memories|bm25_docs|bm25_postings|bm25_terms|bm25_stats|review_log|jobs|memory_events|llm_calls|job_refs|review_queries)\M';
     v_whole    text[] := ARRAY['memories_bm25_row_trg', 'memories_events_row_trg', 'review_log_events_row_trg',
-                               'jobs_set_aside_trg', '_tenant', '_is_worker', '_is_operator', '_turn_distances', 'vector_index_plan'];
+                               'jobs_set_aside_trg', 'jobs_refs_trg', 'review_log_queries_trg', '_tenant', '_is_worker', '_is_operator', '_turn_distances', 'vector_index_plan'];
     v_reached  oid[];
     v_more     oid[];
 BEGIN
@@ -270,4 +270,4 @@ SELECT p.oid::regprocedure::text AS sig
  WHERE p.oid IN (SELECT r.oid FROM reached r) AND p.prokind = 'f'
    AND p.prolang = (SELECT l.oid FROM pg_catalog.pg_language l WHERE l.lanname = 'plpgsql')
    AND p.proname NOT IN ('memories_bm25_row_trg', 'memories_events_row_trg', 'review_log_events_row_trg',
-                         'jobs_set_aside_trg', '_tenant', '_is_worker', '_turn_distances', 'vector_index_plan');
+                         'jobs_set_aside_trg', 'jobs_refs_trg', 'review_log_queries_trg', '_tenant', '_is_worker', '_turn_distances', 'vector_index_plan');

@@ -1,0 +1,52 @@
+-- =============================================================================
+-- mneme on Citus: the key tables of erase (goose 00180, sql/435-erase-refs.sql)
+-- kept on the shard itself. A row trigger that wrote mneme.job_refs or
+-- mneme.review_queries by name would run that write as a distributed
+-- statement inside the coordinator's transaction, which fails in two-phase
+-- commits (docs/scale.md, "AFTER row triggers that write on the shard
+-- itself"): as the triggers of 300-triggers.sql, these write the colocated
+-- shard by name (mneme._shard). Applied after sql/*.sql on a distributed
+-- mneme only; they replace the one-server functions of the same name.
+-- =============================================================================
+
+CREATE OR REPLACE FUNCTION mneme.jobs_refs_trg()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF TG_OP <> 'INSERT' THEN
+        EXECUTE format('DELETE FROM %s r WHERE r.conversation_id = $1 AND r.job_id = $2',
+                       mneme._shard('mneme.job_refs', OLD.conversation_id))
+            USING OLD.conversation_id, OLD.id;
+    END IF;
+    IF TG_OP <> 'DELETE' THEN
+        EXECUTE format('INSERT INTO %s (conversation_id, job_id, tenant_id, ref) '
+                       'SELECT $1, $2, $3, x FROM unnest($4::text[]) x ON CONFLICT DO NOTHING',
+                       mneme._shard('mneme.job_refs', NEW.conversation_id))
+            USING NEW.conversation_id, NEW.id, NEW.tenant_id, mneme._payload_refs(NEW.payload);
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION mneme.review_log_queries_trg()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF TG_OP <> 'INSERT' THEN
+        EXECUTE format('DELETE FROM %s r WHERE r.conversation_id = $1 AND r.review_log_id = $2',
+                       mneme._shard('mneme.review_queries', OLD.conversation_id))
+            USING OLD.conversation_id, OLD.id;
+    END IF;
+    IF TG_OP <> 'DELETE' THEN
+        EXECUTE format('INSERT INTO %s (conversation_id, review_log_id, tenant_id, query_key) '
+                       'SELECT $1, $2, $3, md5(q)::uuid FROM unnest($4::text[]) q WHERE q IS NOT NULL ON CONFLICT DO NOTHING',
+                       mneme._shard('mneme.review_queries', NEW.conversation_id))
+            USING NEW.conversation_id, NEW.id, NEW.tenant_id, NEW.matched_queries;
+    END IF;
+    RETURN NULL;
+END
+$$;
