@@ -124,9 +124,9 @@ BEGIN
         WHERE (TG_OP = 'INSERT' OR NOT s.id = ANY (coalesce(OLD.source_message_ids, '{}')))
           AND NOT EXISTS (SELECT 1 FROM mneme.messages g WHERE g.id = s.id AND g.tenant_id = NEW.tenant_id)
         LIMIT 1;
-        IF v_bad IS NOT NULL THEN
-            PERFORM mneme._foreign_reference('source_message_ids message', v_bad, NEW.tenant_id);
-        END IF;
+    END IF;
+    IF v_bad IS NOT NULL THEN
+        PERFORM mneme._foreign_reference('source_message_ids message', v_bad, NEW.tenant_id);
     END IF;
     IF TG_ARGV[0] = 'citus' THEN
         -- a lineage link may join two conversations on two workers: not
