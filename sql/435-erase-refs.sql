@@ -179,6 +179,3 @@ COMMENT ON FUNCTION mneme._strip_review_queries(text[], text[], uuid[]) IS
     'Internal (erase): removes the given queries from the matched_queries of the review rows of the given tenants '
     'that quote one (found by key in mneme.review_queries), except the rows of the given memories; returns the '
     'number of keys removed.';
-
--- Replaced by mneme.job_refs (goose 00180).
-DROP FUNCTION IF EXISTS mneme._payload_probes(text[], bigint[], text[]);
