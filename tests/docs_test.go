@@ -189,3 +189,18 @@ func TestDocsInlinedHelpersList(t *testing.T) {
 	sort.Strings(listed)
 	require.Equal(t, helpers, listed, "docs/sql-api.md's list of the inlined helpers (functions without SET search_path)")
 }
+
+// TestDocsClientLoopLines: docs/clients.md's table of the three loops
+// gives each file's line count (wc -l).
+func TestDocsClientLoopLines(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../docs/clients.md")
+	require.NoError(t, err)
+	rows := regexp.MustCompile(`(?m)^\| \[(loop\.[a-z]+)\]\(clients/loop\.[a-z]+\) \| (\d+)`).FindAllStringSubmatch(string(b), -1)
+	require.Len(t, rows, 3, "docs/clients.md's table of docs/clients/loop.*")
+	for _, r := range rows {
+		f, err := os.ReadFile(filepath.Join("../docs/clients", r[1]))
+		require.NoError(t, err)
+		require.Equal(t, r[2], fmt.Sprint(strings.Count(string(f), "\n")), "docs/clients.md: lines of docs/clients/%s", r[1])
+	}
+}
