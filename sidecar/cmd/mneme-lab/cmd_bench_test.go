@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -300,13 +302,17 @@ func TestBenchSoak(t *testing.T) {
 	if dbtest.HasPgvector(t) {
 		runs[1].vector = "pgvector"
 	}
+	// The sidecar processes run the daemon, mneme: built from this checkout.
+	daemon := filepath.Join(t.TempDir(), "mneme")
+	build, err := exec.Command("go", "build", "-o", daemon, "../..").CombinedOutput()
+	require.NoError(t, err, string(build))
 	for _, r := range runs {
 		t.Run(r.vector+"/"+r.sidecars, func(t *testing.T) {
 			args := []string{"bench", "soak", "--duration", "12s", "--chaos-every", "2s", "--settle", "30s", "--vector", r.vector, "--json"}
 			if r.sidecars == "in-process" {
 				args = append(args, "--in-process")
 			}
-			out, stderr, code := labCmd(t, server, args...)
+			out, stderr, code := lab(t, "", []string{"DATABASE_URL=" + server, "MNEME_LOG_LEVEL=warn", "MNEME_DAEMON=" + daemon}, args...)
 			var res soak.Result
 			require.NoError(t, json.Unmarshal([]byte(out), &res), "stdout: %s\nstderr: %s", out, stderr)
 			t.Logf("seed %d (rerun with --seed %d): %.0f messages/s, %.0f calls/s, %.1f jobs/s",
