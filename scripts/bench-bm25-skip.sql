@@ -1,6 +1,6 @@
 -- The BM25 leg's skipping (MaxScore) against scoring every posting, where
 -- a speaker's name is in most memories. Run as the owner on the database
--- `mneme bench scale` keeps (docs/performance.md):
+-- `mneme-lab bench scale` keeps (docs/performance.md):
 --
 --   psql "<url of mneme_bench_scale>" -X -f scripts/bench-bm25-skip.sql
 --

@@ -5,9 +5,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MNEME=bin/mneme
+LAB=bin/mneme-lab
 OWN_URL=${DATABASE_URL:-}
 if [ -z "$OWN_URL" ]; then
-  DATABASE_URL="$($MNEME cluster url --dir .mneme/pg)"
+  DATABASE_URL="$($LAB cluster url --dir .mneme/pg)"
   export DATABASE_URL
 fi
 echo "== DATABASE_URL=$DATABASE_URL"
@@ -139,5 +140,5 @@ if [ -z "$OWN_URL" ]; then
   # demo cluster while DATABASE_URL is unset; this line sets it in your
   # shell, for psql, clients and other directories too.
   echo "== point your shell at the demo cluster (bin/mneme commands here use it anyway while DATABASE_URL is unset):"
-  echo 'eval $(bin/mneme cluster env)'
+  echo 'eval $(bin/mneme-lab cluster env)'
 fi

@@ -4,7 +4,7 @@
 # creates and drops its own scratch database on that server.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-MNEME=${MNEME:-bin/mneme}
+MNEME=${MNEME:-bin/mneme-lab}
 
 # --- eval: LoCoMo evidence recall -----------------------------------
 # The data is CC BY-NC 4.0 and never copied into this repository: it is read

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 if [ -n "${DATABASE_URL:-}" ]; then
   exec "$@"
 fi
-DATABASE_URL="$(bin/mneme cluster url --dir .mneme/test --db postgres)"
+DATABASE_URL="$(bin/mneme-lab cluster url --dir .mneme/test --db postgres)"
 export DATABASE_URL
-trap 'bin/mneme cluster stop --dir .mneme/test >/dev/null 2>&1 || true' EXIT
+trap 'bin/mneme-lab cluster stop --dir .mneme/test >/dev/null 2>&1 || true' EXIT
 "$@"

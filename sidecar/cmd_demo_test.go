@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -8,6 +9,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/mneme-memory/mneme/sidecar/cluster"
+	"github.com/mneme-memory/mneme/sidecar/localpg"
 )
 
 // TestEveryCommandUsesTheDemoCluster: with DATABASE_URL unset, every
@@ -30,12 +34,12 @@ func TestEveryCommandUsesTheDemoCluster(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, entries, "no cluster made, nothing written")
 
-	_, stderr, code := mnemeIn(t, dir, "cluster", "start")
-	require.Equal(t, 0, code, stderr)
-	t.Cleanup(func() { mnemeIn(t, dir, "cluster", "stop") })
-	env, _, code := mnemeIn(t, dir, "cluster", "env")
-	require.Equal(t, 0, code)
-	require.Regexp(t, `^export DATABASE_URL=postgres://\S+\n$`, env, "the line make demo tells the user to eval")
+	// What mneme-lab cluster start (make demo) leaves in the directory.
+	require.NoError(t, os.Chmod(dir, 0o755))
+	demo := filepath.Join(dir, localpg.DemoDir)
+	url, err := cluster.StartDatabase(context.Background(), demo, "mneme", nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = cluster.StopDir(context.Background(), demo) })
 	for _, argv := range [][]string{{"migrate"}, {"version"}, {"run", "--drain"}, {"export", "--quiet", "-o", file},
 		{"import", "--quiet", file}, {"slot", "show"}, {"psql", "-Atc", "SELECT mneme.version()"}} {
 		out, stderr, code := mneme(t, dir, []string{"MNEME_METRICS_ADDR=off"}, argv...)
@@ -45,14 +49,22 @@ func TestEveryCommandUsesTheDemoCluster(t *testing.T) {
 			require.Equal(t, 0, code, "%v: %s", argv, stderr)
 		}
 		require.Contains(t, stderr, "DATABASE_URL is not set: using the demo cluster", argv)
-		require.Contains(t, stderr, "eval $(bin/mneme cluster env)", argv)
+		require.Contains(t, stderr, "eval $(bin/mneme-lab cluster env)", argv)
 		if argv[0] == "psql" {
 			require.Equal(t, "1.0.0\n", out)
 		}
 	}
-	out, _, code := mneme(t, dir, []string{strings.TrimSpace(strings.TrimPrefix(env, "export "))}, "version")
+	out, _, code := mneme(t, dir, []string{"DATABASE_URL=" + url}, "version")
 	require.Equal(t, 0, code)
-	require.Contains(t, out, "database SQL API", "with the line eval'd, DATABASE_URL names the same database")
+	require.Contains(t, out, "database SQL API", "DATABASE_URL set names the same database")
+
+	// Stopped, the demo cluster is not started by the daemon (it links no
+	// cluster code): the command says how to start it.
+	_, err = cluster.StopDir(context.Background(), demo)
+	require.NoError(t, err)
+	_, stderr, code := mnemeIn(t, dir, "version")
+	require.Equal(t, 1, code, stderr)
+	require.Contains(t, stderr, "bin/mneme-lab cluster start")
 
 	// Every command that reads the configuration finds the demo cluster
 	// first: the same way, whatever the command.

@@ -14,7 +14,7 @@ import (
 
 // TestRetrieveRacingAnEraseRecordsNoQuery: a retrieval that found a memory
 // while an erase of it was under way must not record its query once the erase
-// commits (found by `mneme bench soak`). Read committed: the recording waits
+// commits (found by `mneme-lab bench soak`). Read committed: the recording waits
 // for the erase and drops the entry. Repeatable read (the search's snapshot
 // from before the erase): the recording fails with 40001 and writes nothing.
 func TestRetrieveRacingAnEraseRecordsNoQuery(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/pipeline"
 )
 
-// The feedback simulation (mneme eval feedback), shortened: review-based
+// The feedback simulation (mneme-lab eval feedback), shortened: review-based
 // updates learn to rank answers above lookalikes; auto-GOOD entrenches what
 // it retrieved first; the run leaves the database as it was.
 func TestFeedbackSimulation(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/eval/lifecycle"
 )
 
-// TestLifecycleEval runs `mneme eval lifecycle` short: deterministic,
+// TestLifecycleEval runs `mneme-lab eval lifecycle` short: deterministic,
 // pinned and important memories never leave, nothing is purged with purge
 // off or before its grace, trivial memories fade before important ones, and
 // the rollback leaves the database as it was.

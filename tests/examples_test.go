@@ -18,7 +18,7 @@ import (
 
 // update rewrites the golden files instead of comparing with them:
 // go test ./tests -run TestExamples -update.
-var update = flag.Bool("update", false, "rewrite the golden files (testdata/examples.*.out) from this run")
+var update = flag.Bool("update", false, "rewrite the golden files (testdata/examples.*.out, the generated parts of docs/) from this run")
 
 // TestExamples runs docs/examples.sql with psql against a migrated
 // database, stopping at the first error, and compares everything psql

@@ -5,7 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -326,4 +329,43 @@ func TestJobContractEveryKindHasAGoType(t *testing.T) {
 		delete(goKinds, k.Name)
 	}
 	require.Empty(t, goKinds, "Go types of kinds mneme.job_kinds does not list")
+}
+
+// TestJobContractKindsInSQLAreDeclared: every job kind the SQL layer names
+// as a string (a kind compared, listed or enqueued) is a kind of the one
+// declaration (jobs.Kinds), so a renamed or removed kind cannot leave a
+// comparison that silently matches nothing. ('episodic' and 'semantic'
+// are memory kinds.)
+func TestJobContractKindsInSQLAreDeclared(t *testing.T) {
+	t.Parallel()
+	declared := map[string]bool{"episodic": true, "semantic": true}
+	for _, k := range jobs.Kinds {
+		declared[k.Name()] = true
+	}
+	files, err := filepath.Glob("../sql/*.sql")
+	require.NoError(t, err)
+	more, err := filepath.Glob("../sql/citus/*.sql")
+	require.NoError(t, err)
+	single := regexp.MustCompile(`\bkind\s*(?:=|<>|!=)\s*'([a-z_]+)'|'([a-z_]+)'\s*(?:=|<>|!=)\s*[a-z_.]*\bkind\b|enqueue_job\(\s*'([a-z_]+)'`)
+	list := regexp.MustCompile(`\bkind\s+(?:NOT\s+)?IN\s*\(('[^)]*)\)`)
+	literal := regexp.MustCompile(`'([a-z_]+)'`)
+	seen := 0
+	for _, f := range append(files, more...) {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		var names []string
+		for _, m := range single.FindAllStringSubmatch(string(b), -1) {
+			names = append(names, m[1]+m[2]+m[3])
+		}
+		for _, m := range list.FindAllStringSubmatch(string(b), -1) {
+			for _, l := range literal.FindAllStringSubmatch(m[1], -1) {
+				names = append(names, l[1])
+			}
+		}
+		for _, n := range names {
+			require.True(t, declared[n], "%s names job kind %q, which jobs.Kinds (sidecar/jobs/kinds.go) does not declare", f, n)
+			seen++
+		}
+	}
+	require.Greater(t, seen, 20, "the patterns still find the SQL's kind names")
 }

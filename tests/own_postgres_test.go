@@ -231,20 +231,22 @@ func TestDemoHandsOver(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(dir, f), b, 0o755))
 	}
-	out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "bin", "mneme"), "../sidecar").CombinedOutput()
-	require.NoError(t, err, string(out))
+	for bin, pkg := range map[string]string{"mneme": "../sidecar", "mneme-lab": "../sidecar/cmd/mneme-lab"} {
+		out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "bin", bin), pkg).CombinedOutput()
+		require.NoError(t, err, string(out))
+	}
 	env := append(slicesWithout(os.Environ(), "DATABASE_URL="), "MNEME_LOG_LEVEL=warn")
 	t.Cleanup(func() {
-		stop := exec.Command(filepath.Join(dir, "bin", "mneme"), "cluster", "stop")
+		stop := exec.Command(filepath.Join(dir, "bin", "mneme-lab"), "cluster", "stop")
 		stop.Dir, stop.Env = dir, env
 		_ = stop.Run()
 	})
 	demo := exec.Command("./scripts/demo.sh")
 	demo.Dir, demo.Env = dir, env
-	out, err = demo.CombinedOutput()
+	out, err := demo.CombinedOutput()
 	require.NoError(t, err, string(out))
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	require.Equal(t, "eval $(bin/mneme cluster env)", lines[len(lines)-1], "make demo ends with the hand-over line")
+	require.Equal(t, "eval $(bin/mneme-lab cluster env)", lines[len(lines)-1], "make demo ends with the hand-over line")
 
 	sh := exec.Command("bash", "-c", lines[len(lines)-1]+` && echo "$DATABASE_URL" && bin/mneme version`)
 	sh.Dir, sh.Env = dir, env

@@ -20,6 +20,7 @@ import (
 
 	"github.com/mneme-memory/mneme/sidecar/backoff"
 	"github.com/mneme-memory/mneme/sidecar/config"
+	"github.com/mneme-memory/mneme/sidecar/daemon"
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
 	"github.com/mneme-memory/mneme/sidecar/embed"
 	"github.com/mneme-memory/mneme/sidecar/jobs"
@@ -87,7 +88,9 @@ func drainJobs(t *testing.T, pool *pgxpool.Pool, deps pipeline.Deps, log *slog.L
 	ctx := context.Background()
 	r := jobs.NewRunner(pool, jobs.Options{Concurrency: 2, Lease: 5 * time.Second, PollEvery: 50 * time.Millisecond,
 		Retry: backoff.Policy{Base: 5 * time.Millisecond, Max: 10 * time.Millisecond}, Logger: log})
-	require.NoError(t, pipeline.Register(r, deps))
+	p, err := pipeline.New(deps)
+	require.NoError(t, err)
+	require.NoError(t, r.RegisterAll(daemon.Handlers(p, log)))
 	for range 200 {
 		require.NoError(t, r.Drain(ctx))
 		var open int

@@ -4,7 +4,7 @@
 -- leg. docs/retrieval.md ("Benchmark") quotes its output.
 --
 -- Run it against a database kept by the retrieval benchmark:
---   ./scripts/with-test-db.sh sh -c 'bin/mneme bench retrieve --memories 100000 --keep'
+--   ./scripts/with-test-db.sh sh -c 'bin/mneme-lab bench retrieve --memories 100000 --keep'
 --   psql "postgres://.../mneme_bench_XXXXXXXX" -f docs/experiments/retrieval-profile.sql
 -- It creates only temporary objects and a table qs (100 queries drawn like
 -- the benchmark's, fixed seed), dropped at the end. Timings are p50/p90 over
@@ -163,7 +163,7 @@ $$;
 -- rounds ($1 = conversation, $2 = query text, $3 = query embedding). In a
 -- round each statement gets a different query of qs, so none runs on pages
 -- another statement has just brought into the CPU caches (as in
--- mneme bench retrieve).
+-- mneme-lab bench retrieve).
 CREATE FUNCTION pg_temp.t4(c uuid, sqls text[]) RETURNS TABLE (statement text, p50 numeric, p90 numeric)
 LANGUAGE plpgsql AS $$
 DECLARE

@@ -5,7 +5,7 @@
 -- queries alike), against the exact top 100 of the same scope.
 -- docs/performance.md quotes its output.
 --
--- Run it on the database `mneme bench scale` keeps (pgvector), after a run
+-- Run it on the database `mneme-lab bench scale` keeps (pgvector), after a run
 -- of this version (which makes the per-scope indexes):
 --   psql "postgres://.../mneme_bench_scale" -f docs/experiments/scope-index-recall.sql
 -- Scopes: the huge conversation (bench conversation 0, mneme-scale-0 as a

@@ -13,7 +13,7 @@ import (
 func Server(name string) (string, error) {
 	cfg, err := config.FromEnv()
 	if err == nil && cfg.DatabaseURL == "" {
-		err = fmt.Errorf("DATABASE_URL is not set: run ./scripts/with-test-db.sh bin/mneme bench %s", name)
+		err = fmt.Errorf("DATABASE_URL is not set: run ./scripts/with-test-db.sh bin/mneme-lab bench %s", name)
 	}
 	return cfg.DatabaseURL, err
 }

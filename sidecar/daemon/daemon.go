@@ -58,11 +58,13 @@ func New(ctx context.Context, cfg config.Config, pool *pgxpool.Pool, log *slog.L
 	if err != nil {
 		return nil, err
 	}
-	d.Runner.Register(jobs.KindNoop, noop)
-	if err := pipeline.Register(d.Runner, deps); err != nil {
-		return nil, fmt.Errorf("register pipelines: %w", err)
+	p, err := pipeline.New(deps)
+	if err != nil {
+		return nil, fmt.Errorf("pipelines: %w", err)
 	}
-	lifecycle.Register(d.Runner, log)
+	if err := d.Runner.RegisterAll(Handlers(p, log)); err != nil {
+		return nil, err
+	}
 	if err := checkKinds(ctx, pool, d.Runner.Kinds()); err != nil {
 		return nil, err
 	}
@@ -94,9 +96,6 @@ func checkKinds(ctx context.Context, pool *pgxpool.Pool, registered []string) er
 	}
 	return nil
 }
-
-// noop does nothing and completes: benchmarks and smoke tests use it.
-func noop(context.Context, jobs.Store, jobs.Job) error { return nil }
 
 // OpenPool connects the pool `mneme run` and `mneme slot` use, sized for
 // the runner's concurrency.

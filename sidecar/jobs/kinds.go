@@ -10,18 +10,19 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// The payload contract of every job kind the sidecar handles, one Go type
-// per kind (River's JobArgs): its Kind and the fields its handler reads,
-// with the JSON names on the wire. Every Go encoder and decoder of a kind
-// uses its type. The same contract is written twice more, in SQL: the rule
-// mneme.enqueue_job checks (mneme.job_kinds, sql/000-core.sql) and one
-// builder per kind (mneme._segment_payload and its siblings), which every
-// SQL site that enqueues the kind calls. tests/job_contract_test.go holds
-// the three together: each type's payloads pass the rule, each builder's
-// output decodes strictly into the type, and every kind of mneme.job_kinds
-// has a type in AllArgs.
+// The kinds of jobs, declared once: Kinds below. Each kind's Go type
+// (River's JobArgs) carries its Kind and the fields its handler reads, with
+// the JSON names on the wire; every Go encoder and decoder of a kind uses
+// it. The SQL side is generated from the same declaration (KindsSQL,
+// written to sql/205-job-kinds.sql by `go test ./sidecar/jobs -run
+// TestKindsSQL -update`, a test that fails when the file is stale): the
+// rows of mneme.job_kinds (the payload rule mneme.enqueue_job checks, read
+// off the Go type's fields) and one payload builder per kind
+// (mneme._<kind>_payload), which every SQL site that enqueues the kind
+// calls. The sidecar binds a handler to every declared kind in one place
+// (daemon.Handlers); docs/pipelines.md says how to add a kind.
 
-// The kinds of mneme.job_kinds.
+// The kinds of Kinds.
 const (
 	KindSegment = "segment"
 	KindReview  = "review"
@@ -30,15 +31,70 @@ const (
 	KindNoop    = "noop"
 )
 
+// Kind declares a job kind: everything Go and SQL know of it but its
+// handler.
+type Kind struct {
+	// Args is the zero value of the kind's payload type; its Kind() is the
+	// kind's name. The payload rule is read off its fields: a field is
+	// required unless its JSON tag says omitempty or omitzero (a job:"required"
+	// tag says required regardless); its type gives the rule's type and
+	// range (int64: an id from 1 to 2^63-1; time.Time: an RFC 3339 time;
+	// uuid.UUID: a uuid, not the nil one; a slice: an array of its
+	// element; a struct: an object of its fields, none required).
+	Args Args
+	// NeedsConversation: a job of the kind must name a conversation.
+	NeedsConversation bool
+	// Description is mneme.job_kinds.description.
+	Description string
+	// Rule is a jsonpath predicate across fields that their types cannot
+	// say; Hint says it (or anything else) in words, after the fields.
+	Rule, Hint string
+	// RuleCode is the SQLSTATE a builder raises when Rule fails (22004
+	// when Rule asks for a field; 22023 when empty).
+	RuleCode string
+	// Builder lists, in order, the JSON names of the fields the SQL
+	// builder mneme._<kind>_payload takes as arguments (the fields SQL
+	// writes; others are read only, e.g. from older releases).
+	Builder []string
+}
+
+// Name is the kind's name.
+func (k Kind) Name() string { return k.Args.Kind() }
+
+// Kinds is the one declaration of the job kinds. Adding a kind: a Go type
+// and a row here, `go test ./sidecar/jobs -run TestKindsSQL -update`, and
+// its handler in daemon.Handlers (docs/pipelines.md, "Adding a job kind").
+var Kinds = []Kind{
+	{Args: SegmentArgs{}, NeedsConversation: true,
+		Description: "cut the conversation's queued messages into episodes and store them as memories",
+		Rule:        "($.check == true || exists($.through_message_id))", Hint: "through_message_id is required when check is false", RuleCode: "22004",
+		Builder: []string{"reason", "check", "through_message_id", "trigger_message_id"}},
+	{Args: ReviewArgs{}, NeedsConversation: true,
+		Description: "rate the memories a retrieval returned by their use in the conversation since, and move their FSRS state",
+		Builder:     []string{"reviews", "reviewed_at", "context_message_ids"}},
+	{Args: ReviseArgs{}, NeedsConversation: true,
+		Description: "compare a new fact with what the conversation believes: add, merge, supersede or invalidate",
+		Hint:        "not the nil uuid",
+		Builder:     []string{"memory_id"}},
+	{Args: CleanupArgs{},
+		Description: "the lifecycle policy (mneme.cleanup): inactivate faded memories, record expired ones, purge long-inactive ones and prune done jobs, as the settings say",
+		Hint:        "any object (the handler reads no field)"},
+	{Args: NoopArgs{},
+		Description: "nothing: benchmarks and smoke tests", Hint: "any object"},
+}
+
 // Args is a job kind's payload.
 type Args interface {
 	Kind() string
 }
 
-// AllArgs lists one value of every kind's type: the kinds the sidecar
-// knows a payload contract for.
+// AllArgs lists one value of every declared kind's type (Kinds).
 func AllArgs() []Args {
-	return []Args{SegmentArgs{}, ReviewArgs{}, ReviseArgs{}, CleanupArgs{}, NoopArgs{}}
+	out := make([]Args, len(Kinds))
+	for i, k := range Kinds {
+		out[i] = k.Args
+	}
+	return out
 }
 
 // SegmentArgs is a segment job's payload (SQL: mneme._segment_payload,
@@ -75,7 +131,7 @@ type ReviewArgs struct {
 	// ReviewedAt: the time the reviews are judged at. Zero is left out
 	// (so refused by the rule): the handler fails a zero time, which the
 	// rule would take as 0001-01-01T00:00:00Z.
-	ReviewedAt time.Time `json:"reviewed_at,omitzero"`
+	ReviewedAt time.Time `json:"reviewed_at,omitzero" job:"required"`
 }
 
 // Kind is "review".

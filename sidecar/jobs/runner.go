@@ -2,8 +2,11 @@ package jobs
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -71,6 +74,35 @@ func (r *Runner) Register(kind string, h Handler) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.handlers[kind] = h
+}
+
+// RegisterAll registers hs, which must hold a handler for every kind of
+// the declaration (Kinds) and for no other: the one binding of kinds to
+// handlers (daemon.Handlers) cannot miss a kind added to Kinds.
+func (r *Runner) RegisterAll(hs map[string]Handler) error {
+	var missing []string
+	for _, k := range Kinds {
+		if hs[k.Name()] == nil {
+			missing = append(missing, k.Name())
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("job kinds without a handler: %s (bind them in daemon.Handlers)", strings.Join(missing, ", "))
+	}
+	if len(hs) != len(Kinds) {
+		var extra []string
+		for k := range hs {
+			if !slices.ContainsFunc(Kinds, func(d Kind) bool { return d.Name() == k }) {
+				extra = append(extra, k)
+			}
+		}
+		sort.Strings(extra)
+		return fmt.Errorf("handlers for undeclared job kinds: %s (declare them in jobs.Kinds)", strings.Join(extra, ", "))
+	}
+	for k, h := range hs {
+		r.Register(k, h)
+	}
+	return nil
 }
 
 // Kinds lists the registered job kinds.

@@ -17,31 +17,23 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/jobs"
 )
 
-// KindCleanup is the job kind of the cleanup job.
-const KindCleanup = jobs.KindCleanup
-
-// registry is where handlers go (jobs.Runner).
-type registry interface {
-	Register(kind string, h jobs.Handler)
-}
-
 // querier runs one statement (a pool, a connection or a transaction).
 type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// Register adds the cleanup handler to reg.
-func Register(reg registry, log *slog.Logger) {
+// Handler is the cleanup job's handler (daemon.Handlers binds it).
+func Handler(log *slog.Logger) jobs.Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	reg.Register(KindCleanup, func(ctx context.Context, db jobs.Store, job jobs.Job) error {
+	return func(ctx context.Context, db jobs.Store, job jobs.Job) error {
 		if err := db.Commit(ctx, func(tx pgx.Tx) error { return cleanup(ctx, tx, job, log) }); err != nil {
 			return err
 		}
 		vacuumAfterErase(ctx, db, log)
 		return nil
-	})
+	}
 }
 
 // vacuumAfterErase vacuums the tables an erase touched since the last

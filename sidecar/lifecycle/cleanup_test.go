@@ -39,7 +39,7 @@ func TestCleanupJob(t *testing.T) {
 
 	r := jobs.NewRunner(db.Pool, jobs.Options{Concurrency: 1, Lease: 5 * time.Second, PollEvery: 50 * time.Millisecond})
 	var logged bytes.Buffer
-	lifecycle.Register(r, slog.New(slog.NewTextHandler(&logged, nil)))
+	r.Register(jobs.KindCleanup, lifecycle.Handler(slog.New(slog.NewTextHandler(&logged, nil))))
 	require.NoError(t, r.Drain(ctx))
 	var next int64
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT id FROM mneme.jobs WHERE kind = 'cleanup' AND state = 'pending'`).Scan(&next))
@@ -109,7 +109,7 @@ func TestCleanupVacuumsAfterErase(t *testing.T) {
 	require.NoError(t, err)
 	var logged bytes.Buffer
 	r := jobs.NewRunner(worker, jobs.Options{Concurrency: 1, Lease: 5 * time.Second, PollEvery: 50 * time.Millisecond})
-	lifecycle.Register(r, slog.New(slog.NewTextHandler(&logged, nil)))
+	r.Register(jobs.KindCleanup, lifecycle.Handler(slog.New(slog.NewTextHandler(&logged, nil))))
 	require.NoError(t, r.Drain(ctx))
 	require.Contains(t, targets(db.Pool), "memories", "a worker that may not vacuum leaves it to the operator")
 	require.Contains(t, logged.String(), `run_as_table_owner="VACUUM `, "and says what to run")
@@ -121,7 +121,7 @@ func TestCleanupVacuumsAfterErase(t *testing.T) {
 	_, err = db.Pool.Exec(ctx, `UPDATE mneme.jobs SET run_at = now() WHERE kind = 'cleanup' AND state = 'pending'`)
 	require.NoError(t, err)
 	r = jobs.NewRunner(db.Pool, jobs.Options{Concurrency: 1, Lease: 5 * time.Second, PollEvery: 50 * time.Millisecond})
-	lifecycle.Register(r, nil)
+	r.Register(jobs.KindCleanup, lifecycle.Handler(nil))
 	require.NoError(t, r.Drain(ctx))
 	require.Eventually(t, func() bool { return len(targets(db.Pool)) == 0 }, 5*time.Second, 100*time.Millisecond,
 		"the cleanup job vacuumed every table the erase touched")

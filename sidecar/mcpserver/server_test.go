@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mneme-memory/mneme/sidecar/config"
+	"github.com/mneme-memory/mneme/sidecar/daemon"
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
 	"github.com/mneme-memory/mneme/sidecar/embed"
 	"github.com/mneme-memory/mneme/sidecar/jobs"
@@ -80,7 +81,9 @@ func rolePool(t *testing.T, db *dbtest.DB, group string) *pgxpool.Pool {
 func drain(t *testing.T, db *dbtest.DB) {
 	t.Helper()
 	r := jobs.NewRunner(db.Pool, jobs.Options{Concurrency: 1, Lease: 10 * time.Second, PollEvery: 50 * time.Millisecond})
-	require.NoError(t, pipeline.Register(r, pipeline.Deps{Embedder: embed.NewHash(config.DefaultEmbedDim)}))
+	p, err := pipeline.New(pipeline.Deps{Embedder: embed.NewHash(config.DefaultEmbedDim)})
+	require.NoError(t, err)
+	require.NoError(t, r.RegisterAll(daemon.Handlers(p, nil)))
 	require.NoError(t, r.Drain(context.Background()))
 	var failed string
 	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT coalesce(string_agg(kind || ': ' || last_error, '; '), '')

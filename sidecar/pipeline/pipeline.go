@@ -18,12 +18,6 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/revision"
 )
 
-// Job kinds this package handles.
-const (
-	KindSegment = jobs.KindSegment
-	KindReview  = jobs.KindReview
-)
-
 // chatJSON is the LLM: structured output into out (sidecar/llm.Client).
 // It returns an error, leaving out untouched, on malformed or invalid output.
 type chatJSON interface {
@@ -35,11 +29,6 @@ type chatJSON interface {
 type embedder interface {
 	Embed(ctx context.Context, texts []string) ([][]float32, error)
 	Dim() int
-}
-
-// registry is where handlers go (jobs.Runner).
-type registry interface {
-	Register(kind string, h jobs.Handler)
 }
 
 // Segmenter decides which episodes to store of a conversation's queued
@@ -123,16 +112,10 @@ func New(d Deps) (*Pipelines, error) {
 	return p, nil
 }
 
-// Register adds the segment, review and revise handlers to reg.
-func Register(reg registry, d Deps) error {
-	p, err := New(d)
-	if err != nil {
-		return err
-	}
-	reg.Register(KindSegment, p.Segment)
-	reg.Register(KindReview, p.Review)
-	reg.Register(revision.KindRevise, p.reviser.Handle)
-	return nil
+// Revise is the revise job's handler: belief revision (package revision)
+// with the classifier New chose.
+func (p *Pipelines) Revise(ctx context.Context, db jobs.Store, job jobs.Job) error {
+	return p.reviser.Handle(ctx, db, job)
 }
 
 // settings are the tunables the pipelines read, once per job.

@@ -22,9 +22,6 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/pgtime"
 )
 
-// KindRevise is the job kind mneme.remember and mneme.add_fact enqueue.
-const KindRevise = jobs.KindRevise
-
 // forceAttempt is the attempt from which a decision whose target changed
 // meanwhile is stored as an ADD instead of being decided again.
 const forceAttempt = 3

@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mneme-memory/mneme/sidecar/eval/recall"
+	jobkinds "github.com/mneme-memory/mneme/sidecar/jobs"
 	"github.com/mneme-memory/mneme/sidecar/revision"
 )
 
@@ -78,7 +79,7 @@ func Run(ctx context.Context, pool *pgxpool.Pool, jobs recall.Jobs, suite []Conv
 		}
 	}
 	if err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'failed'), count(*) FILTER (WHERE state <> 'done' AND state <> 'failed')
-		FROM mneme.jobs WHERE kind = $1`, revision.KindRevise).Scan(&rep.FailedJobs, &rep.PendingJobs); err != nil {
+		FROM mneme.jobs WHERE kind = $1`, jobkinds.KindRevise).Scan(&rep.FailedJobs, &rep.PendingJobs); err != nil {
 		return nil, fmt.Errorf("count revise jobs: %w", err)
 	}
 	rep.finish()

@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
+	"path/filepath"
 
 	"github.com/mneme-memory/mneme/sidecar/bench"
 	"github.com/mneme-memory/mneme/sidecar/cli"
@@ -95,7 +97,19 @@ func cmdBenchSoak(ctx context.Context, log *slog.Logger, args []string) error {
 	fs := flags("bench soak")
 	o := soak.Options{Log: log}
 	asJSON := o.Bind(fs)
-	if err := bench.Setup("soak", fs, args, func() error { return o.Validate() }, &o.Server); err != nil {
+	if err := bench.Setup("soak", fs, args, func() error {
+		if err := o.Validate(); err != nil {
+			return err
+		}
+		if !o.InProcess { // Validate named this binary, which has no run
+			bin, err := daemonBinary()
+			if err != nil {
+				return err
+			}
+			o.Binary = bin
+		}
+		return nil
+	}, &o.Server); err != nil {
 		return err
 	}
 	res, err := soak.Run(ctx, o)
@@ -133,4 +147,25 @@ func cmdBenchTransfer(ctx context.Context, log *slog.Logger, args []string) erro
 		return err
 	}
 	return cli.Result(*asJSON, res, res.WriteTable)
+}
+
+// daemonBinary is the mneme binary the soak's sidecar processes run
+// (`mneme run`; this command has no run): $MNEME_DAEMON, else mneme beside
+// this binary (bin/mneme beside bin/mneme-lab, as make build puts them),
+// else mneme on PATH.
+func daemonBinary() (string, error) {
+	if b := os.Getenv("MNEME_DAEMON"); b != "" {
+		return b, nil
+	}
+	if exe, err := os.Executable(); err == nil {
+		b := filepath.Join(filepath.Dir(exe), "mneme")
+		if st, err := os.Stat(b); err == nil && !st.IsDir() {
+			return b, nil
+		}
+	}
+	if b, err := exec.LookPath("mneme"); err == nil {
+		return b, nil
+	}
+	return "", errors.New("bench soak runs its sidecars as `mneme run`: build bin/mneme beside bin/mneme-lab (make build), " +
+		"set MNEME_DAEMON to a mneme binary, or pass --in-process")
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -18,19 +20,19 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/soak"
 )
 
-// mnemeCmd runs this test binary as the real `mneme` with args and
+// mnemeCmd runs this test binary as the real `mneme-lab` with args and
 // DATABASE_URL set to url; it returns stdout, stderr and the exit code.
-func mnemeCmd(t *testing.T, url string, args ...string) (string, string, int) {
+func labCmd(t *testing.T, url string, args ...string) (string, string, int) {
 	t.Helper()
-	return mneme(t, "", []string{"DATABASE_URL=" + url, "MNEME_LOG_LEVEL=warn"}, args...)
+	return lab(t, "", []string{"DATABASE_URL=" + url, "MNEME_LOG_LEVEL=warn"}, args...)
 }
 
-// TestBenchRetrieve runs `mneme bench retrieve` small: one JSON object with
+// TestBenchRetrieve runs `mneme-lab bench retrieve` small: one JSON object with
 // every line, a kept database that --reuse measures again without
 // reloading, and clear errors for a --reuse that cannot be right.
 func TestBenchRetrieve(t *testing.T) {
 	server := dbtest.ServerURL(t)
-	out, stderr, code := mnemeCmd(t, server, "bench", "retrieve", "--memories", "300", "--conversations", "3",
+	out, stderr, code := labCmd(t, server, "bench", "retrieve", "--memories", "300", "--conversations", "3",
 		"--queries", "5", "--vector", "array", "--json", "--keep", "--tenants", "3", "--context-episodes", "30")
 	require.Equal(t, 0, code, stderr)
 	m := regexp.MustCompile(`scratch database kept.* name=(mneme_bench_[0-9a-f]+)`).FindStringSubmatch(stderr)
@@ -66,7 +68,7 @@ func TestBenchRetrieve(t *testing.T) {
 		require.LessOrEqual(t, l.P95, l.P99, name)
 	}
 
-	out, stderr, code = mnemeCmd(t, server, "bench", "retrieve", "--memories", "300", "--conversations", "3",
+	out, stderr, code = labCmd(t, server, "bench", "retrieve", "--memories", "300", "--conversations", "3",
 		"--queries", "5", "--json", "--reuse", kept, "--context-episodes", "0")
 	require.Equal(t, 0, code, stderr)
 	var again bench.RetrieveResult
@@ -75,11 +77,11 @@ func TestBenchRetrieve(t *testing.T) {
 	require.Zero(t, again.LoadSeconds, "--reuse does not load")
 	require.Greater(t, again.Retrieve.P50, 0.0)
 
-	_, stderr, code = mnemeCmd(t, server, "bench", "retrieve", "--memories", "400", "--reuse", kept)
+	_, stderr, code = labCmd(t, server, "bench", "retrieve", "--memories", "400", "--reuse", kept)
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, "has 300 memories, --memories is 400")
 
-	_, stderr, code = mnemeCmd(t, server, "bench", "retrieve", "--memories", "300", "--reuse", "mneme_bench_missing")
+	_, stderr, code = labCmd(t, server, "bench", "retrieve", "--memories", "300", "--reuse", "mneme_bench_missing")
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr, `connect to mneme_bench_missing`)
 }
@@ -88,7 +90,7 @@ func TestBenchRetrieve(t *testing.T) {
 // sidecars turn them into memories, and the lag is measured.
 func TestBenchIngest(t *testing.T) {
 	server := dbtest.ServerURL(t)
-	out, stderr, code := mnemeCmd(t, server, "bench", "ingest", "--conversations", "3", "--duration", "2s",
+	out, stderr, code := labCmd(t, server, "bench", "ingest", "--conversations", "3", "--duration", "2s",
 		"--sidecars", "1", "--concurrency", "2", "--preload", "200", "--json")
 	require.Equal(t, 0, code, stderr)
 	var res bench.IngestResult
@@ -121,10 +123,10 @@ func TestBenchIngest(t *testing.T) {
 		}
 	}
 
-	_, stderr, code = mnemeCmd(t, server, "bench", "ingest", "--conversations", "0")
+	_, stderr, code = labCmd(t, server, "bench", "ingest", "--conversations", "0")
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, "--conversations")
-	_, stderr, code = mnemeCmd(t, server, "bench", "ingest", "--llm", "gpt")
+	_, stderr, code = labCmd(t, server, "bench", "ingest", "--llm", "gpt")
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, "--llm")
 }
@@ -134,7 +136,7 @@ func TestBenchIngest(t *testing.T) {
 // kind read from the usage ledger.
 func TestBenchIngestLLM(t *testing.T) {
 	server := dbtest.ServerURL(t)
-	out, stderr, code := mnemeCmd(t, server, "bench", "ingest", "--conversations", "2", "--duration", "2s", "--rate", "40",
+	out, stderr, code := labCmd(t, server, "bench", "ingest", "--conversations", "2", "--duration", "2s", "--rate", "40",
 		"--sidecars", "1", "--concurrency", "2", "--llm", "fake", "--json")
 	require.Equal(t, 0, code, stderr)
 	var res bench.IngestResult
@@ -164,7 +166,7 @@ func TestBenchScale(t *testing.T) {
 		}
 	})
 	run := func() bench.ScaleResult {
-		out, stderr, code := mnemeCmd(t, server, "bench", "scale", "--sizes", "2000,4000", "--conversations", "40",
+		out, stderr, code := labCmd(t, server, "bench", "scale", "--sizes", "2000,4000", "--conversations", "40",
 			"--tenants", "4", "--queries", "2", "--db", name, "--json")
 		require.Equal(t, 0, code, stderr)
 		var res bench.ScaleResult
@@ -263,18 +265,18 @@ func TestBenchScale(t *testing.T) {
 	require.Equal(t, "t0", tenant)
 	require.Zero(t, others)
 
-	_, stderr, code := mnemeCmd(t, server, "bench", "scale", "--sizes", "5000,3000")
+	_, stderr, code := labCmd(t, server, "bench", "scale", "--sizes", "5000,3000")
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, "--sizes")
-	_, stderr, code = mnemeCmd(t, server, "bench", "scale", "--vector", "faiss")
+	_, stderr, code = labCmd(t, server, "bench", "scale", "--vector", "faiss")
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, `--vector "faiss"`)
-	_, stderr, code = mnemeCmd(t, server, "bench", "scale", "--embedder", "openai")
+	_, stderr, code = labCmd(t, server, "bench", "scale", "--embedder", "openai")
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, `--embedder "openai"`)
 	// The kept database keeps its variant: asking for the other is refused.
 	other := map[string]string{"array": "pgvector", "pgvector": "array"}[res.Variant]
-	_, stderr, code = mnemeCmd(t, server, "bench", "scale", "--sizes", "2000,4000", "--conversations", "40", "--tenants", "4",
+	_, stderr, code = labCmd(t, server, "bench", "scale", "--sizes", "2000,4000", "--conversations", "40", "--tenants", "4",
 		"--queries", "2", "--db", name, "--vector", other)
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr, "asked for "+other)
@@ -284,7 +286,7 @@ func TestBenchScale(t *testing.T) {
 	if dbtest.OnCitus() {
 		return
 	}
-	_, stderr, code = mnemeCmd(t, server, "bench", "scale", "--citus", "--sizes", "2000", "--conversations", "40", "--tenants", "4")
+	_, stderr, code = labCmd(t, server, "bench", "scale", "--citus", "--sizes", "2000", "--conversations", "40", "--tenants", "4")
 	require.NotEqual(t, 0, code)
 	require.Contains(t, stderr, "Citus coordinator")
 }
@@ -300,13 +302,17 @@ func TestBenchSoak(t *testing.T) {
 	if dbtest.HasPgvector(t) {
 		runs[1].vector = "pgvector"
 	}
+	// The sidecar processes run the daemon, mneme: built from this checkout.
+	daemon := filepath.Join(t.TempDir(), "mneme")
+	build, err := exec.Command("go", "build", "-o", daemon, "../..").CombinedOutput()
+	require.NoError(t, err, string(build))
 	for _, r := range runs {
 		t.Run(r.vector+"/"+r.sidecars, func(t *testing.T) {
 			args := []string{"bench", "soak", "--duration", "12s", "--chaos-every", "2s", "--settle", "30s", "--vector", r.vector, "--json"}
 			if r.sidecars == "in-process" {
 				args = append(args, "--in-process")
 			}
-			out, stderr, code := mnemeCmd(t, server, args...)
+			out, stderr, code := lab(t, "", []string{"DATABASE_URL=" + server, "MNEME_LOG_LEVEL=warn", "MNEME_DAEMON=" + daemon}, args...)
 			var res soak.Result
 			require.NoError(t, json.Unmarshal([]byte(out), &res), "stdout: %s\nstderr: %s", out, stderr)
 			t.Logf("seed %d (rerun with --seed %d): %.0f messages/s, %.0f calls/s, %.1f jobs/s",
@@ -329,10 +335,10 @@ func TestBenchSoak(t *testing.T) {
 		})
 	}
 
-	_, stderr, code := mnemeCmd(t, server, "bench", "soak", "--duration", "0s")
+	_, stderr, code := labCmd(t, server, "bench", "soak", "--duration", "0s")
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, "--duration")
-	_, stderr, code = mnemeCmd(t, server, "bench", "soak", "--vector", "faiss")
+	_, stderr, code = labCmd(t, server, "bench", "soak", "--vector", "faiss")
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, `--vector "faiss"`)
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/mneme-memory/mneme/sidecar/cli"
 	"github.com/mneme-memory/mneme/sidecar/cluster"
-	"github.com/mneme-memory/mneme/sidecar/config"
 )
 
 // cmdCluster manages the private PostgreSQL of `make demo` and `make test`:
@@ -44,39 +43,4 @@ func cmdCluster(ctx context.Context, log *slog.Logger, args []string) error {
 // logf logs a cluster's progress at info.
 func logf(log *slog.Logger) func(string, ...any) {
 	return func(f string, a ...any) { log.Info(fmt.Sprintf(f, a...)) }
-}
-
-// useDemoCluster is how every command that talks to PostgreSQL finds it,
-// the same way: $DATABASE_URL; when that is unset and this directory has
-// the demo cluster (.mneme/pg, made by make demo), the demo cluster's
-// database (started if stopped), said on stderr. With neither, the
-// command's configuration error says what to set.
-func useDemoCluster(ctx context.Context, log *slog.Logger) error {
-	if os.Getenv("DATABASE_URL") != "" {
-		return nil
-	}
-	url, err := cluster.DemoURL(ctx, logf(log))
-	if err != nil || url == "" {
-		return err
-	}
-	log.Info("DATABASE_URL is not set: using the demo cluster; eval $(bin/mneme cluster env) sets it in your shell",
-		"dir", cluster.DemoDir, "url", url)
-	return os.Setenv("DATABASE_URL", url)
-}
-
-// cmdPsql opens psql on $DATABASE_URL (or the demo cluster, as every
-// command); further arguments go to psql.
-func cmdPsql(ctx context.Context, log *slog.Logger, args []string) error {
-	if len(args) > 0 && (args[0] == "--help" || args[0] == "-help") {
-		flags("psql").Usage()
-		return cli.ErrHelp
-	}
-	if err := useDemoCluster(ctx, log); err != nil {
-		return err
-	}
-	cfg, err := config.Load(true)
-	if err != nil {
-		return err
-	}
-	return cluster.Psql(ctx, cfg.DatabaseURL, args)
 }
