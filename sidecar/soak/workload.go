@@ -303,27 +303,53 @@ func (e *eraser) tried() []uuid.UUID {
 func (e *eraser) eraseOne(ctx context.Context, random bool) (bool, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	w := e.w
 	order := "id"
 	if random {
 		order = "random()"
 	}
-	var id, conv uuid.UUID
-	var tenant string
-	err := w.owner.QueryRow(ctx, `SELECT id, conversation_id, tenant_id
+	found, err := e.find(ctx, order, 1)
+	if err != nil || len(found) == 0 {
+		return false, err
+	}
+	return true, e.eraseFound(ctx, found[0])
+}
+
+// markedMemory is a memory holding a marker, as find reads it.
+type markedMemory struct {
+	id, conv uuid.UUID
+	tenant   string
+}
+
+// find reads up to limit memories holding a marker that erase was not
+// called on yet, in the given order.
+func (e *eraser) find(ctx context.Context, order string, limit int) ([]markedMemory, error) {
+	rows, err := e.w.owner.Query(ctx, `SELECT id, conversation_id, tenant_id
 		FROM mneme.memories WHERE content ~ $1 AND tenant_id LIKE 'soak\_t%' AND NOT id = ANY ($2)
-		ORDER BY `+order+` LIMIT 1`, markerPattern, e.tried()).
-		Scan(&id, &conv, &tenant)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
-	}
+		ORDER BY `+order+` LIMIT $3`, markerPattern, e.tried(), limit)
 	if err != nil {
-		return false, fmt.Errorf("find a memory to erase: %w", err)
+		return nil, fmt.Errorf("find a memory to erase: %w", err)
 	}
+	var out []markedMemory
+	for rows.Next() {
+		var m markedMemory
+		if err := rows.Scan(&m.id, &m.conv, &m.tenant); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("find a memory to erase: %w", err)
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// eraseFound erases one memory find returned, recording what the erase
+// deleted of its conversation (e.mu held).
+func (e *eraser) eraseFound(ctx context.Context, m markedMemory) error {
+	w := e.w
+	id, conv, tenant := m.id, m.conv, m.tenant
 	e.attempted[id] = true
 	var t int
 	if _, err := fmt.Sscanf(tenant, "soak_t%d", &t); err != nil || t >= len(w.apps) {
-		return false, fmt.Errorf("memory %s of unknown tenant %q", id, tenant)
+		return fmt.Errorf("memory %s of unknown tenant %q", id, tenant)
 	}
 	// What the erase deletes of the conversation (an episode and its
 	// messages, a fact's messages, what is taken along: the facts of those
@@ -362,23 +388,23 @@ func (e *eraser) eraseOne(ctx context.Context, random bool) (bool, error) {
 	}
 	msgsBefore, epsBefore, err := state()
 	if err != nil {
-		return false, fmt.Errorf("the conversation before an erase: %w", err)
+		return fmt.Errorf("the conversation before an erase: %w", err)
 	}
 	t0 := time.Now()
 	err = w.asAdmin(ctx, t, `SELECT mneme.erase($1, 'soak: planted marker')`, id)
 	span := [2]time.Time{t0, time.Now()}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "P0002" {
-		return true, nil // taken along by an erase before (a fact, a merged duplicate)
+		return nil // taken along by an erase before (a fact, a merged duplicate)
 	}
 	if err != nil {
 		w.led.fail("erase", err)
-		return true, nil
+		return nil
 	}
 	w.led.call("erase")
 	msgsAfter, epsAfter, err := state()
 	if err != nil {
-		return false, fmt.Errorf("the conversation after an erase: %w", err)
+		return fmt.Errorf("the conversation after an erase: %w", err)
 	}
 	var deleted []int64
 	for i := range msgsBefore {
@@ -393,7 +419,7 @@ func (e *eraser) eraseOne(ctx context.Context, random bool) (bool, error) {
 		}
 	}
 	w.led.addErased(eps, id, deleted, span)
-	return true, nil
+	return nil
 }
 
 // run erases now and then until ctx ends.
@@ -412,12 +438,24 @@ func (e *eraser) run(ctx context.Context, rng *lockedRand) error {
 	}
 }
 
-// eraseAll erases every memory still holding a marker.
+// eraseAll erases every memory still holding a marker: it reads them in
+// batches by id (one scan of the memories per batch, not per erase) until
+// none is left.
 func (e *eraser) eraseAll(ctx context.Context) error {
-	for range 100000 {
-		more, err := e.eraseOne(ctx, false)
-		if err != nil || !more {
+	for range 1000 {
+		e.mu.Lock()
+		found, err := e.find(ctx, "id", 500)
+		e.mu.Unlock()
+		if err != nil || len(found) == 0 {
 			return err
+		}
+		for _, m := range found {
+			e.mu.Lock()
+			err := e.eraseFound(ctx, m)
+			e.mu.Unlock()
+			if err != nil {
+				return err
+			}
 		}
 	}
 	return errors.New("erase: memories holding markers keep coming back")
