@@ -75,6 +75,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v__entered boolean := mneme._enter(add_fact.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
     v_id    uuid;
     v_ids   bigint[];
     v_first timestamptz;
@@ -145,6 +146,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     v_new   mneme.memories;
     v_k     int := coalesce(revision_candidates.k, mneme.setting('revision_candidates')::int);
     v_scope text := mneme.setting('revision_scope') #>> '{}';
@@ -401,6 +403,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     v_new    mneme.memories;
     v_old    mneme.memories;
     v_action text := upper(btrim(apply_revision.action));
@@ -593,6 +596,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     v_d   int[];
     v_ids uuid[];
     v_rel text[];

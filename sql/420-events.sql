@@ -340,6 +340,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     v_n int := 0;
 BEGIN
     IF memory_event_log.memory_id IS NULL THEN

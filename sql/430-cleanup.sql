@@ -312,9 +312,14 @@ COMMENT ON FUNCTION mneme._cleanup(timestamptz, boolean, text) IS
 
 CREATE OR REPLACE FUNCTION mneme.cleanup(dry_run boolean DEFAULT false)
 RETURNS TABLE (action text, count bigint)
-LANGUAGE sql
+LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
-AS $$ SELECT * FROM mneme._cleanup(now(), cleanup.dry_run) $$;
+AS $$
+BEGIN
+    PERFORM mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
+    RETURN QUERY SELECT * FROM mneme._cleanup(now(), cleanup.dry_run);
+END
+$$;
 COMMENT ON FUNCTION mneme.cleanup(boolean) IS
     'The lifecycle policy, callable from psql or pg_cron (the sidecar runs it as the cleanup job every '
     'cleanup_interval): active memories with retrievability below inactive_below_r become inactive (kept, out of '
@@ -580,6 +585,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     v_every interval := mneme._interval_setting('cleanup_interval');
     v_at    timestamptz;
 BEGIN
@@ -615,6 +621,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     v_status text;
     v_conv   uuid;
 BEGIN

@@ -30,6 +30,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     v_conv uuid;
 BEGIN
     IF erase.memory_id IS NULL THEN
@@ -68,6 +69,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    v__entered boolean := mneme._enter(erase_conversation.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
     v_ids     uuid[];
     v_n       bigint;
     v_tenant  text;
@@ -171,6 +173,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     v_prev   text := pg_catalog.current_setting('mneme.tenant', true);
     v_logins text;
     v_conv   uuid;
