@@ -465,7 +465,7 @@ BEGIN
             v_action := 'ADD';
         END IF;
     END IF;
-    PERFORM mneme._set_local('mneme.actor', 'revise:' || apply_revision.classifier);
+    PERFORM mneme._mark('actor', 'revise:' || apply_revision.classifier);
     PERFORM mneme._mark('event_reason', left(v_note, 500));
     v_slot := CASE WHEN apply_revision.slot IS NULL OR mneme._is_blank(apply_revision.slot) THEN v_new.slot
                    ELSE lower(btrim(apply_revision.slot)) END;
@@ -485,6 +485,7 @@ BEGIN
             left(v_note, 1500) || CASE WHEN v_action <> 'ADD' THEN format(' [target %s]', v_old.id) ELSE '' END,
             mneme._event_actor());
     PERFORM mneme._mark('event_reason', '');
+    PERFORM mneme._mark('actor', '');
     RETURN v_action;
 END
 $$;

@@ -295,15 +295,15 @@ BEGIN
             USING ERRCODE = '22023', HINT = 'SELECT mneme.set_setting(''purge_after_days'', ''null'') turns purging off';
     END IF;
 
-    PERFORM mneme._set_local('mneme.actor', v_actor);
-    PERFORM mneme._set_local('mneme.event_at', v_at::text);
+    PERFORM mneme._mark('actor', v_actor);
+    PERFORM mneme._mark('event_at', v_at::text);
     action := 'inactivated'; count := mneme._cleanup_inactivate(v_at, dry_run, v_thr::float8); RETURN NEXT;
     action := 'expired';     count := mneme._cleanup_expire(v_at, dry_run, v_actor); RETURN NEXT;
     action := 'purged';      count := mneme._cleanup_purge(v_at, dry_run, CASE WHEN v_purge = 'null'::jsonb THEN NULL ELSE v_purge::float8 END);
     RETURN NEXT;
     action := 'jobs_pruned'; count := mneme._cleanup_prune_jobs(v_at, dry_run, v_retention); RETURN NEXT;
-    PERFORM mneme._set_local('mneme.actor', '');
-    PERFORM mneme._set_local('mneme.event_at', '');
+    PERFORM mneme._mark('actor', '');
+    PERFORM mneme._mark('event_at', '');
 END
 $$;
 COMMENT ON FUNCTION mneme._cleanup(timestamptz, boolean, text) IS
