@@ -267,3 +267,251 @@ COMMENT ON FUNCTION mneme.erase_vacuum_targets() IS
     'The tables an erase touched when an erase (in any tenant: mneme.erasures) happened after the last (auto)vacuum '
     'of mneme.memories (empty otherwise), and whether the calling role may VACUUM them (their owner or a superuser). The cleanup job '
     'vacuums them so erased text leaves the dead tuples; a role that may not gets the command to hand on.';
+
+-- Deletes memories for real (purge and erase): their source messages,
+-- references in pending reviews and job payloads, then the rows (BM25
+-- statistics follow by trigger, review_log by cascade). The delete trigger
+-- records one event per memory with the given event and reason.
+CREATE OR REPLACE FUNCTION mneme._remove_memories(ids uuid[], event text, reason text)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_msgs    bigint[];
+    v_own     text[];
+    v_convs   uuid[];
+    v_tenants text[];
+    v_keys    text[];
+    v_queries text[] := '{}';
+    v_n       bigint;
+    v_more    uuid[];
+BEGIN
+    LOOP
+        SELECT array_agg(DISTINCT s.id), array_agg(DISTINCT s.c) INTO v_msgs, v_convs FROM (
+            SELECT unnest(m.source_message_ids) AS id, m.conversation_id AS c FROM mneme.memories m WHERE m.id = ANY (ids)
+            UNION
+            SELECT g.id, g.conversation_id FROM mneme.messages g WHERE g.memory_id = ANY (ids)) s;
+        EXIT WHEN _remove_memories.event <> 'erased';
+        -- What copies the erased words goes with them, each with its own
+        -- tombstone: every memory made of an erased message (the facts
+        -- extracted from an erased episode's messages, and the episode an
+        -- erased fact was extracted from, whose messages then go too: a
+        -- fact's words, or an LLM's paraphrase of them, cannot be cut out
+        -- of the episode reliably, so the episode is erased whole;
+        -- docs/forgetting.md), and the merged duplicates of an erased
+        -- memory (the same statement, kept out of retrieval but not out
+        -- of the table). Repeated until nothing more is reached.
+        v_more := ARRAY(SELECT m.id FROM mneme.memories m
+                        WHERE NOT m.id = ANY (ids)
+                          AND ((m.status = 'merged' AND m.confirms_id = ANY (ids))
+                               OR (v_msgs IS NOT NULL AND m.conversation_id = ANY (v_convs)
+                                   AND m.source_message_ids && v_msgs)));
+        EXIT WHEN cardinality(v_more) = 0;
+        PERFORM mneme._lock_memories(v_more);
+        ids := ids || v_more;
+    END LOOP;
+    v_keys := ARRAY(SELECT unnest(ids)::text);
+    v_convs := ARRAY(SELECT DISTINCT m.conversation_id FROM mneme.memories m WHERE m.id = ANY (ids));
+    -- Retrievals are recorded in the asking conversation, which with scope
+    -- tenant is any conversation of the tenant.
+    v_tenants := ARRAY(SELECT DISTINCT m.tenant_id FROM mneme.memories m WHERE m.id = ANY (ids));
+    IF _remove_memories.event = 'erased' THEN
+        -- Reasons may quote what is erased: the events of every erased
+        -- memory, and any reason or status_reason that names one (a
+        -- revision's "changes from X to Y (by <id>)"), lose their text.
+        PERFORM mneme._mark('erasing', 'on');
+        UPDATE mneme.memory_events e SET reason = NULL WHERE e.memory_id = ANY (ids) AND e.reason IS NOT NULL;
+        UPDATE mneme.memory_events e SET reason = NULL
+        WHERE e.id IN (SELECT e2.id
+                       FROM mneme.memory_events e2,
+                            regexp_matches(e2.reason, '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}', 'g') r
+                       WHERE e2.tenant_id = ANY (v_tenants)
+                         -- (the partial index memory_events_naming_idx: only the reasons that name an id)
+                         AND e2.reason ~ '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}'
+                         AND r[1] IN (SELECT unnest(v_keys)));
+        PERFORM mneme._mark('erasing', '');
+        UPDATE mneme.memories m SET status_reason = m.status || ': the memory that changed it was erased'  -- (not format(), STABLE: Citus refuses it over columns in an UPDATE)
+        WHERE m.id IN (SELECT m2.id
+                       FROM mneme.memories m2,
+                            regexp_matches(m2.status_reason, '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}', 'g') r
+                       WHERE m2.tenant_id = ANY (v_tenants)
+                         -- (the partial index memories_reason_naming_idx)
+                         AND m2.status_reason ~ '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}'
+                         AND NOT m2.id = ANY (ids) AND r[1] IN (SELECT unnest(v_keys)));
+        -- A query that retrieved an erased memory asked about it: it goes
+        -- too, from every copy, also where it retrieved other memories
+        -- alongside (their review log, the review job that rated them).
+        v_queries := ARRAY(
+            SELECT e ->> 'query'
+            FROM mneme.message_queue q, jsonb_array_elements(q.pending_reviews) e
+            WHERE q.tenant_id = ANY (v_tenants) AND q.pending_reviews IS NOT NULL AND jsonb_typeof(q.pending_reviews) = 'array'
+              AND (e -> 'memory_ids') ?| v_keys AND e ->> 'query' IS NOT NULL
+            UNION
+            SELECT e ->> 'query'
+            -- (the review jobs that name one: a GIN lookup per probe,
+            -- jobs_review_payload_idx; the planner uses no GIN index for @> ANY)
+            FROM (SELECT DISTINCT x.id, x.payload
+                  FROM unnest(mneme._payload_probes(v_keys, NULL, NULL)) AS p(doc)
+                  JOIN mneme.jobs x ON x.payload @> p.doc AND x.kind = 'review' AND x.tenant_id = ANY (v_tenants)
+                  WHERE cardinality(v_keys) <= 10
+                  UNION ALL
+                  SELECT x.id, x.payload FROM mneme.jobs x
+                  WHERE cardinality(v_keys) > 10 AND x.kind = 'review' AND x.tenant_id = ANY (v_tenants)) j,
+                 jsonb_array_elements(j.payload -> 'reviews') e
+            WHERE jsonb_typeof(j.payload -> 'reviews') = 'array'
+              AND jsonb_typeof(e -> 'memory_ids') = 'array' AND (e -> 'memory_ids') ?| v_keys AND e ->> 'query' IS NOT NULL
+            UNION
+            SELECT unnest(l.matched_queries) FROM mneme.review_log l WHERE l.memory_id = ANY (ids));
+        UPDATE mneme.review_log l
+        SET matched_queries = ARRAY(SELECT x FROM unnest(l.matched_queries) WITH ORDINALITY AS u(x, o)
+                                    WHERE NOT x = ANY (v_queries) ORDER BY o)
+        WHERE l.tenant_id = ANY (v_tenants) AND l.matched_queries && v_queries AND NOT l.memory_id = ANY (ids);
+    END IF;
+
+    -- A retrieval that returned one of them is not reviewed any more: its
+    -- query may quote what is removed.
+    UPDATE mneme.message_queue q
+    SET pending_reviews = nullif((SELECT coalesce(jsonb_agg(e ORDER BY o), '[]'::jsonb)
+                                  FROM jsonb_array_elements(q.pending_reviews) WITH ORDINALITY AS x(e, o)
+                                  WHERE NOT mneme._review_entry_removed(e, v_keys, v_queries)), '[]'::jsonb),
+        updated_at = now()
+    WHERE q.tenant_id = ANY (v_tenants) AND q.pending_reviews IS NOT NULL AND jsonb_typeof(q.pending_reviews) = 'array'
+      AND EXISTS (SELECT 1 FROM jsonb_array_elements(q.pending_reviews) e
+                  WHERE mneme._review_entry_removed(e, v_keys, v_queries));
+
+    -- The jobs of their conversations, and the review jobs of the tenant
+    -- that name one of them, a message or a query (found through
+    -- jobs_conversation_idx and jobs_review_payload_idx, not by reading
+    -- every job's payload: issue 47).
+    UPDATE mneme.jobs j SET payload = mneme._scrub_payload(j.payload, v_keys, v_msgs, v_queries), updated_at = now()
+    -- (of the conversation's jobs, the kinds whose payloads can name one:
+    -- a segment, revise or cleanup payload names no message or memory this
+    -- scrubs, and review jobs are found by the probes)
+    WHERE j.id IN (SELECT x.id FROM mneme.jobs x
+                   WHERE x.conversation_id = ANY (v_convs) AND x.kind NOT IN ('segment', 'revise', 'review', 'cleanup', 'noop')
+                   UNION
+                   -- a few: looked up probe by probe (jobs_review_payload_idx
+                   -- where no row security stands between; under it, a pass
+                   -- over the review jobs per probe); many: one pass
+                   SELECT x.id FROM unnest(mneme._payload_probes(v_keys, v_msgs, v_queries)) AS p(doc)
+                   JOIN mneme.jobs x ON x.payload @> p.doc AND x.kind = 'review'
+                   WHERE cardinality(v_keys) <= 10
+                   UNION
+                   SELECT x.id FROM mneme.jobs x WHERE cardinality(v_keys) > 10 AND x.kind = 'review')
+      AND j.tenant_id = ANY (v_tenants)
+      AND j.payload IS DISTINCT FROM mneme._scrub_payload(j.payload, v_keys, v_msgs, v_queries);
+
+    -- Only messages of a removed memory's own tenant (its source ids are
+    -- checked on write, sql/015-invariants.sql; a row written before that
+    -- check may name another tenant's message, which stays).
+    -- (the pairs read first, then one table's predicate: Citus refuses a
+    -- subquery correlated across memories and messages)
+    v_own := ARRAY(SELECT m.tenant_id || ':' || s.id::text FROM mneme.memories m, unnest(m.source_message_ids) AS s(id)
+                   WHERE m.id = ANY (ids)
+                   UNION
+                   SELECT g.tenant_id || ':' || g.id::text FROM mneme.messages g WHERE g.memory_id = ANY (ids));
+    DELETE FROM mneme.messages g
+    WHERE g.id = ANY (v_msgs) AND (g.tenant_id || ':' || g.id::text) = ANY (v_own);
+    -- The lineage link of a successor goes with the memory (the events keep the ids).
+    -- (each only when there is one: an UPDATE of no row still runs the
+    -- memories' statement triggers)
+    IF EXISTS (SELECT 1 FROM mneme.memories m WHERE m.supersedes_id = ANY (ids) AND NOT m.id = ANY (ids)) THEN
+        UPDATE mneme.memories m SET supersedes_id = NULL WHERE m.supersedes_id = ANY (ids) AND NOT m.id = ANY (ids);
+    END IF;
+    IF EXISTS (SELECT 1 FROM mneme.memories m WHERE m.confirms_id = ANY (ids) AND NOT m.id = ANY (ids)) THEN
+        UPDATE mneme.memories m SET confirms_id = NULL WHERE m.confirms_id = ANY (ids) AND NOT m.id = ANY (ids);
+    END IF;
+    IF EXISTS (SELECT 1 FROM mneme.memories m WHERE m.invalidates_id = ANY (ids) AND NOT m.id = ANY (ids)) THEN
+        UPDATE mneme.memories m SET invalidates_id = NULL WHERE m.invalidates_id = ANY (ids) AND NOT m.id = ANY (ids);
+    END IF;
+
+    PERFORM mneme._mark('delete_event', _remove_memories.event);
+    PERFORM mneme._mark('delete_reason', coalesce(_remove_memories.reason, ''));
+    DELETE FROM mneme.memories m WHERE m.id = ANY (ids);
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    PERFORM mneme._mark('delete_event', '');
+    PERFORM mneme._mark('delete_reason', '');
+    RETURN v_n;
+END
+$$;
+COMMENT ON FUNCTION mneme._remove_memories(uuid[], text, text) IS
+    'Internal (purge, erase): deletes memories with their source messages, and the pending reviews and job '
+    'payload entries of the tenant that refer to them; erase also takes the facts extracted from those messages, '
+    'the merged duplicates, and every copy of a query that retrieved an erased memory (pending reviews, review '
+    'jobs, the review log of memories retrieved alongside); lineage links to them become NULL; the delete '
+    'trigger records the event.';
+
+-- The JSON documents a review job's payload contains (@>) when it names
+-- one of the memories, messages or queries: what jobs_review_payload_idx
+-- finds without reading every payload (mneme._remove_memories).
+CREATE OR REPLACE FUNCTION mneme._payload_probes(memory_ids text[], message_ids bigint[], queries text[])
+RETURNS jsonb[]
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT ARRAY(
+    SELECT jsonb_build_object('reviews', jsonb_build_array(jsonb_build_object('memory_ids', jsonb_build_array(k))))
+    FROM unnest(coalesce(memory_ids, '{}')) k
+    UNION ALL
+    SELECT jsonb_build_object('memory_ids', jsonb_build_array(k)) FROM unnest(coalesce(memory_ids, '{}')) k
+    UNION ALL
+    SELECT jsonb_build_object('reviews', jsonb_build_array(jsonb_build_object('query', q))) FROM unnest(coalesce(queries, '{}')) q
+    UNION ALL
+    SELECT p FROM unnest(coalesce(message_ids, '{}')) m,
+           LATERAL (VALUES (jsonb_build_object('context', jsonb_build_array(jsonb_build_object('id', m)))),
+                           (jsonb_build_object('message_ids', jsonb_build_array(m))),
+                           (jsonb_build_object('context_message_ids', jsonb_build_array(m)))) v(p))
+$$;
+COMMENT ON FUNCTION mneme._payload_probes(text[], bigint[], text[]) IS
+    'Internal (erase, purge): the documents a job payload contains (@>) when it names one of the memories, '
+    'messages or queries (review entries, context, message_ids, context_message_ids, memory_ids).';
+
+-- A recorded retrieval ({query, memory_ids}) that must go: it names a
+-- removed memory, or its query is one that retrieved an erased memory.
+CREATE OR REPLACE FUNCTION mneme._review_entry_removed(entry jsonb, memory_ids text[], queries text[])
+RETURNS boolean
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT coalesce(jsonb_typeof(entry -> 'memory_ids') = 'array' AND (entry -> 'memory_ids') ?| memory_ids, false)
+    OR coalesce((entry ->> 'query') = ANY (queries), false)
+$$;
+COMMENT ON FUNCTION mneme._review_entry_removed(jsonb, text[], text[]) IS
+    'Internal (erase, purge): whether a recorded retrieval {query, memory_ids} names a removed memory or quotes '
+    'a query that retrieved an erased one.';
+
+-- A job payload without what refers to removed memories or messages: review
+-- entries naming a memory or quoting an erased query, context messages and
+-- message ids.
+CREATE OR REPLACE FUNCTION mneme._scrub_payload(payload jsonb, memory_ids text[], message_ids bigint[], queries text[])
+RETURNS jsonb
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT CASE WHEN jsonb_typeof(payload) <> 'object' THEN payload ELSE
+    payload
+    || CASE WHEN jsonb_typeof(payload -> 'reviews') = 'array' THEN jsonb_build_object('reviews',
+           (SELECT coalesce(jsonb_agg(e ORDER BY o), '[]') FROM jsonb_array_elements(payload -> 'reviews') WITH ORDINALITY x(e, o)
+            WHERE NOT mneme._review_entry_removed(e, memory_ids, queries))) ELSE '{}' END
+    || CASE WHEN jsonb_typeof(payload -> 'context') = 'array' THEN jsonb_build_object('context',
+           (SELECT coalesce(jsonb_agg(e ORDER BY o), '[]') FROM jsonb_array_elements(payload -> 'context') WITH ORDINALITY x(e, o)
+            WHERE NOT (jsonb_typeof(e -> 'id') = 'number' AND (e ->> 'id')::numeric = ANY (coalesce(message_ids, '{}')::numeric[]))))
+       ELSE '{}' END
+    || CASE WHEN jsonb_typeof(payload -> 'message_ids') = 'array' THEN jsonb_build_object('message_ids',
+           (SELECT coalesce(jsonb_agg(e ORDER BY o), '[]') FROM jsonb_array_elements(payload -> 'message_ids') WITH ORDINALITY x(e, o)
+            WHERE NOT (jsonb_typeof(e) = 'number' AND e::text::numeric = ANY (coalesce(message_ids, '{}')::numeric[]))))
+       ELSE '{}' END
+    || CASE WHEN jsonb_typeof(payload -> 'context_message_ids') = 'array' THEN jsonb_build_object('context_message_ids',
+           (SELECT coalesce(jsonb_agg(e ORDER BY o), '[]') FROM jsonb_array_elements(payload -> 'context_message_ids') WITH ORDINALITY x(e, o)
+            WHERE NOT (jsonb_typeof(e) = 'number' AND e::text::numeric = ANY (coalesce(message_ids, '{}')::numeric[]))))
+       ELSE '{}' END
+    || CASE WHEN jsonb_typeof(payload -> 'memory_ids') = 'array' THEN jsonb_build_object('memory_ids',
+           (SELECT coalesce(jsonb_agg(e ORDER BY o), '[]') FROM jsonb_array_elements(payload -> 'memory_ids') WITH ORDINALITY x(e, o)
+            WHERE NOT (e #>> '{}') = ANY (memory_ids)))
+       ELSE '{}' END
+END
+$$;
+COMMENT ON FUNCTION mneme._scrub_payload(jsonb, text[], bigint[], text[]) IS
+    'Internal: a job payload without review entries naming the given memories and without the given messages '
+    '(context entries, message_ids, context_message_ids).';
