@@ -170,15 +170,21 @@ COMMENT ON FUNCTION mneme._check_time(text, timestamptz) IS
 -- it instead of a second job; a requeued job gives way to it.
 CREATE OR REPLACE FUNCTION mneme._equivalent_pending_job(kind text, conversation_id uuid, dedupe_key text, except_id bigint)
 RETURNS bigint
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-SELECT j.id FROM mneme.jobs j
-WHERE j.state = 'pending' AND j.id IS DISTINCT FROM _equivalent_pending_job.except_id
-  AND ((_equivalent_pending_job.dedupe_key IS NOT NULL AND j.dedupe_key = _equivalent_pending_job.dedupe_key)
-       OR (_equivalent_pending_job.kind = 'segment' AND j.kind = 'segment'
-           AND j.conversation_id = _equivalent_pending_job.conversation_id))
-LIMIT 1
+#variable_conflict use_column
+DECLARE
+    v bigint;
+BEGIN
+    SELECT j.id INTO v FROM mneme.jobs j
+    WHERE j.state = 'pending' AND j.id IS DISTINCT FROM _equivalent_pending_job.except_id
+      AND ((_equivalent_pending_job.dedupe_key IS NOT NULL AND j.dedupe_key = _equivalent_pending_job.dedupe_key)
+           OR (_equivalent_pending_job.kind = 'segment' AND j.kind = 'segment'
+               AND j.conversation_id = _equivalent_pending_job.conversation_id))
+    LIMIT 1;
+    RETURN v;
+END
 $$;
 COMMENT ON FUNCTION mneme._equivalent_pending_job(text, uuid, text, bigint) IS
     'Internal to enqueue_job and requeueing: the pending job (other than except_id) that does the same work, if any.';
@@ -195,6 +201,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v__entered boolean := mneme._enter(enqueue_job.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
     v_id        bigint;
     v_max_bytes bigint;
     v_kind      mneme.job_kinds;
@@ -267,9 +274,10 @@ BEGIN
             enqueue_job.conversation_id USING ERRCODE = '22023',
             HINT = 'mneme.add_message queues messages and enqueues the segment job itself';
     END IF;
-    -- Distributed by conversation (Citus), a job needs one: a job of no
-    -- conversation (cleanup) goes to the nil conversation's shard.
-    IF enqueue_job.conversation_id IS NULL AND mneme._distributed('mneme.jobs') THEN
+    -- A job of no conversation (cleanup) has the nil one: the functions
+    -- that finish a job name its conversation with = (on Citus, where jobs
+    -- are distributed by conversation, that routes to its shard).
+    IF enqueue_job.conversation_id IS NULL THEN
         enqueue_job.conversation_id := '00000000-0000-0000-0000-000000000000';
     END IF;
     INSERT INTO mneme.jobs (kind, conversation_id, payload, dedupe_key, run_at)
@@ -295,8 +303,8 @@ COMMENT ON FUNCTION mneme.enqueue_job(text, uuid, jsonb, text, timestamptz) IS
     'its id is returned instead.';
 
 -- (mneme._functions_reaching served the migrate-time rewriting of
--- functions on Citus, which is gone: sql/citus/100-generated.sql is made
--- ahead of time; goose 00090 drops it.)
+-- functions on Citus, which is gone: the Citus forms are written in sql/
+-- and sql/citus/; goose 00090 drops it.)
 
 -- -----------------------------------------------------------------------------
 -- The SQL API's version (semantic: a major change breaks callers, a minor

@@ -54,6 +54,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    PERFORM mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     IF set_tenant.tenant IS NULL THEN
         RAISE EXCEPTION 'tenant must not be NULL' USING ERRCODE = '22004';
     END IF;
@@ -108,6 +109,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     v_now timestamptz := now();
     v_by  name := session_user;
 BEGIN
@@ -166,6 +168,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    PERFORM mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     PERFORM mneme._require_unbound('create tenants');
     IF create_tenant.tenant IS NULL THEN
         RAISE EXCEPTION 'tenant must not be NULL' USING ERRCODE = '22004';
@@ -260,6 +263,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     v_prev  text := pg_catalog.current_setting('mneme.tenant', true);
     v_bound text;
     t       record;
@@ -364,13 +368,14 @@ $$;
 COMMENT ON FUNCTION mneme._readable_conversation(uuid) IS
     'Internal: whether the conversation belongs to the transaction''s tenant (or the session is the sidecar''s).';
 
--- The caller, forwarded to the workers (Citus only; defined on one server
--- too, where nothing calls it). On Citus the statements of an API call
+-- The caller, forwarded to the workers (Citus only: on one server it
+-- returns at once). On Citus the statements of an API call
 -- reach the workers on connections of mneme_owner (the functions' owner),
 -- where the caller's login and the transaction's tenant (a setting of the
 -- coordinator's session) are not known. Every API function that reaches a
--- distributed table calls this first (its first declaration, in
--- sql/citus/100-generated.sql). At the top of a call (no mneme function on the
+-- distributed table calls this first (its first declaration, or its first
+-- statement: `v__entered boolean := mneme._enter(conversation_id)`;
+-- TestEveryAPIFunctionEnters). At the top of a call (no mneme function on the
 -- stack above the one that entered) it resolves the caller on the node that runs it (the
 -- coordinator, or the worker a call is delegated to, where the session is
 -- the caller's): its tenant (mneme._resolve_tenant: the login's binding or
@@ -407,6 +412,9 @@ DECLARE
     v_caller text;
     v_operator text;
 BEGIN
+    IF NOT mneme._distributed('mneme.message_queue') THEN
+        RETURN true;  -- one server: nothing to forward, no shard to open
+    END IF;
     IF session_user = 'mneme_owner'::name AND current_setting('application_name') LIKE 'citus\_internal%' THEN
         RETURN true;  -- a worker running a statement of a call: the settings came with it
     END IF;

@@ -16,6 +16,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 BEGIN
+    PERFORM mneme._enter(set_speakers.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
     IF set_speakers.conversation_id IS NULL THEN
         RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
     END IF;
@@ -109,6 +110,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v__entered boolean := mneme._enter(add_message.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
     -- The settings it needs, read in one statement (it runs at every message).
     v_set       jsonb := (SELECT jsonb_object_agg(s.key, s.value) FROM mneme.settings s
                           WHERE s.key IN ('message_max_chars', 'segment_min_messages', 'segment_max_messages',
@@ -229,6 +231,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v__entered boolean := mneme._enter(enqueue_segment.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
     v_id bigint;
 BEGIN
     -- One pending segment job per conversation, and it does all there is:
@@ -260,6 +263,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v__entered boolean := mneme._enter(segment_now.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
     v_last bigint;
 BEGIN
     IF segment_now.conversation_id IS NULL THEN
@@ -298,6 +302,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v__entered boolean := mneme._enter(add_pending_review.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
     v_n       int;
     v_max     int := mneme.setting('pending_reviews_max')::int;
     v_reviews jsonb;
@@ -401,6 +406,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    v__entered boolean := mneme._enter(record_retrieval.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
     v_missing bigint;
 BEGIN
     PERFORM mneme._require_primary('mneme.record_retrieval');
@@ -444,6 +450,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v__entered boolean := mneme._enter(take_pending_reviews.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
     v jsonb;
 BEGIN
     IF take_pending_reviews.conversation_id IS NULL THEN
@@ -478,6 +485,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     v_tenant text := mneme._tenant();
     v_ids    uuid[];
 BEGIN
@@ -545,6 +553,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 BEGIN
+    PERFORM mneme._enter(conversation_messages.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
     IF conversation_messages.conversation_id IS NULL THEN
         RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
     END IF;
@@ -573,6 +582,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 BEGIN
+    PERFORM mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     IF conversation_titles.conversation_ids IS NULL THEN
         RAISE EXCEPTION 'conversation_ids must not be NULL' USING ERRCODE = '22004', HINT = 'an empty array lists none';
     END IF;

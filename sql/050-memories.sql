@@ -65,6 +65,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v__entered boolean := mneme._enter(remember.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
     v_id       uuid;
     v_old      mneme.memories;
     v_old_conv uuid;
@@ -162,6 +163,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     v_conv   uuid;
     v_status text;
 BEGIN
@@ -191,9 +193,14 @@ COMMENT ON FUNCTION mneme.pin(uuid, boolean) IS
 
 CREATE OR REPLACE FUNCTION mneme.unpin(memory_id uuid)
 RETURNS void
-LANGUAGE sql
+LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
-AS $$ SELECT mneme.pin(unpin.memory_id, false) $$;
+AS $$
+BEGIN
+    PERFORM mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
+    PERFORM mneme.pin(unpin.memory_id, false);
+END
+$$;
 COMMENT ON FUNCTION mneme.unpin(uuid) IS 'Unpins a memory: mneme.pin(id, false).';
 
 CREATE OR REPLACE FUNCTION mneme.forget(memory_id uuid, reason text)
@@ -203,6 +210,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     v_status text;
     v_conv   uuid;
 BEGIN
@@ -247,6 +255,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     v_conv uuid;
     v_by   uuid;
     v_rev  text;
@@ -303,6 +312,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 BEGIN
+    PERFORM mneme._enter(conversation_memories.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
     IF conversation_memories.conversation_id IS NULL THEN
         RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
     END IF;
@@ -342,6 +352,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     v_at     timestamptz := coalesce(find_memories.at, now());
     v_sort   text := coalesce(find_memories.sort, 'created');
     v_k      int := coalesce(find_memories.k, 50);
@@ -448,6 +459,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     v_conv uuid;
 BEGIN
     IF memory_reviews.memory_id IS NULL THEN

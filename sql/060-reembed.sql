@@ -97,6 +97,7 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    PERFORM mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     -- plpgsql: mneme.memory_text is defined by a later file (101-hash-embed.sql).
     RETURN QUERY
     SELECT m.id, mneme.memory_text(m.title, m.summary, m.content)
@@ -112,6 +113,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    PERFORM mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     IF set_embedding.memory_id IS NULL OR set_embedding.embedding IS NULL THEN
         RAISE EXCEPTION 'memory_id and embedding must not be NULL' USING ERRCODE = '22004';
     END IF;

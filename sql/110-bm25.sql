@@ -276,6 +276,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     v_ids   uuid[];
     v_convs uuid[];
 BEGIN
@@ -335,6 +336,7 @@ $$;
 -- the statistics had not seen was estimated at one row and its 73,000
 -- postings were read per term: 86 ms). Expired memories and those created
 -- outside [since, until) are left out. Plain SQL: inlined into its caller.
+-- On Citus another form (sql/citus/200-functions.sql says why).
 CREATE OR REPLACE FUNCTION mneme._bm25_sums(
     conversation_ids uuid[], terms text[], weights float8[], k1 float8, b float8, avgdl float8,
     expired uuid[], since timestamptz, until timestamptz)
@@ -353,6 +355,42 @@ AS $$
 $$;
 COMMENT ON FUNCTION mneme._bm25_sums(uuid[], text[], float8[], float8, float8, float8, uuid[], timestamptz, timestamptz) IS
     'Internal to _bm25_search: per memory, the BM25 sum over the given terms'' postings (eligible memories only).';
+
+-- The statistics of the given terms over the given conversations: per term
+-- its df (less the postings of the expired memories given), its largest tf
+-- and its smallest doclen per tf (MaxScore's bounds, _bm25_search). Each
+-- read by the whole key, one conversation and term at a time: the plan
+-- cannot turn into a scan of a conversation's terms filtered by term,
+-- whatever the statistics say (TestSmallConversationCostIgnoresTheRest).
+-- The expired memories that hold a term are looked up one by one by the
+-- whole key when they are fewer than its postings, else counted among its
+-- postings. Plain SQL: inlined into its caller. On Citus another form
+-- (sql/citus/200-functions.sql says why).
+CREATE OR REPLACE FUNCTION mneme._bm25_term_stats(conversation_ids uuid[], terms text[], expired uuid[])
+RETURNS TABLE (term text, df float8, max_tf int, min_len float8)
+LANGUAGE sql STABLE
+AS $$
+    SELECT d.term, d.df - CASE
+               WHEN $3 IS NULL THEN 0
+               WHEN cardinality($3) < d.df THEN
+                   (SELECT count(*) FROM unnest($1) AS c2(id), unnest($3) AS e(id), LATERAL (
+                        SELECT 1 FROM mneme.bm25_postings p
+                        WHERE p.conversation_id = c2.id AND p.term = d.term AND p.memory_id = e.id LIMIT 1) hit)
+               ELSE
+                   (SELECT count(*) FROM unnest($1) AS c2(id), mneme.bm25_postings p
+                    WHERE p.conversation_id = c2.id AND p.term = d.term AND p.memory_id = ANY ($3))
+           END,
+           d.max_tf, d.min_len
+    FROM (SELECT q.term, sum(bt.df)::float8 AS df, max(bt.max_tf) AS max_tf, min(bt.min_len_per_tf) AS min_len
+          FROM (SELECT DISTINCT u.term FROM unnest($2) AS u(term)) q,
+               unnest($1) AS c(id), LATERAL (
+                  SELECT t.df, t.max_tf, t.min_len_per_tf FROM mneme.bm25_terms t
+                  WHERE t.conversation_id = c.id AND t.term = q.term) bt
+          GROUP BY q.term) d
+$$;
+COMMENT ON FUNCTION mneme._bm25_term_stats(uuid[], text[], uuid[]) IS
+    'Internal to _bm25_search and the context: per term, its df over the conversations (expired memories left out), '
+    'its largest tf and smallest doclen per tf.';
 
 -- Over one conversation (bm25_search) or several (a tenant's, search with
 -- scope 'tenant'): the statistics of the conversations together.
@@ -424,28 +462,9 @@ BEGIN
     END IF;
     v_avgdl := v_total / v_n;
 
-    WITH d AS (
-        SELECT q.term, sum(bt.df)::float8 AS df, max(bt.max_tf) AS max_tf, min(bt.min_len_per_tf) AS min_len
-        FROM (SELECT DISTINCT u.term FROM unnest(tsvector_to_array(mneme.bm25_tsvector(_bm25_search.query))) AS u(term)) q,
-             unnest(v_ids) AS c(id), LATERAL (
-                SELECT t.df, t.max_tf, t.min_len_per_tf FROM mneme.bm25_terms t
-                WHERE t.conversation_id = c.id AND t.term = q.term) bt
-        GROUP BY q.term
-    ), x AS MATERIALIZED (
-        -- The expired memories that hold the term leave its df: looked up
-        -- one by one by the whole key when they are fewer than its
-        -- postings, else counted among its postings.
-        SELECT d.term, d.max_tf, d.min_len, d.df - CASE
-                   WHEN v_expired IS NULL THEN 0
-                   WHEN cardinality(v_expired) < d.df THEN
-                       (SELECT count(*) FROM unnest(v_ids) AS c2(id), unnest(v_expired) AS e(id), LATERAL (
-                            SELECT 1 FROM mneme.bm25_postings p
-                            WHERE p.conversation_id = c2.id AND p.term = d.term AND p.memory_id = e.id LIMIT 1) hit)
-                   ELSE
-                       (SELECT count(*) FROM unnest(v_ids) AS c2(id), mneme.bm25_postings p
-                        WHERE p.conversation_id = c2.id AND p.term = d.term AND p.memory_id = ANY (v_expired))
-               END AS df
-        FROM d
+    WITH x AS MATERIALIZED (
+        SELECT s.term, s.max_tf, s.min_len, s.df
+        FROM mneme._bm25_term_stats(v_ids, tsvector_to_array(mneme.bm25_tsvector(_bm25_search.query)), v_expired) s
     )
     SELECT array_agg(w.term), array_agg(w.wt), array_agg(w.bound), array_agg(w.df), sum(w.df)
     INTO v_terms, v_wts, v_bounds, v_dfs, v_postings
@@ -532,6 +551,7 @@ SET jit = off
 AS $$
 #variable_conflict use_column
 BEGIN
+    PERFORM mneme._enter(bm25_search.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
     IF bm25_search.conversation_id IS NULL OR bm25_search.query IS NULL OR bm25_search.k IS NULL THEN
         RAISE EXCEPTION 'conversation_id, query and k must not be NULL' USING ERRCODE = '22004';
     END IF;

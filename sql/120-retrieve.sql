@@ -465,6 +465,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 BEGIN
+    PERFORM mneme._enter(vector_search.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
     IF vector_search.conversation_id IS NULL OR vector_search.embedding IS NULL OR vector_search.k IS NULL THEN
         RAISE EXCEPTION 'conversation_id, embedding and k must not be NULL' USING ERRCODE = '22004',
             HINT = 'mneme.search ranks by the query alone when there is no embedding';

@@ -289,6 +289,7 @@ SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
 DECLARE
+    v__entered boolean := mneme._enter(search.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
     v_at      timestamptz := search.at;
     v_rrf_k   float8 := mneme.setting('rrf_k')::float8;
     -- The built-in hash embedder's vectors are lexical (hashed words and
@@ -379,6 +380,7 @@ ROWS 10
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    v__entered boolean := mneme._enter(retrieve.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
     v_rows mneme.retrieval[];
 BEGIN
     PERFORM mneme._require_primary('mneme.retrieve');
@@ -416,6 +418,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    v__entered boolean := mneme._enter(retrieve_markdown.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
     v_md text;
 BEGIN
     SELECT string_agg(format(E'%s. %s%s\n   - when: %s; kind: %s; label: %s%s\n   - why: %s; score %s (rrf %s x retrievability %s)',

@@ -69,6 +69,14 @@ DECLARE
     -- (an empty query_embedding asks for BM25 alone)
     v_meaning boolean := coalesce(cardinality(_context_anchors.query_embedding), 0) > 0
                          AND mneme.setting('embedder') #>> '{}' <> 'hash';
+    -- The candidates' rows and turns are read by id. On Citus the read
+    -- names the conversations too, so that it goes to their shards only; on
+    -- one server the primary key on the id is the plan, and a conversation
+    -- filter there let the planner scan a conversation's turns instead
+    -- (TestSmallConversationCostIgnoresTheRest: 2.4 times the buffers).
+    -- v_one_server is a constant of the call: the planner folds the filter
+    -- away there, and to the conversation filter on Citus.
+    v_one_server boolean := NOT mneme._distributed('mneme.memories');
 BEGIN
     SELECT sum(s.n) INTO v_n FROM mneme.bm25_stats s WHERE s.conversation_id = ANY (v_convs);
     RETURN QUERY
@@ -79,21 +87,17 @@ BEGIN
                           _context_anchors.query_embedding, _context_anchors.since, _context_anchors.until,
                           _context_anchors.at, _context_anchors.scope)
              WITH ORDINALITY AS s
-        JOIN mneme.memories m ON m.id = s.memory_id
+        JOIN mneme.memories m ON m.id = s.memory_id AND (v_one_server OR m.conversation_id = ANY (v_convs))
     ), idf AS (  -- the query's terms weighed by their rarity among the scope's memories
-        -- (by the whole key, one conversation and term at a time: a plan
-        -- that filters a conversation's terms cannot be chosen)
-        SELECT q.term, mneme._bm25_weight(v_n, d.df, v_k1) AS wt
-        FROM unnest(v_terms) AS q(term), LATERAL (
-            SELECT sum(t.df) AS df FROM unnest(v_convs) AS c(id), LATERAL (
-                SELECT t.df FROM mneme.bm25_terms t WHERE t.conversation_id = c.id AND t.term = q.term) t) d
+        SELECT d.term, mneme._bm25_weight(v_n, d.df, v_k1) AS wt
+        FROM mneme._bm25_term_stats(v_convs, v_terms, NULL) d
         WHERE d.df > 0
     ), turns AS (
         SELECT r.ord, msg.id, msg.words + CASE WHEN msg.role ~ mneme._word_separator()
                                        THEN mneme._words(msg.role) ELSE 1 END AS cost,  -- a one-word role costs 1: no regexp split
                msg.words, msg.terms,
                (row_number() OVER (PARTITION BY r.ord ORDER BY msg.id))::int AS pos
-        FROM ranked r JOIN mneme.messages msg ON msg.id = ANY (r.msgs)
+        FROM ranked r JOIN mneme.messages msg ON msg.id = ANY (r.msgs) AND (v_one_server OR msg.conversation_id = ANY (v_convs))
         WHERE r.kind = 'episodic' AND r.msgs IS NOT NULL
     ), meaning AS (  -- the turns' cosine rank to the query (its top context_candidates)
         SELECT d.message_id AS id, d.vrank
@@ -160,6 +164,7 @@ SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
+    v__entered boolean := mneme._enter(context_items.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
     v_left   int := context_items.budget;
     v_slots  mneme.context_slot[] := '{}';  -- per candidate memory, by rank
     v_slot   mneme.context_slot;
@@ -274,10 +279,16 @@ BEGIN
     -- (docs/revision.md), or in the order each first got room (rank).
     IF mneme.setting('context_order') #>> '{}' = 'newest' THEN
         v_order := ARRAY(SELECT u.o FROM unnest(v_order) WITH ORDINALITY AS u(o, n)
-                         ORDER BY coalesce((SELECT max(msg.created_at) FROM mneme.messages msg
-                                            WHERE msg.id = ANY ((v_slots[u.o]).message_ids)),
-                                           (SELECT coalesce(m.source_last_at, m.created_at) FROM mneme.memories m
-                                            WHERE m.id = (v_slots[u.o]).memory_id)) DESC, u.n);
+                         LEFT JOIN (SELECT x.o, max(msg.created_at) AS at
+                                    FROM unnest(v_order) AS x(o)
+                                    JOIN mneme.messages msg ON msg.id = ANY ((v_slots[x.o]).message_ids)
+                                                           AND msg.conversation_id = ANY (v_convs)
+                                    GROUP BY x.o) t ON t.o = u.o
+                         LEFT JOIN (SELECT x.o, coalesce(m.source_last_at, m.created_at) AS at
+                                    FROM unnest(v_order) AS x(o)
+                                    JOIN mneme.memories m ON m.id = (v_slots[x.o]).memory_id
+                                                           AND m.conversation_id = ANY (v_convs)) f ON f.o = u.o
+                         ORDER BY coalesce(t.at, f.at) DESC, u.n);
     END IF;
     -- One statement for all the items, not one per item: _context_item (a
     -- SQL function) is then planned once per call of context_items rather
@@ -334,29 +345,34 @@ COMMENT ON FUNCTION mneme._turn_distances(bigint[], real[], uuid[]) IS
 -- its date, in conversation order, "speaker: text" per line; a fact as a
 -- list entry, with the messages it comes from as its message_ids.
 -- Its inputs are named i_* (goose 00062): its output columns take the plain
--- names, and the PL/pgSQL form it gets on Citus (sql/citus/100-generated.sql) may not
--- reuse a name.
+-- names, and PL/pgSQL may not reuse a name. PL/pgSQL (Citus plans its
+-- statements one by one; called once per item, it was never inlined) and
+-- reads by id name the conversations too (on Citus: their shards only).
 CREATE OR REPLACE FUNCTION mneme._context_item(
     i_item int, i_memory_id uuid, i_kind text, i_label text, i_score float8, i_first_at timestamptz, i_message_ids bigint[], i_words int,
     i_conversation_ids uuid[])
 RETURNS TABLE (item int, memory_id uuid, kind text, label text, score float8, first_at timestamptz,
                message_ids bigint[], words int, text text)
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
+#variable_conflict use_column
+BEGIN
+RETURN QUERY
 SELECT _context_item.i_item, _context_item.i_memory_id, _context_item.i_kind, _context_item.i_label, _context_item.i_score,
        _context_item.i_first_at,
        -- An episode: the turns shown; a fact: the messages it was said in
        -- (its provenance, source_message_ids).
        CASE WHEN cardinality(_context_item.i_message_ids) > 0
             THEN ARRAY(SELECT x FROM unnest(_context_item.i_message_ids) x ORDER BY x)
-            ELSE (SELECT m.source_message_ids FROM mneme.memories m WHERE m.id = _context_item.i_memory_id) END,
+            ELSE (SELECT m.source_message_ids FROM mneme.memories m WHERE m.id = _context_item.i_memory_id AND m.conversation_id = ANY (_context_item.i_conversation_ids)) END,
        _context_item.i_words,
        CASE WHEN cardinality(_context_item.i_message_ids) > 0 THEN
            '### ' || to_char(_context_item.i_first_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') || E'\n' ||
            (SELECT string_agg(msg.role || ': ' || msg.content, E'\n' ORDER BY msg.id)
-            FROM mneme.messages msg WHERE msg.id = ANY (_context_item.i_message_ids))
-       ELSE '- ' || (SELECT m.content FROM mneme.memories m WHERE m.id = _context_item.i_memory_id) END
+            FROM mneme.messages msg WHERE msg.id = ANY (_context_item.i_message_ids) AND msg.conversation_id = ANY (_context_item.i_conversation_ids))
+       ELSE '- ' || (SELECT m.content FROM mneme.memories m WHERE m.id = _context_item.i_memory_id AND m.conversation_id = ANY (_context_item.i_conversation_ids)) END;
+END
 $$;
 
 CREATE OR REPLACE FUNCTION mneme.context(
@@ -374,6 +390,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    v__entered boolean := mneme._enter(context.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
     v_md  text;
     v_ids uuid[];
 BEGIN

@@ -75,6 +75,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v__entered boolean := mneme._enter(add_fact.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
     v_id    uuid;
     v_ids   bigint[];
     v_first timestamptz;
@@ -145,6 +146,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     v_new   mneme.memories;
     v_k     int := coalesce(revision_candidates.k, mneme.setting('revision_candidates')::int);
     v_scope text := mneme.setting('revision_scope') #>> '{}';
@@ -401,6 +403,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     v_new    mneme.memories;
     v_old    mneme.memories;
     v_action text := upper(btrim(apply_revision.action));
@@ -462,7 +465,7 @@ BEGIN
             v_action := 'ADD';
         END IF;
     END IF;
-    PERFORM mneme._set_local('mneme.actor', 'revise:' || apply_revision.classifier);
+    PERFORM mneme._mark('actor', 'revise:' || apply_revision.classifier);
     PERFORM mneme._mark('event_reason', left(v_note, 500));
     v_slot := CASE WHEN apply_revision.slot IS NULL OR mneme._is_blank(apply_revision.slot) THEN v_new.slot
                    ELSE lower(btrim(apply_revision.slot)) END;
@@ -482,6 +485,7 @@ BEGIN
             left(v_note, 1500) || CASE WHEN v_action <> 'ADD' THEN format(' [target %s]', v_old.id) ELSE '' END,
             mneme._event_actor());
     PERFORM mneme._mark('event_reason', '');
+    PERFORM mneme._mark('actor', '');
     RETURN v_action;
 END
 $$;
@@ -593,6 +597,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     v_d   int[];
     v_ids uuid[];
     v_rel text[];

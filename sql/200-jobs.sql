@@ -100,6 +100,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     v_n   bigint;
     v_ids bigint[];
 BEGIN
@@ -265,8 +266,9 @@ COMMENT ON FUNCTION mneme._claim_jobs_distributed(text, int, interval, int) IS
     'to its conversation (FOR UPDATE SKIP LOCKED there).';
 
 -- The conversation of job id: the finishing functions name it beside the
--- id, so that on Citus their statements go to that conversation's shard
--- (one server: one more probe of the primary key).
+-- id (with =: a job of no conversation has the nil one, mneme.enqueue_job),
+-- so that on Citus their statements go to that conversation's shard (one
+-- server: one more probe of the primary key).
 CREATE OR REPLACE FUNCTION mneme._job_conversation(id bigint)
 RETURNS uuid
 LANGUAGE plpgsql STABLE
@@ -281,7 +283,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION mneme._job_conversation(bigint) IS
-    'Internal: the conversation of a job (NULL for none), so a statement on the job routes to its Citus shard.';
+    'Internal: the conversation of a job (the nil one for none; NULL for no such job), so a statement on the job routes to its Citus shard.';
 
 CREATE OR REPLACE FUNCTION mneme.extend_job_lease(id bigint, worker text, attempt int, lease interval)
 RETURNS boolean
@@ -290,11 +292,12 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     v_job_conv uuid := mneme._job_conversation(extend_job_lease.id);
 BEGIN
     UPDATE mneme.jobs
        SET locked_until = now() + extend_job_lease.lease
-     WHERE conversation_id IS NOT DISTINCT FROM v_job_conv AND id = extend_job_lease.id
+     WHERE conversation_id = v_job_conv AND id = extend_job_lease.id
        AND state = 'running' AND locked_by = extend_job_lease.worker AND attempts = extend_job_lease.attempt;
     RETURN CASE WHEN FOUND THEN true END;
 END
@@ -312,12 +315,13 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     v_job_conv uuid := mneme._job_conversation(complete_job.id);
 BEGIN
     UPDATE mneme.jobs
        SET state = 'done', finished_at = now(), updated_at = now(),
            locked_by = NULL, locked_until = NULL
-     WHERE conversation_id IS NOT DISTINCT FROM v_job_conv AND id = complete_job.id AND state = 'running' AND locked_by = complete_job.worker AND attempts = complete_job.attempt;
+     WHERE conversation_id = v_job_conv AND id = complete_job.id AND state = 'running' AND locked_by = complete_job.worker AND attempts = complete_job.attempt;
     RETURN FOUND;
 END
 $$;
@@ -342,16 +346,16 @@ BEGIN
         UPDATE mneme.jobs
            SET state = 'pending', run_at = _requeue_job.run_at, attempts = _requeue_job.attempts, last_error = _requeue_job.error,
                locked_by = NULL, locked_until = NULL, updated_at = now()
-         WHERE conversation_id IS NOT DISTINCT FROM v_job_conv AND id = _requeue_job.id;
+         WHERE conversation_id = v_job_conv AND id = _requeue_job.id;
         RETURN 'pending';
     EXCEPTION WHEN unique_violation THEN
         SELECT mneme._equivalent_pending_job(j.kind, j.conversation_id, j.dedupe_key, j.id) INTO v_other
-        FROM mneme.jobs j WHERE j.conversation_id IS NOT DISTINCT FROM v_job_conv AND j.id = _requeue_job.id;
+        FROM mneme.jobs j WHERE j.conversation_id = v_job_conv AND j.id = _requeue_job.id;
         UPDATE mneme.jobs
            SET state = 'done', finished_at = now(), updated_at = now(), locked_by = NULL, locked_until = NULL,
                last_error = format('not retried: equivalent pending job %s does this work; last error: %s',
                                    coalesce(v_other::text, '?'), coalesce(_requeue_job.error, 'none'))
-         WHERE conversation_id IS NOT DISTINCT FROM v_job_conv AND id = _requeue_job.id;
+         WHERE conversation_id = v_job_conv AND id = _requeue_job.id;
         RETURN 'done';
     END;
 END
@@ -368,6 +372,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     j mneme.jobs;
     v_job_conv uuid := mneme._job_conversation(fail_job.id);
     -- A worker's error is always recorded: a long one is cut, never refused
@@ -380,7 +385,7 @@ BEGIN
         RAISE EXCEPTION 'retry_in must be a zero or positive interval, got %', coalesce(fail_job.retry_in::text, 'NULL') USING ERRCODE = '22023';
     END IF;
     SELECT * INTO j FROM mneme.jobs
-     WHERE conversation_id IS NOT DISTINCT FROM v_job_conv AND id = fail_job.id AND state = 'running' AND locked_by = fail_job.worker AND attempts = fail_job.attempt
+     WHERE conversation_id = v_job_conv AND id = fail_job.id AND state = 'running' AND locked_by = fail_job.worker AND attempts = fail_job.attempt
        FOR UPDATE;
     IF NOT FOUND THEN
         RETURN NULL; -- lease lost: whoever holds the job now decides
@@ -395,7 +400,7 @@ BEGIN
         UPDATE mneme.jobs
            SET state = 'failed', finished_at = now(), updated_at = now(),
                locked_by = NULL, locked_until = NULL, last_error = v_error
-         WHERE conversation_id IS NOT DISTINCT FROM v_job_conv AND id = fail_job.id;
+         WHERE conversation_id = v_job_conv AND id = fail_job.id;
         PERFORM mneme._mark('job_rejected', NULL);
         RETURN 'failed';
     END IF;
@@ -414,11 +419,12 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     j mneme.jobs;
     v_job_conv uuid := mneme._job_conversation(release_job.id);
 BEGIN
     SELECT * INTO j FROM mneme.jobs
-     WHERE conversation_id IS NOT DISTINCT FROM v_job_conv AND id = release_job.id AND state = 'running' AND locked_by = release_job.worker AND attempts = release_job.attempt
+     WHERE conversation_id = v_job_conv AND id = release_job.id AND state = 'running' AND locked_by = release_job.worker AND attempts = release_job.attempt
        FOR UPDATE;
     IF NOT FOUND THEN
         RETURN NULL;
@@ -452,13 +458,14 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     j mneme.jobs;
     v_job_conv uuid := mneme._job_conversation(retry_job.id);
 BEGIN
     IF retry_job.id IS NULL THEN
         RAISE EXCEPTION 'job id must not be NULL' USING ERRCODE = '22004';
     END IF;
-    SELECT * INTO j FROM mneme.jobs WHERE conversation_id IS NOT DISTINCT FROM v_job_conv AND id = retry_job.id FOR UPDATE;
+    SELECT * INTO j FROM mneme.jobs WHERE conversation_id = v_job_conv AND id = retry_job.id FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'job % does not exist', retry_job.id
             USING ERRCODE = 'P0002', HINT = 'SELECT id, kind, state FROM mneme.jobs WHERE state = ''failed'' lists failed jobs';
@@ -476,12 +483,12 @@ BEGIN
         RAISE NOTICE 'job %: its payload % is not what the segment handler reads; retried as {"check": true}',
             retry_job.id, left(j.payload::text, 200);
         UPDATE mneme.jobs SET payload = '{"check": true, "reason": "retry"}'
-         WHERE conversation_id IS NOT DISTINCT FROM v_job_conv AND id = retry_job.id;
+         WHERE conversation_id = v_job_conv AND id = retry_job.id;
     END IF;
     BEGIN
         UPDATE mneme.jobs
            SET state = 'pending', attempts = 0, run_at = now(), finished_at = NULL, updated_at = now()
-         WHERE conversation_id IS NOT DISTINCT FROM v_job_conv AND id = retry_job.id;
+         WHERE conversation_id = v_job_conv AND id = retry_job.id;
     EXCEPTION WHEN unique_violation THEN
         RAISE EXCEPTION 'job % cannot be requeued: an equivalent job is already pending', retry_job.id
             USING ERRCODE = '23505', HINT = 'the pending job does the same work; see SELECT * FROM mneme.jobs WHERE state = ''pending''';
@@ -558,12 +565,16 @@ $$;
 
 CREATE OR REPLACE FUNCTION mneme.unhandled_jobs(job_ids bigint[])
 RETURNS SETOF bigint
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
+BEGIN
+    PERFORM mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
+    RETURN QUERY
     SELECT j.id FROM mneme.jobs j
-    WHERE j.id = ANY (job_ids)
-      AND (j.state = 'running' OR (j.state = 'pending' AND j.attempts = 0 AND j.run_at <= now()))
+    WHERE j.id = ANY (unhandled_jobs.job_ids)
+      AND (j.state = 'running' OR (j.state = 'pending' AND j.attempts = 0 AND j.run_at <= now()));
+END
 $$;
 COMMENT ON FUNCTION mneme.unhandled_jobs(bigint[]) IS
     'Of the given jobs, those not handled yet: waiting to run for the first time, or running now. The '

@@ -21,6 +21,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v__entered boolean := mneme._enter(queued_messages.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
     v_gap_id bigint;
 BEGIN
     IF queued_messages.conversation_id IS NULL THEN
@@ -68,6 +69,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v__entered boolean := mneme._enter(queued_sessions.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
     v_gap interval := make_interval(secs => mneme.setting('segment_gap_seconds')::float8);
 BEGIN
     IF queued_sessions.conversation_id IS NULL THEN
@@ -116,6 +118,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 BEGIN
+    PERFORM mneme._enter(lock_queued.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
     IF lock_queued.conversation_id IS NULL OR lock_queued.message_ids IS NULL THEN
         RAISE EXCEPTION 'conversation_id and message_ids must not be NULL' USING ERRCODE = '22004';
     END IF;
@@ -151,6 +154,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v__entered boolean := mneme._enter(_segment_followup.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
     v_last bigint;
 BEGIN
     IF _segment_followup.conversation_id IS NULL OR _segment_followup.through_id IS NULL THEN
@@ -244,6 +248,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v__entered boolean := mneme._enter(extractive_summary.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
     v_k   int := coalesce(extractive_summary.k, mneme.setting('segment_summary_sentences')::int);
     v_k1  float8 := mneme.setting('bm25_k1')::float8;
     v_n   float8;
@@ -306,6 +311,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v__entered boolean := mneme._enter(create_episodes.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
     e        record;
     v_src    record;
     v_label  text;
@@ -412,16 +418,23 @@ CREATE OR REPLACE FUNCTION mneme.create_episode(
     difficulty float8,
     fsrs_state text DEFAULT NULL)
 RETURNS uuid
-LANGUAGE sql
+LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
-SELECT e.memory_id
-FROM mneme.create_episodes(create_episode.conversation_id, jsonb_build_array(jsonb_strip_nulls(jsonb_build_object(
-    'message_ids', to_jsonb(create_episode.message_ids), 'content', create_episode.content,
-    'summary', create_episode.summary, 'embedding', to_jsonb(create_episode.embedding),
-    'surprise', create_episode.surprise, 'label', create_episode.label, 'pinned', create_episode.pinned,
-    'stability', create_episode.stability, 'difficulty', create_episode.difficulty,
-    'fsrs_state', create_episode.fsrs_state)))) e
+#variable_conflict use_column
+DECLARE
+    v__entered boolean := mneme._enter(create_episode.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
+    v_id uuid;
+BEGIN
+    SELECT e.memory_id INTO v_id
+    FROM mneme.create_episodes(create_episode.conversation_id, jsonb_build_array(jsonb_strip_nulls(jsonb_build_object(
+        'message_ids', to_jsonb(create_episode.message_ids), 'content', create_episode.content,
+        'summary', create_episode.summary, 'embedding', to_jsonb(create_episode.embedding),
+        'surprise', create_episode.surprise, 'label', create_episode.label, 'pinned', create_episode.pinned,
+        'stability', create_episode.stability, 'difficulty', create_episode.difficulty,
+        'fsrs_state', create_episode.fsrs_state)))) e;
+    RETURN v_id;
+END
 $$;
 COMMENT ON FUNCTION mneme.create_episode(uuid, bigint[], text, text, real[], real, text, boolean, float8, float8, text) IS
     'Inserts an episodic memory made of the given queued messages (source span, created_at and last_reviewed_at '
@@ -437,6 +450,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    PERFORM mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     IF set_message_embedding.message_id IS NULL OR set_message_embedding.embedding IS NULL THEN
         RAISE EXCEPTION 'message_id and embedding must not be NULL' USING ERRCODE = '22004';
     END IF;
@@ -463,6 +477,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 BEGIN
+    PERFORM mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     IF review_targets.memory_ids IS NULL THEN
         RAISE EXCEPTION 'memory_ids must not be NULL' USING ERRCODE = '22004';
     END IF;
@@ -499,6 +514,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     m         mneme.memories;
     v_conv    uuid;
     v_job     record;
@@ -607,6 +623,7 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    PERFORM mneme._enter(recent_memories.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
     IF recent_memories.conversation_id IS NULL THEN
         RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
     END IF;
@@ -631,6 +648,7 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    PERFORM mneme._enter(context_messages.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
     IF context_messages.conversation_id IS NULL OR message_ids IS NULL THEN
         RAISE EXCEPTION 'conversation_id and message_ids must not be NULL' USING ERRCODE = '22004';
     END IF;

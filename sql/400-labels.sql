@@ -12,13 +12,10 @@
 -- purge_after_days. Pinned and important memories never leave. Erase removes
 -- content everywhere it was copied and leaves a tombstone without content.
 --
--- Transaction-local settings the functions here use to tell the event
--- triggers what is happening (set with set_config(..., true), reset after):
---   mneme.actor         who acts (default: current_user)
---   mneme.event_at      when (default now(); cleanup runs at a given time)
---   mneme.delete_event  purged | erased (a DELETE without it is recorded as purged)
---   mneme.delete_reason the reason recorded with the deletion
---   mneme.erasing       on while erase removes content from earlier events
+-- The functions here tell the event triggers what is happening (who acts,
+-- when, the kind of a delete, an erase under way) with marks (mneme._mark,
+-- sql/015-invariants.sql); docs/sql-api.md, "Who is writing: marks and
+-- session settings", lists every mark and every mneme.* setting.
 -- Idempotent: re-applied on every `mneme migrate` (CREATE OR REPLACE only).
 -- =============================================================================
 

@@ -108,6 +108,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    v__entered boolean := mneme._enter(reset_initial_state.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
     n    bigint;
     -- The setting is read once: the statements below call only immutable
     -- functions on the rows (Citus refuses STABLE ones over columns in an

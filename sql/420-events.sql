@@ -26,21 +26,21 @@ CREATE OR REPLACE FUNCTION mneme._event_actor()
 RETURNS text
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
-AS $$ SELECT CASE WHEN mneme._is_worker() THEN coalesce(nullif(current_setting('mneme.actor', true), ''), mneme._caller()::text)
+AS $$ SELECT CASE WHEN mneme._is_worker() THEN coalesce(mneme._marked('actor'), mneme._caller()::text)
                  ELSE mneme._caller()::text END $$;
 COMMENT ON FUNCTION mneme._event_actor() IS
-    'Internal: who acts: the login (session_user); mneme''s own jobs (sessions of mneme_worker) may name '
-    'themselves through the setting mneme.actor (cleanup, review, revise:...). No other session can.';
+    'Internal: who acts: the login (session_user); in a session of mneme_worker, the name a mneme function '
+    'gave its work with the mark actor (cleanup, revise:...). No caller can set it.';
 
 CREATE OR REPLACE FUNCTION mneme._event_at()
 RETURNS timestamptz
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
-AS $$ SELECT CASE WHEN mneme._is_worker() THEN coalesce(nullif(current_setting('mneme.event_at', true), '')::timestamptz, now())
+AS $$ SELECT CASE WHEN mneme._is_worker() THEN coalesce(mneme._marked('event_at')::timestamptz, now())
                  ELSE now() END $$;
 COMMENT ON FUNCTION mneme._event_at() IS
-    'Internal: when: now(); mneme''s own jobs (sessions of mneme_worker) may date events through mneme.event_at '
-    '(a cleanup run at a given time). No other session can.';
+    'Internal: when: now(); in a session of mneme_worker, the time a mneme function gave its work with the mark '
+    'event_at (a cleanup run at a given time). No caller can set it.';
 
 -- A memory that becomes inactive is active again when it is reviewed,
 -- reconfirmed or pinned.
@@ -357,6 +357,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     v_n int := 0;
 BEGIN
     IF memory_event_log.memory_id IS NULL THEN

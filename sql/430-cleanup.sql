@@ -295,15 +295,15 @@ BEGIN
             USING ERRCODE = '22023', HINT = 'SELECT mneme.set_setting(''purge_after_days'', ''null'') turns purging off';
     END IF;
 
-    PERFORM mneme._set_local('mneme.actor', v_actor);
-    PERFORM mneme._set_local('mneme.event_at', v_at::text);
+    PERFORM mneme._mark('actor', v_actor);
+    PERFORM mneme._mark('event_at', v_at::text);
     action := 'inactivated'; count := mneme._cleanup_inactivate(v_at, dry_run, v_thr::float8); RETURN NEXT;
     action := 'expired';     count := mneme._cleanup_expire(v_at, dry_run, v_actor); RETURN NEXT;
     action := 'purged';      count := mneme._cleanup_purge(v_at, dry_run, CASE WHEN v_purge = 'null'::jsonb THEN NULL ELSE v_purge::float8 END);
     RETURN NEXT;
     action := 'jobs_pruned'; count := mneme._cleanup_prune_jobs(v_at, dry_run, v_retention); RETURN NEXT;
-    PERFORM mneme._set_local('mneme.actor', '');
-    PERFORM mneme._set_local('mneme.event_at', '');
+    PERFORM mneme._mark('actor', '');
+    PERFORM mneme._mark('event_at', '');
 END
 $$;
 COMMENT ON FUNCTION mneme._cleanup(timestamptz, boolean, text) IS
@@ -312,9 +312,14 @@ COMMENT ON FUNCTION mneme._cleanup(timestamptz, boolean, text) IS
 
 CREATE OR REPLACE FUNCTION mneme.cleanup(dry_run boolean DEFAULT false)
 RETURNS TABLE (action text, count bigint)
-LANGUAGE sql
+LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
-AS $$ SELECT * FROM mneme._cleanup(now(), cleanup.dry_run) $$;
+AS $$
+BEGIN
+    PERFORM mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
+    RETURN QUERY SELECT * FROM mneme._cleanup(now(), cleanup.dry_run);
+END
+$$;
 COMMENT ON FUNCTION mneme.cleanup(boolean) IS
     'The lifecycle policy, callable from psql or pg_cron (the sidecar runs it as the cleanup job every '
     'cleanup_interval): active memories with retrievability below inactive_below_r become inactive (kept, out of '
@@ -322,222 +327,6 @@ COMMENT ON FUNCTION mneme.cleanup(boolean) IS
     'longer than purge_after_days are purged (only when that setting is not null); done jobs older than '
     'jobs_retention are deleted. Pinned and important memories are never inactivated or purged. Every change is a '
     'mneme.memory_events row. dry_run: count only. Returns one row per action with its count.';
-
--- Deletes memories for real (purge and erase): their source messages,
--- references in pending reviews and job payloads, then the rows (BM25
--- statistics follow by trigger, review_log by cascade). The delete trigger
--- records one event per memory with the given event and reason.
-CREATE OR REPLACE FUNCTION mneme._remove_memories(ids uuid[], event text, reason text)
-RETURNS bigint
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_msgs    bigint[];
-    v_own     text[];
-    v_convs   uuid[];
-    v_tenants text[];
-    v_keys    text[];
-    v_queries text[] := '{}';
-    v_n       bigint;
-    v_more    uuid[];
-    v_jobs    bigint[];
-    v_job_convs uuid[];
-BEGIN
-    LOOP
-        SELECT array_agg(DISTINCT s.id), array_agg(DISTINCT s.c) INTO v_msgs, v_convs FROM (
-            SELECT unnest(m.source_message_ids) AS id, m.conversation_id AS c FROM mneme.memories m WHERE m.id = ANY (ids)
-            UNION
-            SELECT g.id, g.conversation_id FROM mneme.messages g WHERE g.memory_id = ANY (ids)) s;
-        EXIT WHEN _remove_memories.event <> 'erased';
-        -- What copies the erased words goes with them, each with its own
-        -- tombstone: every memory made of an erased message (the facts
-        -- extracted from an erased episode's messages, and the episode an
-        -- erased fact was extracted from, whose messages then go too: a
-        -- fact's words, or an LLM's paraphrase of them, cannot be cut out
-        -- of the episode reliably, so the episode is erased whole;
-        -- docs/forgetting.md), and the merged duplicates of an erased
-        -- memory (the same statement, kept out of retrieval but not out
-        -- of the table). Repeated until nothing more is reached.
-        v_more := ARRAY(SELECT m.id FROM mneme.memories m
-                        WHERE m.id NOT IN (SELECT unnest(ids))
-                          AND ((m.status = 'merged' AND m.confirms_id = ANY (ids))
-                               OR (v_msgs IS NOT NULL AND m.conversation_id = ANY (v_convs)
-                                   AND m.source_message_ids && v_msgs)));
-        EXIT WHEN cardinality(v_more) = 0;
-        PERFORM mneme._lock_memories(v_more);
-        ids := ids || v_more;
-    END LOOP;
-    v_keys := ARRAY(SELECT unnest(ids)::text);
-    v_convs := ARRAY(SELECT DISTINCT m.conversation_id FROM mneme.memories m WHERE m.id = ANY (ids));
-    -- Retrievals are recorded in the asking conversation, which with scope
-    -- tenant is any conversation of the tenant.
-    v_tenants := ARRAY(SELECT DISTINCT m.tenant_id FROM mneme.memories m WHERE m.id = ANY (ids));
-    IF _remove_memories.event = 'erased' THEN
-        -- Reasons may quote what is erased: the events of every erased
-        -- memory, and any reason or status_reason that names one (a
-        -- revision's "changes from X to Y (by <id>)"), lose their text.
-        PERFORM mneme._mark('erasing', 'on');
-        UPDATE mneme.memory_events e SET reason = NULL WHERE e.memory_id = ANY (ids) AND e.reason IS NOT NULL;
-        UPDATE mneme.memory_events e SET reason = NULL
-        WHERE e.id IN (SELECT e2.id
-                       FROM mneme.memory_events e2,
-                            regexp_matches(e2.reason, '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}', 'g') r
-                       WHERE e2.tenant_id = ANY (v_tenants)
-                         -- (the partial index memory_events_naming_idx: only the reasons that name an id)
-                         AND e2.reason ~ '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}'
-                         AND r[1] IN (SELECT unnest(v_keys)));
-        PERFORM mneme._mark('erasing', '');
-        UPDATE mneme.memories m SET status_reason = m.status || ': the memory that changed it was erased'  -- (not format(), STABLE: Citus refuses it over columns in an UPDATE)
-        WHERE m.id IN (SELECT m2.id
-                       FROM mneme.memories m2,
-                            regexp_matches(m2.status_reason, '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}', 'g') r
-                       WHERE m2.tenant_id = ANY (v_tenants)
-                         -- (the partial index memories_reason_naming_idx)
-                         AND m2.status_reason ~ '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}'
-                         AND m2.id NOT IN (SELECT unnest(ids)) AND r[1] IN (SELECT unnest(v_keys)));
-        -- A query that retrieved an erased memory asked about it: it goes
-        -- too, from every copy, also where it retrieved other memories
-        -- alongside (their review log, the review job that rated them).
-        SELECT array_agg(DISTINCT r.job_id), array_agg(DISTINCT r.conversation_id) INTO v_jobs, v_job_convs
-        FROM mneme.job_refs r
-        WHERE r.ref = ANY (mneme._erase_refs(v_keys, NULL, NULL)) AND r.tenant_id = ANY (v_tenants);
-        v_queries := ARRAY(
-            SELECT e ->> 'query'
-            FROM mneme.message_queue q, jsonb_array_elements(q.pending_reviews) e
-            WHERE q.tenant_id = ANY (v_tenants) AND q.pending_reviews IS NOT NULL AND jsonb_typeof(q.pending_reviews) = 'array'
-              AND (e -> 'memory_ids') ?| v_keys AND e ->> 'query' IS NOT NULL
-            UNION
-            SELECT e ->> 'query'
-            -- (the review jobs that name one: by key, mneme.job_refs, read
-            -- first; no correlated subquery: Citus refuses one beside a set
-            -- returning function)
-            FROM mneme.jobs x,
-                 jsonb_array_elements(CASE WHEN jsonb_typeof(x.payload -> 'reviews') = 'array' THEN x.payload -> 'reviews' ELSE '[]' END) e,
-                 jsonb_array_elements(CASE WHEN jsonb_typeof(e -> 'memory_ids') = 'array' THEN e -> 'memory_ids' ELSE '[]' END) i
-            WHERE x.id = ANY (v_jobs) AND x.conversation_id = ANY (v_job_convs)
-              AND x.kind = 'review' AND x.tenant_id = ANY (v_tenants)
-              AND jsonb_typeof(x.payload -> 'reviews') = 'array'
-              AND jsonb_typeof(e -> 'memory_ids') = 'array' AND e ->> 'query' IS NOT NULL
-              AND jsonb_typeof(i) = 'string' AND (i #>> '{}') = ANY (v_keys)
-            UNION
-            SELECT unnest(l.matched_queries) FROM mneme.review_log l WHERE l.memory_id = ANY (ids));
-        -- (by key, mneme.review_queries)
-        PERFORM mneme._strip_review_queries(v_tenants, v_queries, ids);
-    END IF;
-
-    -- A retrieval that returned one of them is not reviewed any more: its
-    -- query may quote what is removed.
-    UPDATE mneme.message_queue q
-    SET pending_reviews = nullif((SELECT coalesce(jsonb_agg(e ORDER BY o), '[]'::jsonb)
-                                  FROM jsonb_array_elements(q.pending_reviews) WITH ORDINALITY AS x(e, o)
-                                  WHERE NOT mneme._review_entry_removed(e, v_keys, v_queries)), '[]'::jsonb),
-        updated_at = now()
-    WHERE q.tenant_id = ANY (v_tenants) AND q.pending_reviews IS NOT NULL AND jsonb_typeof(q.pending_reviews) = 'array'
-      AND EXISTS (SELECT 1 FROM jsonb_array_elements(q.pending_reviews) e
-                  WHERE mneme._review_entry_removed(e, v_keys, v_queries));
-
-    -- The jobs of the tenant that name one of them, a message or a query
-    -- (found by key in mneme.job_refs, not by reading every job's payload:
-    -- issue 47).
-    -- (the ids first: the planner would test every job's scrubbed payload
-    -- before the join otherwise)
-    SELECT array_agg(DISTINCT r.job_id), array_agg(DISTINCT r.conversation_id) INTO v_jobs, v_job_convs
-    FROM mneme.job_refs r
-    WHERE r.ref = ANY (mneme._erase_refs(v_keys, v_msgs, v_queries)) AND r.tenant_id = ANY (v_tenants);
-    UPDATE mneme.jobs j SET payload = mneme._scrub_payload(j.payload, v_keys, v_msgs, v_queries), updated_at = now()
-    WHERE j.id = ANY (v_jobs) AND j.conversation_id = ANY (v_job_convs)
-      AND j.tenant_id = ANY (v_tenants)
-      AND j.payload IS DISTINCT FROM mneme._scrub_payload(j.payload, v_keys, v_msgs, v_queries);
-
-    -- Only messages of a removed memory's own tenant (its source ids are
-    -- checked on write, sql/015-invariants.sql; a row written before that
-    -- check may name another tenant's message, which stays).
-    -- (the pairs read first, then one table's predicate: Citus refuses a
-    -- subquery correlated across memories and messages)
-    v_own := ARRAY(SELECT m.tenant_id || ':' || s.id::text FROM mneme.memories m, unnest(m.source_message_ids) AS s(id)
-                   WHERE m.id = ANY (ids)
-                   UNION
-                   SELECT g.tenant_id || ':' || g.id::text FROM mneme.messages g WHERE g.memory_id = ANY (ids));
-    DELETE FROM mneme.messages g
-    WHERE g.id = ANY (v_msgs) AND (g.tenant_id || ':' || g.id::text) IN (SELECT unnest(v_own));
-    -- The lineage link of a successor goes with the memory (the events keep the ids).
-    -- (each only when there is one: an UPDATE of no row still runs the
-    -- memories' statement triggers)
-    IF EXISTS (SELECT 1 FROM mneme.memories m WHERE m.supersedes_id = ANY (ids) AND m.id NOT IN (SELECT unnest(ids))) THEN
-        UPDATE mneme.memories m SET supersedes_id = NULL WHERE m.supersedes_id = ANY (ids) AND m.id NOT IN (SELECT unnest(ids));
-    END IF;
-    IF EXISTS (SELECT 1 FROM mneme.memories m WHERE m.confirms_id = ANY (ids) AND m.id NOT IN (SELECT unnest(ids))) THEN
-        UPDATE mneme.memories m SET confirms_id = NULL WHERE m.confirms_id = ANY (ids) AND m.id NOT IN (SELECT unnest(ids));
-    END IF;
-    IF EXISTS (SELECT 1 FROM mneme.memories m WHERE m.invalidates_id = ANY (ids) AND m.id NOT IN (SELECT unnest(ids))) THEN
-        UPDATE mneme.memories m SET invalidates_id = NULL WHERE m.invalidates_id = ANY (ids) AND m.id NOT IN (SELECT unnest(ids));
-    END IF;
-
-    PERFORM mneme._mark('delete_event', _remove_memories.event);
-    PERFORM mneme._mark('delete_reason', coalesce(_remove_memories.reason, ''));
-    DELETE FROM mneme.memories m WHERE m.id = ANY (ids);
-    GET DIAGNOSTICS v_n = ROW_COUNT;
-    PERFORM mneme._mark('delete_event', '');
-    PERFORM mneme._mark('delete_reason', '');
-    RETURN v_n;
-END
-$$;
-COMMENT ON FUNCTION mneme._remove_memories(uuid[], text, text) IS
-    'Internal (purge, erase): deletes memories with their source messages, and the pending reviews and job '
-    'payload entries of the tenant that refer to them; erase also takes the facts extracted from those messages, '
-    'the merged duplicates, and every copy of a query that retrieved an erased memory (pending reviews, review '
-    'jobs, the review log of memories retrieved alongside); lineage links to them become NULL; the delete '
-    'trigger records the event.';
-
--- A recorded retrieval ({query, memory_ids}) that must go: it names a
--- removed memory, or its query is one that retrieved an erased memory.
-CREATE OR REPLACE FUNCTION mneme._review_entry_removed(entry jsonb, memory_ids text[], queries text[])
-RETURNS boolean
-LANGUAGE sql IMMUTABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-SELECT coalesce(jsonb_typeof(entry -> 'memory_ids') = 'array' AND (entry -> 'memory_ids') ?| memory_ids, false)
-    OR coalesce((entry ->> 'query') = ANY (queries), false)
-$$;
-COMMENT ON FUNCTION mneme._review_entry_removed(jsonb, text[], text[]) IS
-    'Internal (erase, purge): whether a recorded retrieval {query, memory_ids} names a removed memory or quotes '
-    'a query that retrieved an erased one.';
-
--- A job payload without what refers to removed memories or messages: review
--- entries naming a memory or quoting an erased query, context messages and
--- message ids.
-CREATE OR REPLACE FUNCTION mneme._scrub_payload(payload jsonb, memory_ids text[], message_ids bigint[], queries text[])
-RETURNS jsonb
-LANGUAGE sql IMMUTABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-SELECT CASE WHEN jsonb_typeof(payload) <> 'object' THEN payload ELSE
-    payload
-    || CASE WHEN jsonb_typeof(payload -> 'reviews') = 'array' THEN jsonb_build_object('reviews',
-           (SELECT coalesce(jsonb_agg(e ORDER BY o), '[]') FROM jsonb_array_elements(payload -> 'reviews') WITH ORDINALITY x(e, o)
-            WHERE NOT mneme._review_entry_removed(e, memory_ids, queries))) ELSE '{}' END
-    || CASE WHEN jsonb_typeof(payload -> 'context') = 'array' THEN jsonb_build_object('context',
-           (SELECT coalesce(jsonb_agg(e ORDER BY o), '[]') FROM jsonb_array_elements(payload -> 'context') WITH ORDINALITY x(e, o)
-            WHERE NOT (jsonb_typeof(e -> 'id') = 'number' AND (e ->> 'id')::numeric = ANY (coalesce(message_ids, '{}')::numeric[]))))
-       ELSE '{}' END
-    || CASE WHEN jsonb_typeof(payload -> 'message_ids') = 'array' THEN jsonb_build_object('message_ids',
-           (SELECT coalesce(jsonb_agg(e ORDER BY o), '[]') FROM jsonb_array_elements(payload -> 'message_ids') WITH ORDINALITY x(e, o)
-            WHERE NOT (jsonb_typeof(e) = 'number' AND e::text::numeric = ANY (coalesce(message_ids, '{}')::numeric[]))))
-       ELSE '{}' END
-    || CASE WHEN jsonb_typeof(payload -> 'context_message_ids') = 'array' THEN jsonb_build_object('context_message_ids',
-           (SELECT coalesce(jsonb_agg(e ORDER BY o), '[]') FROM jsonb_array_elements(payload -> 'context_message_ids') WITH ORDINALITY x(e, o)
-            WHERE NOT (jsonb_typeof(e) = 'number' AND e::text::numeric = ANY (coalesce(message_ids, '{}')::numeric[]))))
-       ELSE '{}' END
-    || CASE WHEN jsonb_typeof(payload -> 'memory_ids') = 'array' THEN jsonb_build_object('memory_ids',
-           (SELECT coalesce(jsonb_agg(e ORDER BY o), '[]') FROM jsonb_array_elements(payload -> 'memory_ids') WITH ORDINALITY x(e, o)
-            WHERE NOT (e #>> '{}') = ANY (memory_ids)))
-       ELSE '{}' END
-END
-$$;
-COMMENT ON FUNCTION mneme._scrub_payload(jsonb, text[], bigint[], text[]) IS
-    'Internal: a job payload without review entries naming the given memories and without the given messages '
-    '(context entries, message_ids, context_message_ids).';
 
 -- -----------------------------------------------------------------------------
 -- The cleanup job's schedule
@@ -548,6 +337,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     v_every interval := mneme._interval_setting('cleanup_interval');
     v_at    timestamptz;
 BEGIN
@@ -583,6 +373,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     v_status text;
     v_conv   uuid;
 BEGIN

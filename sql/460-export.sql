@@ -84,6 +84,7 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    PERFORM mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     export_conversations.n := coalesce(export_conversations.n, 1000);  -- NULL: the default
     IF export_conversations.n < 1 OR export_conversations.n > 100000 THEN
         RAISE EXCEPTION 'n must be between 1 and 100000, not %', export_conversations.n USING ERRCODE = '22023';
@@ -115,6 +116,7 @@ SET extra_float_digits = 1
 AS $$
 #variable_conflict use_column
 DECLARE
+    v__entered boolean := mneme._enter(export_lines.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
     v_tenant text := mneme._tenant();
     v_q      mneme.message_queue;
 BEGIN
@@ -242,6 +244,7 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    v__entered boolean := mneme._enter(export_conversation.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
     v_line jsonb;
     v_n    bigint := 0;
 BEGIN
@@ -288,6 +291,7 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     v_tenant text := mneme._tenant();
 BEGIN
     IF import_tombstones.ids IS NULL THEN
@@ -314,6 +318,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     v_id       uuid;
     v_tenant   text := mneme._tenant();
     v_speakers text[];
@@ -375,6 +380,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    PERFORM mneme._enter(import_messages.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
     IF import_messages.conversation_id IS NULL OR import_messages.lines IS NULL THEN
         RAISE EXCEPTION 'conversation_id and lines must not be NULL' USING ERRCODE = '22004';
     END IF;
@@ -423,6 +429,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    v__entered boolean := mneme._enter(import_memories.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
     v_bulk      boolean := NOT mneme._distributed('mneme.memories');
     v_normalize boolean;
     v_erased    uuid;
@@ -618,6 +625,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     v_present uuid[];
     v_tenant  text := mneme._tenant();
     x         record;
@@ -656,6 +664,7 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    PERFORM mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     IF import_missing_links.links IS NULL THEN
         RAISE EXCEPTION 'links must not be NULL' USING ERRCODE = '22004';
     END IF;
@@ -681,6 +690,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    PERFORM mneme._enter(import_reviews.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
     IF import_reviews.conversation_id IS NULL OR import_reviews.lines IS NULL THEN
         RAISE EXCEPTION 'conversation_id and lines must not be NULL' USING ERRCODE = '22004';
     END IF;
@@ -722,6 +732,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    v__entered boolean := mneme._enter(import_events.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
     v_n bigint;
 BEGIN
     IF import_events.conversation_id IS NULL OR import_events.lines IS NULL THEN
@@ -757,6 +768,7 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    PERFORM mneme._enter(import_present.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
     IF import_present.conversation_id IS NULL OR import_present.memory_ids IS NULL THEN
         RAISE EXCEPTION 'conversation_id and memory_ids must not be NULL' USING ERRCODE = '22004';
     END IF;
@@ -775,6 +787,7 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    PERFORM mneme._enter(import_unembedded.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
     IF import_unembedded.conversation_id IS NULL THEN
         RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
     END IF;
@@ -796,6 +809,7 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    PERFORM mneme._enter(import_unembedded_messages.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
     -- The messages of episodes: the segment job embeds those (external
     -- embedder), the context ranks their turns by them.
     IF import_unembedded_messages.conversation_id IS NULL THEN
@@ -824,6 +838,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v__entered boolean := mneme._enter(import_fact.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
     v_id  uuid;
     v_key text;
 BEGIN

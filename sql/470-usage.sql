@@ -39,6 +39,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     v_job mneme.jobs;
     v_n   int;
     c     record;
@@ -104,6 +105,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     v_prices jsonb := mneme.setting('llm_prices');
 BEGIN
     IF llm_usage.since IS NULL OR llm_usage.until IS NULL OR llm_usage.group_by IS NULL THEN
@@ -156,6 +158,7 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    v__entered boolean := mneme._enter(conversation_llm_usage.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
     v_prices jsonb := mneme.setting('llm_prices');
 BEGIN
     IF conversation_llm_usage.conversation_id IS NULL THEN

@@ -111,9 +111,7 @@ BEGIN
         IF NOT f.inlined THEN
             EXECUTE format('ALTER FUNCTION %s SECURITY DEFINER', f.sig);
         END IF;
-        -- (PL/pgSQL, and SQL that is not inlined: on Citus,
-        -- sql/citus/100-generated.sql re-creates those as PL/pgSQL with
-        -- their settings)
+        -- (PL/pgSQL, and SQL that is not inlined)
         IF (f.plpgsql OR NOT f.inlined) AND f.name = ANY (app || worker || admin) THEN
             -- No JIT inside a call: mneme's statements run for milliseconds,
             -- but the planner's guesses for unnest and regexp splits can pass

@@ -19,8 +19,8 @@ var Citus embed.FS
 
 // CitusLayer holds the Citus forms of the SQL layer, sql/citus/NNN-*.sql:
 // applied in name order after the files of FS, on a distributed mneme only.
-// Each replaces one-server functions by name; 100-generated.sql is made
-// ahead of time (tests/testdata/citus_generate.sql), never at migrate time.
+// Each replaces one-server functions by name, written by hand where Citus
+// needs another form (docs/scale.md, "What --citus does").
 //
 //go:embed citus/[0-9]*.sql
 var CitusLayer embed.FS

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -17,124 +17,10 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
 )
 
-// citusGenerated is the checked-in file a migrate of a distributed mneme
-// applies after the SQL layer: the Citus forms of the functions, made
-// ahead of time by tests/testdata/citus_generate.sql.
-const citusGenerated = "../sql/citus/100-generated.sql"
-
-const citusGeneratedHeader = `-- =============================================================================
--- GENERATED: do not edit. The Citus forms of mneme's functions, made ahead
--- of time from the one-server functions of sql/*.sql by
--- tests/testdata/citus_generate.sql (which says what it changes and why);
--- rewrite this file after changing a function:
---     go test ./tests -run TestCitusGeneratedUpToDate -update
--- TestCitusGeneratedUpToDate fails while it is stale. Applied only on a
--- distributed mneme (mneme migrate --citus; docs/scale.md), after sql/*.sql,
--- replacing each function by name (CREATE OR REPLACE keeps its owner and
--- grants). @extschema@ is the vector extension's schema, as in sql/.
--- =============================================================================
-
-`
-
-// TestCitusGeneratedUpToDate: sql/citus/100-generated.sql is what the
-// generator makes from the functions of sql/*.sql today, in both vector
-// variants (one file serves both: the distance operator is written
-// @extschema@ as in sql/). A changed function without a rewritten file
-// fails here, not on a Citus cluster. -update rewrites the file.
-func TestCitusGeneratedUpToDate(t *testing.T) {
-	t.Parallel()
-	if dbtest.OnCitus() {
-		t.Skip("generated from a one-server mneme: runs in the array and pgvector deployments")
-	}
-	for _, variant := range variants(t) {
-		t.Run(variant, func(t *testing.T) {
-			db := dbtest.New(t, dbtest.WithVector(variant))
-			got := citusGenerate(t, db.URL)
-			if *update && variant == "array" {
-				require.NoError(t, os.WriteFile(citusGenerated, []byte(got), 0o644))
-				return
-			}
-			want, err := os.ReadFile(citusGenerated)
-			require.NoError(t, err)
-			require.Equal(t, string(want), got,
-				"sql/citus/100-generated.sql is stale: go test ./tests -run TestCitusGeneratedUpToDate -update rewrites it")
-		})
-	}
-}
-
-// citusGenerate runs the generator on the migrated one-server database at
-// url in a transaction it rolls back, and returns the file: every function
-// whose definition the generator changed, in signature order.
-func citusGenerate(t *testing.T, url string) string {
-	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
-	script, err := os.ReadFile(filepath.Join("testdata", "citus_generate.sql"))
-	require.NoError(t, err)
-	var extSchema string
-	require.NoError(t, conn.QueryRow(ctx, `SELECT coalesce((SELECT n.nspname FROM pg_extension e
-		JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'vector'), 'mneme')`).Scan(&extSchema))
-
-	tx, err := conn.Begin(ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(ctx) //nolint:errcheck // always rolled back: the generator only reads what it made
-	defs := func() map[string]string {
-		rows, err := tx.Query(ctx, `SELECT p.oid::regprocedure::text, pg_catalog.pg_get_functiondef(p.oid)
-			FROM pg_catalog.pg_proc p WHERE p.pronamespace = 'mneme'::regnamespace AND p.prokind = 'f'`)
-		require.NoError(t, err)
-		out := map[string]string{}
-		for rows.Next() {
-			var sig, def string
-			require.NoError(t, rows.Scan(&sig, &def))
-			out[sig] = def
-		}
-		require.NoError(t, rows.Err())
-		return out
-	}
-	before := defs()
-	_, err = tx.Exec(ctx, string(script))
-	require.NoError(t, err)
-	after := defs()
-	var sigs []string
-	for sig, def := range after {
-		if before[sig] != def {
-			sigs = append(sigs, sig)
-		}
-	}
-	sort.Strings(sigs)
-	require.NotEmpty(t, sigs, "the generator changed no function")
-	var nested []string
-	rows, err := tx.Query(ctx, `SELECT sig FROM citus_nested ORDER BY sig`)
-	require.NoError(t, err)
-	for rows.Next() {
-		var sig string
-		require.NoError(t, rows.Scan(&sig))
-		nested = append(nested, sig)
-	}
-	require.NoError(t, rows.Err())
-	require.NotEmpty(t, nested)
-	var b strings.Builder
-	b.WriteString(citusGeneratedHeader)
-	// migrate writes @extschema@ as the quoted schema name (applySQL)
-	ext := pgx.Identifier{extSchema}.Sanitize() + "."
-	for _, sig := range sigs {
-		def := strings.ReplaceAll(after[sig], ext, "@extschema@.")
-		b.WriteString(strings.TrimRight(def, "\n"))
-		b.WriteString(";\n\n")
-	}
-	b.WriteString("-- Nested distributed execution allowed (after the definitions above, which\n" +
-		"-- would reset it): tests/testdata/citus_generate.sql, step 5, says why.\n")
-	for _, sig := range nested {
-		fmt.Fprintf(&b, "ALTER FUNCTION %s SET citus.allow_nested_distributed_execution = on;\n", sig)
-	}
-	return b.String()
-}
-
 // TestSQLRewritesNoFunction: no file of the SQL layer makes a function
-// from another's text at migrate time (issue 41): none reads a function's
-// source or definition. sql/citus/100-generated.sql is made ahead of time.
+// from another's text (issues 41 and 49): none reads a function's source
+// or definition. The Citus forms are written in sql/*.sql or, where they
+// truly differ, by hand in sql/citus/.
 func TestSQLRewritesNoFunction(t *testing.T) {
 	t.Parallel()
 	files, err := filepath.Glob("../sql/*.sql")
@@ -150,6 +36,86 @@ func TestSQLRewritesNoFunction(t *testing.T) {
 			require.False(t, strings.Contains(string(body), banned), "%s reads a function's text (%s)", f, banned)
 		}
 	}
+}
+
+// TestEveryAPIFunctionEnters: every API function (SECURITY DEFINER,
+// executable by mneme_app, mneme_worker or mneme_admin) that reaches a table
+// distributed by conversation on Citus, by itself or through the mneme
+// functions it calls, calls mneme._enter first (sql/005-tenants.sql says
+// why; on one server it returns at once). Read from the text of sql/*.sql:
+// a new API function without the call fails here, not only on a cluster.
+func TestEveryAPIFunctionEnters(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t, dbtest.WithVector("array"))
+	ctx := context.Background()
+	// The tables Citus distributes by conversation (sql/citus/distribute.sql,
+	// sidecar/migrate/citus_goose.go): message_queue and every table with a
+	// conversation_id, but the reference tables.
+	rows, err := db.Pool.Query(ctx, `SELECT c.relname FROM pg_catalog.pg_class c
+		WHERE c.relnamespace = 'mneme'::regnamespace AND c.relkind = 'r'
+		  AND (c.relname = 'message_queue' OR EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
+		       WHERE a.attrelid = c.oid AND a.attname = 'conversation_id' AND NOT a.attisdropped))
+		  AND c.relname NOT IN ('llm_usage_days', 'call_marks')`)
+	require.NoError(t, err)
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Contains(t, tables, "memories")
+	rows, err = db.Pool.Query(ctx, `SELECT DISTINCT p.proname FROM pg_catalog.pg_proc p
+		WHERE p.pronamespace = 'mneme'::regnamespace AND p.prosecdef
+		  AND p.prolang IN (SELECT l.oid FROM pg_catalog.pg_language l WHERE l.lanname IN ('sql', 'plpgsql'))
+		  AND p.proname NOT IN ('_tenant', '_resolve_tenant', '_enter', '_is_operator')
+		  AND (has_function_privilege('mneme_app', p.oid, 'EXECUTE') OR has_function_privilege('mneme_worker', p.oid, 'EXECUTE')
+		       OR has_function_privilege('mneme_admin', p.oid, 'EXECUTE'))`)
+	require.NoError(t, err)
+	api, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+
+	// Every function's text (its overloads together), from sql/*.sql.
+	files, err := filepath.Glob("../sql/*.sql")
+	require.NoError(t, err)
+	var all strings.Builder
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		all.Write(b)
+	}
+	bodies := map[string]string{}
+	defs := regexp.MustCompile(`(?s)CREATE OR REPLACE FUNCTION mneme\.([a-z_0-9]+)\s*\(.*?\bAS (\$[a-z]*\$)`)
+	text := all.String()
+	for _, m := range defs.FindAllStringSubmatchIndex(text, -1) {
+		name, tag := text[m[2]:m[3]], text[m[4]:m[5]]
+		end := strings.Index(text[m[1]:], tag)
+		require.GreaterOrEqual(t, end, 0, "the body of mneme.%s ends", name)
+		bodies[name] += text[m[1] : m[1]+end]
+	}
+	reaches := map[string]bool{}
+	tableRe := regexp.MustCompile(`mneme\.(` + strings.Join(tables, "|") + `)\b`)
+	for name, body := range bodies {
+		reaches[name] = tableRe.MatchString(body)
+	}
+	calls := regexp.MustCompile(`mneme\.([a-z_0-9]+)\s*\(`)
+	for changed := true; changed; {
+		changed = false
+		for name, body := range bodies {
+			if reaches[name] {
+				continue
+			}
+			for _, c := range calls.FindAllStringSubmatch(body, -1) {
+				if c[1] != "_enter" && reaches[c[1]] {
+					reaches[name], changed = true, true
+					break
+				}
+			}
+		}
+	}
+	var missing []string
+	for _, name := range api {
+		if reaches[name] && !strings.Contains(bodies[name], "mneme._enter(") {
+			missing = append(missing, name)
+		}
+	}
+	require.Empty(t, missing, "API functions that reach a distributed table without calling mneme._enter first")
+	require.Greater(t, len(api), 50)
 }
 
 // TestCitusRowTriggersWriteShards: on Citus the AFTER row triggers

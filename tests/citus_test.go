@@ -349,7 +349,7 @@ func TestCitusPipelineAndCallsByID(t *testing.T) {
 // TestCitusContextReadsOneShard: on Citus a context for one conversation,
 // run on the coordinator (inside a transaction block, so not delegated),
 // sends every statement to that conversation's shards only: its reads of
-// turns and memories by id name the conversation too (sql/citus/100-generated.sql).
+// turns and memories by id name the conversation too (sql/140-context.sql).
 // Counted with citus.log_remote_commands: every shard a command names is
 // the conversation's shard of its table, or a reference table's.
 func TestCitusContextReadsOneShard(t *testing.T) {

@@ -182,6 +182,25 @@ func TestEventsRecordTheRealCaller(t *testing.T) {
 	require.Equal(t, loginOf(t, adminURL), actor)
 	require.Equal(t, loginOf(t, adminURL), caller)
 	require.WithinDuration(t, before, at, time.Minute, "the real time, not 1999")
+
+	// Nor the sidecar's login: the actor and time of mneme's own work are
+	// marks of the functions that do it (docs/sql-api.md, "Who is writing"),
+	// not settings a session can set.
+	worker, workerURL := db.PoolAs(t, "mneme_worker")
+	require.NoError(t, admin.QueryRow(ctx, `SELECT mneme.remember(gen_random_uuid(), 'The bike is in the shed.')`).Scan(&id))
+	wconn, err := worker.Acquire(ctx)
+	require.NoError(t, err)
+	defer wconn.Release()
+	_, err = wconn.Exec(ctx, `SET mneme.actor = 'cleanup'`)
+	require.NoError(t, err)
+	_, err = wconn.Exec(ctx, `SET mneme.event_at = '1999-12-31'`)
+	require.NoError(t, err)
+	_, err = wconn.Exec(ctx, `SELECT mneme.pin($1)`, id)
+	require.NoError(t, err)
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT actor, at FROM mneme.memory_events WHERE memory_id = $1 AND event = 'pinned'`, id).
+		Scan(&actor, &at))
+	require.Equal(t, loginOf(t, workerURL), actor)
+	require.WithinDuration(t, before, at, time.Minute, "the real time, not 1999")
 }
 
 func rowCount(t *testing.T, db *dbtest.DB, q string, args ...any) int {

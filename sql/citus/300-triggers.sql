@@ -250,8 +250,8 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     -- (sql/200-jobs.sql says why; a job its handler rejected keeps the
-    -- messages queued: fail_job's mark, a forwarded setting here)
-    IF NEW.state = 'failed' AND current_setting('mneme.job_rejected', true) IS NOT DISTINCT FROM NEW.id::text THEN
+    -- messages queued: fail_job's mark)
+    IF NEW.state = 'failed' AND mneme._marked('job_rejected') IS NOT DISTINCT FROM NEW.id::text THEN
         RETURN NULL;
     ELSIF NEW.state = 'failed' THEN
         EXECUTE format('UPDATE %s m SET consumed_at = now(), set_aside_job_id = $1 '

@@ -24,7 +24,7 @@
 --   * no foreign key from a distributed table to a reference table
 --     (message_queue -> tenants is dropped: add_message checks the tenant);
 --   * the caller's tenant forwarded to the workers by every API call
---     (mneme._enter, sql/citus/100-generated.sql);
+--     (mneme._enter, sql/005-tenants.sql);
 --   * mneme_owner, which owns the SECURITY DEFINER functions, may log in:
 --     Citus opens its connections to the workers as the current role (set
 --     up authentication between the nodes for it, as for any Citus role).
