@@ -186,14 +186,25 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_bad uuid;
+    v_added uuid[];
+    v_bad   uuid;
 BEGIN
-    SELECT n.id INTO v_bad
-    FROM unnest(mneme._named_memories(NEW.pending_reviews)) AS n(id)
-    WHERE (TG_OP = 'INSERT' OR NOT n.id = ANY (mneme._named_memories(OLD.pending_reviews)))
-      -- still named now (taken or scrubbed since: nothing to check)
-      AND n.id = ANY (mneme._named_memories((SELECT q.pending_reviews FROM mneme.message_queue q WHERE q.id = NEW.id)))
-      AND EXISTS (SELECT 1 FROM mneme.memories m WHERE m.id = n.id AND m.tenant_id <> NEW.tenant_id)
+    -- Each array is read once (a call per row of the check, as the WHERE
+    -- clause of one statement did, parsed the whole list per id named: a
+    -- retrieve took 90 ms on a list of 100 entries).
+    v_added := mneme._named_memories(NEW.pending_reviews);
+    IF TG_OP = 'UPDATE' AND OLD.pending_reviews IS NOT NULL THEN
+        v_added := ARRAY(SELECT unnest(v_added) EXCEPT SELECT unnest(mneme._named_memories(OLD.pending_reviews)));
+    END IF;
+    IF cardinality(v_added) = 0 THEN
+        RETURN NULL;
+    END IF;
+    -- still named now (taken or scrubbed since: nothing to check)
+    v_added := ARRAY(SELECT unnest(v_added)
+                     INTERSECT SELECT unnest(mneme._named_memories((SELECT q.pending_reviews FROM mneme.message_queue q
+                                                                    WHERE q.id = NEW.id))));
+    SELECT m.id INTO v_bad FROM mneme.memories m
+    WHERE m.id = ANY (v_added) AND m.tenant_id <> NEW.tenant_id
     LIMIT 1;
     IF v_bad IS NOT NULL THEN
         PERFORM mneme._foreign_reference('pending_reviews memory', v_bad::text, NEW.tenant_id);
