@@ -258,3 +258,33 @@ func TestConnectChecksVersion(t *testing.T) {
 	_, err = client.Connect(ctx, p)
 	require.NoError(t, err, "a newer minor only adds")
 }
+
+// Open makes its own pool, checks the version as Connect does and runs
+// as the tenant it was given; Close closes the pool (twice is safe).
+func TestOpen(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, empty := dbtest.NewEmpty(t)
+	_, err := client.Open(ctx, empty, "")
+	require.ErrorIs(t, err, client.ErrUnsupportedVersion)
+	_, err = client.Open(ctx, "postgres://nobody@127.0.0.1:1/x?connect_timeout=1&pool_max_conns=-5", "")
+	require.Error(t, err, "a bad URL is refused")
+
+	db := dbtest.New(t)
+	_, err = db.Pool.Exec(ctx, `SELECT mneme.create_tenant('acme')`)
+	require.NoError(t, err)
+	m, err := client.Open(ctx, db.As(t, "mneme_app"), "acme")
+	require.NoError(t, err)
+	require.Equal(t, "acme", m.Tenant())
+	conv := uuid.New()
+	_, err = m.AddMessage(ctx, conv, "user", "hello from Open")
+	require.NoError(t, err)
+	var tenant string
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT tenant_id FROM mneme.message_queue WHERE id = $1`, conv).Scan(&tenant))
+	require.Equal(t, "acme", tenant)
+	m.Close()
+	m.Close()
+	_, err = m.AddMessage(ctx, conv, "user", "after Close")
+	require.Error(t, err, "the pool is closed")
+	require.Panics(t, func() { client.Must(m.AddMessage(ctx, conv, "user", "after Close")) })
+}
