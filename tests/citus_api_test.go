@@ -176,6 +176,8 @@ func TestCitusEveryFunction(t *testing.T) {
 		{"cosine_distance", app, `SELECT mneme.cosine_distance(ARRAY[1, 0]::real[], ARRAY[0, 1]::real[])`, nil},
 		{"redact", app, `SELECT mneme.redact('call me at alice@example.com')`, nil},
 		{"add_message", app, `SELECT mneme.add_message($1, 'user', 'And I have a cat.')`, []any{conv}},
+		{"add_message", app, `SELECT mneme.add_message($1, 'user', 'A message to take back.')`, []any{conv}},
+		{"pop_message", app, `SELECT * FROM mneme.pop_message($1)`, []any{conv}},
 		{"set_speakers", app, `SELECT mneme.set_speakers($1, ARRAY['Ann', 'Bob'])`, []any{conv}},
 		{"remember", app, `SELECT mneme.remember($1, 'The user drinks coffee at eight.')`, []any{conv}},
 		{"pin", app, `SELECT mneme.pin($1)`, []any{mem}},
