@@ -46,6 +46,29 @@ func (c *Client) AddMessageAt(ctx context.Context, conv uuid.UUID, role, content
 	return id, err
 }
 
+// PoppedMessage is the row of mneme.pop_message.
+type PoppedMessage struct {
+	MessageID int64
+	Role      string
+	Content   string
+	CreatedAt time.Time
+}
+
+// PopMessage is mneme.pop_message: removes and returns the conversation's
+// latest message while no memory holds it (nil when it has none). Once
+// segmentation stored it, the *Error is 55000 and names the memory.
+func (c *Client) PopMessage(ctx context.Context, conv uuid.UUID) (*PoppedMessage, error) {
+	out, err := rows(ctx, c, newCall("pop_message", conv), `message_id, role, content, created_at`,
+		func(r pgx.CollectableRow) (PoppedMessage, error) {
+			var m PoppedMessage
+			return m, r.Scan(&m.MessageID, &m.Role, &m.Content, &m.CreatedAt)
+		})
+	if err != nil || len(out) == 0 {
+		return nil, err
+	}
+	return &out[0], nil
+}
+
 // SegmentNow is mneme.segment_now: the conversation is over, segment what
 // is queued. It returns the job's id, or 0 when nothing is queued.
 func (c *Client) SegmentNow(ctx context.Context, conv uuid.UUID) (int64, error) {

@@ -101,6 +101,16 @@ func everyFunction(t *testing.T, app, adminPool *pgxpool.Pool) {
 		require.Nil(t, msg.MemoryID)
 	}
 	require.Equal(t, "She moved to Lisbon last spring.", msgs[2].Content)
+	// PopMessage takes back the latest message and returns it; added again, it is the same.
+	popped, err := m.PopMessage(ctx, conv)
+	require.NoError(t, err)
+	require.Equal(t, client.PoppedMessage{MessageID: ids[2], Role: "user", Content: "She moved to Lisbon last spring.",
+		CreatedAt: msgs[2].CreatedAt}, *popped)
+	ids[2], err = m.AddMessage(ctx, conv, "user", "She moved to Lisbon last spring.")
+	require.NoError(t, err)
+	popped, err = m.PopMessage(ctx, uuid.New())
+	require.NoError(t, err)
+	require.Nil(t, popped, "an unknown conversation pops nothing")
 
 	mem, err := m.Remember(ctx, conv, "Alice lives in Lisbon", client.RememberOptions{Label: "user_profile", Title: "alice-home"})
 	require.NoError(t, err)
