@@ -293,3 +293,35 @@ func (c *Client) Conversations(ctx context.Context, k int) ([]Conversation, erro
 				&v.LastMessageAt, &v.PendingJobs, &v.FailedJobs, &v.PendingReviews)
 		})
 }
+
+// ConversationTitle is what a person recognises a conversation by: a row
+// of mneme.conversation_titles or mneme.recent_conversations. Text that
+// may be NULL is "".
+type ConversationTitle struct {
+	ConversationID uuid.UUID
+	LastMessageAt  *time.Time // recent_conversations only
+	Speakers       []string   // set_speakers' names, else the roles of the first messages
+	FirstMessage   string     // its first 200 characters
+	FirstMessageAt *time.Time
+}
+
+// ConversationTitles is mneme.conversation_titles: for each of the
+// tenant's conversations named (others: no row), its speakers and first
+// message.
+func (c *Client) ConversationTitles(ctx context.Context, ids []uuid.UUID) ([]ConversationTitle, error) {
+	return rows(ctx, c, newCall("conversation_titles", ids), `conversation_id, NULL::timestamptz, speakers, coalesce(first_message, ''), first_message_at`,
+		scanTitle)
+}
+
+// RecentConversations is mneme.recent_conversations: the tenant's k most
+// recently active conversations (0: the SQL default, 100) with their
+// titles and no counts (cheaper than Conversations, for a chooser).
+func (c *Client) RecentConversations(ctx context.Context, k int) ([]ConversationTitle, error) {
+	return rows(ctx, c, newCall("recent_conversations").opt(k != 0, "k", "", k),
+		`conversation_id, last_message_at, speakers, coalesce(first_message, ''), first_message_at`, scanTitle)
+}
+
+func scanTitle(r pgx.CollectableRow) (ConversationTitle, error) {
+	var v ConversationTitle
+	return v, r.Scan(&v.ConversationID, &v.LastMessageAt, &v.Speakers, &v.FirstMessage, &v.FirstMessageAt)
+}

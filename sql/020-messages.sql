@@ -663,3 +663,46 @@ COMMENT ON FUNCTION mneme.pop_message(uuid) IS
     'tenant''s): the undo of add_message while no memory holds the message (queued, or set aside by a failed job). '
     'The row is deleted for good: nothing was derived from it, so no tombstone. A message an episode or fact holds '
     'already is refused (55000) and nothing changes: erase that memory instead.';
+
+-- A chooser's list (mneme ui's conversation selector on the search and
+-- memories pages): the tenant's most recently active conversations with
+-- what a person recognises them by, and no counts. mneme.conversations
+-- counts every message, memory and open job of each (16 to 53 ms for 20
+-- conversations holding 10,000 memories and 20,000 jobs, loaded machine):
+-- a selector needs none of it.
+CREATE OR REPLACE FUNCTION mneme.recent_conversations(k int DEFAULT 100)
+RETURNS TABLE (conversation_id uuid, last_message_at timestamptz, speakers text[], first_message text,
+               first_message_at timestamptz)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_ids uuid[];
+BEGIN
+    PERFORM mneme._enter(NULL);
+    IF recent_conversations.k IS NULL THEN
+        RAISE EXCEPTION 'k must not be NULL' USING ERRCODE = '22004', HINT = 'omit k for the default';
+    END IF;
+    IF recent_conversations.k < 1 OR recent_conversations.k > 10000 THEN
+        RAISE EXCEPTION 'k must be between 1 and 10000, got %', recent_conversations.k
+            USING ERRCODE = '22023', HINT = 'k is how many conversations to list, the most recently active first';
+    END IF;
+    -- The order of mneme.conversations, by the tenant's queue rows alone.
+    v_ids := ARRAY(
+        SELECT q.id FROM mneme.message_queue q
+        WHERE q.tenant_id = mneme._tenant()
+        ORDER BY coalesce(q.last_message_at, q.updated_at) DESC, q.id
+        LIMIT recent_conversations.k);
+    RETURN QUERY
+    SELECT q.id, q.last_message_at, t.speakers, t.first_message, t.first_message_at
+    FROM mneme.message_queue q
+    JOIN mneme.conversation_titles(v_ids) t ON t.conversation_id = q.id
+    WHERE q.id = ANY (v_ids)
+    ORDER BY coalesce(q.last_message_at, q.updated_at) DESC, q.id;
+END
+$$;
+COMMENT ON FUNCTION mneme.recent_conversations(int) IS
+    'The transaction''s tenant''s k (1..10000) most recently active conversations, as mneme.conversations orders them, '
+    'with mneme.conversation_titles'' speakers and first message and the last message''s time; no counts (cheap: '
+    'for a chooser). No side effects.';

@@ -194,6 +194,7 @@ func TestCitusEveryFunction(t *testing.T) {
 		{"context_items", app, `SELECT * FROM mneme.context_items($1, 'where does the user live', 200)`, []any{conv}},
 		{"record_retrieval", app, `SELECT mneme.record_retrieval($1, 'bakery', ARRAY[$2]::uuid[])`, []any{conv, mem2}},
 		{"conversations", app, `SELECT * FROM mneme.conversations()`, nil},
+		{"recent_conversations", app, `SELECT * FROM mneme.recent_conversations(5)`, nil},
 		{"named_conversation", app, `SELECT mneme.named_conversation('user:alice')`, nil},
 		{"llm_usage", app, `SELECT * FROM mneme.llm_usage(now() - interval '1 day', now() + interval '1 day', 'kind')`, nil},
 		{"conversation_llm_usage", app, `SELECT * FROM mneme.conversation_llm_usage($1)`, []any{conv}},

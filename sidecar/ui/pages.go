@@ -262,10 +262,9 @@ func (s *Server) pageSearch(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	err := s.inTx(ctx, r, true, func(tx pgx.Tx) error {
 		var err error
-		if d.Conversations, err = readConversations(ctx, tx, 500); err != nil {
-			return err
-		}
-		if err := readTitles(ctx, tx, d.Conversations); err != nil {
+		// The chooser's list: titles, no counts (mneme.conversations
+		// counts every message, memory and job of each).
+		if d.Conversations, err = readRecent(ctx, tx, 500); err != nil {
 			return err
 		}
 		// The tenant's scope needs a conversation only to name the

@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/mneme-memory/mneme/client"
 )
 
 // The reads of the pages. Each is a call of mneme's SQL API but for the
@@ -56,30 +58,31 @@ func readTitles(ctx context.Context, tx pgx.Tx, convs []Conversation) error {
 		ids[i] = c.ID
 		at[c.ID] = i
 	}
-	rows, err := tx.Query(ctx, `SELECT conversation_id, speakers, first_message, first_message_at FROM mneme.conversation_titles($1)`, ids)
+	titles, err := client.New(tx).ConversationTitles(ctx, ids)
 	if err != nil {
 		return fmt.Errorf("read conversation titles: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var id uuid.UUID
-		var sp []string
-		var first *string
-		var firstAt *time.Time
-		if err := rows.Scan(&id, &sp, &first, &firstAt); err != nil {
-			return fmt.Errorf("read conversation titles: %w", err)
+	for _, t := range titles {
+		if i, ok := at[t.ConversationID]; ok {
+			convs[i].Speakers, convs[i].FirstMessage, convs[i].FirstAt = t.Speakers, t.FirstMessage, t.FirstMessageAt
 		}
-		if i, ok := at[id]; ok {
-			convs[i].Speakers, convs[i].FirstAt = sp, firstAt
-			if first != nil {
-				convs[i].FirstMessage = *first
-			}
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read conversation titles: %w", err)
 	}
 	return nil
+}
+
+// readRecent is mneme.recent_conversations: the k most recently active
+// conversations with their titles and no counts, for a chooser.
+func readRecent(ctx context.Context, tx pgx.Tx, k int) ([]Conversation, error) {
+	titles, err := client.New(tx).RecentConversations(ctx, k)
+	if err != nil {
+		return nil, fmt.Errorf("read recent conversations: %w", err)
+	}
+	out := make([]Conversation, len(titles))
+	for i, t := range titles {
+		out[i] = Conversation{ID: t.ConversationID, LastMessageAt: t.LastMessageAt, Speakers: t.Speakers,
+			FirstMessage: t.FirstMessage, FirstAt: t.FirstMessageAt}
+	}
+	return out, nil
 }
 
 func readConversations(ctx context.Context, tx pgx.Tx, k int) ([]Conversation, error) {
