@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
@@ -324,4 +325,11 @@ func (c *Client) RecentConversations(ctx context.Context, k int) ([]Conversation
 func scanTitle(r pgx.CollectableRow) (ConversationTitle, error) {
 	var v ConversationTitle
 	return v, r.Scan(&v.ConversationID, &v.LastMessageAt, &v.Speakers, &v.FirstMessage, &v.FirstMessageAt)
+}
+
+// Setting is mneme.setting: a setting's value as JSON (docs/settings.md).
+func (c *Client) Setting(ctx context.Context, key string) (json.RawMessage, error) {
+	var v []byte
+	err := c.scalar(ctx, newCall("setting", key), &v)
+	return json.RawMessage(v), err
 }
