@@ -313,3 +313,76 @@ func TestOpen(t *testing.T) {
 	require.Error(t, err, "the pool is closed")
 	require.Panics(t, func() { client.Must(m.AddMessage(ctx, conv, "user", "after Close")) })
 }
+
+// The reads for people and the UI's calls, as a mneme_admin login of
+// tenant acme: a memory's reviews (with their evidence) and events,
+// find_memories with filters, the labels, the BM25 leg, the LLM usage
+// reads and retry_job of a failed job.
+func TestReads(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.New(t)
+	_, err := db.Pool.Exec(ctx, `SELECT mneme.create_tenant('acme')`)
+	require.NoError(t, err)
+	m := client.New(pool(t, db.As(t, "mneme_admin"))).WithTenant("acme")
+	conv := uuid.New()
+	_, err = m.AddMessage(ctx, conv, "user", "I keep bees on the roof.")
+	require.NoError(t, err)
+	bees, err := m.Remember(ctx, conv, "The user keeps bees on the roof.", client.RememberOptions{Label: "user_profile"})
+	require.NoError(t, err)
+	tea, err := m.Remember(ctx, conv, "The user drinks green tea.", client.RememberOptions{})
+	require.NoError(t, err)
+	require.NoError(t, m.Forget(ctx, tea, "not true any more"))
+	_, err = db.Pool.Exec(ctx, `SELECT mneme.apply_review($1, 'good', 400, 5, 'review', now(), 'heuristic', ARRAY['bees'],
+		evidence => '{"score": 0.2, "thresholds": {"hard": 0.04, "good": 0.09, "easy": 0.25}}')`, bees)
+	require.NoError(t, err)
+
+	reviews, err := m.MemoryReviews(ctx, bees)
+	require.NoError(t, err)
+	require.Len(t, reviews, 1)
+	require.Equal(t, "good", reviews[0].Rating)
+	require.Equal(t, []string{"bees"}, reviews[0].MatchedQueries)
+	require.JSONEq(t, `{"score": 0.2, "thresholds": {"hard": 0.04, "good": 0.09, "easy": 0.25}}`, string(reviews[0].Evidence))
+	events, err := m.MemoryEvents(ctx, tea)
+	require.NoError(t, err)
+	require.Equal(t, "forgotten", events[len(events)-1].Event)
+
+	found, err := m.FindMemories(ctx, client.FindOptions{Words: "BEES"})
+	require.NoError(t, err)
+	require.Len(t, found, 1)
+	require.Equal(t, bees, found[0].MemoryID)
+	require.EqualValues(t, 1, found[0].Total)
+	no := false
+	found, err = m.FindMemories(ctx, client.FindOptions{Conversation: conv, Status: "invalidated", Pinned: &no, Sort: "r"})
+	require.NoError(t, err)
+	require.Len(t, found, 1)
+	require.Equal(t, tea, found[0].MemoryID)
+	_, err = m.FindMemories(ctx, client.FindOptions{Sort: "sideways"})
+	requireState(t, err, "22023")
+
+	labels, err := m.Labels(ctx)
+	require.NoError(t, err)
+	require.Contains(t, labels, "user_profile")
+	hits, err := m.BM25Search(ctx, conv, "bees", 10)
+	require.NoError(t, err)
+	require.Len(t, hits, 1)
+	require.Equal(t, bees, hits[0].MemoryID)
+	require.EqualValues(t, 1, hits[0].Rank)
+
+	usage, err := m.LLMUsage(ctx, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), "kind")
+	require.NoError(t, err)
+	require.Empty(t, usage, "no model call")
+	cu, err := m.ConversationLLMUsage(ctx, conv)
+	require.NoError(t, err)
+	require.Zero(t, cu.Calls)
+
+	var job int64
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.enqueue_job('noop', $1)`, conv).Scan(&job))
+	_, err = db.Pool.Exec(ctx, `UPDATE mneme.jobs SET state = 'failed', last_error = 'a test' WHERE id = $1`, job)
+	require.NoError(t, err)
+	require.NoError(t, m.RetryJob(ctx, job))
+	var state string
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT state FROM mneme.jobs WHERE id = $1`, job).Scan(&state))
+	require.Equal(t, "pending", state)
+	requireState(t, m.RetryJob(ctx, job), "55000")
+}
