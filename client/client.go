@@ -42,6 +42,11 @@ type Client struct {
 // Connect checks the SQL API version.
 func New(db DB) *Client { return &Client{db: db} }
 
+// InTx returns a Client bound to a transaction the caller runs (and
+// commits): its calls run in tx, SetTenant is allowed, and Tx runs its
+// function in tx. mneme ui reads each page this way, in one snapshot.
+func InTx(tx pgx.Tx) *Client { return &Client{db: tx, inTx: true} }
+
 // Connect is New followed by CheckVersion.
 func Connect(ctx context.Context, db DB) (*Client, error) {
 	c := New(db)

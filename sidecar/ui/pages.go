@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/mneme-memory/mneme/client"
 )
 
 // tenants lists the tenants for an admin's chooser ("" on error: the page
@@ -376,8 +378,7 @@ func (s *Server) postRetryJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	err = s.inTx(r.Context(), r, false, func(tx pgx.Tx) error {
-		_, err := tx.Exec(r.Context(), `SELECT mneme.retry_job($1)`, id)
-		return err
+		return client.InTx(tx).RetryJob(r.Context(), id)
 	})
 	if err != nil {
 		s.fail(w, r, err)
