@@ -4157,6 +4157,7 @@ ALTER FUNCTION mneme.pop_message(uuid) SET citus.allow_nested_distributed_execut
 ALTER FUNCTION mneme.queued_messages(uuid,bigint,boolean) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.queued_sessions(uuid,integer) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.reactivate(uuid) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.recent_conversations(integer) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.recent_memories(uuid,integer) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.record_llm_calls(bigint,integer,jsonb) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.record_retrieval(uuid,text,uuid[]) SET citus.allow_nested_distributed_execution = on;
