@@ -359,6 +359,9 @@ func TestReads(t *testing.T) {
 	require.Equal(t, tea, found[0].MemoryID)
 	_, err = m.FindMemories(ctx, client.FindOptions{Sort: "sideways"})
 	requireState(t, err, "22023")
+	zero := 0
+	_, err = m.FindMemories(ctx, client.FindOptions{Page: &zero})
+	requireState(t, err, "22023")
 
 	labels, err := m.Labels(ctx)
 	require.NoError(t, err)

@@ -79,8 +79,8 @@ type FindOptions struct {
 	Kind         string
 	Pinned       *bool
 	RMin, RMax   *float64
-	Sort         string // created (default), created_asc, said, said_asc, r, r_desc
-	K, Page      int
+	Sort         string    // created (default), created_asc, said, said_asc, r, r_desc
+	K, Page      *int      // rows a page (default 50) and the page (default 1); nil: the default
 	At           time.Time // retrievability at (default now)
 }
 
@@ -121,8 +121,8 @@ func (c *Client) FindMemories(ctx context.Context, o FindOptions) ([]Found, erro
 		opt(o.RMin != nil, "r_min", "::float8", o.RMin).
 		opt(o.RMax != nil, "r_max", "::float8", o.RMax).
 		opt(o.Sort != "", "sort", "", o.Sort).
-		opt(o.K != 0, "k", "", o.K).
-		opt(o.Page != 0, "page", "", o.Page).
+		opt(o.K != nil, "k", "", o.K).
+		opt(o.Page != nil, "page", "", o.Page).
 		opt(!o.At.IsZero(), "at", "", o.At)
 	return rows(ctx, c, q, `memory_id, conversation_id, kind, status, label, pinned, title, summary, content,
 		source_first_at, created_at, valid_until, stability, last_reviewed_at, review_count, confidence_score,

@@ -251,6 +251,12 @@ func (s *Server) pageSearch(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, r, fmt.Errorf("%w: budget %q is not a number of words", errBadRequest, b))
 			return
 		}
+		// To the Go client a zero budget is "not given" (the default); one
+		// the URL gives is refused as mneme.context_items refuses it.
+		if n == 0 {
+			s.fail(w, r, fmt.Errorf("%w: budget must be 1 to 100000 words, got 0", errBadRequest))
+			return
+		}
 		d.Budget = n
 	}
 	var conv uuid.UUID

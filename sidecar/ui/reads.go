@@ -491,7 +491,8 @@ type Found struct {
 const pageSize = 50
 
 func readFound(ctx context.Context, tx pgx.Tx, f Filter, now time.Time) ([]Found, int64, error) {
-	o := client.FindOptions{Words: f.Q, Label: f.Label, Status: f.Status, Kind: f.Kind, Sort: f.Sort, K: pageSize, Page: f.Page, At: now}
+	k, page := pageSize, f.Page
+	o := client.FindOptions{Words: f.Q, Label: f.Label, Status: f.Status, Kind: f.Kind, Sort: f.Sort, K: &k, Page: &page, At: now}
 	if f.Conversation != "" {
 		id, err := client.ParseID("conversation", f.Conversation)
 		if err != nil {
