@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
@@ -44,6 +45,29 @@ func (c *Client) AddMessageAt(ctx context.Context, conv uuid.UUID, role, content
 	var id int64
 	err := c.scalar(ctx, newCall("add_message", conv, role, content).opt(!at.IsZero(), "at", "", at), &id)
 	return id, err
+}
+
+// PoppedMessage is the row of mneme.pop_message.
+type PoppedMessage struct {
+	MessageID int64
+	Role      string
+	Content   string
+	CreatedAt time.Time
+}
+
+// PopMessage is mneme.pop_message: removes and returns the conversation's
+// latest message while no memory holds it (nil when it has none). Once
+// segmentation stored it, the *Error is 55000 and names the memory.
+func (c *Client) PopMessage(ctx context.Context, conv uuid.UUID) (*PoppedMessage, error) {
+	out, err := rows(ctx, c, newCall("pop_message", conv), `message_id, role, content, created_at`,
+		func(r pgx.CollectableRow) (PoppedMessage, error) {
+			var m PoppedMessage
+			return m, r.Scan(&m.MessageID, &m.Role, &m.Content, &m.CreatedAt)
+		})
+	if err != nil || len(out) == 0 {
+		return nil, err
+	}
+	return &out[0], nil
 }
 
 // SegmentNow is mneme.segment_now: the conversation is over, segment what
@@ -269,4 +293,43 @@ func (c *Client) Conversations(ctx context.Context, k int) ([]Conversation, erro
 			return v, r.Scan(&v.ConversationID, &v.Messages, &v.QueuedMessages, &v.Memories, &v.ActiveMemories,
 				&v.LastMessageAt, &v.PendingJobs, &v.FailedJobs, &v.PendingReviews)
 		})
+}
+
+// ConversationTitle is what a person recognises a conversation by: a row
+// of mneme.conversation_titles or mneme.recent_conversations. Text that
+// may be NULL is "".
+type ConversationTitle struct {
+	ConversationID uuid.UUID
+	LastMessageAt  *time.Time // recent_conversations only
+	Speakers       []string   // set_speakers' names, else the roles of the first messages
+	FirstMessage   string     // its first 200 characters
+	FirstMessageAt *time.Time
+}
+
+// ConversationTitles is mneme.conversation_titles: for each of the
+// tenant's conversations named (others: no row), its speakers and first
+// message.
+func (c *Client) ConversationTitles(ctx context.Context, ids []uuid.UUID) ([]ConversationTitle, error) {
+	return rows(ctx, c, newCall("conversation_titles", ids), `conversation_id, NULL::timestamptz, speakers, coalesce(first_message, ''), first_message_at`,
+		scanTitle)
+}
+
+// RecentConversations is mneme.recent_conversations: the tenant's k most
+// recently active conversations (0: the SQL default, 100) with their
+// titles and no counts (cheaper than Conversations, for a chooser).
+func (c *Client) RecentConversations(ctx context.Context, k int) ([]ConversationTitle, error) {
+	return rows(ctx, c, newCall("recent_conversations").opt(k != 0, "k", "", k),
+		`conversation_id, last_message_at, speakers, coalesce(first_message, ''), first_message_at`, scanTitle)
+}
+
+func scanTitle(r pgx.CollectableRow) (ConversationTitle, error) {
+	var v ConversationTitle
+	return v, r.Scan(&v.ConversationID, &v.LastMessageAt, &v.Speakers, &v.FirstMessage, &v.FirstMessageAt)
+}
+
+// Setting is mneme.setting: a setting's value as JSON (docs/settings.md).
+func (c *Client) Setting(ctx context.Context, key string) (json.RawMessage, error) {
+	var v []byte
+	err := c.scalar(ctx, newCall("setting", key), &v)
+	return json.RawMessage(v), err
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // DB is what a Client runs on: *pgxpool.Pool, *pgx.Conn and pgx.Tx have
@@ -33,12 +34,18 @@ type Client struct {
 	db     DB
 	tenant string
 	inTx   bool
+	pool   *pgxpool.Pool // Open's own pool, closed by Close
 }
 
 // New returns a Client on db whose calls run as the login's bound tenant
 // or tenant "default" (WithTenant chooses one). It checks nothing;
 // Connect checks the SQL API version.
 func New(db DB) *Client { return &Client{db: db} }
+
+// InTx returns a Client bound to a transaction the caller runs (and
+// commits): its calls run in tx, SetTenant is allowed, and Tx runs its
+// function in tx. mneme ui reads each page this way, in one snapshot.
+func InTx(tx pgx.Tx) *Client { return &Client{db: tx, inTx: true} }
 
 // Connect is New followed by CheckVersion.
 func Connect(ctx context.Context, db DB) (*Client, error) {
@@ -49,10 +56,46 @@ func Connect(ctx context.Context, db DB) (*Client, error) {
 	return c, nil
 }
 
+// Open connects a pool to url (a PostgreSQL URL or DSN; pgx's
+// parameters such as default_query_exec_mode apply), checks the SQL API
+// version and returns a Client of tenant ("": the login's bound tenant or
+// "default") that owns the pool: Close closes it.
+func Open(ctx context.Context, url, tenant string) (*Client, error) {
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("open: %w", err)
+	}
+	c, err := Connect(ctx, pool)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	c = c.WithTenant(tenant)
+	c.pool = pool
+	return c, nil
+}
+
+// Close closes the pool Open made; it does nothing for a Client made by
+// New or Connect (the caller owns that DB). Safe to call twice.
+func (c *Client) Close() {
+	if c.pool != nil {
+		c.pool.Close()
+	}
+}
+
+// Must returns v, or panics when err is not nil: for short programs and
+// examples (docs/clients/loop.go), as template.Must.
+func Must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
 // WithTenant returns a Client on the same DB whose calls run as tenant,
 // each in a transaction that sets it ("" : no set_tenant).
 func (c *Client) WithTenant(tenant string) *Client {
-	return &Client{db: c.db, tenant: tenant, inTx: c.inTx}
+	return &Client{db: c.db, tenant: tenant, inTx: c.inTx, pool: c.pool}
 }
 
 // Tenant is the tenant the Client's calls set ("" for none).

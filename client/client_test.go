@@ -101,6 +101,16 @@ func everyFunction(t *testing.T, app, adminPool *pgxpool.Pool) {
 		require.Nil(t, msg.MemoryID)
 	}
 	require.Equal(t, "She moved to Lisbon last spring.", msgs[2].Content)
+	// PopMessage takes back the latest message and returns it; added again, it is the same.
+	popped, err := m.PopMessage(ctx, conv)
+	require.NoError(t, err)
+	require.Equal(t, client.PoppedMessage{MessageID: ids[2], Role: "user", Content: "She moved to Lisbon last spring.",
+		CreatedAt: msgs[2].CreatedAt}, *popped)
+	ids[2], err = m.AddMessage(ctx, conv, "user", "She moved to Lisbon last spring.")
+	require.NoError(t, err)
+	popped, err = m.PopMessage(ctx, uuid.New())
+	require.NoError(t, err)
+	require.Nil(t, popped, "an unknown conversation pops nothing")
 
 	mem, err := m.Remember(ctx, conv, "Alice lives in Lisbon", client.RememberOptions{Label: "user_profile", Title: "alice-home"})
 	require.NoError(t, err)
@@ -257,4 +267,125 @@ func TestConnectChecksVersion(t *testing.T) {
 	require.NoError(t, err)
 	_, err = client.Connect(ctx, p)
 	require.NoError(t, err, "a newer minor only adds")
+}
+
+// Open makes its own pool, checks the version as Connect does and runs
+// as the tenant it was given; Close closes the pool (twice is safe).
+func TestOpen(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, empty := dbtest.NewEmpty(t)
+	_, err := client.Open(ctx, empty, "")
+	require.ErrorIs(t, err, client.ErrUnsupportedVersion)
+	_, err = client.Open(ctx, "postgres://nobody@127.0.0.1:1/x?connect_timeout=1&pool_max_conns=-5", "")
+	require.Error(t, err, "a bad URL is refused")
+
+	db := dbtest.New(t)
+	_, err = db.Pool.Exec(ctx, `SELECT mneme.create_tenant('acme')`)
+	require.NoError(t, err)
+	m, err := client.Open(ctx, db.As(t, "mneme_app"), "acme")
+	require.NoError(t, err)
+	require.Equal(t, "acme", m.Tenant())
+	conv := uuid.New()
+	_, err = m.AddMessage(ctx, conv, "user", "hello from Open")
+	require.NoError(t, err)
+	var tenant string
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT tenant_id FROM mneme.message_queue WHERE id = $1`, conv).Scan(&tenant))
+	require.Equal(t, "acme", tenant)
+	raw, err := m.Setting(ctx, "rrf_k")
+	require.NoError(t, err)
+	require.JSONEq(t, "60", string(raw))
+	_, err = m.Setting(ctx, "no_such_setting")
+	require.Error(t, err)
+	titles, err := m.RecentConversations(ctx, 0)
+	require.NoError(t, err)
+	require.Len(t, titles, 1)
+	require.Equal(t, conv, titles[0].ConversationID)
+	require.Equal(t, "hello from Open", titles[0].FirstMessage)
+	require.Equal(t, []string{"user"}, titles[0].Speakers)
+	named, err := m.ConversationTitles(ctx, []uuid.UUID{conv, uuid.New()})
+	require.NoError(t, err)
+	require.Len(t, named, 1)
+	require.Equal(t, titles[0].FirstMessage, named[0].FirstMessage)
+	m.Close()
+	m.Close()
+	_, err = m.AddMessage(ctx, conv, "user", "after Close")
+	require.Error(t, err, "the pool is closed")
+	require.Panics(t, func() { client.Must(m.AddMessage(ctx, conv, "user", "after Close")) })
+}
+
+// The reads for people and the UI's calls, as a mneme_admin login of
+// tenant acme: a memory's reviews (with their evidence) and events,
+// find_memories with filters, the labels, the BM25 leg, the LLM usage
+// reads and retry_job of a failed job.
+func TestReads(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.New(t)
+	_, err := db.Pool.Exec(ctx, `SELECT mneme.create_tenant('acme')`)
+	require.NoError(t, err)
+	m := client.New(pool(t, db.As(t, "mneme_admin"))).WithTenant("acme")
+	conv := uuid.New()
+	_, err = m.AddMessage(ctx, conv, "user", "I keep bees on the roof.")
+	require.NoError(t, err)
+	bees, err := m.Remember(ctx, conv, "The user keeps bees on the roof.", client.RememberOptions{Label: "user_profile"})
+	require.NoError(t, err)
+	tea, err := m.Remember(ctx, conv, "The user drinks green tea.", client.RememberOptions{})
+	require.NoError(t, err)
+	require.NoError(t, m.Forget(ctx, tea, "not true any more"))
+	_, err = db.Pool.Exec(ctx, `SELECT mneme.apply_review($1, 'good', 400, 5, 'review', now(), 'heuristic', ARRAY['bees'],
+		evidence => '{"score": 0.2, "thresholds": {"hard": 0.04, "good": 0.09, "easy": 0.25}}')`, bees)
+	require.NoError(t, err)
+
+	reviews, err := m.MemoryReviews(ctx, bees)
+	require.NoError(t, err)
+	require.Len(t, reviews, 1)
+	require.Equal(t, "good", reviews[0].Rating)
+	require.Equal(t, []string{"bees"}, reviews[0].MatchedQueries)
+	require.JSONEq(t, `{"score": 0.2, "thresholds": {"hard": 0.04, "good": 0.09, "easy": 0.25}}`, string(reviews[0].Evidence))
+	events, err := m.MemoryEvents(ctx, tea)
+	require.NoError(t, err)
+	require.Equal(t, "forgotten", events[len(events)-1].Event)
+
+	found, err := m.FindMemories(ctx, client.FindOptions{Words: "BEES"})
+	require.NoError(t, err)
+	require.Len(t, found, 1)
+	require.Equal(t, bees, found[0].MemoryID)
+	require.EqualValues(t, 1, found[0].Total)
+	no := false
+	found, err = m.FindMemories(ctx, client.FindOptions{Conversation: conv, Status: "invalidated", Pinned: &no, Sort: "r"})
+	require.NoError(t, err)
+	require.Len(t, found, 1)
+	require.Equal(t, tea, found[0].MemoryID)
+	_, err = m.FindMemories(ctx, client.FindOptions{Sort: "sideways"})
+	requireState(t, err, "22023")
+	zero := 0
+	_, err = m.FindMemories(ctx, client.FindOptions{Page: &zero})
+	requireState(t, err, "22023")
+
+	labels, err := m.Labels(ctx)
+	require.NoError(t, err)
+	require.Contains(t, labels, "user_profile")
+	hits, err := m.BM25Search(ctx, conv, "bees", 10)
+	require.NoError(t, err)
+	require.Len(t, hits, 1)
+	require.Equal(t, bees, hits[0].MemoryID)
+	require.EqualValues(t, 1, hits[0].Rank)
+
+	usage, err := m.LLMUsage(ctx, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), "kind")
+	require.NoError(t, err)
+	require.Empty(t, usage, "no model call")
+	cu, err := m.ConversationLLMUsage(ctx, conv)
+	require.NoError(t, err)
+	require.Zero(t, cu.Calls)
+
+	var job int64
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.enqueue_job('noop', $1)`, conv).Scan(&job))
+	_, err = db.Pool.Exec(ctx, `UPDATE mneme.jobs SET state = 'failed', last_error = 'a test' WHERE id = $1`, job)
+	require.NoError(t, err)
+	require.NoError(t, m.RetryJob(ctx, job))
+	var state string
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT state FROM mneme.jobs WHERE id = $1`, job).Scan(&state))
+	require.Equal(t, "pending", state)
+	requireState(t, m.RetryJob(ctx, job), "55000")
 }

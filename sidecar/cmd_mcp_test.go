@@ -93,7 +93,7 @@ func TestMCPChecksAtStart(t *testing.T) {
 	}
 	out, code := run(db.URL, "MNEME_MCP_TENANT=nosuch")
 	require.Equal(t, 1, code, out)
-	require.Contains(t, out, `tenant "nosuch": ERROR: unknown tenant`)
+	require.Contains(t, out, `tenant "nosuch": set_tenant: unknown tenant`)
 	require.Contains(t, out, "mneme.create_tenant")
 	out, code = run(boundURL, "MNEME_MCP_TENANT=globex")
 	require.Equal(t, 1, code, out)
@@ -106,7 +106,7 @@ func TestMCPChecksAtStart(t *testing.T) {
 	cmd.Env = append(os.Environ(), "MNEME_TEST_AS_MAIN=1", "DATABASE_URL="+db.URL)
 	b, err := cmd.CombinedOutput()
 	require.Error(t, err)
-	require.Contains(t, string(b), `tenant "nosuch": ERROR: unknown tenant`)
+	require.Contains(t, string(b), `tenant "nosuch": set_tenant: unknown tenant`)
 
 	_, err = db.Pool.Exec(ctx, `SELECT mneme.set_setting('embedder', '"external"')`)
 	require.NoError(t, err)

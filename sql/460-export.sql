@@ -212,7 +212,7 @@ BEGIN
                'state_before', l.state_before, 'state_after', l.state_after,
                'last_reviewed_before', mneme._export_time(l.last_reviewed_before),
                'reviewed_at', mneme._export_time(l.reviewed_at), 'matched_queries', to_jsonb(l.matched_queries),
-               'asked_in', l.asked_in, 'created_at', mneme._export_time(l.created_at)))
+               'asked_in', l.asked_in, 'evidence', l.evidence, 'created_at', mneme._export_time(l.created_at)))
     FROM mneme.review_log l
     WHERE l.conversation_id = export_lines.conversation_id AND l.tenant_id = v_tenant
     ORDER BY l.id;
@@ -703,19 +703,19 @@ BEGIN
         INSERT INTO mneme.review_log (memory_id, conversation_id, tenant_id, rating, reviewer, defaulted,
                                       stability_before, stability_after, difficulty_before, difficulty_after,
                                       state_before, state_after, last_reviewed_before, reviewed_at, matched_queries, asked_in,
-                                      created_at)
+                                      evidence, created_at)
         SELECT r.memory, import_reviews.conversation_id, mneme._tenant(), r.rating, r.reviewer, r.defaulted,
                r.stability_before, r.stability_after, r.difficulty_before, r.difficulty_after, r.state_before,
                r.state_after, r.last_reviewed_before, r.reviewed_at, coalesce(r.matched_queries, '{}'), r.asked_in,
-               r.created_at
+               r.evidence, r.created_at
         FROM ROWS FROM (jsonb_to_recordset(import_reviews.lines)
                         AS (memory uuid, rating text, reviewer text, defaulted boolean, stability_before float8,
                             stability_after float8, difficulty_before float8, difficulty_after float8, state_before text,
                             state_after text, last_reviewed_before timestamptz, reviewed_at timestamptz,
-                            matched_queries text[], asked_in uuid, created_at timestamptz)) WITH ORDINALITY
+                            matched_queries text[], asked_in uuid, evidence jsonb, created_at timestamptz)) WITH ORDINALITY
              AS r(memory, rating, reviewer, defaulted, stability_before, stability_after, difficulty_before,
                   difficulty_after, state_before, state_after, last_reviewed_before, reviewed_at, matched_queries,
-                  asked_in, created_at, ord)
+                  asked_in, evidence, created_at, ord)
         ORDER BY r.ord
         RETURNING id
     )

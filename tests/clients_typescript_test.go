@@ -18,7 +18,8 @@ import (
 // clientPackageDBs are the databases the packages' own test suites run
 // against (clients/typescript, clients/python), as environment variables:
 // MNEME_APP_URL a mneme_app login, MNEME_ADMIN_URL a mneme_admin login
-// (erase), both in a database with tenant acme, directly or through
+// (erase), MNEME_WORKER_URL a mneme_worker login (it stores an episode as
+// the sidecar would: pop_message's refusal), all in a database with tenant acme, directly or through
 // PgBouncer 1.18 in transaction pooling; MNEME_EMPTY_URL an unmigrated
 // database and MNEME_V2_URL one whose mneme.version() says 2.0.0 (the
 // version checks).
@@ -28,7 +29,7 @@ func clientPackageDBs(t *testing.T, variant string) map[string][]string {
 	db := dbtest.New(t, dbtest.WithVector(variant))
 	_, err := db.Pool.Exec(ctx, `SELECT mneme.create_tenant('acme')`)
 	require.NoError(t, err)
-	appURL, adminURL := db.As(t, "mneme_app"), db.As(t, "mneme_admin")
+	appURL, adminURL, workerURL := db.As(t, "mneme_app"), db.As(t, "mneme_admin"), db.As(t, "mneme_worker")
 	_, emptyURL := dbtest.NewEmpty(t)
 	_, v2URL := dbtest.NewEmpty(t)
 	c, err := pgx.Connect(ctx, v2URL)
@@ -37,15 +38,17 @@ func clientPackageDBs(t *testing.T, variant string) map[string][]string {
 	require.NoError(t, err)
 	require.NoError(t, c.Close(ctx))
 
-	bouncer := dbtest.PgBouncer(t, loginOf(t, appURL), loginOf(t, adminURL))
+	bouncer := dbtest.PgBouncer(t, loginOf(t, appURL), loginOf(t, adminURL), loginOf(t, workerURL))
 	appPool, err := bouncer.URL(appURL)
 	require.NoError(t, err)
 	adminPool, err := bouncer.URL(adminURL)
 	require.NoError(t, err)
+	workerPool, err := bouncer.URL(workerURL)
+	require.NoError(t, err)
 	common := []string{"MNEME_EMPTY_URL=" + emptyURL, "MNEME_V2_URL=" + v2URL}
 	return map[string][]string{
-		"direct":    append([]string{"MNEME_APP_URL=" + appURL, "MNEME_ADMIN_URL=" + adminURL}, common...),
-		"pgbouncer": append([]string{"MNEME_APP_URL=" + appPool, "MNEME_ADMIN_URL=" + adminPool}, common...),
+		"direct":    append([]string{"MNEME_APP_URL=" + appURL, "MNEME_ADMIN_URL=" + adminURL, "MNEME_WORKER_URL=" + workerURL}, common...),
+		"pgbouncer": append([]string{"MNEME_APP_URL=" + appPool, "MNEME_ADMIN_URL=" + adminPool, "MNEME_WORKER_URL=" + workerPool}, common...),
 	}
 }
 

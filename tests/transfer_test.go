@@ -137,6 +137,7 @@ func TestTransferRoundTrip(t *testing.T) {
 				require.Contains(t, string(first), `"erased": true`, "the conversation erased whole is exported")
 				require.NotContains(t, string(first), "Nightjar", "an erased conversation's content is not exported")
 				require.Contains(t, string(first), `"asked_in": "`, "a review names the conversation that asked for it")
+				require.Contains(t, string(first), `"evidence": {"score": `, "a review carries the heuristic's evidence")
 				require.Contains(t, string(first), `"ends_session": true`, "segment_now's session ends are carried")
 				require.Equal(t, emb, strings.Contains(string(first), `"embedding": [`))
 
@@ -147,6 +148,15 @@ func TestTransferRoundTrip(t *testing.T) {
 				require.EqualValues(t, 0, res.DroppedLinks)
 				second := exportAll(t, dst.URL, transfer.ExportOptions{Embeddings: emb, MnemeVersion: "test"})
 				require.Equal(t, withoutExportTime(t, first), withoutExportTime(t, second))
+				// The reviews' evidence, as stored (the UI shows it).
+				evidence := `SELECT count(*) FILTER (WHERE evidence ? 'thresholds'), string_agg(memory_id::text || ' ' || rating || ' ' ||
+					coalesce(evidence::text, '-'), E'\n' ORDER BY memory_id, reviewed_at, id) FROM mneme.review_log`
+				var srcN, dstN int
+				var srcEv, dstEv string
+				require.NoError(t, src.db.Pool.QueryRow(context.Background(), evidence).Scan(&srcN, &srcEv))
+				require.NoError(t, dst.Pool.QueryRow(context.Background(), evidence).Scan(&dstN, &dstEv))
+				require.Positive(t, dstN, "the imported reviews hold their evidence")
+				require.Equal(t, srcEv, dstEv)
 
 				// Embeddings too, when they were not in the file (recomputed).
 				if !emb {
@@ -292,8 +302,15 @@ func TestTransferBadFiles(t *testing.T) {
 			memoryInSecond = i
 		}
 	}
+	reviewAt := -1 // a review line with evidence
+	for i, l := range lines {
+		if reviewAt < 0 && strings.Contains(l, `"type": "review"`) && strings.Contains(l, `"evidence": {`) {
+			reviewAt = i
+		}
+	}
 	require.Positive(t, secondAt)
 	require.Positive(t, memoryInSecond)
+	require.Positive(t, reviewAt, "a review with evidence")
 	count := func(db *dbtest.DB, c uuid.UUID) int {
 		var n int
 		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme.memories WHERE conversation_id = $1`, c).Scan(&n))
@@ -318,6 +335,9 @@ func TestTransferBadFiles(t *testing.T) {
 		{"an unknown field", joinLines(append(append(append([]string{}, lines[:memoryInSecond]...),
 			strings.Replace(lines[memoryInSecond], `{"id": `, `{"colour": "red", "id": `, 1)), lines[memoryInSecond+1:]...)),
 			memoryInSecond + 1, `unknown field "colour"`, true},
+		{"review evidence not an object", joinLines(append(append(append([]string{}, lines[:reviewAt]...),
+			withField(t, lines[reviewAt], "evidence", "rated so")), lines[reviewAt+1:]...)),
+			reviewAt + 1, "review evidence must be a JSON object", reviewAt > secondAt},
 		{"a lost line", joinLines(append(append([]string{}, lines[:memoryInSecond]...), lines[memoryInSecond+1:]...)),
 			secondAt + 1, "a line lost?", true},
 		{"gzipped and truncated", gzipped(t, good)[:len(gzipped(t, good))*2/3], -1, "unexpected EOF", true},
@@ -391,6 +411,17 @@ func TestTransferBadFiles(t *testing.T) {
 		require.NoError(t, dst.Pool.QueryRow(ctx, `SELECT (SELECT id FROM mneme.message_queue WHERE tenant_id = 'acme' ORDER BY id LIMIT 1),
 			(SELECT id FROM mneme.message_queue WHERE tenant_id = 'beta' ORDER BY id LIMIT 1)`).Scan(&ids[0], &ids[1]))
 	})
+}
+
+// withField is the JSON line with key set to v.
+func withField(t *testing.T, line, key string, v any) string {
+	t.Helper()
+	var m map[string]any
+	require.NoError(t, json.Unmarshal([]byte(line), &m))
+	m[key] = v
+	b, err := json.Marshal(m)
+	require.NoError(t, err)
+	return string(b)
 }
 
 // A mem0 export in the documented shape (a list of get_all's memory

@@ -2,15 +2,15 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/mneme-memory/mneme/client"
 	"github.com/mneme-memory/mneme/sidecar/config"
 	"github.com/mneme-memory/mneme/sidecar/embed"
 	"github.com/mneme-memory/mneme/sidecar/tracing"
@@ -73,9 +73,13 @@ func ExternalEmbedder(ctx context.Context, pool *pgxpool.Pool, ep config.Endpoin
 	if !ep.Configured() {
 		return nil, nil
 	}
-	var dim int
-	if err := pool.QueryRow(ctx, `SELECT (mneme.setting('embedding_dim') #>> '{}')::int`).Scan(&dim); err != nil {
+	raw, err := client.New(pool).Setting(ctx, "embedding_dim")
+	if err != nil {
 		return nil, fmt.Errorf("read the embedding dimension (has `mneme migrate` run?): %w", err)
+	}
+	var dim int
+	if err := json.Unmarshal(raw, &dim); err != nil {
+		return nil, fmt.Errorf("setting embedding_dim %s: %w", raw, err)
 	}
 	if log != nil {
 		log.Info("mcp: queries embedded by the external embedder", "base_url", ep.BaseURL, "model", ep.Model)
@@ -90,25 +94,22 @@ func ExternalEmbedder(ctx context.Context, pool *pgxpool.Pool, ep config.Endpoin
 // MNEME_EMBED_* endpoint is configured here to embed the queries.
 func CheckStart(ctx context.Context, pool *pgxpool.Pool, tenants []string, embedConfigured bool) error {
 	var errs []error
+	m := client.New(pool)
 	for _, t := range tenants {
 		if t == "" {
 			continue
 		}
-		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			_, err := tx.Exec(ctx, `SELECT mneme.set_tenant($1)`, t)
-			return err
-		})
-		if err != nil {
-			var pg *pgconn.PgError
-			if errors.As(err, &pg) && pg.Hint != "" {
-				err = fmt.Errorf("%w (%s)", err, pg.Hint)
-			}
+		// A transaction of the tenant: Tx calls mneme.set_tenant, which
+		// refuses an unknown tenant or one the login may not act for.
+		if err := m.WithTenant(t).Tx(ctx, func(*client.Client) error { return nil }); err != nil {
 			errs = append(errs, fmt.Errorf("tenant %q: %w", t, err))
 		}
 	}
 	var embedder string
-	if err := pool.QueryRow(ctx, `SELECT mneme.setting('embedder') #>> '{}'`).Scan(&embedder); err != nil {
+	if raw, err := m.Setting(ctx, "embedder"); err != nil {
 		errs = append(errs, fmt.Errorf("read the setting embedder (has `mneme migrate` run?): %w", err))
+	} else if err := json.Unmarshal(raw, &embedder); err != nil {
+		errs = append(errs, fmt.Errorf("setting embedder %s: %w", raw, err))
 	} else if embedder != "hash" && !embedConfigured {
 		errs = append(errs, fmt.Errorf("the database's setting embedder is %q but MNEME_EMBED_BASE_URL is unset: "+
 			"set MNEME_EMBED_BASE_URL, MNEME_EMBED_MODEL (and MNEME_EMBED_API_KEY) as for the sidecar, so that queries are embedded", embedder))

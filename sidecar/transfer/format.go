@@ -179,8 +179,12 @@ type reviewLine struct {
 	ReviewedAt         string      `json:"reviewed_at"`
 	MatchedQueries     []string    `json:"matched_queries"`
 	AskedIn            *uuid.UUID  `json:"asked_in,omitempty"` // the conversation whose retrieval asked for it
-	CreatedAt          string      `json:"created_at"`
-	was                *uuid.UUID  // the file's id of the memory it is or belongs to, before remapping (import: tombstones)
+	// Evidence is why the reviewer rated so (review_log.evidence): the
+	// heuristic's score and thresholds, or the LLM's reason; absent for
+	// reviews before mneme stored it.
+	Evidence  json.RawMessage `json:"evidence,omitempty"`
+	CreatedAt string          `json:"created_at"`
+	was       *uuid.UUID      // the file's id of the memory it is or belongs to, before remapping (import: tombstones)
 }
 
 type eventLine struct {
@@ -506,6 +510,12 @@ func (r *reviewLine) validate() error {
 	}
 	if r.StateBefore == "" || r.StateAfter == "" {
 		return errors.New("state_before and state_after are needed")
+	}
+	if string(r.Evidence) == "null" {
+		r.Evidence = nil
+	}
+	if len(r.Evidence) > 0 && (r.Evidence[0] != '{' || len(r.Evidence) > 4096) {
+		return errors.New("review evidence must be a JSON object of at most 4 kB")
 	}
 	for _, t := range []struct{ n, v string }{{"last_reviewed_before", r.LastReviewedBefore},
 		{"reviewed_at", r.ReviewedAt}, {"created_at", r.CreatedAt}} {

@@ -16,15 +16,10 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
 )
 
-// BenchmarkPages: every page of mneme ui on a tenant of 10,000 memories
-// (a conversation of 2,000 messages in 100 sessions with 500 episodes, and
-// 19 conversations of 500 facts each; 20,000 done jobs and a failed one),
-// served end to end on the server (the reads, the grouping, the template,
-// gzip) as the admin login; the p50 and p95 of each page are logged and
-// the slowest p50 reported (goal: every page at most 50 ms p50).
-//
-//	go test -count=1 -run '^$' -bench BenchmarkPages -benchtime 20x ./sidecar/ui
-func BenchmarkPages(b *testing.B) {
+// benchTenant is BenchmarkPages' tenant: a database of 10,000 memories;
+// it returns the long conversation and its most recent memory (with 20
+// reviews).
+func benchTenant(b testing.TB) (*dbtest.DB, uuid.UUID, uuid.UUID) {
 	ctx := context.Background()
 	db := dbtest.New(b)
 	conv := uuid.New()
@@ -69,6 +64,20 @@ func BenchmarkPages(b *testing.B) {
 	require.Equal(b, 10000, n)
 	b.Logf("seeded 10,000 memories in %s", time.Since(start).Round(time.Millisecond))
 
+	return db, conv, mem
+}
+
+// BenchmarkPages: every page of mneme ui on a tenant of 10,000 memories
+// (a conversation of 2,000 messages in 100 sessions with 500 episodes, and
+// 19 conversations of 500 facts each; 20,000 done jobs and a failed one),
+// served end to end on the server (the reads, the grouping, the template,
+// gzip) as the admin login; the p50 and p95 of each page are logged and
+// the slowest p50 reported (goal: every page at most 50 ms p50).
+//
+//	go test -count=1 -run '^$' -bench BenchmarkPages -benchtime 20x ./sidecar/ui
+func BenchmarkPages(b *testing.B) {
+	ctx := context.Background()
+	db, conv, mem := benchTenant(b)
 	admin, _ := db.PoolAs(b, "mneme_admin")
 	s, err := New(ctx, Options{Pool: admin})
 	require.NoError(b, err)

@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/mneme-memory/mneme/client"
 	"github.com/mneme-memory/mneme/sidecar/pgtime"
 )
 
@@ -34,7 +34,7 @@ func (s *Server) inTx(ctx context.Context, r *http.Request, readOnly bool, fn fu
 	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: mode}, func(tx pgx.Tx) error {
 		pgtime.Register(tx.Conn().TypeMap()) // a row at 'infinity' reads, not a 500
 		if t := tenantOf(r); t != "" {
-			if _, err := tx.Exec(ctx, `SELECT mneme.set_tenant($1)`, t); err != nil {
+			if err := client.InTx(tx).SetTenant(ctx, t); err != nil {
 				return fmt.Errorf("set tenant %q: %w", t, err)
 			}
 		}
@@ -45,8 +45,8 @@ func (s *Server) inTx(ctx context.Context, r *http.Request, readOnly bool, fn fu
 // statusOf maps an error to the HTTP status a page answers with: the
 // SQLSTATEs of docs/sql-api.md.
 func statusOf(err error) int {
-	var pe *pgconn.PgError
-	if !errors.As(err, &pe) {
+	code := client.SQLState(err)
+	if code == "" {
 		if errors.Is(err, errNotFound) {
 			return http.StatusNotFound
 		}
@@ -56,13 +56,13 @@ func statusOf(err error) int {
 		return http.StatusInternalServerError
 	}
 	switch {
-	case pe.Code == "P0002":
+	case code == "P0002":
 		return http.StatusNotFound
-	case pe.Code == "42501":
+	case code == "42501":
 		return http.StatusForbidden
-	case pe.Code == "23505" || pe.Code == "55000":
+	case code == "23505" || code == "55000":
 		return http.StatusConflict
-	case strings.HasPrefix(pe.Code, "22"):
+	case strings.HasPrefix(code, "22"):
 		return http.StatusBadRequest
 	}
 	return http.StatusInternalServerError

@@ -90,22 +90,22 @@ func seed(t testing.TB, pool *pgxpool.Pool, tenant, secret string) seeded {
 	return s
 }
 
-// client is an HTTP client of a test server that keeps cookies and does
+// webClient is an HTTP client of a test server that keeps cookies and does
 // not follow redirects (the tests look at them).
-type client struct {
+type webClient struct {
 	t    testing.TB
 	base string
 	c    *http.Client
 }
 
-func newClient(t testing.TB, srv *httptest.Server) *client {
+func newClient(t testing.TB, srv *httptest.Server) *webClient {
 	jar, err := cookiejar.New(nil)
 	require.NoError(t, err)
-	return &client{t: t, base: srv.URL, c: &http.Client{Jar: jar, Timeout: time.Minute,
+	return &webClient{t: t, base: srv.URL, c: &http.Client{Jar: jar, Timeout: time.Minute,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
 
-func (c *client) do(req *http.Request) (int, string, http.Header) {
+func (c *webClient) do(req *http.Request) (int, string, http.Header) {
 	c.t.Helper()
 	resp, err := c.c.Do(req)
 	require.NoError(c.t, err)
@@ -115,7 +115,7 @@ func (c *client) do(req *http.Request) (int, string, http.Header) {
 	return resp.StatusCode, string(b), resp.Header
 }
 
-func (c *client) get(path string, header ...string) (int, string) {
+func (c *webClient) get(path string, header ...string) (int, string) {
 	c.t.Helper()
 	req, err := http.NewRequest(http.MethodGet, c.base+path, nil)
 	require.NoError(c.t, err)
@@ -126,7 +126,7 @@ func (c *client) get(path string, header ...string) (int, string) {
 	return code, body
 }
 
-func (c *client) post(path string, form url.Values, header ...string) (int, string) {
+func (c *webClient) post(path string, form url.Values, header ...string) (int, string) {
 	c.t.Helper()
 	req, err := http.NewRequest(http.MethodPost, c.base+path, strings.NewReader(form.Encode()))
 	require.NoError(c.t, err)
@@ -139,7 +139,7 @@ func (c *client) post(path string, form url.Values, header ...string) (int, stri
 }
 
 // csrf is the CSRF cookie the server set for this client (after a GET).
-func (c *client) csrf() string {
+func (c *webClient) csrf() string {
 	u, _ := url.Parse(c.base)
 	for _, k := range c.c.Jar.Cookies(u) {
 		if k.Name == csrfCookie {

@@ -11,6 +11,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/mneme-memory/mneme/client"
 )
 
 type memoryData struct {
@@ -164,7 +166,7 @@ func (s *Server) postMemoryAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	action := r.PathValue("action")
-	a, ok := actions[action]
+	_, ok := actions[action]
 	if !ok {
 		s.fail(w, r, fmt.Errorf("%w: no action %q (pin, unpin, forget, erase)", errNotFound, action))
 		return
@@ -175,13 +177,18 @@ func (s *Server) postMemoryAction(w http.ResponseWriter, r *http.Request) {
 	}
 	reason := strings.TrimSpace(r.PostFormValue("reason"))
 	err = s.inTx(r.Context(), r, false, func(tx pgx.Tx) error {
-		var err error
-		if a.Reason {
-			_, err = tx.Exec(r.Context(), `SELECT mneme.`+action+`($1, $2)`, id, reason)
-		} else {
-			_, err = tx.Exec(r.Context(), `SELECT mneme.`+action+`($1)`, id)
+		m := client.InTx(tx)
+		switch action {
+		case "pin":
+			return m.Pin(r.Context(), id)
+		case "unpin":
+			return m.Unpin(r.Context(), id)
+		case "forget":
+			return m.Forget(r.Context(), id, reason)
+		case "erase":
+			return m.Erase(r.Context(), id, reason)
 		}
-		return err
+		return fmt.Errorf("%w: no action %q", errNotFound, action)
 	})
 	if err != nil {
 		s.fail(w, r, err)

@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/mneme-memory/mneme/client"
 )
 
 // tenants lists the tenants for an admin's chooser ("" on error: the page
@@ -249,6 +251,12 @@ func (s *Server) pageSearch(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, r, fmt.Errorf("%w: budget %q is not a number of words", errBadRequest, b))
 			return
 		}
+		// To the Go client a zero budget is "not given" (the default); one
+		// the URL gives is refused as mneme.context_items refuses it.
+		if n == 0 {
+			s.fail(w, r, fmt.Errorf("%w: budget must be 1 to 100000 words, got 0", errBadRequest))
+			return
+		}
 		d.Budget = n
 	}
 	var conv uuid.UUID
@@ -262,10 +270,9 @@ func (s *Server) pageSearch(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	err := s.inTx(ctx, r, true, func(tx pgx.Tx) error {
 		var err error
-		if d.Conversations, err = readConversations(ctx, tx, 500); err != nil {
-			return err
-		}
-		if err := readTitles(ctx, tx, d.Conversations); err != nil {
+		// The chooser's list: titles, no counts (mneme.conversations
+		// counts every message, memory and job of each).
+		if d.Conversations, err = readRecent(ctx, tx, 500); err != nil {
 			return err
 		}
 		// The tenant's scope needs a conversation only to name the
@@ -377,8 +384,7 @@ func (s *Server) postRetryJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	err = s.inTx(r.Context(), r, false, func(tx pgx.Tx) error {
-		_, err := tx.Exec(r.Context(), `SELECT mneme.retry_job($1)`, id)
-		return err
+		return client.InTx(tx).RetryJob(r.Context(), id)
 	})
 	if err != nil {
 		s.fail(w, r, err)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/mneme-memory/mneme/client"
 )
 
 // rankData answers "why wasn't it retrieved?" for one memory and one
@@ -72,10 +74,14 @@ func rankMemory(ctx context.Context, tx pgx.Tx, m Memory, q, scope string, now t
 	if d.Top != nil {
 		d.Top.LabelWeight = labelWeight(weights, d.Top.Label)
 	}
-	err = tx.QueryRow(ctx, `SELECT coalesce((SELECT rank FROM mneme.bm25_search($1, $2, 1000) WHERE memory_id = $3), 0)`,
-		m.Conversation, q, m.ID).Scan(&d.BM25Rank)
+	leg, err := client.InTx(tx).BM25Search(ctx, m.Conversation, q, 1000)
 	if err != nil {
 		return nil, fmt.Errorf("bm25 rank: %w", err)
+	}
+	for _, h := range leg {
+		if h.MemoryID == m.ID {
+			d.BM25Rank = int(h.Rank)
+		}
 	}
 	// The context chooses among search's top context_candidates: a memory
 	// ranked below them is not in it (and the call is spared).

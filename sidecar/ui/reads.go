@@ -2,12 +2,16 @@ package ui
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/mneme-memory/mneme/client"
 )
 
 // The reads of the pages. Each is a call of mneme's SQL API but for the
@@ -56,43 +60,45 @@ func readTitles(ctx context.Context, tx pgx.Tx, convs []Conversation) error {
 		ids[i] = c.ID
 		at[c.ID] = i
 	}
-	rows, err := tx.Query(ctx, `SELECT conversation_id, speakers, first_message, first_message_at FROM mneme.conversation_titles($1)`, ids)
+	titles, err := client.InTx(tx).ConversationTitles(ctx, ids)
 	if err != nil {
 		return fmt.Errorf("read conversation titles: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var id uuid.UUID
-		var sp []string
-		var first *string
-		var firstAt *time.Time
-		if err := rows.Scan(&id, &sp, &first, &firstAt); err != nil {
-			return fmt.Errorf("read conversation titles: %w", err)
+	for _, t := range titles {
+		if i, ok := at[t.ConversationID]; ok {
+			convs[i].Speakers, convs[i].FirstMessage, convs[i].FirstAt = t.Speakers, t.FirstMessage, t.FirstMessageAt
 		}
-		if i, ok := at[id]; ok {
-			convs[i].Speakers, convs[i].FirstAt = sp, firstAt
-			if first != nil {
-				convs[i].FirstMessage = *first
-			}
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read conversation titles: %w", err)
 	}
 	return nil
 }
 
+// readRecent is mneme.recent_conversations: the k most recently active
+// conversations with their titles and no counts, for a chooser.
+func readRecent(ctx context.Context, tx pgx.Tx, k int) ([]Conversation, error) {
+	titles, err := client.InTx(tx).RecentConversations(ctx, k)
+	if err != nil {
+		return nil, fmt.Errorf("read recent conversations: %w", err)
+	}
+	out := make([]Conversation, len(titles))
+	for i, t := range titles {
+		out[i] = Conversation{ID: t.ConversationID, LastMessageAt: t.LastMessageAt, Speakers: t.Speakers,
+			FirstMessage: t.FirstMessage, FirstAt: t.FirstMessageAt}
+	}
+	return out, nil
+}
+
 func readConversations(ctx context.Context, tx pgx.Tx, k int) ([]Conversation, error) {
-	rows, err := tx.Query(ctx, `SELECT conversation_id, messages, queued_messages, memories, active_memories,
-	        last_message_at, pending_jobs, failed_jobs, pending_reviews FROM mneme.conversations($1)`, k)
+	convs, err := client.InTx(tx).Conversations(ctx, k)
 	if err != nil {
 		return nil, fmt.Errorf("read conversations: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Conversation, error) {
-		var c Conversation
-		err := r.Scan(&c.ID, &c.Messages, &c.Queued, &c.Memories, &c.Active, &c.LastMessageAt, &c.PendingJobs, &c.FailedJobs, &c.PendingReviews)
-		return c, err
-	})
+	out := make([]Conversation, len(convs))
+	for i, c := range convs {
+		out[i] = Conversation{ID: c.ConversationID, Messages: c.Messages, Queued: c.QueuedMessages, Memories: c.Memories,
+			Active: c.ActiveMemories, LastMessageAt: c.LastMessageAt, PendingJobs: c.PendingJobs, FailedJobs: c.FailedJobs,
+			PendingReviews: int(c.PendingReviews)}
+	}
+	return out, nil
 }
 
 // Message is a row of mneme.conversation_messages.
@@ -107,16 +113,16 @@ type Message struct {
 }
 
 func readMessages(ctx context.Context, tx pgx.Tx, conv uuid.UUID) ([]Message, error) {
-	rows, err := tx.Query(ctx, `SELECT message_id, role, content, created_at, consumed_at, memory_id, set_aside_job_id
-	        FROM mneme.conversation_messages($1)`, conv)
+	msgs, err := client.InTx(tx).Messages(ctx, conv)
 	if err != nil {
 		return nil, fmt.Errorf("read messages: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Message, error) {
-		var m Message
-		err := r.Scan(&m.ID, &m.Role, &m.Content, &m.At, &m.ConsumedAt, &m.MemoryID, &m.SetAsideBy)
-		return m, err
-	})
+	out := make([]Message, len(msgs))
+	for i, m := range msgs {
+		out[i] = Message{ID: m.MessageID, Role: m.Role, Content: m.Content, At: m.CreatedAt, ConsumedAt: m.ConsumedAt,
+			MemoryID: m.MemoryID, SetAsideBy: m.SetAsideJobID}
+	}
+	return out, nil
 }
 
 // MemoryRow is a row of mneme.conversation_memories.
@@ -138,19 +144,31 @@ type MemoryRow struct {
 }
 
 func readMemories(ctx context.Context, tx pgx.Tx, conv uuid.UUID, now time.Time) ([]MemoryRow, error) {
-	rows, err := tx.Query(ctx, `SELECT memory_id, kind, status, label, pinned, title, summary, content, source_message_ids,
-	        source_first_at, stability, last_reviewed_at, review_count, confidence_score, supersedes_id, created_at
-	        FROM mneme.conversation_memories($1)`, conv)
+	mems, err := client.InTx(tx).Memories(ctx, conv)
 	if err != nil {
 		return nil, fmt.Errorf("read memories: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (MemoryRow, error) {
-		var m MemoryRow
-		err := r.Scan(&m.ID, &m.Kind, &m.Status, &m.Label, &m.Pinned, &m.Title, &m.Summary, &m.Content, &m.SourceIDs,
-			&m.SourceFirstAt, &m.Stability, &m.LastReviewedAt, &m.ReviewCount, &m.Confidence, &m.SupersedesID, &m.CreatedAt)
-		m.Retrievability = retrievability(m.Pinned, m.Stability, m.LastReviewedAt, now)
-		return m, err
-	})
+	out := make([]MemoryRow, len(mems))
+	for i, m := range mems {
+		r := MemoryRow{ID: m.MemoryID, Kind: m.Kind, Status: m.Status, Label: m.Label, Pinned: m.Pinned,
+			Title: nonEmpty(m.Title), Summary: nonEmpty(m.Summary), Content: m.Content, SourceIDs: m.SourceMessageIDs,
+			SourceFirstAt: m.SourceFirstAt, Stability: m.Stability, ReviewCount: int(m.ReviewCount),
+			Confidence: m.ConfidenceScore, SupersedesID: m.SupersedesID, CreatedAt: m.CreatedAt}
+		if m.LastReviewedAt != nil {
+			r.LastReviewedAt = *m.LastReviewedAt
+		}
+		r.Retrievability = retrievability(r.Pinned, r.Stability, r.LastReviewedAt, now)
+		out[i] = r
+	}
+	return out, nil
+}
+
+// nonEmpty is s, or nil for "" (the client reads a NULL text as "").
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // Memory is mneme.inspect's row.
@@ -178,16 +196,19 @@ type Memory struct {
 }
 
 func readMemory(ctx context.Context, tx pgx.Tx, id uuid.UUID) (Memory, error) {
-	var m Memory
-	err := tx.QueryRow(ctx, `SELECT memory_id, conversation_id, kind, status, status_reason, label, pinned, summary, content,
-	        stability, difficulty, last_reviewed_at, review_count, supersedes_id, superseded_by, created_at, confidence_score,
-	        source_type, source_ref, source_message_ids, valid_until, last_confirmed_at, confirms_id, invalidates_id, slot, revision
-	        FROM mneme.inspect($1)`, id).Scan(&m.ID, &m.Conversation, &m.Kind, &m.Status, &m.StatusReason, &m.Label, &m.Pinned,
-		&m.Summary, &m.Content, &m.Stability, &m.Difficulty, &m.LastReviewedAt, &m.ReviewCount, &m.SupersedesID, &m.SupersededBy,
-		&m.CreatedAt, &m.Confidence, &m.SourceType, &m.SourceRef, &m.SourceIDs, &m.ValidUntil, &m.LastConfirmedAt,
-		&m.ConfirmsID, &m.InvalidatesID, &m.Slot, &m.Revision)
+	i, err := client.InTx(tx).Inspect(ctx, id)
 	if err != nil {
-		return m, fmt.Errorf("inspect memory %s: %w", id, err)
+		return Memory{}, fmt.Errorf("inspect memory %s: %w", id, err)
+	}
+	m := Memory{ID: i.MemoryID, Conversation: i.ConversationID, Kind: i.Kind, Status: i.Status,
+		StatusReason: nonEmpty(i.StatusReason), Label: i.Label, Pinned: i.Pinned, Summary: nonEmpty(i.Summary),
+		Content: i.Content, Stability: i.Stability, Difficulty: i.Difficulty, ReviewCount: int(i.ReviewCount),
+		SupersedesID: i.SupersedesID, SupersededBy: i.SupersededBy, CreatedAt: i.CreatedAt, Confidence: i.ConfidenceScore,
+		SourceType: i.SourceType, SourceRef: nonEmpty(i.SourceRef), SourceIDs: i.SourceMessageIDs, ValidUntil: i.ValidUntil,
+		LastConfirmedAt: i.LastConfirmedAt, ConfirmsID: i.ConfirmsID, InvalidatesID: i.InvalidatesID,
+		Slot: nonEmpty(i.Slot), Revision: nonEmpty(i.Revision)}
+	if i.LastReviewedAt != nil {
+		m.LastReviewedAt = *i.LastReviewedAt
 	}
 	return m, nil
 }
@@ -213,18 +234,23 @@ type Review struct {
 }
 
 func readReviews(ctx context.Context, tx pgx.Tx, id uuid.UUID) ([]Review, error) {
-	rows, err := tx.Query(ctx, `SELECT reviewed_at, rating, reviewer, defaulted, stability_before, stability_after,
-	        difficulty_before, difficulty_after, state_before, state_after, last_reviewed_before, matched_queries, job_id, evidence
-	        FROM mneme.memory_reviews($1)`, id)
+	revs, err := client.InTx(tx).MemoryReviews(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("read reviews: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Review, error) {
-		var v Review
-		err := r.Scan(&v.At, &v.Rating, &v.Reviewer, &v.Defaulted, &v.StabilityBefore, &v.StabilityAfter,
-			&v.DifficultyBefore, &v.DifficultyAfter, &v.StateBefore, &v.StateAfter, &v.LastReviewedBefore, &v.Queries, &v.JobID, &v.Evidence)
-		return v, err
-	})
+	out := make([]Review, len(revs))
+	for i, v := range revs {
+		out[i] = Review{At: v.ReviewedAt, Rating: v.Rating, Reviewer: v.Reviewer, Defaulted: v.Defaulted,
+			StabilityBefore: v.StabilityBefore, StabilityAfter: v.StabilityAfter, DifficultyBefore: v.DifficultyBefore,
+			DifficultyAfter: v.DifficultyAfter, StateBefore: v.StateBefore, StateAfter: v.StateAfter,
+			LastReviewedBefore: v.LastReviewedBefore, Queries: v.MatchedQueries, JobID: v.JobID}
+		if v.Evidence != nil {
+			if err := json.Unmarshal(v.Evidence, &out[i].Evidence); err != nil {
+				return nil, fmt.Errorf("review evidence %s: %w", v.Evidence, err)
+			}
+		}
+	}
+	return out, nil
 }
 
 // Event is a row of mneme.memory_event_log.
@@ -236,15 +262,15 @@ type Event struct {
 }
 
 func readEvents(ctx context.Context, tx pgx.Tx, id uuid.UUID) ([]Event, error) {
-	rows, err := tx.Query(ctx, `SELECT at, event, reason, actor, caller::text FROM mneme.memory_event_log($1)`, id)
+	evs, err := client.InTx(tx).MemoryEvents(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("read events: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
-		var e Event
-		err := r.Scan(&e.At, &e.Event, &e.Reason, &e.Actor, &e.Caller)
-		return e, err
-	})
+	out := make([]Event, len(evs))
+	for i, e := range evs {
+		out[i] = Event{At: e.At, Event: e.Event, Reason: e.Reason, Actor: e.Actor, Caller: e.Caller}
+	}
+	return out, nil
 }
 
 // Link is a row of mneme.history: a memory of the lineage.
@@ -258,21 +284,28 @@ type Link struct {
 }
 
 func readLineage(ctx context.Context, tx pgx.Tx, id uuid.UUID) ([]Link, error) {
-	rows, err := tx.Query(ctx, `SELECT depth, relation, memory_id, status, content, created_at FROM mneme.history($1)`, id)
+	hist, err := client.InTx(tx).History(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("read lineage: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Link, error) {
-		var l Link
-		err := r.Scan(&l.Depth, &l.Relation, &l.ID, &l.Status, &l.Content, &l.CreatedAt)
-		return l, err
-	})
+	out := make([]Link, len(hist))
+	for i, h := range hist {
+		out[i] = Link{Depth: int(h.Depth), Relation: h.Relation, ID: h.MemoryID, Status: h.Status, Content: h.Content,
+			CreatedAt: h.CreatedAt}
+	}
+	return out, nil
 }
 
-// bm25Alone is the UI's query_embedding: it embeds no query, so under an
-// external embedder it asks for BM25 alone ('{}'; SQL refuses a NULL
-// there) and with the hash embedder lets SQL embed the query (NULL).
-const bm25Alone = `CASE WHEN mneme.setting('embedder') #>> '{}' = 'hash' THEN NULL ELSE '{}'::real[] END`
+// queryEmbedding is the UI's query_embedding: it embeds no query, so under
+// an external embedder it asks for BM25 alone ('{}'; SQL refuses a NULL
+// there) and with the hash embedder lets SQL embed the query (nil: NULL).
+func queryEmbedding(ctx context.Context, tx pgx.Tx) ([]float32, error) {
+	embedder, err := settingOf[string](ctx, tx, "embedder")
+	if err != nil || embedder == "hash" {
+		return nil, err
+	}
+	return []float32{}, nil
+}
 
 // Hit is a row of mneme.search.
 type Hit struct {
@@ -293,17 +326,29 @@ type Hit struct {
 }
 
 func readSearch(ctx context.Context, tx pgx.Tx, conv uuid.UUID, q string, k int, scope string) ([]Hit, error) {
-	rows, err := tx.Query(ctx, `SELECT memory_id, kind, summary, content, score, rrf, bm25_rank, vector_rank, retrievability,
-	        label, pinned, status, confidence_score FROM mneme.search($1, $2, $3, `+bm25Alone+`, scope => $4)`, conv, q, k, scope)
+	emb, err := queryEmbedding(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	hits, err := client.InTx(tx).Search(ctx, conv, q, client.SearchOptions{K: k, QueryEmbedding: emb, Scope: scope})
 	if err != nil {
 		return nil, fmt.Errorf("search: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Hit, error) {
-		var h Hit
-		err := r.Scan(&h.ID, &h.Kind, &h.Summary, &h.Content, &h.Score, &h.RRF, &h.BM25Rank, &h.VectorRank, &h.Retrievability,
-			&h.Label, &h.Pinned, &h.Status, &h.Confidence)
-		return h, err
-	})
+	out := make([]Hit, len(hits))
+	for i, h := range hits {
+		out[i] = Hit{ID: h.MemoryID, Kind: h.Kind, Summary: nonEmpty(h.Summary), Content: h.Content, Score: h.Score,
+			RRF: h.RRF, BM25Rank: intOf(h.BM25Rank), VectorRank: intOf(h.VectorRank), Retrievability: h.Retrievability,
+			Label: h.Label, Pinned: h.Pinned, Status: h.Status, Confidence: h.ConfidenceScore}
+	}
+	return out, nil
+}
+
+func intOf(p *int32) *int {
+	if p == nil {
+		return nil
+	}
+	v := int(*p)
+	return &v
 }
 
 // Item is a row of mneme.context_items.
@@ -320,23 +365,36 @@ type Item struct {
 }
 
 func readContext(ctx context.Context, tx pgx.Tx, conv uuid.UUID, q string, budget int, scope string) ([]Item, error) {
-	rows, err := tx.Query(ctx, `SELECT item, memory_id, kind, label, score, first_at, message_ids, words, text
-	        FROM mneme.context_items($1, $2, $3, `+bm25Alone+`, scope => $4)`, conv, q, budget, scope)
+	emb, err := queryEmbedding(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	items, err := client.InTx(tx).ContextItems(ctx, conv, q, client.ContextOptions{Budget: budget, QueryEmbedding: emb, Scope: scope})
 	if err != nil {
 		return nil, fmt.Errorf("context_items: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Item, error) {
-		var i Item
-		err := r.Scan(&i.Item, &i.MemoryID, &i.Kind, &i.Label, &i.Score, &i.FirstAt, &i.MessageIDs, &i.Words, &i.Text)
-		return i, err
-	})
+	out := make([]Item, len(items))
+	for i, it := range items {
+		out[i] = Item{Item: int(it.Item), MemoryID: it.MemoryID, Kind: it.Kind, Label: it.Label, Score: it.Score,
+			FirstAt: it.FirstAt, MessageIDs: it.MessageIDs, Words: int(it.Words), Text: it.Text}
+	}
+	return out, nil
 }
 
-// settingOf reads one setting as the type T (mneme.setting is the app's).
+// settingOf reads one setting (mneme.setting is the app's) as the type T,
+// or its JSON as it is for []byte.
 func settingOf[T any](ctx context.Context, tx pgx.Tx, key string) (T, error) {
 	var v T
-	if err := tx.QueryRow(ctx, `SELECT mneme.setting($1)`, key).Scan(&v); err != nil {
+	raw, err := client.InTx(tx).Setting(ctx, key)
+	if err != nil {
 		return v, fmt.Errorf("setting %s: %w", key, err)
+	}
+	if b, ok := any(&v).(*[]byte); ok {
+		*b = raw
+		return v, nil
+	}
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return v, fmt.Errorf("setting %s (%s): %w", key, raw, err)
 	}
 	return v, nil
 }
@@ -433,51 +491,59 @@ type Found struct {
 const pageSize = 50
 
 func readFound(ctx context.Context, tx pgx.Tx, f Filter, now time.Time) ([]Found, int64, error) {
-	null := func(s string) any {
-		if s == "" {
-			return nil
-		}
-		return s
-	}
-	var conv, pinned any
+	k, page := pageSize, f.Page
+	o := client.FindOptions{Words: f.Q, Label: f.Label, Status: f.Status, Kind: f.Kind, Sort: f.Sort, K: &k, Page: &page, At: now}
 	if f.Conversation != "" {
-		conv = f.Conversation
+		id, err := client.ParseID("conversation", f.Conversation)
+		if err != nil {
+			return nil, 0, fmt.Errorf("find memories: %w", err)
+		}
+		o.Conversation = id
 	}
 	switch f.Pinned {
-	case "yes":
-		pinned = true
-	case "no":
-		pinned = false
+	case "yes", "no":
+		pinned := f.Pinned == "yes"
+		o.Pinned = &pinned
 	}
-	rows, err := tx.Query(ctx, `SELECT memory_id, conversation_id, kind, status, label, pinned, title, summary, content,
-	        source_first_at, created_at, valid_until, stability, last_reviewed_at, review_count, confidence_score,
-	        retrievability, supersedes_id, total
-	        FROM mneme.find_memories($1::uuid, $2, $3, $4, $5, $6, $7::float8, $8::float8, $9, $10, $11, $12)`,
-		conv, null(f.Q), null(f.Label), null(f.Status), null(f.Kind), pinned, null(f.RMin), null(f.RMax), null(f.Sort), pageSize, f.Page, now)
+	for _, r := range []struct {
+		name string
+		s    string
+		dst  **float64
+	}{{"r_min", f.RMin, &o.RMin}, {"r_max", f.RMax, &o.RMax}} {
+		if r.s == "" {
+			continue
+		}
+		v, err := strconv.ParseFloat(r.s, 64)
+		if err != nil {
+			return nil, 0, fmt.Errorf("find memories: %w", &client.Error{Op: "find_memories", SQLState: "22P02",
+				Message: fmt.Sprintf("%s: invalid input syntax for type double precision: %q", r.name, r.s)})
+		}
+		*r.dst = &v
+	}
+	found, err := client.InTx(tx).FindMemories(ctx, o)
 	if err != nil {
 		return nil, 0, fmt.Errorf("find memories: %w", err)
 	}
 	var total int64
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Found, error) {
-		var m Found
-		err := r.Scan(&m.ID, &m.Conversation, &m.Kind, &m.Status, &m.Label, &m.Pinned, &m.Title, &m.Summary, &m.Content,
-			&m.SaidAt, &m.CreatedAt, &m.ValidUntil, &m.Stability, &m.LastReviewedAt, &m.ReviewCount, &m.Confidence,
-			&m.Retrievability, &m.SupersedesID, &total)
-		return m, err
-	})
-	if err != nil {
-		return nil, 0, fmt.Errorf("find memories: %w", err)
+	out := make([]Found, len(found))
+	for i, m := range found {
+		out[i] = Found{ID: m.MemoryID, Conversation: m.ConversationID, Kind: m.Kind, Status: m.Status, Label: m.Label,
+			Pinned: m.Pinned, Title: m.Title, Summary: m.Summary, Content: m.Content, SaidAt: m.SourceFirstAt,
+			CreatedAt: m.CreatedAt, ValidUntil: m.ValidUntil, Stability: m.Stability, LastReviewedAt: m.LastReviewedAt,
+			ReviewCount: int(m.ReviewCount), Confidence: m.ConfidenceScore, Retrievability: m.Retrievability,
+			SupersedesID: m.SupersedesID}
+		total = m.Total
 	}
 	return out, total, nil
 }
 
 // readLabels is the tenant's label vocabulary, for the filter's choices.
 func readLabels(ctx context.Context, tx pgx.Tx) ([]string, error) {
-	rows, err := tx.Query(ctx, `SELECT unnest(mneme.labels())`)
+	labels, err := client.InTx(tx).Labels(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read labels: %w", err)
 	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
+	return labels, nil
 }
 
 // Why is the review's evidence as a sentence: the heuristic's overlap

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/mneme-memory/mneme/client"
 	"github.com/mneme-memory/mneme/sidecar/fsrs"
 )
 
@@ -184,8 +185,14 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	status := statusOf(err)
 	msg := err.Error()
+	var ce *client.Error
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
+	if errors.As(err, &ce) {
+		msg = ce.Message + " (SQLSTATE " + ce.SQLState + ")"
+		if ce.Hint != "" {
+			msg += "; hint: " + ce.Hint
+		}
+	} else if errors.As(err, &pe) {
 		msg = pe.Message + " (SQLSTATE " + pe.Code + ")"
 		if pe.Hint != "" {
 			msg += "; hint: " + pe.Hint

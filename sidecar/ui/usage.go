@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/mneme-memory/mneme/client"
 	"github.com/mneme-memory/mneme/sidecar/plot"
 )
 
@@ -102,26 +103,30 @@ func (s *Server) pageUsage(w http.ResponseWriter, r *http.Request) {
 }
 
 func readUsage(ctx context.Context, tx pgx.Tx, since, until time.Time, by string) ([]UsageRow, error) {
-	rows, err := tx.Query(ctx, `SELECT key, calls, failed_calls, estimated_calls, prompt_tokens, completion_tokens,
-		avg_latency_ms, estimated_cost::float8 FROM mneme.llm_usage($1, $2, $3)`, since, until, by)
+	rows, err := client.InTx(tx).LLMUsage(ctx, since, until, by)
 	if err != nil {
 		return nil, fmt.Errorf("llm usage by %s: %w", by, err)
 	}
-	return pgx.CollectRows(rows, pgx.RowToStructByPos[UsageRow])
+	out := make([]UsageRow, len(rows))
+	for i, u := range rows {
+		out[i] = UsageRow{Key: u.Key, Calls: u.Calls, FailedCalls: u.FailedCalls, EstimatedCalls: u.EstimatedCalls,
+			PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, AvgLatencyMS: u.AvgLatencyMS,
+			EstimatedCost: u.EstimatedCost}
+	}
+	return out, nil
 }
 
 // conversationUsage is the conversation's usage line (nil: no model call).
 func conversationUsage(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*ConversationUsage, error) {
-	var u ConversationUsage
-	err := tx.QueryRow(ctx, `SELECT calls, failed_calls, prompt_tokens, completion_tokens, estimated_cost::float8
-		FROM mneme.conversation_llm_usage($1)`, id).Scan(&u.Calls, &u.FailedCalls, &u.PromptTokens, &u.CompletionTokens, &u.EstimatedCost)
+	c, err := client.InTx(tx).ConversationLLMUsage(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("conversation llm usage: %w", err)
 	}
-	if u.Calls == 0 {
+	if c.Calls == 0 {
 		return nil, nil
 	}
-	return &u, nil
+	return &ConversationUsage{Calls: c.Calls, FailedCalls: c.FailedCalls, PromptTokens: c.PromptTokens,
+		CompletionTokens: c.CompletionTokens, EstimatedCost: c.EstimatedCost}, nil
 }
 
 // usagePlot draws prompt and completion tokens per day (UTC), a day with

@@ -1,5 +1,6 @@
 """The databases come from the Go test (tests/clients_python_test.go):
-MNEME_APP_URL (mneme_app), MNEME_ADMIN_URL (mneme_admin), both with tenant
+MNEME_APP_URL (mneme_app), MNEME_ADMIN_URL (mneme_admin), MNEME_WORKER_URL
+(mneme_worker: it stores an episode as the sidecar would), all with tenant
 acme, directly or through PgBouncer; MNEME_EMPTY_URL unmigrated;
 MNEME_V2_URL with mneme.version() 2.0.0."""
 import os

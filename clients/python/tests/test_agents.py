@@ -69,9 +69,10 @@ def test_tool_items_pop_and_clear():
                                      {"role": "developer", "content": "be brief"}])
             assert await session.get_items() == [{"role": "user", "content": "Where is Alice?"}, call, output,
                                                  {"role": "system", "content": "be brief"}]
-            with pytest.raises(MnemeError) as e:
-                await session.pop_item()
-            assert e.value.sqlstate == "0A000" and "append-only" in e.value.message
+            # pop_item returns the items as they were stored, latest first.
+            assert await session.pop_item() == {"role": "system", "content": "be brief"}
+            assert await session.pop_item() == output
+            await session.add_items([output, {"role": "developer", "content": "be brief"}])
             assert len(await session.get_items()) == 4
             with pytest.raises(MnemeError) as e:
                 await session.clear_session()  # an erase: mneme_admin's
@@ -82,4 +83,36 @@ def test_tool_items_pop_and_clear():
             with pytest.raises(MnemeError) as e:
                 await MnemeSession(m.with_tenant("nobody"), conv).add_items([{"role": "user", "content": "hi"}])
             assert e.value.sqlstate == "22023"
+    asyncio.run(main())
+
+
+def test_pop_item_takes_back_the_latest_item_until_an_episode_holds_it():
+    """pop_item is mneme.pop_message: the latest item comes back as stored
+    and the next run's model no longer sees it; once segmentation stored
+    the messages in an episode, pop_item is refused (55000, naming the
+    episode) and removes nothing."""
+    async def main():
+        async with await AsyncMneme.connect(url("MNEME_APP_URL"), tenant=TENANT) as m:
+            conv = uuid.uuid4()
+            session = MnemeSession(m, conv)
+            assert await session.pop_item() is None
+            seen = []
+            await run(session, "My sister Alice lives in Lisbon.", seen)
+            await run(session, "Oops, wrong chat.", seen)
+            assert await session.pop_item() == {"type": "message", "role": "assistant", "status": "completed",
+                                                "content": [{"type": "output_text", "text": "Noted.", "annotations": []}]}
+            assert await session.pop_item() == {"role": "user", "content": "Oops, wrong chat."}
+            assert await run(session, "Where does Alice live?", seen) == "You told me: My sister Alice lives in Lisbon."
+            assert [text_of(i) for i in seen[-1]] == ["My sister Alice lives in Lisbon.", "Noted.", "Where does Alice live?"]
+
+            ids = [x.message_id for x in await m.messages(conv)]
+            async with await AsyncMneme.connect(url("MNEME_WORKER_URL")) as w:
+                cur = await w.conn.execute(
+                    "SELECT mneme.create_episode(%s, %s::bigint[], 'user: Alice lives in Lisbon.', 'Alice', NULL, 0.1, "
+                    "'general', false, 5, 5)", [conv, ids])
+                episode = (await cur.fetchone())[0]
+            with pytest.raises(MnemeError) as e:
+                await session.pop_item()
+            assert e.value.sqlstate == "55000" and str(episode) in e.value.message and "mneme.erase" in e.value.hint
+            assert len(await session.get_items()) == len(ids)
     asyncio.run(main())

@@ -5,7 +5,7 @@ import psycopg
 import pytest
 
 from conftest import TENANT, url
-from mneme_client import SUPPORTED_API, Inspection, Mneme, MnemeError, Retrieval, VersionError
+from mneme_client import SUPPORTED_API, Inspection, Mneme, MnemeError, PoppedMessage, Retrieval, VersionError
 
 
 def state(exc_info) -> str:
@@ -32,6 +32,16 @@ def test_every_function(app, admin, conv):
     assert all(isinstance(i, int) for i in ids) and ids == sorted(ids)
     msgs = app.messages(conv)
     assert [(m.message_id, m.role) for m in msgs] == list(zip(ids, ["user", "assistant", "user"]))
+    # pop_message takes back the latest message and returns it; added again, it is the same.
+    popped = app.pop_message(conv)
+    assert isinstance(popped, PoppedMessage)
+    assert (popped.message_id, popped.role, popped.content) == (ids[2], "user", "She moved to Lisbon last spring.")
+    assert len(app.messages(conv)) == 2
+    ids[2] = app.add_message(conv, "user", "She moved to Lisbon last spring.")
+    assert app.pop_message(uuid.uuid4()) is None
+    with pytest.raises(MnemeError) as e:
+        app.pop_message(None)
+    assert e.value.sqlstate == "22004"
 
     mem = app.remember(conv, "Alice lives in Lisbon", label="user_profile", title="alice-home")
     assert isinstance(mem, uuid.UUID)

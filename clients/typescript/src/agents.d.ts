@@ -6,7 +6,7 @@ export declare class MnemeSession implements Session {
   getSessionId(): Promise<string>;
   getItems(limit?: number): Promise<AgentInputItem[]>;
   addItems(items: AgentInputItem[]): Promise<void>;
-  /** Always rejects with a MnemeError (0A000): mneme's messages are append-only. */
+  /** mneme.pop_message: the latest item, removed (undefined when none); a MnemeError 55000 once a memory holds it. */
   popItem(): Promise<AgentInputItem | undefined>;
   /** mneme.erase_conversation: deletes the conversation for good (mneme_admin). */
   clearSession(): Promise<void>;

@@ -1,7 +1,7 @@
 // An OpenAI Agents SDK (@openai/agents) Session over one mneme
 // conversation: the session's items are the conversation's messages
 // (mneme.add_message, mneme.conversation_messages). Types: agents.d.ts.
-import { Mneme, MnemeError } from './index.js';
+import { Mneme } from './index.js';
 
 const MESSAGE_ROLES = new Set(['user', 'assistant', 'system']);
 
@@ -41,7 +41,9 @@ function toItem(msg) {
 /**
  * MnemeSession is a Session of @openai/agents backed by one mneme
  * conversation. getItems and addItems read and append its messages;
- * popItem is refused (mneme's messages are append-only); clearSession is
+ * popItem is mneme.pop_message: it removes and returns the latest item
+ * while no memory holds it (once segmentation stored it, a MnemeError
+ * 55000 names the memory to erase instead; nothing is removed); clearSession is
  * mneme.erase_conversation (an erase: the messages and every memory made
  * of them are deleted for good; it needs a mneme_admin login).
  */
@@ -78,8 +80,8 @@ export class MnemeSession {
   }
 
   async popItem() {
-    throw new MnemeError('popItem: mneme keeps every message of a conversation (append-only); nothing was removed',
-      { sqlstate: '0A000', hint: 'forget or erase the memory made of it, or clearSession (an erase of the whole conversation)' });
+    const msg = await this.#m.popMessage(this.#conv);
+    return msg === null ? undefined : toItem(msg);
   }
 
   async clearSession() {

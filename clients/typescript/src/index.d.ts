@@ -144,6 +144,14 @@ export interface Message {
   setAsideJobId: number | null;
 }
 
+/** The row of mneme.pop_message: the message taken back. */
+export interface PoppedMessage {
+  messageId: number;
+  role: string;
+  content: string;
+  createdAt: Date;
+}
+
 /** A row of mneme.conversation_memories. */
 export interface ConversationMemory {
   memoryId: string;
@@ -194,6 +202,8 @@ export declare class Mneme {
   checkVersion(): Promise<string>;
   addMessage(conversationId: string, role: Role, content: string, options?: { at?: Time }): Promise<number>;
   segmentNow(conversationId: string): Promise<number | null>;
+  /** mneme.pop_message: the latest message, removed (null when none); 55000 once a memory holds it. */
+  popMessage(conversationId: string): Promise<PoppedMessage | null>;
   remember(conversationId: string, content: string, options?: RememberOptions): Promise<string>;
   retrieve(conversationId: string, query: string, options?: SearchOptions): Promise<Retrieval[]>;
   search(conversationId: string, query: string, options?: SearchOptions): Promise<Retrieval[]>;

@@ -206,6 +206,15 @@ export class Mneme {
     return num(await this.#scalar('add_message', call('add_message', [conversationId, role, content], { at }, { at: 'at' })));
   }
 
+  /**
+   * mneme.pop_message: removes and returns the conversation's latest message while no memory holds it
+   * (null when it has none); a message segmentation stored already is refused (55000, naming the memory).
+   */
+  async popMessage(conversationId) {
+    const rows = await this.#rows('pop_message', call('pop_message', [conversationId]));
+    return rows.length === 0 ? null : { ...row(rows[0]), messageId: num(rows[0].message_id) };
+  }
+
   /** mneme.segment_now: the conversation is over, segment what is queued; returns the job id (or null). */
   async segmentNow(conversationId) {
     return num(await this.#scalar('segment_now', call('segment_now', [conversationId])));

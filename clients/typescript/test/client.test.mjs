@@ -38,6 +38,14 @@ test('every function of the SQL API', async () => {
   const msgs = await m.messages(conv);
   assert.deepEqual(msgs.map((x) => [x.messageId, x.role, x.content]), [[ids[0], 'user', 'Hi, I am planning a trip to see Alice.'], [ids[1], 'assistant', 'Where does she live these days?'], [ids[2], 'user', 'She moved to Lisbon last spring.']]);
   assert.ok(msgs[0].createdAt instanceof Date);
+  // popMessage takes back the latest message and returns it; added again, it is the same.
+  const popped = await m.popMessage(conv);
+  assert.deepEqual([popped.messageId, popped.role, popped.content], [ids[2], 'user', 'She moved to Lisbon last spring.']);
+  assert.ok(popped.createdAt instanceof Date);
+  assert.equal((await m.messages(conv)).length, 2);
+  ids[2] = await m.addMessage(conv, 'user', 'She moved to Lisbon last spring.');
+  assert.equal(await m.popMessage(newConversation()), null, 'an unknown conversation pops nothing');
+  await assert.rejects(m.popMessage(null), (e) => e instanceof MnemeError && e.sqlstate === '22004');
 
   const id = await m.remember(conv, 'Alice lives in Lisbon', { label: 'user_profile', title: 'alice-home' });
   assert.match(id, UUID);

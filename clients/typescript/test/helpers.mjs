@@ -14,6 +14,7 @@ export function pool(url = process.env.MNEME_APP_URL, max = 4) {
   return p;
 }
 export const adminPool = () => pool(process.env.MNEME_ADMIN_URL, 2);
+export const workerPool = () => pool(process.env.MNEME_WORKER_URL, 2);
 export async function closeAll() {
   await Promise.all(pools.splice(0).map((p) => p.end()));
 }

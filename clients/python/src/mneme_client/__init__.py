@@ -17,10 +17,10 @@ from typing import Optional
 import psycopg
 
 from ._core import (SUPPORTED_API, Api, ContextItem, Conversation, ConversationMemory, HistoryEntry, Inspection,
-                    Message, MnemeError, Query, Retrieval, VersionError, check_major, version_error, wrap)
+                    Message, MnemeError, PoppedMessage, Query, Retrieval, VersionError, check_major, version_error, wrap)
 
 __all__ = ["SUPPORTED_API", "Mneme", "AsyncMneme", "MnemeError", "VersionError", "Retrieval", "ContextItem",
-           "Inspection", "HistoryEntry", "Message", "ConversationMemory", "Conversation"]
+           "Inspection", "HistoryEntry", "Message", "PoppedMessage", "ConversationMemory", "Conversation"]
 
 
 def _not_in_tx() -> MnemeError:

@@ -152,6 +152,15 @@ class Message:
 
 
 @dataclass(frozen=True)
+class PoppedMessage:
+    """The row of mneme.pop_message: the message taken back."""
+    message_id: int
+    role: str
+    content: str
+    created_at: dt.datetime
+
+
+@dataclass(frozen=True)
 class ConversationMemory:
     """A row of mneme.conversation_memories."""
     memory_id: uuid.UUID
@@ -242,6 +251,11 @@ class Api:
     def add_message(self, conversation_id: uuid.UUID, role: str, content: str, at: Optional[dt.datetime] = None):
         """mneme.add_message: appends a message; returns its id (int)."""
         return self._run(call("add_message", [conversation_id, role, content], "scalar", scalar, at=at))
+
+    def pop_message(self, conversation_id: uuid.UUID):
+        """mneme.pop_message: removes and returns the latest message (a PoppedMessage, None when there is none)
+        while no memory holds it; once segmentation stored it, MnemeError 55000 names the memory."""
+        return self._run(call("pop_message", [conversation_id], "rows", lambda rows: of(PoppedMessage)(rows)[0] if rows else None))
 
     def segment_now(self, conversation_id: uuid.UUID):
         """mneme.segment_now: segment what is queued; returns the job id, or None."""

@@ -6,8 +6,10 @@ It has the methods of agents.memory.SessionABC (session_id, get_items,
 add_items, pop_item, clear_session), all async, on an AsyncMneme. Message
 items are stored as their role and text; any other item (a function
 call, its output, reasoning) as role tool with the item's JSON, so a
-run's history comes back whole. pop_item is refused (mneme's messages are
-append-only); clear_session is mneme.erase_conversation: an erase (the
+run's history comes back whole. pop_item is mneme.pop_message: it removes
+and returns the latest item while no memory holds it (once segmentation
+stored it, MnemeError 55000 names the memory to erase instead; nothing is
+removed); clear_session is mneme.erase_conversation: an erase (the
 messages and every memory made of them are deleted for good; it needs a
 mneme_admin login).
 """
@@ -17,7 +19,7 @@ import json
 import uuid
 from typing import Any, Optional
 
-from . import AsyncMneme, MnemeError
+from . import AsyncMneme
 
 _MESSAGE_ROLES = {"user", "assistant", "system", "developer"}
 
@@ -77,8 +79,8 @@ class MnemeSession:
                 await m.add_message(self.conversation_id, role, content)
 
     async def pop_item(self) -> Optional[dict]:
-        raise MnemeError("pop_item", "mneme keeps every message of a conversation (append-only); nothing was removed",
-                         "0A000", "forget or erase the memory made of it, or clear_session (an erase of the whole conversation)")
+        m = await self.mneme.pop_message(self.conversation_id)
+        return None if m is None else _to_item(m.role, m.content)
 
     async def clear_session(self) -> None:
         await self.mneme.erase_conversation(self.conversation_id, self.clear_reason)
