@@ -189,7 +189,8 @@ WITH fields (kind, path, type, required) AS (VALUES
     ('review', '$.context[*].role', 'string', false),
     ('review', '$.context[*].content', 'string', false),
     ('review', '$.context[*].at', 'time', false),
-    ('revise', '$.memory_id', 'uuid', true)
+    ('revise', '$.memory_id', 'uuid', true),
+    ('consolidate', '$.reason', 'string', false)
 ), checks AS (
     SELECT f.kind,
            string_agg(concat_ws(' && ',
@@ -219,6 +220,8 @@ WITH fields (kind, path, type, required) AS (VALUES
          'rate the memories a retrieval returned by their use in the conversation since, and move their FSRS state'),
         ('revise', true, NULL, 'not the nil uuid',
          'compare a new fact with what the conversation believes: add, merge, supersede or invalidate'),
+        ('consolidate', true, NULL, NULL,
+         'look again at the active facts of the conversation''s scope across episodes and time: supersede what a later statement replaced, merge duplicates'),
         ('cleanup', false, NULL, 'any object (the handler reads no field)',
          'the lifecycle policy (mneme.cleanup): inactivate faded memories, record expired ones, purge long-inactive ones and prune done jobs, as the settings say'),
         ('noop', false, NULL, 'any object', 'nothing: benchmarks and smoke tests')
@@ -311,6 +314,19 @@ END
 $$;
 COMMENT ON FUNCTION mneme._revise_payload(uuid) IS
     'Internal: a revise job''s payload {memory_id} (Go: jobs.ReviseArgs).';
+
+CREATE OR REPLACE FUNCTION mneme._consolidate_payload(reason text)
+RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN jsonb_strip_nulls(jsonb_build_object('reason', _consolidate_payload.reason));
+END
+$$;
+COMMENT ON FUNCTION mneme._consolidate_payload(text) IS
+    'Internal: a consolidate job''s payload {reason} (Go: jobs.ConsolidateArgs): why it was enqueued '
+    '(quiet, on_demand); a NULL reason is left out.';
 
 CREATE OR REPLACE FUNCTION mneme._cleanup_payload()
 RETURNS jsonb

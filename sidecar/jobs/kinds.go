@@ -23,11 +23,12 @@ import (
 
 // The kinds of mneme.job_kinds.
 const (
-	KindSegment = "segment"
-	KindReview  = "review"
-	KindRevise  = "revise"
-	KindCleanup = "cleanup"
-	KindNoop    = "noop"
+	KindSegment     = "segment"
+	KindReview      = "review"
+	KindRevise      = "revise"
+	KindCleanup     = "cleanup"
+	KindNoop        = "noop"
+	KindConsolidate = "consolidate"
 )
 
 // Args is a job kind's payload.
@@ -38,7 +39,7 @@ type Args interface {
 // AllArgs lists one value of every kind's type: the kinds the sidecar
 // knows a payload contract for.
 func AllArgs() []Args {
-	return []Args{SegmentArgs{}, ReviewArgs{}, ReviseArgs{}, CleanupArgs{}, NoopArgs{}}
+	return []Args{SegmentArgs{}, ReviewArgs{}, ReviseArgs{}, CleanupArgs{}, NoopArgs{}, ConsolidateArgs{}}
 }
 
 // SegmentArgs is a segment job's payload (SQL: mneme._segment_payload,
@@ -108,6 +109,18 @@ type ReviseArgs struct {
 
 // Kind is "revise".
 func (ReviseArgs) Kind() string { return KindRevise }
+
+// ConsolidateArgs is a consolidate job's payload (SQL:
+// mneme._consolidate_payload, called by consolidate and
+// schedule_consolidation): why it was enqueued; the handler reads the
+// conversation's facts itself.
+type ConsolidateArgs struct {
+	// Reason: on_demand or quiet.
+	Reason string `json:"reason,omitempty"`
+}
+
+// Kind is "consolidate".
+func (ConsolidateArgs) Kind() string { return KindConsolidate }
 
 // CleanupArgs is a cleanup job's payload (SQL: mneme._cleanup_payload,
 // called by schedule_cleanup): the handler reads no field.

@@ -93,8 +93,10 @@ type Pipelines struct {
 	segmenter Segmenter
 	reviewer  Reviewer
 	reviser   revision.Reviser
-	embed     embedder
-	log       *slog.Logger
+	// consolidator: the consolidate job (rules, and the model when set).
+	consolidator revision.Consolidator
+	embed        embedder
+	log          *slog.Logger
 	// llmFacts: the segmenter returns the facts of its episodes itself (an
 	// LLM); otherwise the offline extractor finds them.
 	llmFacts bool
@@ -114,16 +116,18 @@ func New(d Deps) (*Pipelines, error) {
 		p.segmenter = llmSegmenter{llm: d.LLM, log: p.log}
 		p.reviewer = llmReviewer{llm: d.LLM, log: p.log}
 		p.reviser = revision.Reviser{Classifier: revision.LLM{Model: d.LLM, Log: p.log, MinConfidence: revision.DefaultMinConfidence}, Log: p.log}
+		p.consolidator = revision.Consolidator{Model: d.LLM, Log: p.log, MinConfidence: revision.DefaultMinConfidence}
 		p.llmFacts = true
 	} else {
 		p.segmenter = heuristicSegmenter{embed: d.Embedder}
 		p.reviewer = heuristicReviewer{}
 		p.reviser = revision.Reviser{Classifier: revision.Heuristic{}, Log: p.log}
+		p.consolidator = revision.Consolidator{Log: p.log}
 	}
 	return p, nil
 }
 
-// Register adds the segment, review and revise handlers to reg.
+// Register adds the segment, review, revise and consolidate handlers to reg.
 func Register(reg registry, d Deps) error {
 	p, err := New(d)
 	if err != nil {
@@ -132,6 +136,7 @@ func Register(reg registry, d Deps) error {
 	reg.Register(KindSegment, p.Segment)
 	reg.Register(KindReview, p.Review)
 	reg.Register(revision.KindRevise, p.reviser.Handle)
+	reg.Register(revision.KindConsolidate, p.consolidator.Handle)
 	return nil
 }
 
