@@ -100,7 +100,7 @@ COMMENT ON FUNCTION mneme.schedule_consolidation() IS
 
 -- The facts a consolidation looks at: every active fact of the scope.
 CREATE OR REPLACE FUNCTION mneme.consolidation_facts(conversation_id uuid, k int DEFAULT 1000)
-RETURNS TABLE (id uuid, conversation_id uuid, content text, at timestamptz, slot text, review_count int)
+RETURNS TABLE (id uuid, content text, at timestamptz, slot text, review_count int)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -118,8 +118,8 @@ BEGIN
     v_convs := mneme._scope_conversations(consolidation_facts.conversation_id, mneme.setting('revision_scope') #>> '{}');
     -- The newest k, returned oldest first (the order they were said).
     RETURN QUERY
-    SELECT x.id, x.conversation_id, x.content, x.created_at, x.slot, x.review_count FROM (
-        SELECT m.id, m.conversation_id, m.content, m.created_at, m.slot, m.review_count
+    SELECT x.id, x.content, x.created_at, x.slot, x.review_count FROM (
+        SELECT m.id, m.content, m.created_at, m.slot, m.review_count
         FROM mneme.memories m
         WHERE m.conversation_id = ANY (v_convs) AND m.kind = 'semantic' AND m.status = 'active'
           AND (m.valid_until IS NULL OR m.valid_until > now())

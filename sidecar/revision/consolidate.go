@@ -209,8 +209,13 @@ func readConsolidationFacts(ctx context.Context, db jobs.Querier, conv uuid.UUID
 // MERGE that keeps the copy with more reviews (the older one on a tie).
 func PlanRules(facts []ConsolidationFact, s Settings) []Change {
 	words := make([]map[string]bool, len(facts))
+	slots := make([]string, len(facts))
 	for i, f := range facts {
 		words[i] = contentWords(f.Content)
+		// (a fact whose revise job has not run yet has no slot stored)
+		if slots[i] = f.Slot; slots[i] == "" {
+			slots[i] = Parse(f.Content).Slot()
+		}
 	}
 	retired := map[uuid.UUID]bool{}
 	var out []Change
@@ -224,7 +229,7 @@ func PlanRules(facts []ConsolidationFact, s Settings) []Change {
 			if retired[o.ID] || o.At.After(f.At) {
 				continue
 			}
-			if (f.Slot != "" && f.Slot == o.Slot) || shared(words[i], words[j]) >= 2 {
+			if (slots[i] != "" && slots[i] == slots[j]) || shared(words[i], words[j]) >= 2 {
 				cands = append(cands, Candidate{ID: o.ID, Content: o.Content, At: o.At, Slot: o.Slot})
 			}
 		}
