@@ -342,7 +342,9 @@ func TestConsolidateLLM(t *testing.T) {
 	conv2 := uuid.New()
 	ids2 := missedFacts(t, db, conv2, time.Now().Add(-10*24*time.Hour),
 		"I live in Paris.", "I usually take the bus to work.", "I live in Lyon.", "These days I cycle to work instead of taking the bus.")
-	srv.Default(func(openai.ChatCompletionRequest) llmtest.Reply { return llmtest.Reply{Delay: 2 * time.Second, Content: `{"changes": []}`} })
+	srv.Default(func(openai.ChatCompletionRequest) llmtest.Reply {
+		return llmtest.Reply{Delay: 2 * time.Second, Content: `{"changes": []}`}
+	})
 	res2, attempts := consolidateNow(t, db, newDeps(200*time.Millisecond), conv2)
 	require.Equal(t, 3, attempts, "two attempts fail on the model; the third applies the rules alone")
 	require.NotEmpty(t, res2.LLMError)

@@ -156,5 +156,10 @@ func runPipelines(ctx context.Context, pool *pgxpool.Pool, cfg config.Config, lo
 	if err != nil {
 		return nil, err
 	}
-	return Run(ctx, pool, jobs, Suite(), obs, progress)
+	rep, err := Run(ctx, pool, jobs, Suite(), obs, progress)
+	if err != nil || obs != nil {
+		return rep, err
+	}
+	rep.Contradictions, err = RunContradictions(ctx, pool, jobs, progress)
+	return rep, err
 }
