@@ -76,7 +76,7 @@ func TestSettingRules(t *testing.T) {
 		require.Contains(t, bad, k, "every key has out-of-range cases here")
 		values := append(append([]string{}, bad[k]...), hostile...)
 		for _, v := range values {
-			if k == "purge_after_days" || k == "cleanup_interval" || k == "jobs_retention" {
+			if k == "purge_after_days" || k == "cleanup_interval" || k == "jobs_retention" || k == "consolidate_quiet" {
 				if v == `null` {
 					continue // these may be null: off
 				}
