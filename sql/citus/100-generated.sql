@@ -3750,7 +3750,7 @@ BEGIN
     ), r AS (
         SELECT m.id, m.kind, m.summary, m.content, m.created_at, f.bm25_rank AS br, f.vector_rank AS vr,
                f.bm25_score AS bs, f.vector_distance AS vd,
-               m.title, m.label, m.pinned, m.status, m.confidence_score,
+               m.title, m.label, m.pinned, m.status, m.confidence_score, m.conversation_id AS cv, m.slot,
                -- clamped: a stored confidence of 1e-300 to the power 10 underflowed (22003)
                power(least(greatest(m.confidence_score::float8, '1e-6'::float8), 1::float8), v_cw) AS cf,
                coalesce(1 / (v_rrf_k + f.bm25_rank), 0) + v_vec_w * coalesce(1 / (v_rrf_k + f.vector_rank), 0) AS rrf,
@@ -3765,11 +3765,27 @@ BEGIN
         -- named too: on Citus that sends the statement to their shards only.
         FROM f JOIN mneme.memories m ON m.id = f.memory_id
         WHERE m.id = ANY (ARRAY(SELECT f2.memory_id FROM f f2)) AND m.conversation_id = ANY (v_convs)
+    ), s AS (
+        SELECT r.*, r.rrf * power(r.ret, v_rw) * r.w * r.cf AS sc,
+               -- The current belief first (issue 52): active facts of one
+               -- slot (subject and attribute) that consolidation has not
+               -- yet reconciled take the slot's scores in the order they
+               -- were said, newest first (created_at is when it was said).
+               row_number() OVER (PARTITION BY r.cv, r.slot, r.status = 'active' AND r.slot IS NOT NULL,
+                                               CASE WHEN r.status = 'active' AND r.slot IS NOT NULL THEN NULL ELSE r.id END
+                                  ORDER BY r.created_at DESC, r.id) AS said_rank
+        FROM r
+    ), t AS (
+        SELECT s.*, (array_agg(s.sc) OVER (PARTITION BY s.cv, s.slot, s.status = 'active' AND s.slot IS NOT NULL,
+                                                        CASE WHEN s.status = 'active' AND s.slot IS NOT NULL THEN NULL ELSE s.id END
+                                           ORDER BY s.sc DESC, s.id
+                                           ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING))[s.said_rank] AS fs
+        FROM s
     )
-    SELECT r.id, r.kind, r.summary, r.content, r.created_at, r.rrf * power(r.ret, v_rw) * r.w * r.cf, r.rrf, r.br, r.vr, r.ret,
-           r.title, r.label, r.pinned, r.bs, r.vd, r.status, r.confidence_score
-    FROM r
-    ORDER BY r.rrf * power(r.ret, v_rw) * r.w * r.cf DESC, r.id
+    SELECT t.id, t.kind, t.summary, t.content, t.created_at, t.fs, t.rrf, t.br, t.vr, t.ret,
+           t.title, t.label, t.pinned, t.bs, t.vd, t.status, t.confidence_score
+    FROM t
+    ORDER BY t.fs DESC, t.said_rank, t.id
     LIMIT search.k;
 END
 $function$;
@@ -4081,6 +4097,7 @@ ALTER FUNCTION mneme._vector_search_scope(uuid[],real[],integer,timestamp with t
 ALTER FUNCTION mneme.add_fact(uuid,text,bigint[],uuid,text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.add_message(uuid,text,text,timestamp with time zone) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.add_pending_review(uuid,uuid[],text) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.apply_consolidation(text,uuid,uuid,text,text,bigint) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.apply_review(uuid,text,double precision,double precision,text,timestamp with time zone,text,text[],boolean,bigint,jsonb) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.apply_revision(uuid,text,uuid,text,text,text,boolean,bigint) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.bind_login(text,text) SET citus.allow_nested_distributed_execution = on;
@@ -4091,6 +4108,8 @@ ALTER FUNCTION mneme.check_embedding(real[]) SET citus.allow_nested_distributed_
 ALTER FUNCTION mneme.claim_jobs(text,integer,interval,integer) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.cleanup(boolean) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.complete_job(bigint,text,integer) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.consolidate(uuid) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.consolidation_facts(uuid,integer) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.context(uuid,text,integer,real[],timestamp with time zone,timestamp with time zone,timestamp with time zone,text,boolean) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.context_items(uuid,text,integer,real[],timestamp with time zone,timestamp with time zone,timestamp with time zone,text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.context_messages(uuid,bigint[]) SET citus.allow_nested_distributed_execution = on;
@@ -4116,6 +4135,7 @@ ALTER FUNCTION mneme.extend_job_lease(bigint,text,integer,interval) SET citus.al
 ALTER FUNCTION mneme.extractive_summary(uuid,text[],text[],integer) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.fail_job(bigint,text,integer,text,interval,boolean,integer) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.find_memories(uuid,text,text,text,text,boolean,double precision,double precision,text,integer,integer,timestamp with time zone) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.finish_consolidation(bigint,uuid,jsonb) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.forget(uuid,text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.hash_embed(text,integer) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.history(uuid) SET citus.allow_nested_distributed_execution = on;
@@ -4170,6 +4190,7 @@ ALTER FUNCTION mneme.review_log_invariant_trg() SET citus.allow_nested_distribut
 ALTER FUNCTION mneme.review_targets(uuid[],boolean) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.revision_candidates(uuid,integer,text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.schedule_cleanup(interval) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.schedule_consolidation() SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.search(uuid,text,integer,real[],timestamp with time zone,timestamp with time zone,timestamp with time zone,text,timestamp with time zone,boolean) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.segment_now(uuid) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.set_embedding(uuid,real[]) SET citus.allow_nested_distributed_execution = on;
