@@ -352,3 +352,38 @@ func TestConsolidateLLM(t *testing.T) {
 	require.Equal(t, "superseded", getBelief(t, db, ids2[0]).Status)
 	require.Equal(t, "active", getBelief(t, db, ids2[1]).Status)
 }
+
+// TestConsolidateTenantScope: with revision_scope 'tenant' a
+// conversation's consolidation reads the facts of every conversation of
+// its tenant: a move told in one conversation supersedes the city told in
+// another; another tenant's facts are never read.
+func TestConsolidateTenantScope(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	ctx := context.Background()
+	deps := pipeline.Deps{Embedder: embed.NewHash(config.DefaultEmbedDim)}
+	_, err := db.Pool.Exec(ctx, `SELECT mneme.set_setting('revision_scope', '"tenant"')`)
+	require.NoError(t, err)
+	one, two, other := uuid.New(), uuid.New(), uuid.New()
+	start := time.Now().Add(-30 * 24 * time.Hour)
+	paris := missedFacts(t, db, one, start, "I live in Paris.")[0]
+	berlin := missedFacts(t, db, two, start.Add(10*24*time.Hour), "I moved to Berlin.")[0]
+	_, err = db.Pool.Exec(ctx, `SELECT mneme.create_tenant('acme')`)
+	require.NoError(t, err)
+	tx, err := db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `SELECT mneme.set_tenant('acme')`)
+	require.NoError(t, err)
+	var rome uuid.UUID
+	require.NoError(t, tx.QueryRow(ctx, `SELECT mneme.remember($1, 'I live in Rome.', at => $2)`, other, start.Add(20*24*time.Hour)).Scan(&rome))
+	require.NoError(t, tx.Commit(ctx))
+	_, err = db.Pool.Exec(ctx, `UPDATE mneme.jobs SET state = 'done', finished_at = now() WHERE kind = 'revise' AND state = 'pending'`)
+	require.NoError(t, err)
+
+	res, _ := consolidateNow(t, db, deps, two)
+	require.Equal(t, 2, res.Facts, "the tenant's two facts, not acme's")
+	require.Equal(t, 1, res.Superseded)
+	require.Equal(t, "superseded", getBelief(t, db, paris).Status)
+	require.Equal(t, &paris, getBelief(t, db, berlin).SupersedesID)
+	require.Equal(t, "active", getBelief(t, db, rome).Status)
+}
