@@ -77,7 +77,10 @@ func Eval(ctx context.Context, o Options) (*Report, error) {
 	}
 	defer db.Close()
 	rep, err := RunOffline(ctx, db.Pool, o.Config, o.PipeLog, o.Progress)
-	if err != nil || o.Folds < 2 {
+	if err != nil {
+		return rep, err
+	}
+	if rep.Contradictions, err = RunContradictionsOffline(ctx, db.Pool, o.Config, o.PipeLog, o.Progress); err != nil || o.Folds < 2 {
 		return rep, err
 	}
 	rep.CrossValidation, err = crossValidate(ctx, o, log)
@@ -156,10 +159,23 @@ func runPipelines(ctx context.Context, pool *pgxpool.Pool, cfg config.Config, lo
 	if err != nil {
 		return nil, err
 	}
-	rep, err := Run(ctx, pool, jobs, Suite(), obs, progress)
-	if err != nil || obs != nil {
-		return rep, err
+	return Run(ctx, pool, jobs, Suite(), obs, progress)
+}
+
+// RunContradictionsOffline runs the contradiction suite on pool through
+// the sidecar's pipelines, offline like RunOffline.
+func RunContradictionsOffline(ctx context.Context, pool *pgxpool.Pool, cfg config.Config, log *slog.Logger, progress io.Writer) (*ContradictionReport, error) {
+	cfg.LLM, cfg.Embed = config.Endpoint{}, config.Endpoint{}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
-	rep.Contradictions, err = RunContradictions(ctx, pool, jobs, progress)
-	return rep, err
+	deps, err := pipeline.Configure(ctx, cfg, pool, log, nil, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	jobs, err := recall.PipelineJobs(pool, deps)
+	if err != nil {
+		return nil, err
+	}
+	return RunContradictions(ctx, pool, jobs, progress)
 }
