@@ -76,7 +76,8 @@ type CrossValidation struct {
 	// Measures are the reader's extra measures at the headline budget
 	// (BEAM's knowledge-update measures), each question scored with its
 	// fold's choice, like Recall.
-	Measures map[string]float64 `json:"measures,omitempty"`
+	// (Empty for a reader without measures: LoCoMo and BEAM share one shape.)
+	Measures map[string]float64 `json:"measures"`
 }
 
 // FoldChoice is what one fold's held-out conversations were scored with.
@@ -210,11 +211,8 @@ func crossValidate(ctx context.Context, pool *pgxpool.Pool, convs []Conversation
 			}
 		}
 	}
-	if len(ns) > 0 {
-		cv.Measures = map[string]float64{}
-		for name, n := range ns {
-			cv.Measures[name] = round(sums[name]/float64(n), 3)
-		}
+	for name, n := range ns {
+		cv.Measures[name] = round(sums[name]/float64(n), 3)
 	}
 	return cv, nil
 }
@@ -225,7 +223,8 @@ func crossValidate(ctx context.Context, pool *pgxpool.Pool, convs []Conversation
 // one cross-validation of every evaluation (the recall evaluations and
 // the revision suite).
 func FoldScores(names, convIDs []string, sc Scores, folds int, budgets []int, headline int) *CrossValidation {
-	cv := &CrossValidation{Folds: folds, Candidates: names, Recall: map[int]Cell{}, Best: map[int]Cell{}, PerCand: map[string]map[int]float64{}}
+	cv := &CrossValidation{Folds: folds, Candidates: names, Recall: map[int]Cell{}, Best: map[int]Cell{}, PerCand: map[string]map[int]float64{},
+		Measures: map[string]float64{}}
 	recallOn := func(ci int, in func(i int) bool, b int) float64 {
 		s, n := 0.0, 0
 		for i := range convIDs {
