@@ -3750,7 +3750,7 @@ BEGIN
     ), r AS (
         SELECT m.id, m.kind, m.summary, m.content, m.created_at, f.bm25_rank AS br, f.vector_rank AS vr,
                f.bm25_score AS bs, f.vector_distance AS vd,
-               m.title, m.label, m.pinned, m.status, m.confidence_score, m.conversation_id AS cv, m.slot,
+               m.title, m.label, m.pinned, m.status, m.confidence_score, m.conversation_id AS cv, m.slot, m.invalidates_id,
                -- clamped: a stored confidence of 1e-300 to the power 10 underflowed (22003)
                power(least(greatest(m.confidence_score::float8, '1e-6'::float8), 1::float8), v_cw) AS cf,
                coalesce(1 / (v_rrf_k + f.bm25_rank), 0) + v_vec_w * coalesce(1 / (v_rrf_k + f.vector_rank), 0) AS rrf,
@@ -3771,13 +3771,15 @@ BEGIN
                -- slot (subject and attribute) that consolidation has not
                -- yet reconciled take the slot's scores in the order they
                -- were said, newest first (created_at is when it was said).
-               row_number() OVER (PARTITION BY r.cv, r.slot, r.status = 'active' AND r.slot IS NOT NULL,
-                                               CASE WHEN r.status = 'active' AND r.slot IS NOT NULL THEN NULL ELSE r.id END
+               -- A retraction (invalidates_id) states no value: it keeps
+               -- its own score.
+               row_number() OVER (PARTITION BY r.cv, r.slot, r.status = 'active' AND r.slot IS NOT NULL AND r.invalidates_id IS NULL,
+                                               CASE WHEN r.status = 'active' AND r.slot IS NOT NULL AND r.invalidates_id IS NULL THEN NULL ELSE r.id END
                                   ORDER BY r.created_at DESC, r.id) AS said_rank
         FROM r
     ), t AS (
-        SELECT s.*, (array_agg(s.sc) OVER (PARTITION BY s.cv, s.slot, s.status = 'active' AND s.slot IS NOT NULL,
-                                                        CASE WHEN s.status = 'active' AND s.slot IS NOT NULL THEN NULL ELSE s.id END
+        SELECT s.*, (array_agg(s.sc) OVER (PARTITION BY s.cv, s.slot, s.status = 'active' AND s.slot IS NOT NULL AND s.invalidates_id IS NULL,
+                                                        CASE WHEN s.status = 'active' AND s.slot IS NOT NULL AND s.invalidates_id IS NULL THEN NULL ELSE s.id END
                                            ORDER BY s.sc DESC, s.id
                                            ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING))[s.said_rank] AS fs
         FROM s
