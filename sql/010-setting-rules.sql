@@ -29,6 +29,12 @@ VALUES
      'the BM25 leg skips the postings of terms that cannot lift a memory into the top k (exact, MaxScore) when the query''s terms have at least this many postings; below it, scoring every posting is cheaper'),
     ('cleanup_interval', '"1 day"',
      'how often the sidecar runs the cleanup job (a PostgreSQL interval); null = the sidecar never schedules it'),
+    ('consolidate_llm_max_calls', '8',
+     'a consolidation run (job kind consolidate) asks a configured model about at most this many groups of facts; 0 = rules only'),
+    ('consolidate_max_delay', '"1 hour"',
+     'a conversation that never goes quiet is still consolidated this long after its first unconsolidated fact (a PostgreSQL interval)'),
+    ('consolidate_quiet', '"10 minutes"',
+     'the sidecar consolidates a conversation''s facts once no new fact was revised in it for this long (a PostgreSQL interval); null = only mneme.consolidate(conversation) runs it'),
     ('confidence_by_source', '{"import": 0.8, "explicit": 0.9, "extracted": 0.7, "conversation": 0.6}',
      'initial confidence_score of a memory by its source_type; a reconfirmation (NOOP) raises it by revision_reconfirm_boost, up to 1'),
     ('confidence_weight', '0',
@@ -251,6 +257,7 @@ BEGIN
                 USING ERRCODE = '22023', HINT = 'a JSON boolean, e.g. ''false''';
         END IF;
     WHEN 'extract_facts_max' THEN PERFORM mneme._setting_number(k, v, 1, 1000, true);
+    WHEN 'consolidate_llm_max_calls' THEN PERFORM mneme._setting_number(k, v, 0, 100, true);
     WHEN 'context_candidates' THEN PERFORM mneme._setting_number(k, v, 1, 100, true);
     WHEN 'context_window' THEN PERFORM mneme._setting_number(k, v, 0, 1000, true);
     WHEN 'bm25_k1' THEN PERFORM mneme._setting_number(k, v, 0, 10);
@@ -279,6 +286,8 @@ BEGIN
             PERFORM mneme._setting_number(k, v, 0, 36500, false, true);
         END IF;
     WHEN 'cleanup_interval' THEN PERFORM mneme._setting_interval(k, v, interval '1 minute', interval '366 days', true);
+    WHEN 'consolidate_quiet' THEN PERFORM mneme._setting_interval(k, v, interval '0', interval '366 days', true);
+    WHEN 'consolidate_max_delay' THEN PERFORM mneme._setting_interval(k, v, interval '0', interval '366 days', false);
     -- (at least a second: cleanup deletes done jobs older than it, and
     -- refuses a retention of zero, which "0", "P0D", "1 day -24 hours" and
     -- "0.0000001 seconds" all are; issue 47)

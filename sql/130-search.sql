@@ -326,7 +326,7 @@ BEGIN
     ), r AS (
         SELECT m.id, m.kind, m.summary, m.content, m.created_at, f.bm25_rank AS br, f.vector_rank AS vr,
                f.bm25_score AS bs, f.vector_distance AS vd,
-               m.title, m.label, m.pinned, m.status, m.confidence_score,
+               m.title, m.label, m.pinned, m.status, m.confidence_score, m.conversation_id AS cv, m.slot, m.invalidates_id,
                -- clamped: a stored confidence of 1e-300 to the power 10 underflowed (22003)
                power(least(greatest(m.confidence_score::float8, '1e-6'::float8), 1::float8), v_cw) AS cf,
                coalesce(1 / (v_rrf_k + f.bm25_rank), 0) + v_vec_w * coalesce(1 / (v_rrf_k + f.vector_rank), 0) AS rrf,
@@ -341,11 +341,29 @@ BEGIN
         -- named too: on Citus that sends the statement to their shards only.
         FROM f JOIN mneme.memories m ON m.id = f.memory_id
         WHERE m.id = ANY (ARRAY(SELECT f2.memory_id FROM f f2)) AND m.conversation_id = ANY (v_convs)
+    ), s AS (
+        SELECT r.*, r.rrf * power(r.ret, v_rw) * r.w * r.cf AS sc,
+               -- The current belief first (issue 52): active facts of one
+               -- slot (subject and attribute) that consolidation has not
+               -- yet reconciled take the slot's scores in the order they
+               -- were said, newest first (created_at is when it was said).
+               -- A retraction (invalidates_id) states no value: it keeps
+               -- its own score.
+               row_number() OVER (PARTITION BY r.cv, r.slot, r.status = 'active' AND r.slot IS NOT NULL AND r.invalidates_id IS NULL,
+                                               CASE WHEN r.status = 'active' AND r.slot IS NOT NULL AND r.invalidates_id IS NULL THEN NULL ELSE r.id END
+                                  ORDER BY r.created_at DESC, r.id) AS said_rank
+        FROM r
+    ), t AS (
+        SELECT s.*, (array_agg(s.sc) OVER (PARTITION BY s.cv, s.slot, s.status = 'active' AND s.slot IS NOT NULL AND s.invalidates_id IS NULL,
+                                                        CASE WHEN s.status = 'active' AND s.slot IS NOT NULL AND s.invalidates_id IS NULL THEN NULL ELSE s.id END
+                                           ORDER BY s.sc DESC, s.id
+                                           ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING))[s.said_rank] AS fs
+        FROM s
     )
-    SELECT r.id, r.kind, r.summary, r.content, r.created_at, r.rrf * power(r.ret, v_rw) * r.w * r.cf, r.rrf, r.br, r.vr, r.ret,
-           r.title, r.label, r.pinned, r.bs, r.vd, r.status, r.confidence_score
-    FROM r
-    ORDER BY r.rrf * power(r.ret, v_rw) * r.w * r.cf DESC, r.id
+    SELECT t.id, t.kind, t.summary, t.content, t.created_at, t.fs, t.rrf, t.br, t.vr, t.ret,
+           t.title, t.label, t.pinned, t.bs, t.vd, t.status, t.confidence_score
+    FROM t
+    ORDER BY t.fs DESC, t.said_rank, t.id
     LIMIT search.k;
 END
 $$;
@@ -356,7 +374,8 @@ COMMENT ON FUNCTION mneme.search(uuid, text, int, real[], timestamptz, timestamp
     'score = rrf * retrievability at `at` (default now(); 1 if pinned) * label weight * confidence_score ^ confidence_weight; '
     'as_of => time searches what was believed then (created by then, not yet superseded, invalidated or expired), '
     'include_history => true also returns superseded and invalidated memories (column status says which); '
-    'top k (1..100) by score, ties by id. Without query_embedding, embedder "hash" embeds the query in SQL; '
+    'top k (1..100) by score, ties by id; active facts of one slot that disagree take their slot''s scores newest '
+    'first (by when they were said: the current belief ranks first until consolidation reconciles them). Without query_embedding, embedder "hash" embeds the query in SQL; '
     'embedder "external" refuses a NULL one (22004: pass the query''s embedding); an empty one means BM25 alone '
     '(vector_rank NULL). Unknown conversation: no rows. '
     'scope ''tenant'' searches every conversation of the conversation''s tenant (BM25 over their statistics together).';

@@ -57,6 +57,11 @@ WITH kinds (kind, needs_conversation, payload_rule, payload_hint, description) A
       !exists($.memory_id ? (!(@ like_regex "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$" flag "i") || @ == "00000000-0000-0000-0000-000000000000"))',
      '$.memory_id: uuid; not the nil uuid',
      'compare a new fact with what the conversation believes: add, merge, supersede or invalidate'),
+    ('consolidate', true,
+     '$.type() == "object" &&
+      !exists($.reason.type() ? (@ != "string"))',
+     '$.reason: string (optional)',
+     'look again at the active facts of the conversation''s scope across episodes and time: supersede what a later statement replaced, merge duplicates'),
     ('cleanup', false,
      '$.type() == "object"',
      'any object (the handler reads no field)',
@@ -193,6 +198,28 @@ END
 $$;
 COMMENT ON FUNCTION mneme._revise_payload(uuid) IS
     'Internal: a revise job''s payload {memory_id} (Go: jobs.ReviseArgs; generated from sidecar/jobs/kinds.go); an optional field given NULL is left out, the result is checked against the kind''s rule.';
+
+CREATE OR REPLACE FUNCTION mneme._consolidate_payload("reason" text)
+RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_payload jsonb;
+BEGIN
+    SELECT coalesce(jsonb_object_agg(f.k, f.v), '{}'::jsonb) INTO v_payload
+    FROM (VALUES ('reason', to_jsonb(_consolidate_payload."reason"))) AS f(k, v)
+    WHERE f.v IS NOT NULL;
+    IF NOT jsonb_path_match(v_payload, '$.type() == "object" &&
+         !exists($.reason.type() ? (@ != "string"))') THEN
+        RAISE EXCEPTION 'consolidate payload does not match its rule: %', left(v_payload::text, 200)
+            USING ERRCODE = '22023', HINT = '$.reason: string (optional)';
+    END IF;
+    RETURN v_payload;
+END
+$$;
+COMMENT ON FUNCTION mneme._consolidate_payload(text) IS
+    'Internal: a consolidate job''s payload {reason} (Go: jobs.ConsolidateArgs; generated from sidecar/jobs/kinds.go); an optional field given NULL is left out, the result is checked against the kind''s rule.';
 
 CREATE OR REPLACE FUNCTION mneme._cleanup_payload()
 RETURNS jsonb

@@ -24,13 +24,14 @@ DECLARE
         'record_retrieval', 'hash_embed', 'hash_fold', 'memory_text', 'check_embedding', 'bm25_tsvector', 'l2_normalize', 'cosine_distance',
         'redact', 'conversations', 'recent_conversations', 'conversation_messages', 'conversation_memories', 'conversation_titles', 'find_memories', 'memory_reviews',
         'memory_event_log', 'export_conversation', 'export_header', 'export_settings', 'export_conversations', 'export_lines',
-        'version', 'named_conversation', 'llm_usage', 'conversation_llm_usage'];
+        'version', 'named_conversation', 'llm_usage', 'conversation_llm_usage', 'consolidate'];
     worker constant text[] := ARRAY[
         'take_pending_reviews', 'add_pending_review', 'claim_jobs', 'extend_job_lease', 'complete_job', 'fail_job',
         'release_job', 'retry_job', 'queued_messages', 'queued_sessions', 'lock_queued', 'create_episode', 'create_episodes', 'extractive_summary', 'review_targets', 'apply_review',
         'recent_memories', 'context_messages', 'enqueue_job', 'enqueue_segment', 'unhandled_jobs', 'memories_to_embed',
         'set_embedding', 'cleanup', 'schedule_cleanup', '_segment_followup', '_interval_setting', 'revision_candidates',
-        'apply_revision', 'add_fact', 'set_message_embedding', 'record_llm_calls'];
+        'apply_revision', 'add_fact', 'set_message_embedding', 'record_llm_calls',
+        'schedule_consolidation', 'consolidation_facts', 'apply_consolidation', 'finish_consolidation'];
     admin constant text[] := ARRAY[
         'set_setting', 'change_embedding_dim', 'reset_initial_state', 'erase', 'erase_conversation', 'reactivate',
         'cleanup', 'schedule_cleanup', 'retry_job', 'bm25_reindex', 'create_tenant', 'bind_login', 'unbind_login',

@@ -95,6 +95,13 @@ func TestCitusEveryFunction(t *testing.T) {
 	exec(`SELECT mneme.retrieve($1, 'sister', 2)`, src)
 	exec(`SELECT mneme.add_message($1, 'user', 'Something to erase.')`, gone)
 	exec(`SELECT mneme.remember($1, 'Something to erase, remembered.')`, gone)
+	// Two facts of one slot, and a consolidate job (issue 52).
+	cons := uuid.New()
+	var stale, current uuid.UUID
+	var consJob int64
+	scan(&stale, `SELECT mneme.remember($1, 'The user lives in Porto.', at => now() - interval '2 days')`, cons)
+	scan(&current, `SELECT mneme.remember($1, 'The user lives in Faro.', at => now() - interval '1 day')`, cons)
+	scan(&consJob, `SELECT mneme.consolidate($1)`, cons)
 	var job, failedJob int64
 	scan(&job, `SELECT mneme.enqueue_job('noop', $1)`, conv)
 	scan(&failedJob, `SELECT mneme.enqueue_job('noop', $1, '{"n": 2}')`, conv)
@@ -201,6 +208,7 @@ func TestCitusEveryFunction(t *testing.T) {
 		{"conversation_titles", app, `SELECT * FROM mneme.conversation_titles(ARRAY[$1]::uuid[])`, []any{conv}},
 		{"find_memories", app, `SELECT * FROM mneme.find_memories($1, words => 'Lisbon', sort => 'created')`, []any{conv}},
 		{"find_memories", app, `SELECT * FROM mneme.find_memories(only_status => 'active')`, nil},
+		{"consolidate", app, `SELECT mneme.consolidate($1)`, []any{cons}},
 		{"conversation_messages", app, `SELECT * FROM mneme.conversation_messages($1)`, []any{conv}},
 		{"conversation_memories", app, `SELECT * FROM mneme.conversation_memories($1)`, []any{conv}},
 		{"memory_reviews", app, `SELECT * FROM mneme.memory_reviews($1)`, []any{mem}},
@@ -245,6 +253,10 @@ func TestCitusEveryFunction(t *testing.T) {
 		{"complete_job", worker, `SELECT mneme.complete_job($1, 'every-function', 1)`, []any{job}},
 		{"retry_job", worker, `SELECT mneme.retry_job($1)`, []any{failedJob}},
 		{"schedule_cleanup", worker, `SELECT mneme.schedule_cleanup()`, nil},
+		{"schedule_consolidation", worker, `SELECT * FROM mneme.schedule_consolidation()`, nil},
+		{"consolidation_facts", worker, `SELECT * FROM mneme.consolidation_facts($1)`, []any{cons}},
+		{"apply_consolidation", worker, `SELECT mneme.apply_consolidation('SUPERSEDE', $1, $2, 'moved', 'heuristic', $3)`, []any{current, stale, consJob}},
+		{"finish_consolidation", worker, `SELECT mneme.finish_consolidation($1, $2, '{"facts": 2}')`, []any{consJob, cons}},
 		{"cleanup", worker, `SELECT * FROM mneme.cleanup(dry_run => true)`, nil},
 
 		{"set_setting", admin, `SELECT mneme.set_setting('rrf_k', '61')`, nil},

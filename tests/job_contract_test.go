@@ -117,6 +117,8 @@ func TestJobContractGoTypesPassTheRule(t *testing.T) {
 				{"revise", jobs.ReviseArgs{MemoryID: uuid.New()}},
 				{"cleanup", jobs.CleanupArgs{}},
 				{"noop", jobs.NoopArgs{}},
+				{"consolidate", jobs.ConsolidateArgs{Reason: "on_demand"}},
+				{"consolidate required only", jobs.ConsolidateArgs{}},
 			}
 			tried := map[string]bool{}
 			for _, c := range cases {
@@ -199,6 +201,8 @@ func TestJobContractSQLBuildersDecode(t *testing.T) {
 				{`mneme._revise_payload($1)`, []any{mid}, jobs.ReviseArgs{MemoryID: mid}},
 				{`mneme._cleanup_payload()`, nil, jobs.CleanupArgs{}},
 				{`mneme._noop_payload()`, nil, jobs.NoopArgs{}},
+				{`mneme._consolidate_payload('quiet')`, nil, jobs.ConsolidateArgs{Reason: "quiet"}},
+				{`mneme._consolidate_payload(NULL)`, nil, jobs.ConsolidateArgs{}},
 			}
 			built := map[string]bool{}
 			for _, c := range cases {
@@ -258,6 +262,7 @@ func TestJobContractSQLBuildersDecode(t *testing.T) {
 				exec(`SELECT mneme.add_pending_review($1, ARRAY[$2::uuid], $3)`, checked, uuid.New(), fmt.Sprintf("query %d", i))
 			}
 			exec(`SELECT mneme.schedule_cleanup()`)
+			exec(`SELECT mneme.consolidate($1)`, now)
 
 			byKind := map[string]jobs.Args{}
 			for _, a := range jobs.AllArgs() {
@@ -292,7 +297,8 @@ func TestJobContractSQLBuildersDecode(t *testing.T) {
 				kinds = append(kinds, k)
 			}
 			sort.Strings(kinds)
-			require.Equal(t, []string{"cleanup", "review", "revise", "segment"}, kinds, "jobs: %v", seen)
+			require.Equal(t, []string{"cleanup", "consolidate", "review", "revise", "segment"}, kinds, "jobs: %v", seen)
+			require.Equal(t, 1, seen["consolidate"])
 			require.Equal(t, 2, seen["revise"])
 			require.Equal(t, map[string]bool{"check": true, "gap": true, "segment_now": true}, reasons)
 		})

@@ -89,6 +89,8 @@ func TestJobPayloadsMalformedEveryKind(t *testing.T) {
 		{"cleanup", `[]`, ""},
 		{"cleanup", `"all"`, ""},
 		{"noop", `5`, ""},
+		{"consolidate", `[]`, ""},
+		{"consolidate", `{"reason": 5}`, "reason: string"},
 	}
 	count := func() int {
 		var n int
@@ -128,6 +130,7 @@ func TestJobPayloadsMalformedEveryKind(t *testing.T) {
 		{"revise", `{"memory_id": "` + uuid.NewString() + `"}`},
 		{"cleanup", `{}`},
 		{"noop", `{"anything": [1, "x"]}`},
+		{"consolidate", `{"reason": "on_demand"}`},
 	} {
 		_, err := worker.Exec(ctx, `SELECT mneme.enqueue_job($1, $2, $3::jsonb)`, c.kind, conv, c.payload)
 		require.NoError(t, err, "%s %s", c.kind, c.payload)
@@ -245,7 +248,7 @@ func TestJobPayloadRules(t *testing.T) {
 	require.NoError(t, err)
 	kinds, err = pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
-	require.Equal(t, []string{"cleanup", "noop", "review", "revise", "segment"}, kinds)
+	require.Equal(t, []string{"cleanup", "consolidate", "noop", "review", "revise", "segment"}, kinds)
 
 	count := func() int {
 		var n int

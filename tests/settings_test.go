@@ -60,7 +60,8 @@ func TestSettingRules(t *testing.T) {
 		"revision_scope": {`"everything"`}, "context_order": {`"oldest"`}, "confidence_weight": {`11`}, "extract_facts": {`"yes"`, `1`},
 		"extract_facts_max":    {`0`, `1001`, `2.5`},
 		"confidence_by_source": {`{"explicit": 2}`, `{"explicit": 0.9}`, `{"explicit": 0.9, "import": 0.8, "extracted": 0.7, "conversation": 0.6, "rumour": 0.1}`},
-		"purge_after_days":     {`0`}, "cleanup_interval": {`"soon"`, `"1 second"`}, "jobs_retention": {`"-1 day"`},
+		"purge_after_days":     {`0`}, "cleanup_interval": {`"soon"`, `"1 second"`}, "consolidate_quiet": {`"soon"`, `"-1 minute"`}, "consolidate_max_delay": {`null`, `"400 days"`},
+		"consolidate_llm_max_calls": {`-1`, `101`, `2.5`}, "jobs_retention": {`"-1 day"`},
 		"message_max_future": {`"-1 hour"`, `"1000 years"`}, "embedder": {`"openai"`, `42`},
 		"review_default_rating": {`"great"`}, "llm_prices": {`[]`, `{"m": 1}`, `{"m": {"in": -1, "out": 1}}`, `{"m": {"in": 1}}`, `{"m": {"in": 1, "out": 1, "cached": 1}}`, `{"": {"in": 1, "out": 1}}`},
 		"label_weights":               {`{"general": -5}`, `{"general": 0}`, `{"nonsense": 1}`, `{"general": "1"}`},
@@ -75,7 +76,7 @@ func TestSettingRules(t *testing.T) {
 		require.Contains(t, bad, k, "every key has out-of-range cases here")
 		values := append(append([]string{}, bad[k]...), hostile...)
 		for _, v := range values {
-			if k == "purge_after_days" || k == "cleanup_interval" || k == "jobs_retention" {
+			if k == "purge_after_days" || k == "cleanup_interval" || k == "jobs_retention" || k == "consolidate_quiet" {
 				if v == `null` {
 					continue // these may be null: off
 				}

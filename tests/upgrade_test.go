@@ -232,7 +232,19 @@ func oldSidecarRuns(t *testing.T, url string) {
 	cmd := exec.Command(bin, "run", "--drain")
 	cmd.Env = append(slicesWithout(os.Environ(), "DATABASE_URL="), "DATABASE_URL="+url, "MNEME_METRICS_ADDR=off", "MNEME_MAX_ATTEMPTS=1")
 	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "the %s sidecar against the new schema:\n%s", upgradeFrom, out)
+	// This release adds the job kind consolidate (issue 52): a sidecar of
+	// the previous release started after the migrate refuses to run, as
+	// its check of mneme.job_kinds says (docs/migrations.md); this
+	// release's sidecar then does the work.
+	require.Error(t, err, "the %s sidecar against the new schema:\n%s", upgradeFrom, out)
+	require.Contains(t, string(out), "job kinds [consolidate] of mneme.job_kinds have no handler in this sidecar")
+	pool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	defer pool.Close()
+	d, err := daemon.New(ctx, config.Config{DatabaseURL: url, Events: "poll", Concurrency: 1, PollEvery: time.Hour, SlotName: "unused",
+		MaxAttempts: 1, JobLease: 30 * time.Second, ShutdownTimeout: time.Second}, pool, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	require.NoError(t, d.Runner.Drain(ctx))
 	var kinds, notDone string
 	require.NoError(t, conn.QueryRow(ctx, `SELECT string_agg(DISTINCT kind, ','),
 		coalesce(string_agg(format('%s %s %s', kind, state, last_error), E'\n') FILTER (WHERE state <> 'done' AND NOT (kind = 'cleanup' AND state = 'pending' AND run_at > now())), '')

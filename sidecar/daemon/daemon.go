@@ -22,6 +22,7 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/lifecycle"
 	"github.com/mneme-memory/mneme/sidecar/metrics"
 	"github.com/mneme-memory/mneme/sidecar/pipeline"
+	"github.com/mneme-memory/mneme/sidecar/revision"
 	"github.com/mneme-memory/mneme/sidecar/tracing"
 	"github.com/mneme-memory/mneme/sidecar/usage"
 	"github.com/mneme-memory/mneme/sidecar/version"
@@ -182,6 +183,9 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	srcDone := make(chan error, 1)
 	go func() { srcDone <- src.Run(srcCtx) }()
 	runner.Start(context.WithoutCancel(ctx))
+	// Consolidation's schedule: conversations quiet since their facts were
+	// revised get a consolidate job (mneme.schedule_consolidation).
+	go revision.ScheduleConsolidations(srcCtx, pool, time.Minute, log)
 
 	var srcErr error
 	select {

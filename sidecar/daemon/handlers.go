@@ -15,11 +15,12 @@ import (
 // than wait for ever. Adding a kind: docs/pipelines.md.
 func Handlers(p *pipeline.Pipelines, log *slog.Logger) map[string]jobs.Handler {
 	return map[string]jobs.Handler{
-		jobs.KindSegment: p.Segment,
-		jobs.KindReview:  p.Review,
-		jobs.KindRevise:  p.Revise,
-		jobs.KindCleanup: lifecycle.Handler(log),
-		jobs.KindNoop:    noop,
+		jobs.KindSegment:     p.Segment,
+		jobs.KindReview:      p.Review,
+		jobs.KindRevise:      p.Revise,
+		jobs.KindConsolidate: p.Consolidate,
+		jobs.KindCleanup:     lifecycle.Handler(log),
+		jobs.KindNoop:        noop,
 	}
 }
 

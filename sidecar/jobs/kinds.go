@@ -24,11 +24,12 @@ import (
 
 // The kinds of Kinds.
 const (
-	KindSegment = "segment"
-	KindReview  = "review"
-	KindRevise  = "revise"
-	KindCleanup = "cleanup"
-	KindNoop    = "noop"
+	KindSegment     = "segment"
+	KindReview      = "review"
+	KindRevise      = "revise"
+	KindCleanup     = "cleanup"
+	KindNoop        = "noop"
+	KindConsolidate = "consolidate"
 )
 
 // Kind declares a job kind: everything Go and SQL know of it but its
@@ -76,6 +77,9 @@ var Kinds = []Kind{
 		Description: "compare a new fact with what the conversation believes: add, merge, supersede or invalidate",
 		Hint:        "not the nil uuid",
 		Builder:     []string{"memory_id"}},
+	{Args: ConsolidateArgs{}, NeedsConversation: true,
+		Description: "look again at the active facts of the conversation's scope across episodes and time: supersede what a later statement replaced, merge duplicates",
+		Builder:     []string{"reason"}},
 	{Args: CleanupArgs{},
 		Description: "the lifecycle policy (mneme.cleanup): inactivate faded memories, record expired ones, purge long-inactive ones and prune done jobs, as the settings say",
 		Hint:        "any object (the handler reads no field)"},
@@ -164,6 +168,18 @@ type ReviseArgs struct {
 
 // Kind is "revise".
 func (ReviseArgs) Kind() string { return KindRevise }
+
+// ConsolidateArgs is a consolidate job's payload (SQL:
+// mneme._consolidate_payload, called by consolidate and
+// schedule_consolidation): why it was enqueued; the handler reads the
+// conversation's facts itself.
+type ConsolidateArgs struct {
+	// Reason: on_demand or quiet.
+	Reason string `json:"reason,omitempty"`
+}
+
+// Kind is "consolidate".
+func (ConsolidateArgs) Kind() string { return KindConsolidate }
 
 // CleanupArgs is a cleanup job's payload (SQL: mneme._cleanup_payload,
 // called by schedule_cleanup): the handler reads no field.

@@ -82,8 +82,10 @@ type Pipelines struct {
 	segmenter Segmenter
 	reviewer  Reviewer
 	reviser   revision.Reviser
-	embed     embedder
-	log       *slog.Logger
+	// consolidator: the consolidate job (rules, and the model when set).
+	consolidator revision.Consolidator
+	embed        embedder
+	log          *slog.Logger
 	// llmFacts: the segmenter returns the facts of its episodes itself (an
 	// LLM); otherwise the offline extractor finds them.
 	llmFacts bool
@@ -103,11 +105,13 @@ func New(d Deps) (*Pipelines, error) {
 		p.segmenter = llmSegmenter{llm: d.LLM, log: p.log}
 		p.reviewer = llmReviewer{llm: d.LLM, log: p.log}
 		p.reviser = revision.Reviser{Classifier: revision.LLM{Model: d.LLM, Log: p.log, MinConfidence: revision.DefaultMinConfidence}, Log: p.log}
+		p.consolidator = revision.Consolidator{Model: d.LLM, Log: p.log, MinConfidence: revision.DefaultMinConfidence}
 		p.llmFacts = true
 	} else {
 		p.segmenter = heuristicSegmenter{embed: d.Embedder}
 		p.reviewer = heuristicReviewer{}
 		p.reviser = revision.Reviser{Classifier: revision.Heuristic{}, Log: p.log}
+		p.consolidator = revision.Consolidator{Log: p.log}
 	}
 	return p, nil
 }
@@ -116,6 +120,12 @@ func New(d Deps) (*Pipelines, error) {
 // with the classifier New chose.
 func (p *Pipelines) Revise(ctx context.Context, db jobs.Store, job jobs.Job) error {
 	return p.reviser.Handle(ctx, db, job)
+}
+
+// Consolidate is the consolidate job's handler: a second look at the
+// active facts of the conversation's scope (package revision).
+func (p *Pipelines) Consolidate(ctx context.Context, db jobs.Store, job jobs.Job) error {
+	return p.consolidator.Handle(ctx, db, job)
 }
 
 // settings are the tunables the pipelines read, once per job.

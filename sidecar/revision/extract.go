@@ -40,7 +40,7 @@ var (
 
 // stateVerbRE: a first-person sentence carries a fact when it says what
 // someone is, has, does or did (not only feelings about the conversation).
-var stateVerbRE = regexp.MustCompile(`(?i)\b(?:am|is|are|was|were|have|has|had|live|lived|living|work|worked|working|moved|move|married|got|own|owns|study|studied|studying|joined|started|left|quit|stopped|love|loves|like|likes|prefer|prefers|use|uses|using|drive|drives|became|turned|went|visited|bought|adopted|born|grew|graduated|play|plays|played|name|favourite|favorite|job|no longer|anymore)\b`)
+var stateVerbRE = regexp.MustCompile(`(?i)\b(?:am|is|are|was|were|have|has|had|live|lived|living|reside|resides|relocated|work|worked|working|moved|move|married|got|own|owns|study|studied|studying|joined|started|left|quit|stopped|love|loves|like|likes|prefer|prefers|use|uses|using|drive|drives|became|turned|went|visited|bought|adopted|born|grew|graduated|play|plays|played|name|favourite|favorite|job|no longer|anymore)\b`)
 
 // ExtractFacts returns the facts the messages state, in message order,
 // each once (case-insensitive).

@@ -80,6 +80,11 @@ func (r Reviser) Handle(ctx context.Context, db jobs.Store, job jobs.Job) error 
 	if d.Slot == "" {
 		d.Slot = slot
 	}
+	if d.Action == ActionAdd && Parse(f.Content).Negated {
+		// A retraction that retracted nothing states no value of its
+		// slot ("I sold my house" is no car): kept out of the slot.
+		d.Slot = ""
+	}
 	var target any
 	if d.Action != ActionAdd {
 		target = d.Target

@@ -286,6 +286,13 @@ func fillSlot(st Statement, pred string) Statement {
 				}
 			}
 		}
+		if st.Attribute == "lives_in" {
+			// "a flat in Lisbon": the place is after the dwelling
+			// ("a small flat near the canal" names none: no slot).
+			if m := dwellingInRE.FindStringSubmatch(st.Value); m != nil {
+				st.Value = normValue(m[1])
+			}
+		}
 		if notAValue(st) {
 			return noSlot
 		}
@@ -334,6 +341,10 @@ func notAValue(st Statement) bool {
 	}
 	return false
 }
+
+// dwellingInRE: a dwelling in a place ("a flat in lisbon", "an apartment
+// in new york").
+var dwellingInRE = regexp.MustCompile(`^(?:(?:a|an|the|my|our) )?(?:small |big |tiny |new |shared )?(?:flat|apartment|house|studio|room|dorm|condo|cabin|bungalow) in ([a-z].*)$`)
 
 var dwellingRE = regexp.MustCompile(`^(?:small |big |tiny |new |shared )?(?:flat|apartment|house|studio|room|dorm|condo|cabin|bungalow)\b`)
 

@@ -38,6 +38,7 @@ func TestParseSlots(t *testing.T) {
 		{"Caroline: My brother works at Globex", "caroline's brother|works_at", "globex", false},
 		{"My new phone number is 555-0199", "user|phone_number", "555-0199", false},
 		{"I live in a small flat near the canal", "", "", false},
+		{"I live in a flat in Lisbon.", "user|lives_in", "lisbon", false},
 		{"I work at home on Fridays", "", "", false},
 		{"I switched my major to economics", "user|studies", "economics", false},
 		{"I sold my Honda Civic", "user|drives", "honda civic", true},
@@ -109,10 +110,12 @@ func TestExtractFacts(t *testing.T) {
 		{ID: 1, Speaker: "Caroline", Content: "Hey! I moved to Sweden last month. Do you like it there?"},
 		{ID: 2, Speaker: "Melanie", Content: "I think I might visit. Melanie is great. My favorite book is Dune."},
 		{ID: 3, Speaker: "user", Content: "ok thanks"},
+		{ID: 4, Speaker: "user", Content: "We relocated to Hull last spring."},
 	})
 	require.Equal(t, []Extracted{
 		{Text: "Caroline: I moved to Sweden last month.", MessageIDs: []int64{1}},
 		{Text: "Melanie: My favorite book is Dune.", MessageIDs: []int64{2}},
+		{Text: "User: We relocated to Hull last spring.", MessageIDs: []int64{4}},
 	}, got)
 }
 

@@ -73,6 +73,11 @@ type CrossValidation struct {
 	Recall     map[int]Cell               `json:"recall"`            // budget -> cross-validated
 	Best       map[int]Cell               `json:"best_in_hindsight"` // budget -> the candidate best on all conversations
 	PerCand    map[string]map[int]float64 `json:"per_candidate"`     // candidate -> budget -> recall on all conversations
+	// Measures are the reader's extra measures at the headline budget
+	// (BEAM's knowledge-update measures), each question scored with its
+	// fold's choice, like Recall.
+	// (Empty for a reader without measures: LoCoMo and BEAM share one shape.)
+	Measures map[string]float64 `json:"measures"`
 }
 
 // FoldChoice is what one fold's held-out conversations were scored with.
@@ -128,6 +133,10 @@ func crossValidate(ctx context.Context, pool *pgxpool.Pool, convs []Conversation
 	defer func() { _ = set(saved) }()
 
 	sc := Scores{Sum: map[int]map[int]map[int]float64{}, N: map[int]int{}}
+	// The extra measures at the headline budget: candidate -> conversation
+	// -> measure -> sum, and conversation -> measure -> questions.
+	msum := map[int]map[int]map[string]float64{}
+	mn := map[int]map[string]int{}
 	total := 0
 	for i := range convs {
 		total += len(convs[i].Questions)
@@ -141,11 +150,16 @@ func crossValidate(ctx context.Context, pool *pgxpool.Pool, convs []Conversation
 			return nil, err
 		}
 		sc.Sum[ci] = map[int]map[int]float64{}
+		msum[ci] = map[int]map[string]float64{}
 		for i := range convs {
 			c := &convs[i]
 			bar.Label = "cross-validation " + cand.String()
 			src := &contextSource{pool: pool, conv: ingested[i].ConvID, at: ingested[i].Last, in: ingested[i], embed: embed}
 			sc.Sum[ci][i] = map[int]float64{}
+			msum[ci][i] = map[string]float64{}
+			if mn[i] == nil {
+				mn[i] = map[string]int{}
+			}
 			for _, q := range c.Questions {
 				for _, b := range budgets {
 					inside, _, _, err := src.context(ctx, q.Text, b)
@@ -154,6 +168,14 @@ func crossValidate(ctx context.Context, pool *pgxpool.Pool, convs []Conversation
 					}
 					r, _ := evidenceRecall(q.Evidence, inside)
 					sc.Sum[ci][i][b] += r
+					if b == headline && q.Measure != nil {
+						for name, v := range q.Measure(inside) {
+							msum[ci][i][name] += v
+							if ci == 0 {
+								mn[i][name]++
+							}
+						}
+					}
 				}
 				bar.Add(1)
 			}
@@ -170,7 +192,29 @@ func crossValidate(ctx context.Context, pool *pgxpool.Pool, convs []Conversation
 	for i := range convs {
 		ids[i] = convs[i].ID
 	}
-	return FoldScores(names, ids, sc, folds, budgets, headline), nil
+	cv := FoldScores(names, ids, sc, folds, budgets, headline)
+	// The measures of each fold's questions under the fold's choice.
+	index := map[string]int{}
+	for ci, name := range names {
+		index[name] = ci
+	}
+	sums, ns := map[string]float64{}, map[string]int{}
+	for _, fc := range cv.Chosen {
+		ci := index[fc.Candidate]
+		for i := range convs {
+			if i%folds != fc.Fold-1 {
+				continue
+			}
+			for name, n := range mn[i] {
+				sums[name] += msum[ci][i][name]
+				ns[name] += n
+			}
+		}
+	}
+	for name, n := range ns {
+		cv.Measures[name] = round(sums[name]/float64(n), 3)
+	}
+	return cv, nil
 }
 
 // FoldScores chooses, for each fold (conversation i is in fold i mod
@@ -179,7 +223,8 @@ func crossValidate(ctx context.Context, pool *pgxpool.Pool, convs []Conversation
 // one cross-validation of every evaluation (the recall evaluations and
 // the revision suite).
 func FoldScores(names, convIDs []string, sc Scores, folds int, budgets []int, headline int) *CrossValidation {
-	cv := &CrossValidation{Folds: folds, Candidates: names, Recall: map[int]Cell{}, Best: map[int]Cell{}, PerCand: map[string]map[int]float64{}}
+	cv := &CrossValidation{Folds: folds, Candidates: names, Recall: map[int]Cell{}, Best: map[int]Cell{}, PerCand: map[string]map[int]float64{},
+		Measures: map[string]float64{}}
 	recallOn := func(ci int, in func(i int) bool, b int) float64 {
 		s, n := 0.0, 0
 		for i := range convIDs {
@@ -261,5 +306,17 @@ func WriteCrossValidation(w io.Writer, cv *CrossValidation, budgets []int) {
 	for _, fc := range cv.Chosen {
 		fmt.Fprintf(w, "  fold %d (%s): chose %s (%.3f on the other folds)\n", fc.Fold, strings.Join(fc.Conversations, ", "),
 			fc.Candidate, fc.TrainRecall)
+	}
+	if len(cv.Measures) > 0 {
+		names := make([]string, 0, len(cv.Measures))
+		for n := range cv.Measures {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		fmt.Fprintf(w, "  cross-validated measures at the headline budget:")
+		for _, n := range names {
+			fmt.Fprintf(w, " %s %.3f", n, cv.Measures[n])
+		}
+		fmt.Fprintln(w)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strconv"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mneme-memory/mneme/sidecar/config"
@@ -46,6 +47,10 @@ type Options struct {
 	// budget (QuestionLine): what each method put inside, for comparing
 	// them question by question. nil: none.
 	Questions io.Writer
+	// Consolidate runs mneme.consolidate on each conversation after its
+	// ingest (and drains the job) before any question: the consolidation's
+	// effect on recall, measured against a run without it.
+	Consolidate bool
 }
 
 // Run evaluates d against the migrated mneme database behind pool, which
@@ -88,6 +93,11 @@ func IngestAll(ctx context.Context, pool *pgxpool.Pool, o Options, d *Data) (*Pr
 		in, err := ingest(ctx, pool, w.jobs, &convs[i], bar, o.AgentK)
 		if err != nil {
 			return nil, err
+		}
+		if o.Consolidate {
+			if err := consolidate(ctx, pool, w.jobs, in.ConvID); err != nil {
+				return nil, err
+			}
 		}
 		p.Ingested = append(p.Ingested, in)
 	}
@@ -157,6 +167,18 @@ func fitLongestTurn(ctx context.Context, pool *pgxpool.Pool, convs []Conversatio
 	}
 	if _, err := pool.Exec(ctx, `SELECT mneme.set_setting('message_max_chars', $1::jsonb)`, strconv.Itoa(longest)); err != nil {
 		return fmt.Errorf("set message_max_chars: %w", err)
+	}
+	return nil
+}
+
+// consolidate runs the conversation's consolidate job (mneme.consolidate)
+// to the end.
+func consolidate(ctx context.Context, pool *pgxpool.Pool, jobs Jobs, conv uuid.UUID) error {
+	if _, err := pool.Exec(ctx, `SELECT mneme.consolidate($1)`, conv); err != nil {
+		return fmt.Errorf("consolidate %s: %w", conv, err)
+	}
+	if err := jobs.Drain(ctx); err != nil {
+		return fmt.Errorf("consolidate %s: %w", conv, err)
 	}
 	return nil
 }

@@ -50,6 +50,7 @@ func Command(ctx context.Context, log *slog.Logger, fs *flag.FlagSet, args []str
 	quiet := fs.Bool("quiet", false, "no progress bars")
 	fs.IntVar(&o.AgentK, "agent-k", 0, "simulate a live agent: mneme.retrieve with k memories for every turn during ingest, reviewed by the pipeline (0: no retrievals, no reviews)")
 	fs.Var(&sets, "set", "mneme setting for the run, key=JSON (repeatable), e.g. --set segment_max_messages=20")
+	fs.BoolVar(&o.Consolidate, "consolidate", false, "run mneme.consolidate on each conversation after its ingest, before the questions (the consolidation's effect)")
 	fs.IntVar(&o.Folds, "folds", 0, "cross-validate the context's settings over N folds of the conversations (with --choose; 0: off)")
 	fs.Var(&choose, "choose", `with --folds: values of a query-time setting to choose among, key=JSON|JSON|... (repeatable; every combination is a candidate), e.g. --choose context_window=1|2|3 --choose 'context_order="rank"|"newest"'`)
 	if err := cli.Parse(fs, args, false); err != nil {

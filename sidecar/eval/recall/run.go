@@ -59,6 +59,9 @@ func run(ctx context.Context, pool *pgxpool.Pool, o Options, d *Data, convs []Co
 
 	rep := newReport(d, convs, budgets, headline)
 	rep.Mode = w.mode
+	if o.Consolidate {
+		rep.Mode += ", consolidated after ingest"
+	}
 	rep.AgentK = o.AgentK
 	if o.Questions != nil {
 		rep.questions = json.NewEncoder(o.Questions)
@@ -79,6 +82,11 @@ func run(ctx context.Context, pool *pgxpool.Pool, o Options, d *Data, convs []Co
 		in, err := ingest(ctx, pool, w.jobs, c, ingestBar, o.AgentK)
 		if err != nil {
 			return nil, err
+		}
+		if o.Consolidate {
+			if err := consolidate(ctx, pool, w.jobs, in.ConvID); err != nil {
+				return nil, err
+			}
 		}
 		ingested[i] = in
 		rep.addConversation(c, in)

@@ -46,4 +46,5 @@ func TestReadersShareOneJSONShape(t *testing.T) {
 	require.Contains(t, lResult, "by_category")
 	require.Empty(t, lMeasures)
 	require.ElementsMatch(t, []string{beam.UpdatedFound, beam.StaleFirst, beam.BothFound}, slices.Collect(maps.Keys(bMeasures)))
+	require.Contains(t, bCV, "measures", "the knowledge-update measures are cross-validated too")
 }

@@ -77,7 +77,10 @@ func Eval(ctx context.Context, o Options) (*Report, error) {
 	}
 	defer db.Close()
 	rep, err := RunOffline(ctx, db.Pool, o.Config, o.PipeLog, o.Progress)
-	if err != nil || o.Folds < 2 {
+	if err != nil {
+		return rep, err
+	}
+	if rep.Contradictions, err = RunContradictionsOffline(ctx, db.Pool, o.Config, o.PipeLog, o.Progress); err != nil || o.Folds < 2 {
 		return rep, err
 	}
 	rep.CrossValidation, err = crossValidate(ctx, o, log)
@@ -157,4 +160,22 @@ func runPipelines(ctx context.Context, pool *pgxpool.Pool, cfg config.Config, lo
 		return nil, err
 	}
 	return Run(ctx, pool, jobs, Suite(), obs, progress)
+}
+
+// RunContradictionsOffline runs the contradiction suite on pool through
+// the sidecar's pipelines, offline like RunOffline.
+func RunContradictionsOffline(ctx context.Context, pool *pgxpool.Pool, cfg config.Config, log *slog.Logger, progress io.Writer) (*ContradictionReport, error) {
+	cfg.LLM, cfg.Embed = config.Endpoint{}, config.Endpoint{}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	deps, err := pipeline.Configure(ctx, cfg, pool, log, nil, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	jobs, err := recall.PipelineJobs(pool, deps)
+	if err != nil {
+		return nil, err
+	}
+	return RunContradictions(ctx, pool, jobs, progress)
 }

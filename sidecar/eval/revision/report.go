@@ -78,6 +78,9 @@ type Report struct {
 
 	CrossValidation *recall.CrossValidation `json:"cross_validation,omitempty"` // with --folds
 
+	// Contradictions: the contradiction suite, before and after consolidation.
+	Contradictions *ContradictionReport `json:"contradictions,omitempty"`
+
 	correct, first, stale, topK int
 	outcomes                    map[string]outcome // "conversation/key"
 	perConv                     map[string][2]int  // conversation -> right writes, writes
@@ -239,6 +242,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		for _, f := range cv.Chosen {
 			fmt.Fprintf(w, "  fold %d (%d conversations): chose %s (%.3f on the other folds)\n", f.Fold, len(f.Conversations), f.Candidate, f.TrainRecall)
 		}
+	}
+	if r.Contradictions != nil {
+		r.Contradictions.WriteTable(w)
 	}
 	if len(r.WrongWrites) > 0 {
 		fmt.Fprintf(w, "\nwrites revised otherwise than labelled (%d)\n", len(r.WrongWrites))

@@ -252,3 +252,19 @@ func (r *Report) Score(action string) Score {
 	}
 	return Score{}
 }
+
+// TestContradictions: the contradiction suite offline (docs/revision.md,
+// bin/mneme eval revision): measured 0.875 of its 24 beliefs with the
+// current one first among their facts, before and after consolidation
+// (the offline consolidation finds nothing the revise jobs missed here),
+// a stale one first 0.042. The floors sit at what is measured.
+func TestContradictions(t *testing.T) {
+	db := dbtest.New(t)
+	rep, err := RunContradictionsOffline(context.Background(), db.Pool, config.Config{}, nil, nil)
+	require.NoError(t, err)
+	require.Equal(t, 24, rep.Cases)
+	require.GreaterOrEqual(t, rep.Before.CurrentFirst, 0.87)
+	require.GreaterOrEqual(t, rep.After.CurrentFirst, rep.Before.CurrentFirst, "consolidation never puts a stale belief first")
+	require.LessOrEqual(t, rep.After.StaleFirst, 0.05)
+	require.Equal(t, 1.0, rep.After.ByKind["negation"])
+}
