@@ -196,7 +196,7 @@ BEGIN
     END IF;
     v_note := format('%s by consolidate:%s: %s', v_action, apply_consolidation.classifier,
                      coalesce(nullif(btrim(apply_consolidation.reason), ''), 'no reason given'));
-    PERFORM mneme._set_local('mneme.actor', 'consolidate:' || apply_consolidation.classifier);
+    PERFORM mneme._mark('actor', 'consolidate:' || apply_consolidation.classifier);
     PERFORM mneme._mark('event_reason', left(v_note, 500));
     IF v_action = 'SUPERSEDE' THEN
         v_note := mneme._revise_supersede(v_new, v_old, v_note, NULL);
@@ -212,6 +212,7 @@ BEGIN
     VALUES (v_new.id, v_new.conversation_id, 'revised', left(v_note, 1500) || format(' [target %s]', v_old.id),
             mneme._event_actor());
     PERFORM mneme._mark('event_reason', '');
+    PERFORM mneme._mark('actor', '');
     RETURN v_action;
 END
 $$;

@@ -34,6 +34,6 @@ func TestHandlersBindEveryDeclaredKind(t *testing.T) {
 	delete(missing, jobs.KindCleanup)
 	require.ErrorContains(t, jobs.NewRunner(nil, jobs.Options{}).RegisterAll(missing), "job kinds without a handler: cleanup")
 	extra := maps.Clone(hs)
-	extra["consolidate"] = noop
-	require.ErrorContains(t, jobs.NewRunner(nil, jobs.Options{}).RegisterAll(extra), "handlers for undeclared job kinds: consolidate")
+	extra["dream"] = noop
+	require.ErrorContains(t, jobs.NewRunner(nil, jobs.Options{}).RegisterAll(extra), "handlers for undeclared job kinds: dream")
 }
