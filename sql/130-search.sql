@@ -220,11 +220,16 @@ COMMENT ON FUNCTION mneme._search_query_embedding(text, real[]) IS
 -- the vector leg over the scope's conversations (or, with as_of or
 -- include_history, over past beliefs), joined by memory, each with its rank
 -- in each leg (NULL where a leg did not return it).
+-- (Its form of before vector_candidates, without that argument, goes: a
+-- function of internal use, so dropped here on every migrate rather than
+-- once by goose, which also clears it after a rollback and forward again.)
+DROP FUNCTION IF EXISTS mneme._search_candidates(uuid[], text, real[], int, timestamptz, timestamptz, timestamptz, boolean);
 CREATE OR REPLACE FUNCTION mneme._search_candidates(
     conversation_ids uuid[],
     query text,
     embedding real[],
     candidates int,
+    vector_candidates int,
     since timestamptz,
     until timestamptz,
     as_of timestamptz,
@@ -241,6 +246,7 @@ DECLARE
     v_query text := _search_candidates.query;
     v_emb   real[] := _search_candidates.embedding;
     v_cand  int := _search_candidates.candidates;
+    v_vcand int := _search_candidates.vector_candidates;
     v_since timestamptz := _search_candidates.since;
     v_until timestamptz := _search_candidates.until;
     v_hist  boolean := _search_candidates.as_of IS NOT NULL OR _search_candidates.include_history;
@@ -248,7 +254,7 @@ BEGIN
     RETURN QUERY
     WITH h AS MATERIALIZED (
         -- Past beliefs (as_of, include_history): their own candidates.
-        SELECT * FROM mneme._belief_candidates(v_convs, v_query, v_emb, v_cand, v_since, v_until,
+        SELECT * FROM mneme._belief_candidates(v_convs, v_query, v_emb, greatest(v_cand, v_vcand), v_since, v_until,
                                                _search_candidates.as_of, _search_candidates.include_history)
         WHERE v_hist
     ), b AS (
@@ -257,7 +263,7 @@ BEGIN
         SELECT h.memory_id, h.bm25_score, h.bm25_rank FROM h WHERE h.bm25_rank IS NOT NULL
     ), v AS (
         -- One conversation, or several in one ranking (scope tenant).
-        SELECT * FROM mneme._vector_search_scope(v_convs, v_emb, v_cand, v_since, v_until) WHERE NOT v_hist
+        SELECT * FROM mneme._vector_search_scope(v_convs, v_emb, v_vcand, v_since, v_until) WHERE NOT v_hist
         UNION ALL
         SELECT h.memory_id, h.vector_distance, h.vector_rank FROM h WHERE h.vector_rank IS NOT NULL
     )
@@ -265,9 +271,10 @@ BEGIN
     FROM b FULL JOIN v ON v.memory_id = b.memory_id;
 END
 $$;
-COMMENT ON FUNCTION mneme._search_candidates(uuid[], text, real[], int, timestamptz, timestamptz, timestamptz, boolean) IS
-    'Internal to mneme.search: the top candidates of the BM25 and the vector leg (or of past beliefs with as_of or '
-    'include_history), one row per memory with its rank and score in each leg.';
+COMMENT ON FUNCTION mneme._search_candidates(uuid[], text, real[], int, int, timestamptz, timestamptz, timestamptz, boolean) IS
+    'Internal to mneme.search: the top `candidates` of the BM25 leg and the top `vector_candidates` of the vector leg '
+    '(or of past beliefs with as_of or include_history, the larger of the two), one row per memory with its rank and '
+    'score in each leg.';
 
 -- The forms of before `at` and `scope` were added: replaced, not
 -- overloaded (an overload would make every call that omits them ambiguous).
@@ -319,7 +326,12 @@ BEGIN
 
     RETURN QUERY
     WITH f AS MATERIALIZED (
+        -- The vector leg takes what fusion needs for the top k
+        -- (vector_candidates_per_k; its walk costs ef_search, 2 per row),
+        -- the BM25 leg retrieve_candidates (docs/performance.md).
         SELECT * FROM mneme._search_candidates(v_convs, search.query, v_emb, mneme.setting('retrieve_candidates')::int,
+                                               least(mneme.setting('retrieve_candidates')::int,
+                                                     search.k * mneme.setting('vector_candidates_per_k')::int),
                                                search.since, search.until, search.as_of,
                                                coalesce(search.include_history, false))
     ), r AS (
