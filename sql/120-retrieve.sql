@@ -520,6 +520,7 @@ CREATE OR REPLACE FUNCTION mneme.vector_index_status()
 RETURNS TABLE (index_name text, scope text, state text, bytes bigint, phase text, done bigint, total bigint)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 BEGIN
     RETURN QUERY

@@ -220,10 +220,7 @@ COMMENT ON FUNCTION mneme._search_query_embedding(text, real[]) IS
 -- the vector leg over the scope's conversations (or, with as_of or
 -- include_history, over past beliefs), joined by memory, each with its rank
 -- in each leg (NULL where a leg did not return it).
--- (Its form of before vector_candidates, without that argument, goes: a
--- function of internal use, so dropped here on every migrate rather than
--- once by goose, which also clears it after a rollback and forward again.)
-DROP FUNCTION IF EXISTS mneme._search_candidates(uuid[], text, real[], int, timestamptz, timestamptz, timestamptz, boolean);
+-- (Its form of before vector_candidates is dropped by goose 00200.)
 CREATE OR REPLACE FUNCTION mneme._search_candidates(
     conversation_ids uuid[],
     query text,
