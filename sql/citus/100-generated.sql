@@ -3744,7 +3744,12 @@ BEGIN
 
     RETURN QUERY
     WITH f AS MATERIALIZED (
+        -- The vector leg takes what fusion needs for the top k
+        -- (vector_candidates_per_k; its walk costs ef_search, 2 per row),
+        -- the BM25 leg retrieve_candidates (docs/performance.md).
         SELECT * FROM mneme._search_candidates(v_convs, search.query, v_emb, mneme.setting('retrieve_candidates')::int,
+                                               least(mneme.setting('retrieve_candidates')::int,
+                                                     search.k * mneme.setting('vector_candidates_per_k')::int),
                                                search.since, search.until, search.as_of,
                                                coalesce(search.include_history, false))
     ), r AS (
@@ -4067,7 +4072,7 @@ ALTER FUNCTION mneme._revise_invalidate(mneme.memories,mneme.memories,text) SET 
 ALTER FUNCTION mneme._revise_noop(mneme.memories,mneme.memories,text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._revise_supersede(mneme.memories,mneme.memories,text,text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._scope_conversations(uuid,text) SET citus.allow_nested_distributed_execution = on;
-ALTER FUNCTION mneme._search_candidates(uuid[],text,real[],integer,timestamp with time zone,timestamp with time zone,timestamp with time zone,boolean) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme._search_candidates(uuid[],text,real[],integer,integer,timestamp with time zone,timestamp with time zone,timestamp with time zone,boolean) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._search_query_embedding(text,real[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._segment_followup(uuid,bigint,bigint) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._set_local(text,text) SET citus.allow_nested_distributed_execution = on;
@@ -4076,6 +4081,7 @@ ALTER FUNCTION mneme._setting_weights(text,jsonb,text[],text[],double precision,
 ALTER FUNCTION mneme._source_messages(uuid,bigint[],boolean) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._tenant_tombstones(text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._vector_index_ready(text,text) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme._vector_scope_ef(integer) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._vector_search(uuid,real[],integer,timestamp with time zone,timestamp with time zone) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme._vector_search_scope(uuid[],real[],integer,timestamp with time zone,timestamp with time zone) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.add_fact(uuid,text,bigint[],uuid,text) SET citus.allow_nested_distributed_execution = on;
@@ -4184,4 +4190,5 @@ ALTER FUNCTION mneme.tenants() SET citus.allow_nested_distributed_execution = on
 ALTER FUNCTION mneme.unbind_login(text) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.unhandled_jobs(bigint[]) SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.unpin(uuid) SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION mneme.vector_index_status() SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION mneme.vector_search(uuid,real[],integer,timestamp with time zone,timestamp with time zone) SET citus.allow_nested_distributed_execution = on;
