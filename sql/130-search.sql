@@ -323,9 +323,10 @@ BEGIN
 
     RETURN QUERY
     WITH f AS MATERIALIZED (
-        -- The vector leg takes what fusion needs for the top k
-        -- (vector_candidates_per_k; its walk costs ef_search, 2 per row),
-        -- the BM25 leg retrieve_candidates (docs/performance.md).
+        -- The vector leg takes k * vector_candidates_per_k (an HNSW walk
+        -- costs its ef_search, 2 per row asked for), the BM25 leg
+        -- retrieve_candidates: with rrf_k 60 the fused top 10 moves with
+        -- ranks down to 100 (docs/performance.md), hence the default 10.
         SELECT * FROM mneme._search_candidates(v_convs, search.query, v_emb, mneme.setting('retrieve_candidates')::int,
                                                least(mneme.setting('retrieve_candidates')::int,
                                                      search.k * mneme.setting('vector_candidates_per_k')::int),

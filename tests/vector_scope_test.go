@@ -285,8 +285,8 @@ func TestVectorScopeIndexes(t *testing.T) {
 			n := float64(len(queries))
 			t.Logf("recall through the scope's own index: conversation @10 %.3f @100 %.3f; tenant @10 %.3f @100 %.3f",
 				r10/n, r100/n, t10/n, t100/n)
-			// Issue 53: search's vector leg for the top 10 asks for 10 *
-			// vector_candidates_per_k (40) rows at ef_search 80
+			// Issue 53: a vector leg of 40 rows (search's for the top 10
+			// with vector_candidates_per_k 4) walks at ef_search 80
 			// (mneme._vector_scope_ef): its top 10 against the exact top 10.
 			var c10, u10 float64
 			for _, q := range queries {
