@@ -109,8 +109,10 @@ VALUES
      'offline segmenter: sentences in the extractive summary (the most informative by the search''s term weights, in order; mneme.extractive_summary)'),
     ('segment_window', '2',
      'offline segmenter: messages compared on each side of a candidate topic boundary'),
+    ('vector_candidates_per_k', '10',
+     'the vector leg of a search for the top k takes k times this many candidates (at most retrieve_candidates) before fusion; fewer make an HNSW walk cheaper and change the fused top k (measured in docs/performance.md)'),
     ('vector_ef_search', '200',
-     'pgvector: hnsw.ef_search of a search through a conversation''s or tenant''s own HNSW index (vector_index_plan; iterative scans, relaxed order); recall against cost in docs/performance.md'),
+     'pgvector: the largest hnsw.ef_search of a search through a conversation''s or tenant''s own HNSW index (vector_index_plan; iterative scans, relaxed order): twice the candidates asked for, at least 40, at most this; recall against cost in docs/performance.md'),
     ('vector_exact_max', '2000',
      'pgvector: conversations with at most this many active memories are searched exactly (btree on conversation_id); larger ones through the HNSW index with iterative scans'),
     ('vector_scope_index_min', '20000',
@@ -279,6 +281,7 @@ BEGIN
     WHEN 'segment_summary_sentences' THEN PERFORM mneme._setting_number(k, v, 1, 100, true);
     WHEN 'segment_window' THEN PERFORM mneme._setting_number(k, v, 1, 100, true);
     WHEN 'vector_exact_max' THEN PERFORM mneme._setting_number(k, v, 0, 1000000000, true);
+    WHEN 'vector_candidates_per_k' THEN PERFORM mneme._setting_number(k, v, 1, 1000, true);
     WHEN 'vector_ef_search' THEN PERFORM mneme._setting_number(k, v, 1, 1000, true);
     WHEN 'vector_scope_index_min' THEN PERFORM mneme._setting_number(k, v, 1, 1000000000, true);
     WHEN 'purge_after_days' THEN

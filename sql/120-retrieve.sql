@@ -224,6 +224,23 @@ COMMENT ON FUNCTION mneme.vector_index_plan() IS
     'CONCURRENTLY: run each statement alone, outside a transaction, as the role that owns the tables (psql: '
     'SELECT statement FROM mneme.vector_index_plan() \gexec; or mneme vector-indexes). Reads every tenant.';
 
+-- The candidate list (hnsw.ef_search) of a walk through a scope's own
+-- index for the top k: twice the rows asked for, at least pgvector's
+-- default 40, at most setting vector_ef_search. The walk's cost follows
+-- ef_search; its recall@10 against the exact top 10 on clustered vectors
+-- was 0.96 to 1.00 from ef_search 40 up (docs/performance.md).
+CREATE OR REPLACE FUNCTION mneme._vector_scope_ef(k int)
+RETURNS int
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN least(mneme.setting('vector_ef_search')::int, greatest(40, 2 * coalesce(_vector_scope_ef.k, 100)));
+END
+$$;
+COMMENT ON FUNCTION mneme._vector_scope_ef(int) IS
+    'Internal: hnsw.ef_search for the top k through a scope''s own HNSW index: 2 k, at least 40, at most setting vector_ef_search.';
+
 -- -----------------------------------------------------------------------------
 -- The vector leg. The one place where the variants differ: the pgvector
 -- variant may use the HNSW index (with iterative scans) for large
@@ -278,7 +295,7 @@ BEGIN
         -- holds this conversation's active memories only, so nothing is
         -- filtered out of the walk. The conversation as a literal, so the
         -- planner matches the index's predicate (a parameter would not).
-        PERFORM pg_catalog.set_config('hnsw.ef_search', mneme.setting('vector_ef_search') #>> '{}', true);
+        PERFORM pg_catalog.set_config('hnsw.ef_search', mneme._vector_scope_ef(_vector_search.k)::text, true);
         -- Sorting off for this statement (the function's SET clause
         -- restores it): the planner would rather sort a scope it thinks is
         -- small, read through a btree, than walk the index it was made for.
@@ -419,7 +436,7 @@ BEGIN
         -- (the conversations of a scope share their tenant: _scope_conversations)
         SELECT q.tenant_id INTO v_tenant FROM mneme.message_queue q WHERE q.id = _vector_search_scope.conversation_ids[1];
         IF v_tenant IS NOT NULL AND mneme._vector_index_ready('tenant', v_tenant) THEN
-            PERFORM pg_catalog.set_config('hnsw.ef_search', mneme.setting('vector_ef_search') #>> '{}', true);
+            PERFORM pg_catalog.set_config('hnsw.ef_search', mneme._vector_scope_ef(_vector_search_scope.k)::text, true);
             PERFORM pg_catalog.set_config('enable_sort', 'off', true);  -- as in _vector_search
             -- The tenant as a literal, so the planner matches the index's
             -- predicate; the scope's conversations as well (a conversation
@@ -523,3 +540,41 @@ COMMENT ON FUNCTION mneme.vector_search(uuid, real[], int, timestamptz, timestam
     'distance to embedding (empty when embedding is NULL), created in [since, until) when given. '
     'Exact over the conversation''s rows, or through the HNSW index with iterative scans for large '
     'conversations (pgvector variant, setting vector_exact_max). Equal distances share a rank (listed by memory id).';
+
+-- -----------------------------------------------------------------------------
+-- The per-scope HNSW indexes as they stand, for the UI's jobs page and
+-- operators: the sidecar makes and drops them (sidecar/vectorindex, every
+-- MNEME_INDEX_INTERVAL, CREATE INDEX CONCURRENTLY through its index
+-- login); a build shows here while it runs, not valid yet.
+-- -----------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION mneme.vector_index_status()
+RETURNS TABLE (index_name text, scope text, state text, bytes bigint, phase text, done bigint, total bigint)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+BEGIN
+    RETURN QUERY
+    SELECT ic.relname::text,
+           CASE WHEN ic.relname ~ '^memories_hnsw_c_' THEN 'conversation' ELSE 'tenant' END,
+           CASE WHEN i.indisvalid AND i.indisready THEN 'ready'
+                WHEN p.pid IS NOT NULL THEN 'building'
+                -- (a build whose progress this login may not see, or one
+                -- that failed: the sidecar's next pass drops and remakes it)
+                ELSE 'not valid' END,
+           pg_catalog.pg_relation_size(ic.oid),
+           p.phase::text,
+           CASE WHEN p.blocks_total > 0 THEN p.blocks_done ELSE p.tuples_done END,
+           CASE WHEN p.blocks_total > 0 THEN p.blocks_total ELSE p.tuples_total END
+    FROM pg_catalog.pg_index i
+    JOIN pg_catalog.pg_class ic ON ic.oid = i.indexrelid
+    LEFT JOIN pg_catalog.pg_stat_progress_create_index p ON p.index_relid = i.indexrelid
+    WHERE i.indrelid = 'mneme.memories'::regclass AND ic.relname ~ '^memories_hnsw_[ct]_'
+    ORDER BY 3, 1;
+END
+$$;
+COMMENT ON FUNCTION mneme.vector_index_status() IS
+    'The per-scope HNSW indexes of mneme.memories (vector_index_plan; made and dropped by the sidecar): name, scope '
+    '(conversation or tenant), state (ready, building, not valid), size in bytes, and while one is built its phase '
+    'and the blocks or tuples done of the phase (pg_stat_progress_create_index: shown to the index login''s own role '
+    'and to members of pg_read_all_stats, NULL to others). Reads no tenant''s rows.';

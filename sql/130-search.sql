@@ -220,11 +220,13 @@ COMMENT ON FUNCTION mneme._search_query_embedding(text, real[]) IS
 -- the vector leg over the scope's conversations (or, with as_of or
 -- include_history, over past beliefs), joined by memory, each with its rank
 -- in each leg (NULL where a leg did not return it).
+-- (Its form of before vector_candidates is dropped by goose 00200.)
 CREATE OR REPLACE FUNCTION mneme._search_candidates(
     conversation_ids uuid[],
     query text,
     embedding real[],
     candidates int,
+    vector_candidates int,
     since timestamptz,
     until timestamptz,
     as_of timestamptz,
@@ -241,6 +243,7 @@ DECLARE
     v_query text := _search_candidates.query;
     v_emb   real[] := _search_candidates.embedding;
     v_cand  int := _search_candidates.candidates;
+    v_vcand int := _search_candidates.vector_candidates;
     v_since timestamptz := _search_candidates.since;
     v_until timestamptz := _search_candidates.until;
     v_hist  boolean := _search_candidates.as_of IS NOT NULL OR _search_candidates.include_history;
@@ -248,7 +251,7 @@ BEGIN
     RETURN QUERY
     WITH h AS MATERIALIZED (
         -- Past beliefs (as_of, include_history): their own candidates.
-        SELECT * FROM mneme._belief_candidates(v_convs, v_query, v_emb, v_cand, v_since, v_until,
+        SELECT * FROM mneme._belief_candidates(v_convs, v_query, v_emb, greatest(v_cand, v_vcand), v_since, v_until,
                                                _search_candidates.as_of, _search_candidates.include_history)
         WHERE v_hist
     ), b AS (
@@ -257,7 +260,7 @@ BEGIN
         SELECT h.memory_id, h.bm25_score, h.bm25_rank FROM h WHERE h.bm25_rank IS NOT NULL
     ), v AS (
         -- One conversation, or several in one ranking (scope tenant).
-        SELECT * FROM mneme._vector_search_scope(v_convs, v_emb, v_cand, v_since, v_until) WHERE NOT v_hist
+        SELECT * FROM mneme._vector_search_scope(v_convs, v_emb, v_vcand, v_since, v_until) WHERE NOT v_hist
         UNION ALL
         SELECT h.memory_id, h.vector_distance, h.vector_rank FROM h WHERE h.vector_rank IS NOT NULL
     )
@@ -265,9 +268,10 @@ BEGIN
     FROM b FULL JOIN v ON v.memory_id = b.memory_id;
 END
 $$;
-COMMENT ON FUNCTION mneme._search_candidates(uuid[], text, real[], int, timestamptz, timestamptz, timestamptz, boolean) IS
-    'Internal to mneme.search: the top candidates of the BM25 and the vector leg (or of past beliefs with as_of or '
-    'include_history), one row per memory with its rank and score in each leg.';
+COMMENT ON FUNCTION mneme._search_candidates(uuid[], text, real[], int, int, timestamptz, timestamptz, timestamptz, boolean) IS
+    'Internal to mneme.search: the top `candidates` of the BM25 leg and the top `vector_candidates` of the vector leg '
+    '(or of past beliefs with as_of or include_history, the larger of the two), one row per memory with its rank and '
+    'score in each leg.';
 
 -- The forms of before `at` and `scope` were added: replaced, not
 -- overloaded (an overload would make every call that omits them ambiguous).
@@ -320,7 +324,13 @@ BEGIN
 
     RETURN QUERY
     WITH f AS MATERIALIZED (
+        -- The vector leg takes k * vector_candidates_per_k (an HNSW walk
+        -- costs its ef_search, 2 per row asked for), the BM25 leg
+        -- retrieve_candidates: with rrf_k 60 the fused top 10 moves with
+        -- ranks down to 100 (docs/performance.md), hence the default 10.
         SELECT * FROM mneme._search_candidates(v_convs, search.query, v_emb, mneme.setting('retrieve_candidates')::int,
+                                               least(mneme.setting('retrieve_candidates')::int,
+                                                     search.k * mneme.setting('vector_candidates_per_k')::int),
                                                search.since, search.until, search.as_of,
                                                coalesce(search.include_history, false))
     ), r AS (

@@ -103,6 +103,11 @@ BEGIN
             EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO mneme_admin', f.sig);
             CONTINUE;
         END IF;
+        IF f.name = 'vector_index_status' THEN
+            -- Runs as its caller: the build's progress is the caller's to see.
+            EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO mneme_worker, mneme_admin', f.sig);
+            CONTINUE;
+        END IF;
         IF f.name = 'erase_vacuum_targets' THEN
             -- Runs as its caller: it reports whether the caller may VACUUM.
             EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO mneme_worker, mneme_admin', f.sig);

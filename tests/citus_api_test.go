@@ -285,6 +285,7 @@ func TestCitusEveryFunction(t *testing.T) {
 		{"import_unembedded_messages", admin, `SELECT * FROM mneme.import_unembedded_messages($1)`, []any{imported}},
 		{"import_fact", admin, `SELECT mneme.import_fact($1, 'The user likes tea.', now(), '{"test": {"id": "fact-1"}}')`, []any{uuid.New()}},
 		{"erase_vacuum_targets", admin, `SELECT * FROM mneme.erase_vacuum_targets()`, nil},
+		{"vector_index_status", admin, `SELECT * FROM mneme.vector_index_status()`, nil},
 		// DDL that runs as its caller, who must own the tables: the role
 		// that migrates (mneme reembed, mneme vector-indexes).
 		{"change_embedding_dim", owner, `SELECT mneme.change_embedding_dim((mneme.setting('embedding_dim') #>> '{}')::int)`, nil},

@@ -275,7 +275,8 @@ const forwardAgainStatements = `DROP FUNCTION IF EXISTS mneme.apply_revision(uui
 DROP FUNCTION IF EXISTS mneme.apply_review(uuid, text, float8, float8, text, timestamptz, text, text[], boolean, bigint);
 DROP FUNCTION IF EXISTS mneme.memory_reviews(uuid);
 DROP FUNCTION IF EXISTS mneme._functions_reaching(text);
-DROP FUNCTION IF EXISTS mneme._shard_local_trg();`
+DROP FUNCTION IF EXISTS mneme._shard_local_trg();
+DROP FUNCTION IF EXISTS mneme._search_candidates(uuid[], text, real[], int, timestamptz, timestamptz, timestamptz, boolean);`
 
 // rollBackAndForth: the previous release's `mneme migrate` on the migrated
 // database, its sidecar draining new work, then this release's migrate

@@ -285,6 +285,21 @@ func TestVectorScopeIndexes(t *testing.T) {
 			n := float64(len(queries))
 			t.Logf("recall through the scope's own index: conversation @10 %.3f @100 %.3f; tenant @10 %.3f @100 %.3f",
 				r10/n, r100/n, t10/n, t100/n)
+			// Issue 53: a vector leg of 40 rows (search's for the top 10
+			// with vector_candidates_per_k 4) walks at ef_search 80
+			// (mneme._vector_scope_ef): its top 10 against the exact top 10.
+			var c10, u10 float64
+			for _, q := range queries {
+				leg := scopeLeg(t, db.Pool, []uuid.UUID{convA}, q, 40)
+				require.Len(t, leg, 40)
+				c10 += recallOf(leg[:10], exactTop(q, aIDs, aEmbs, 10))
+				leg = scopeLeg(t, db.Pool, bigConvs, q, 40)
+				require.Len(t, leg, 40)
+				u10 += recallOf(leg[:10], exactTop(q, tIDs, tEmbs, 10))
+			}
+			t.Logf("recall@10 of the leg of search's top 10 (40 rows, ef_search 80): conversation %.3f, tenant %.3f", c10/n, u10/n)
+			require.GreaterOrEqual(t, c10/n, 0.95)
+			require.GreaterOrEqual(t, u10/n, 0.95)
 			require.Greater(t, indexScans(t, db, convIndex), beforeC, "the conversation's index was not used")
 			require.Greater(t, indexScans(t, db, tenantIndex), beforeT, "the tenant's index was not used")
 			for _, rc := range []float64{r10, r100, t10, t100} {

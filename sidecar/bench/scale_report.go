@@ -14,6 +14,7 @@ func (r *ScaleResult) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "mneme bench scale: database %s, variant %s, embedder %s, %d conversations over %d tenants, %d queries per call; "+
 		"timed conversations: small %d memories, typical %d, context %d episodes (fixed), huge (the largest, grows)\n",
 		r.DB, r.Variant, r.Embedder, r.Conversations, r.Tenants, r.Queries, r.Probes["small"], r.Probes["typical"], r.Probes["context"])
+	fmt.Fprintf(w, "command: %s\nload average (1 minute, 2-core machine shared with other work): %s\n", r.Command, r.Load)
 	if r.Citus {
 		fmt.Fprintln(w, "on Citus: a scratch database distributed by conversation; each call in a transaction (set_tenant), so Citus runs it on the coordinator, every statement routed to the conversation's shard; "+
 			"the \"bound login\" calls are made alone by a login bound to the tenant, which Citus delegates to the conversation's worker whole")
@@ -67,7 +68,11 @@ func writeGoals(w io.Writer, goals []ScaleGoal, indent string) {
 		case g.Pass:
 			mark = "pass"
 		}
-		fmt.Fprintf(w, "%s%s  %-70s %8.2f (limit %.1f)\n", indent, mark, g.Goal, g.Measured, g.Limit)
+		bound := "limit"
+		if g.AtLeast {
+			bound = "at least"
+		}
+		fmt.Fprintf(w, "%s%s  %-70s %8.2f (%s %.2f)\n", indent, mark, g.Goal, g.Measured, bound, g.Limit)
 	}
 }
 

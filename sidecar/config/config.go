@@ -54,6 +54,14 @@ type Config struct {
 	Embed Endpoint // MNEME_EMBED_BASE_URL, MNEME_EMBED_API_KEY, MNEME_EMBED_MODEL
 
 	LLMTimeout time.Duration // MNEME_LLM_TIMEOUT
+
+	// IndexURL is the connection the per-scope vector indexes are made
+	// through (MNEME_INDEX_DATABASE_URL; "" = DATABASE_URL): a login that
+	// may create indexes on mneme.memories.
+	IndexURL string
+	// IndexEvery is how often the sidecar runs mneme.vector_index_plan
+	// (MNEME_INDEX_INTERVAL; 0 = never, "off").
+	IndexEvery time.Duration
 }
 
 // Endpoint is an OpenAI-compatible endpoint. The zero value means "not
@@ -128,6 +136,12 @@ func fromLookup(lookup func(string) (string, bool)) (Config, error) {
 			Model:   get("MNEME_EMBED_MODEL", ""),
 		},
 		LLMTimeout: dur("MNEME_LLM_TIMEOUT", 60*time.Second),
+		IndexURL:   get("MNEME_INDEX_DATABASE_URL", ""),
+	}
+	if get("MNEME_INDEX_INTERVAL", "") == "off" {
+		c.IndexEvery = 0
+	} else {
+		c.IndexEvery = dur("MNEME_INDEX_INTERVAL", time.Minute)
 	}
 	c.EmbedDimSet = get("MNEME_EMBED_DIM", "") != ""
 	switch v := get("MNEME_METRICS_TENANT_LABEL", "off"); v {
@@ -188,6 +202,14 @@ func (c Config) Validate(needDB bool) error {
 	}
 	if c.ShutdownTimeout <= 0 {
 		bad("MNEME_SHUTDOWN_TIMEOUT must be positive")
+	}
+	if c.IndexEvery < 0 {
+		bad("MNEME_INDEX_INTERVAL must be positive, or off")
+	}
+	if c.IndexURL != "" {
+		if u, err := url.Parse(c.IndexURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql" && !strings.Contains(c.IndexURL, "=")) {
+			bad("MNEME_INDEX_DATABASE_URL=%q is neither a postgres:// URL nor a key=value connection string", Redact(c.IndexURL))
+		}
 	}
 	if c.SlotName == "" || strings.ToLower(c.SlotName) != c.SlotName || strings.ContainsAny(c.SlotName, " -.") {
 		bad("MNEME_SLOT=%q: use lower-case letters, digits and _", c.SlotName)

@@ -51,6 +51,8 @@ func TestValidateReportsWhatIsMissing(t *testing.T) {
 		{"bad slot", map[string]string{"MNEME_SLOT": "My-Slot"}, []string{`MNEME_SLOT="My-Slot"`}},
 		{"lease too short", map[string]string{"MNEME_JOB_LEASE": "500ms"}, []string{"MNEME_JOB_LEASE=500ms: use 1s or more"}},
 		{"shutdown not positive", map[string]string{"MNEME_SHUTDOWN_TIMEOUT": "0s"}, []string{"MNEME_SHUTDOWN_TIMEOUT must be positive"}},
+		{"index interval negative", map[string]string{"MNEME_INDEX_INTERVAL": "-1m"}, []string{"MNEME_INDEX_INTERVAL must be positive, or off"}},
+		{"index URL not postgres", map[string]string{"MNEME_INDEX_DATABASE_URL": "http://x"}, []string{`MNEME_INDEX_DATABASE_URL="http://x" is neither`}},
 		{"several at once", map[string]string{"MNEME_EVENTS": "x", "MNEME_LLM_MODEL": "m"},
 			[]string{"MNEME_EVENTS", "MNEME_LLM_BASE_URL"}},
 	}
@@ -115,4 +117,23 @@ func TestRedact(t *testing.T) {
 	require.Equal(t, "postgres://u:xxxxx@h/db?sslmode=disable", Redact("postgres://u:secret@h/db?sslmode=disable"))
 	require.Equal(t, "postgres://u@h/db", Redact("postgres://u@h/db"), "no password, nothing to hide")
 	require.Equal(t, "host=h dbname=db", Redact("host=h dbname=db"))
+}
+
+// The index pass: every minute by default, off on request, its own login
+// when given.
+func TestIndexSettings(t *testing.T) {
+	env := func(kv map[string]string) func(string) (string, bool) {
+		return func(k string) (string, bool) { v, ok := kv[k]; return v, ok }
+	}
+	c, err := load(env(map[string]string{"DATABASE_URL": "postgres://u@h/db"}), true)
+	require.NoError(t, err)
+	require.Equal(t, time.Minute, c.IndexEvery)
+	require.Empty(t, c.IndexURL)
+	c, err = load(env(map[string]string{"DATABASE_URL": "postgres://u@h/db", "MNEME_INDEX_INTERVAL": "off",
+		"MNEME_INDEX_DATABASE_URL": "postgres://indexer@h/db"}), true)
+	require.NoError(t, err)
+	require.Zero(t, c.IndexEvery)
+	require.Equal(t, "postgres://indexer@h/db", c.IndexURL)
+	_, err = load(env(map[string]string{"DATABASE_URL": "postgres://u@h/db", "MNEME_INDEX_INTERVAL": "hourly"}), true)
+	require.ErrorContains(t, err, `MNEME_INDEX_INTERVAL="hourly" is not a duration`)
 }

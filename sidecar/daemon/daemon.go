@@ -25,6 +25,7 @@ import (
 	"github.com/mneme-memory/mneme/sidecar/revision"
 	"github.com/mneme-memory/mneme/sidecar/tracing"
 	"github.com/mneme-memory/mneme/sidecar/usage"
+	"github.com/mneme-memory/mneme/sidecar/vectorindex"
 	"github.com/mneme-memory/mneme/sidecar/version"
 )
 
@@ -179,6 +180,23 @@ func (d *Daemon) Serve(ctx context.Context) error {
 		log.Info("serving /healthz and /metrics", "addr", ln.Addr().String())
 	}
 
+	// The per-scope HNSW indexes, made and dropped as scopes grow and
+	// shrink (pgvector; a pass every MNEME_INDEX_INTERVAL).
+	idxDone := make(chan struct{})
+	idxCtx, stopIdx := context.WithCancel(context.WithoutCancel(ctx))
+	if cfg.IndexEvery > 0 {
+		url := cfg.IndexURL
+		if url == "" {
+			url = cfg.DatabaseURL
+		}
+		go func() {
+			defer close(idxDone)
+			vectorindex.New(vectorindex.Options{URL: url, Every: cfg.IndexEvery, Log: log, Metrics: reg}).Run(idxCtx)
+		}()
+	} else {
+		close(idxDone)
+	}
+
 	srcCtx, stopSrc := context.WithCancel(context.WithoutCancel(ctx))
 	srcDone := make(chan error, 1)
 	go func() { srcDone <- src.Run(srcCtx) }()
@@ -195,6 +213,10 @@ func (d *Daemon) Serve(ctx context.Context) error {
 		log.Error("event transport stopped", "err", srcErr)
 	}
 	stopSrc()
+	// (a build in progress is cancelled: CREATE INDEX CONCURRENTLY leaves
+	// an invalid index, which the next pass drops and makes again)
+	stopIdx()
+	<-idxDone
 	// The runner waits for in-flight jobs up to MNEME_SHUTDOWN_TIMEOUT, then
 	// releases what is still running.
 	err = runner.Stop(context.Background())

@@ -39,6 +39,9 @@ const (
 	Jobs                 = "mneme_jobs"
 	SlotRetainedWALBytes = "mneme_replication_slot_retained_wal_bytes"
 	BuildInfo            = "mneme_build_info"
+	VectorIndexPending   = "mneme_vector_index_pending"
+	VectorIndexBuild     = "mneme_vector_index_build_progress"
+	VectorIndexSteps     = "mneme_vector_index_steps_total"
 )
 
 // usageLabels are the labels of the per-call usage counters; a registry
@@ -69,6 +72,14 @@ var defs = map[string]def{
 		[]string{"kind", "model", "side"}},
 	Jobs:                 {typeGauge, "Jobs in mneme.jobs by kind and state (pending = queue depth).", []string{"kind", "state"}},
 	SlotRetainedWALBytes: {typeGauge, "WAL the replication slot keeps (0 samples: no slot); an inactive slot keeps it until dropped.", []string{"slot", "active"}},
+	VectorIndexPending: {typeGauge,
+		"Per-scope HNSW index statements (mneme.vector_index_plan) the sidecar's last pass found still to run, by action (create, drop).",
+		[]string{"action"}},
+	VectorIndexBuild: {typeGauge,
+		"The per-scope HNSW index being built: the share done of its current phase (pg_stat_progress_create_index); no sample when none is.",
+		[]string{"index", "phase"}},
+	VectorIndexSteps: {typeCounter, "Per-scope HNSW index statements the sidecar ran, by action (create, drop) and result (done, failed).",
+		[]string{"action", "result"}},
 	BuildInfo: {typeGauge, "The sidecar's version, the SQL API it speaks and the database's SQL API at start (value 1).",
 		[]string{"version", "sql_api", "database_sql_api"}},
 }

@@ -357,8 +357,9 @@ func labelWeight(w map[string]float64, label string) float64 {
 }
 
 type jobsData struct {
-	Stats  []JobStat
-	Failed []FailedJob
+	Stats   []JobStat
+	Failed  []FailedJob
+	Indexes []VectorIndex // the per-scope HNSW indexes the sidecar keeps
 }
 
 func (s *Server) pageJobs(w http.ResponseWriter, r *http.Request) {
@@ -366,7 +367,10 @@ func (s *Server) pageJobs(w http.ResponseWriter, r *http.Request) {
 	if s.jobsReadable {
 		err := s.inTx(r.Context(), r, true, func(tx pgx.Tx) error {
 			var err error
-			d.Stats, d.Failed, err = readJobs(r.Context(), tx)
+			if d.Stats, d.Failed, err = readJobs(r.Context(), tx); err != nil {
+				return err
+			}
+			d.Indexes, err = readVectorIndexes(r.Context(), tx)
 			return err
 		})
 		if err != nil {

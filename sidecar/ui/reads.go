@@ -450,6 +450,27 @@ func readJobs(ctx context.Context, tx pgx.Tx) ([]JobStat, []FailedJob, error) {
 	return stats, failed, nil
 }
 
+// VectorIndex is a row of mneme.vector_index_status: a per-scope HNSW
+// index, ready or being built by the sidecar.
+type VectorIndex struct {
+	Name, Scope, State string
+	Bytes              int64
+	Phase              *string
+	Done, Total        *int64
+}
+
+func readVectorIndexes(ctx context.Context, tx pgx.Tx) ([]VectorIndex, error) {
+	rows, err := tx.Query(ctx, `SELECT index_name, scope, state, bytes, phase, done, total FROM mneme.vector_index_status()`)
+	if err != nil {
+		return nil, fmt.Errorf("read vector_index_status: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (VectorIndex, error) {
+		var v VectorIndex
+		err := r.Scan(&v.Name, &v.Scope, &v.State, &v.Bytes, &v.Phase, &v.Done, &v.Total)
+		return v, err
+	})
+}
+
 func readTenants(ctx context.Context, tx pgx.Tx) ([]string, error) {
 	rows, err := tx.Query(ctx, `SELECT id FROM mneme.tenants ORDER BY id`)
 	if err != nil {

@@ -49,6 +49,7 @@ var funcs = template.FuncMap{
 	"f5":    func(v float64) string { return fmt.Sprintf("%.5f", v) },
 	"f32":   func(v float32) string { return fmt.Sprintf("%.2f", v) },
 	"pct":   func(v float64) string { return fmt.Sprintf("%.0f%%", 100*v) },
+	"mb":    func(b int64) string { return fmt.Sprintf("%.1f", float64(b)/(1<<20)) },
 	"short": func(v fmt.Stringer) string { return v.String()[:8] },
 	"str": func(p *string) string {
 		if p == nil {

@@ -279,6 +279,14 @@ func TestAdminChoosesTenant(t *testing.T) {
 	code, body = cl.get("/jobs?tenant=ta")
 	require.Equal(t, http.StatusOK, code)
 	require.NotContains(t, body, "boom")
+	// Issue 53: the per-scope vector indexes the sidecar keeps
+	// (mneme.vector_index_status; an index of the name it gives them).
+	require.Contains(t, body, `id="no-vector-indexes"`)
+	_, err := db.Pool.Exec(ctx, `CREATE INDEX memories_hnsw_c_uitest ON mneme.memories (created_at) WHERE status = 'active'`)
+	require.NoError(t, err)
+	code, body = cl.get("/jobs?tenant=ta")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, `<td><code>memories_hnsw_c_uitest</code></td><td>conversation</td><td>ready</td>`)
 	csrf := cl.csrf()
 	code, _ = cl.post("/jobs/"+itoa(job)+"/retry", url.Values{"csrf": {csrf}, "tenant": {"ta"}})
 	require.Equal(t, http.StatusNotFound, code, "another tenant's job")

@@ -214,6 +214,23 @@ func TestBenchScale(t *testing.T) {
 		}
 	}
 	require.Equal(t, 9, issue42)
+	require.NotEmpty(t, res.Load, "the machine's load is reported")
+	require.Contains(t, res.Command, "bench scale")
+	// Issue 53: the vector leg's recall@10 against exact on both large
+	// scopes (pgvector; exact with the hash embedder: 1).
+	var issue53 int
+	for _, g := range res.Goals {
+		if strings.HasPrefix(g.Goal, "issue 53: vector leg recall@10") {
+			issue53++
+			require.True(t, g.AtLeast)
+			require.Equal(t, 1.0, g.Measured, "embedder hash: the leg is exact")
+		}
+	}
+	if res.Variant == "pgvector" {
+		require.Equal(t, 2, issue53)
+	} else {
+		require.Zero(t, issue53)
+	}
 	if res.Variant == "pgvector" {
 		for _, call := range []string{"bare vector top-10", "bare exact top-10", "bare vector top-10, tenant", "bare exact top-10, tenant"} {
 			require.Positive(t, res.Steps[1].Calls["huge"][call].P50, call)
