@@ -52,35 +52,39 @@ $$;
 -- +goose StatementEnd
 -- The rows written before: the same keys the triggers compute
 -- (mneme._payload_refs, sql/430-cleanup.sql).
+-- (one statement per kind of key, without a lateral UNION: on a
+-- distributed mneme Citus cannot push that down to the shards, 0A000)
 INSERT INTO mneme.job_refs (conversation_id, job_id, tenant_id, ref)
-SELECT DISTINCT coalesce(j.conversation_id, '00000000-0000-0000-0000-000000000000'), j.id, j.tenant_id, r.ref
-FROM mneme.jobs j,
-     LATERAL (
-         SELECT 'm:' || (i #>> '{}')
-         FROM jsonb_array_elements(CASE WHEN jsonb_typeof(j.payload -> 'reviews') = 'array' THEN j.payload -> 'reviews' ELSE '[]' END) e,
-              jsonb_array_elements(CASE WHEN jsonb_typeof(e -> 'memory_ids') = 'array' THEN e -> 'memory_ids' ELSE '[]' END) i
-         WHERE jsonb_typeof(i) = 'string'
-         UNION
-         SELECT 'q:' || md5(e ->> 'query')
-         FROM jsonb_array_elements(CASE WHEN jsonb_typeof(j.payload -> 'reviews') = 'array' THEN j.payload -> 'reviews' ELSE '[]' END) e
-         WHERE jsonb_typeof(e -> 'query') = 'string'
-         UNION
-         SELECT 'm:' || (i #>> '{}')
-         FROM jsonb_array_elements(CASE WHEN jsonb_typeof(j.payload -> 'memory_ids') = 'array' THEN j.payload -> 'memory_ids' ELSE '[]' END) i
-         WHERE jsonb_typeof(i) = 'string'
-         UNION
-         SELECT 'g:' || trim_scale((e ->> 'id')::numeric)::text
-         FROM jsonb_array_elements(CASE WHEN jsonb_typeof(j.payload -> 'context') = 'array' THEN j.payload -> 'context' ELSE '[]' END) e
-         WHERE jsonb_typeof(e -> 'id') = 'number'
-         UNION
-         SELECT 'g:' || trim_scale((i #>> '{}')::numeric)::text
-         FROM jsonb_array_elements(CASE WHEN jsonb_typeof(j.payload -> 'message_ids') = 'array' THEN j.payload -> 'message_ids' ELSE '[]' END) i
-         WHERE jsonb_typeof(i) = 'number'
-         UNION
-         SELECT 'g:' || trim_scale((i #>> '{}')::numeric)::text
-         FROM jsonb_array_elements(CASE WHEN jsonb_typeof(j.payload -> 'context_message_ids') = 'array' THEN j.payload -> 'context_message_ids' ELSE '[]' END) i
-         WHERE jsonb_typeof(i) = 'number') r(ref)
-WHERE jsonb_typeof(j.payload) = 'object';
+SELECT DISTINCT coalesce(j.conversation_id, '00000000-0000-0000-0000-000000000000'), j.id, j.tenant_id, 'm:' || (i #>> '{}')
+FROM mneme.jobs j, jsonb_array_elements(CASE WHEN jsonb_typeof(j.payload -> 'reviews') = 'array' THEN j.payload -> 'reviews' ELSE '[]' END) e,
+     jsonb_array_elements(CASE WHEN jsonb_typeof(e -> 'memory_ids') = 'array' THEN e -> 'memory_ids' ELSE '[]' END) i
+WHERE jsonb_typeof(j.payload) = 'object' AND jsonb_typeof(i) = 'string'
+ON CONFLICT DO NOTHING;
+INSERT INTO mneme.job_refs (conversation_id, job_id, tenant_id, ref)
+SELECT DISTINCT coalesce(j.conversation_id, '00000000-0000-0000-0000-000000000000'), j.id, j.tenant_id, 'q:' || md5(e ->> 'query')
+FROM mneme.jobs j, jsonb_array_elements(CASE WHEN jsonb_typeof(j.payload -> 'reviews') = 'array' THEN j.payload -> 'reviews' ELSE '[]' END) e
+WHERE jsonb_typeof(j.payload) = 'object' AND jsonb_typeof(e -> 'query') = 'string'
+ON CONFLICT DO NOTHING;
+INSERT INTO mneme.job_refs (conversation_id, job_id, tenant_id, ref)
+SELECT DISTINCT coalesce(j.conversation_id, '00000000-0000-0000-0000-000000000000'), j.id, j.tenant_id, 'm:' || (i #>> '{}')
+FROM mneme.jobs j, jsonb_array_elements(CASE WHEN jsonb_typeof(j.payload -> 'memory_ids') = 'array' THEN j.payload -> 'memory_ids' ELSE '[]' END) i
+WHERE jsonb_typeof(j.payload) = 'object' AND jsonb_typeof(i) = 'string'
+ON CONFLICT DO NOTHING;
+INSERT INTO mneme.job_refs (conversation_id, job_id, tenant_id, ref)
+SELECT DISTINCT coalesce(j.conversation_id, '00000000-0000-0000-0000-000000000000'), j.id, j.tenant_id, 'g:' || trim_scale((e ->> 'id')::numeric)::text
+FROM mneme.jobs j, jsonb_array_elements(CASE WHEN jsonb_typeof(j.payload -> 'context') = 'array' THEN j.payload -> 'context' ELSE '[]' END) e
+WHERE jsonb_typeof(j.payload) = 'object' AND jsonb_typeof(e -> 'id') = 'number'
+ON CONFLICT DO NOTHING;
+INSERT INTO mneme.job_refs (conversation_id, job_id, tenant_id, ref)
+SELECT DISTINCT coalesce(j.conversation_id, '00000000-0000-0000-0000-000000000000'), j.id, j.tenant_id, 'g:' || trim_scale((i #>> '{}')::numeric)::text
+FROM mneme.jobs j, jsonb_array_elements(CASE WHEN jsonb_typeof(j.payload -> 'message_ids') = 'array' THEN j.payload -> 'message_ids' ELSE '[]' END) i
+WHERE jsonb_typeof(j.payload) = 'object' AND jsonb_typeof(i) = 'number'
+ON CONFLICT DO NOTHING;
+INSERT INTO mneme.job_refs (conversation_id, job_id, tenant_id, ref)
+SELECT DISTINCT coalesce(j.conversation_id, '00000000-0000-0000-0000-000000000000'), j.id, j.tenant_id, 'g:' || trim_scale((i #>> '{}')::numeric)::text
+FROM mneme.jobs j, jsonb_array_elements(CASE WHEN jsonb_typeof(j.payload -> 'context_message_ids') = 'array' THEN j.payload -> 'context_message_ids' ELSE '[]' END) i
+WHERE jsonb_typeof(j.payload) = 'object' AND jsonb_typeof(i) = 'number'
+ON CONFLICT DO NOTHING;
 INSERT INTO mneme.review_queries (conversation_id, review_log_id, tenant_id, query_key)
 SELECT DISTINCT l.conversation_id, l.id, l.tenant_id, md5(q)::uuid
 FROM mneme.review_log l, unnest(l.matched_queries) q

@@ -132,6 +132,20 @@ CREATE TRIGGER review_log_queries_update AFTER UPDATE OF matched_queries, conver
                        OR NEW.tenant_id IS DISTINCT FROM OLD.tenant_id)
     EXECUTE FUNCTION mneme.review_log_queries_trg();
 
+-- A review row's matched_queries without the given queries, in order.
+-- (NOT IN over a subquery: one hash of the queries, not a pass over them
+-- per element)
+CREATE OR REPLACE FUNCTION mneme._without_queries(matched text[], queries text[])
+RETURNS text[]
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT ARRAY(SELECT x FROM unnest(matched) WITH ORDINALITY AS u(x, o)
+             WHERE x IS NULL OR x NOT IN (SELECT unnest(queries)) ORDER BY o)
+$$;
+COMMENT ON FUNCTION mneme._without_queries(text[], text[]) IS
+    'Internal (erase): the given matched_queries without the given queries, in their order (NULL entries stay).';
+
 -- Strips queries from the review rows of the given tenants that quote one
 -- (found through mneme.review_queries), except the rows of the given
 -- memories, and deletes their keys. Returns the number of rows changed.
@@ -159,12 +173,11 @@ BEGIN
     IF v_rows IS NULL THEN
         RETURN 0;
     END IF;
-    -- (NOT IN over a subquery: one hash of the queries, not a pass over
-    -- them per element)
     WITH changed AS (
         UPDATE mneme.review_log l
-        SET matched_queries = ARRAY(SELECT x FROM unnest(l.matched_queries) WITH ORDINALITY AS u(x, o)
-                                    WHERE x IS NULL OR x NOT IN (SELECT unnest(_strip_review_queries.queries)) ORDER BY o)
+        -- (in a function: Citus refuses a correlated subquery beside a set
+        -- returning function once the rows are on more than one shard)
+        SET matched_queries = mneme._without_queries(l.matched_queries, _strip_review_queries.queries)
         WHERE l.id = ANY (v_rows) AND l.conversation_id = ANY (v_convs)
           AND l.tenant_id = ANY (_strip_review_queries.tenants)
           AND l.memory_id NOT IN (SELECT unnest(coalesce(except_memories, '{}')))
