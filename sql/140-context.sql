@@ -53,11 +53,6 @@ LANGUAGE plpgsql STABLE
 ROWS 200
 SET search_path = pg_catalog, pg_temp
 SET jit = off
--- (custom plans only: v_one_server below is folded away only in a plan
--- made for its value; a generic plan, which PL/pgSQL switches to after
--- five calls in a session, kept the conversation filter and read 10,202
--- buffers instead of 1,423 in TestSmallConversationCostIgnoresTheRest)
-SET plan_cache_mode = force_custom_plan
 AS $$
 #variable_conflict use_column
 DECLARE
