@@ -33,6 +33,37 @@ $$;
 COMMENT ON FUNCTION mneme._distributed(regclass) IS
     'Internal: true when rel is a Citus distributed or reference table (mneme migrate --citus).';
 
+-- The table a row trigger writes for a row of the conversation: on one
+-- server rel itself; on Citus the shard of rel that holds the conversation,
+-- a plain local table on the worker the trigger runs on (colocated with
+-- the shard of the trigger's row). Why the triggers of a distributed mneme
+-- write shards by name: there a row trigger runs on the worker, and had it
+-- written mneme's tables by their names, Citus would run those writes as
+-- distributed statements of their own inside the coordinator's transaction,
+-- which then fails to commit in two phases on the worker (measured: "could
+-- not commit transaction for shard", then a crash in COMMIT PREPARED). So
+-- a row trigger writes format('... %s ...', mneme._shard(rel, conversation))
+-- with EXECUTE, and gives the columns Citus leaves without their defaults
+-- on a shard (memory_events' id and caller).
+CREATE OR REPLACE FUNCTION mneme._shard(rel regclass, conversation_id uuid)
+RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF _shard.rel IS NULL OR _shard.conversation_id IS NULL THEN
+        RAISE EXCEPTION 'mneme._shard: the table and the conversation must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF NOT mneme._distributed(_shard.rel) THEN
+        RETURN _shard.rel::text;  -- qualified: mneme is not on the search_path
+    END IF;
+    RETURN pg_catalog.shard_name(_shard.rel, pg_catalog.get_shard_id_for_distribution_column(_shard.rel, _shard.conversation_id));
+END
+$$;
+COMMENT ON FUNCTION mneme._shard(regclass, uuid) IS
+    'Internal: the qualified name of the table a row trigger writes for the conversation: rel on one server, '
+    'on Citus the shard of rel that holds the conversation.';
+
 -- A transaction-local mneme.* setting that the triggers read (the event's
 -- actor, reason and time, erasing, the kind of a delete): set_config(...,
 -- true) on one server. On Citus the triggers run on the workers, which see
@@ -60,9 +91,10 @@ COMMENT ON FUNCTION mneme._set_local(text, text) IS
     'Internal: a transaction-local mneme.* setting the triggers read; on Citus forwarded to the workers (SET LOCAL).';
 
 -- Earlier versions made per-shard copies of the row triggers' functions at
--- migrate time and called them through mneme._shard_local_trg; on Citus the
--- triggers' functions are now written whole in sql/citus/300-triggers.sql
--- (goose 00090 drops the dispatcher where no trigger calls it).
+-- migrate time and called them through mneme._shard_local_trg; the
+-- triggers' functions now write through mneme._shard (goose 00090 drops
+-- the dispatcher where no trigger calls it; sql/citus/300-triggers.sql the
+-- copies).
 
 -- -----------------------------------------------------------------------------
 -- Settings

@@ -216,6 +216,24 @@ $$;
 COMMENT ON FUNCTION mneme.memories_bm25_truncate_trg() IS
     'TRUNCATE mneme.memories empties the BM25 statistics too.';
 
+-- The row trigger's apply for one conversation. One server applies by the
+-- tables' names (_bm25_apply); on Citus, where the row trigger runs on the
+-- worker and must write the conversation's shards by name (mneme._shard
+-- says why), sql/citus/300-triggers.sql replaces it with _bm25_apply's
+-- statements on those shards.
+CREATE OR REPLACE FUNCTION mneme._bm25_apply_shard(conversation_id uuid, removed uuid[], added uuid[])
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM mneme._bm25_apply(_bm25_apply_shard.removed, _bm25_apply_shard.added);
+END
+$$;
+COMMENT ON FUNCTION mneme._bm25_apply_shard(uuid, uuid[], uuid[]) IS
+    'Internal: mneme._bm25_apply for the memories of one conversation (called by memories_bm25_row_trg; on Citus '
+    'on the shards that hold the conversation).';
+
 CREATE OR REPLACE FUNCTION mneme.memories_bm25_row_trg()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -238,7 +256,9 @@ BEGIN
         v_added := ARRAY[NEW.id];
     END IF;
     IF v_removed <> '{}' OR v_added <> '{}' THEN
-        PERFORM mneme._bm25_apply(v_removed, v_added);
+        -- (the distribution column never changes: OLD's conversation is NEW's)
+        PERFORM mneme._bm25_apply_shard(CASE WHEN TG_OP = 'DELETE' THEN OLD.conversation_id ELSE NEW.conversation_id END,
+                                        v_removed, v_added);
     END IF;
     RETURN NULL;
 END

@@ -523,11 +523,16 @@ BEGIN
         -- (mneme.queued_sessions), so it failed on all of it. Nothing of the
         -- payload is read: this runs inside fail_job and the claim, where a
         -- cast that throws would leave the job running and fail every claim.
-        UPDATE mneme.messages m SET consumed_at = now(), set_aside_job_id = NEW.id
-         WHERE m.conversation_id = NEW.conversation_id AND m.consumed_at IS NULL;
+        -- (a row trigger writes the table mneme._shard names: on Citus the
+        -- conversation's shard of the messages, it says why)
+        EXECUTE format('UPDATE %s m SET consumed_at = now(), set_aside_job_id = $1 '
+                       'WHERE m.conversation_id = $2 AND m.consumed_at IS NULL',
+                       mneme._shard('mneme.messages', NEW.conversation_id))
+            USING NEW.id, NEW.conversation_id;
     ELSE
-        UPDATE mneme.messages m SET consumed_at = NULL, set_aside_job_id = NULL
-         WHERE m.set_aside_job_id = NEW.id;
+        EXECUTE format('UPDATE %s m SET consumed_at = NULL, set_aside_job_id = NULL WHERE m.set_aside_job_id = $1',
+                       mneme._shard('mneme.messages', NEW.conversation_id))
+            USING NEW.id;
     END IF;
     RETURN NULL;
 END

@@ -193,39 +193,42 @@ COMMENT ON FUNCTION mneme.memories_events_trg() IS
 
 -- The same events one row at a time, for mneme.memories distributed by
 -- Citus (a statement trigger with transition tables does not run on a
--- shard): the statement trigger's events over the row alone.
+-- shard): the statement trigger's events over the row alone, written to
+-- the table mneme._shard names (there the conversation's shard: it says
+-- why), with the id and caller a shard has no defaults for.
 CREATE OR REPLACE FUNCTION mneme.memories_events_row_trg()
 RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_actor text := mneme._event_actor();
-    v_at    timestamptz := mneme._event_at();
+    v_actor  text := mneme._event_actor();
+    v_at     timestamptz := mneme._event_at();
+    v_insert text;
 BEGIN
     IF mneme._importing() THEN
         RETURN NULL;  -- mneme import writes the file's events
     END IF;
+    v_insert := format('INSERT INTO %s (id, caller, memory_id, conversation_id, event, reason, actor, at, source_ref) '
+                       'VALUES (nextval(''mneme.memory_events_id_seq''), $1, $2, $3, $4, $5, $6, $7, $8)',
+                       mneme._shard('mneme.memory_events', CASE WHEN TG_OP = 'DELETE' THEN OLD.conversation_id ELSE NEW.conversation_id END));
     IF TG_OP = 'INSERT' THEN
-        INSERT INTO mneme.memory_events (id, caller, memory_id, conversation_id, event, reason, actor, at)
-        VALUES (nextval('mneme.memory_events_id_seq'), mneme._caller(), NEW.id, NEW.conversation_id, 'created', mneme._created_reason(NEW.source_type, NEW.kind, NEW.label, NEW.stability),
-                v_actor, v_at);
+        EXECUTE v_insert USING mneme._caller(), NEW.id, NEW.conversation_id, 'created',
+            mneme._created_reason(NEW.source_type, NEW.kind, NEW.label, NEW.stability), v_actor, v_at, NULL::text;
     ELSIF TG_OP = 'UPDATE' THEN
         IF OLD.pinned IS DISTINCT FROM NEW.pinned THEN
-            INSERT INTO mneme.memory_events (id, caller, memory_id, conversation_id, event, reason, actor, at)
-            VALUES (nextval('mneme.memory_events_id_seq'), mneme._caller(), NEW.id, NEW.conversation_id, CASE WHEN NEW.pinned THEN 'pinned' ELSE 'unpinned' END, NULL, v_actor, v_at);
+            EXECUTE v_insert USING mneme._caller(), NEW.id, NEW.conversation_id,
+                CASE WHEN NEW.pinned THEN 'pinned' ELSE 'unpinned' END, NULL::text, v_actor, v_at, NULL::text;
         END IF;
         IF OLD.status IS DISTINCT FROM NEW.status THEN
-            INSERT INTO mneme.memory_events (id, caller, memory_id, conversation_id, event, reason, actor, at)
-            VALUES (nextval('mneme.memory_events_id_seq'), mneme._caller(), NEW.id, NEW.conversation_id, mneme._status_event(NEW.status),
-                    mneme._status_reason(NEW.status, NEW.status_reason, NEW.last_reviewed_at, OLD.last_reviewed_at,
-                                         NEW.pinned, OLD.pinned, NEW.last_confirmed_at, OLD.last_confirmed_at),
-                    v_actor, v_at);
+            EXECUTE v_insert USING mneme._caller(), NEW.id, NEW.conversation_id, mneme._status_event(NEW.status),
+                mneme._status_reason(NEW.status, NEW.status_reason, NEW.last_reviewed_at, OLD.last_reviewed_at,
+                                     NEW.pinned, OLD.pinned, NEW.last_confirmed_at, OLD.last_confirmed_at),
+                v_actor, v_at, NULL::text;
         END IF;
     ELSE
-        INSERT INTO mneme.memory_events (id, caller, memory_id, conversation_id, event, reason, actor, at, source_ref)
-        VALUES (nextval('mneme.memory_events_id_seq'), mneme._caller(), OLD.id, OLD.conversation_id, mneme._deleted_event(), mneme._deleted_reason(), v_actor, v_at,
-                CASE WHEN mneme._deleted_event() = 'erased' AND OLD.source_type = 'import' THEN OLD.source_ref END);
+        EXECUTE v_insert USING mneme._caller(), OLD.id, OLD.conversation_id, mneme._deleted_event(), mneme._deleted_reason(),
+            v_actor, v_at, CASE WHEN mneme._deleted_event() = 'erased' AND OLD.source_type = 'import' THEN OLD.source_ref END;
     END IF;
     RETURN NULL;
 END
@@ -282,10 +285,13 @@ BEGIN
     IF mneme._importing() THEN
         RETURN NULL;  -- mneme import writes the file's events
     END IF;
-    INSERT INTO mneme.memory_events (id, caller, memory_id, conversation_id, event, reason, actor, review_log_id, at)
-    VALUES (nextval('mneme.memory_events_id_seq'), mneme._caller(), NEW.memory_id, NEW.conversation_id, 'reviewed',
-            format('%s (%s%s)', NEW.rating, NEW.reviewer, CASE WHEN NEW.defaulted THEN ', defaulted' ELSE '' END),
-            'review', NEW.id, mneme._event_at());
+    -- (to the table mneme._shard names, as memories_events_row_trg)
+    EXECUTE format('INSERT INTO %s (id, caller, memory_id, conversation_id, event, reason, actor, review_log_id, at) '
+                   'VALUES (nextval(''mneme.memory_events_id_seq''), $1, $2, $3, ''reviewed'', $4, ''review'', $5, $6)',
+                   mneme._shard('mneme.memory_events', NEW.conversation_id))
+        USING mneme._caller(), NEW.memory_id, NEW.conversation_id,
+              format('%s (%s%s)', NEW.rating, NEW.reviewer, CASE WHEN NEW.defaulted THEN ', defaulted' ELSE '' END),
+              NEW.id, mneme._event_at();
     RETURN NULL;
 END
 $$;

@@ -119,7 +119,7 @@ func TestEveryAPIFunctionEnters(t *testing.T) {
 }
 
 // TestCitusRowTriggersWriteShards: on Citus the AFTER row triggers
-// (sql/citus/300-triggers.sql) write the colocated shards by name: the
+// (through mneme._shard, sql/000-core.sql) write the colocated shards by name: the
 // BM25 statistics they keep through inserts, a content change and a
 // forget equal a rebuild from the memories; the lifecycle events (created,
 // pinned, forgotten, reviewed) are written; a failed segment job sets its

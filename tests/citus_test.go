@@ -98,7 +98,7 @@ func TestMigrateCitusDistributes(t *testing.T) {
 	require.NoError(t, err)
 
 	// No per-shard copies of functions (the triggers' functions write the
-	// shards by name: sql/citus/300-triggers.sql), and the Citus-only
+	// shards by name through mneme._shard, sql/000-core.sql), and the
 	// helpers they call are mneme_owner's and no login's to call (a new
 	// function is PUBLIC's).
 	var copies, helpers, open int

@@ -1,39 +1,16 @@
 -- =============================================================================
--- mneme on Citus: the AFTER row triggers' functions, written whole, each
--- replacing the one-server function of its name (sql/110-bm25.sql,
--- sql/200-jobs.sql, sql/420-events.sql create the triggers). Applied only on
--- a distributed mneme (docs/scale.md).
+-- mneme on Citus: the BM25 row trigger's apply, written whole, replacing
+-- the one-server mneme._bm25_apply_shard (sql/110-bm25.sql). Applied only
+-- on a distributed mneme (docs/scale.md).
 --
--- Why they differ: on Citus a row trigger runs on the worker, on the shard.
--- Had it written mneme's tables by their names, Citus would run those
--- writes as distributed statements of their own inside the coordinator's
--- transaction, and a transaction committed in two phases then fails on the
--- worker (measured: "could not commit transaction for shard", then a crash
--- in COMMIT PREPARED). So each writes the shard of the other table that
--- holds the row's conversation (mneme._shard: colocated, on the same
--- worker) by its name, a plain local table, with dynamic SQL. Shard tables
--- have no column defaults: memory_events gets its id and caller here.
+-- Why it differs: on Citus the row triggers (sql/110-bm25.sql,
+-- sql/420-events.sql, sql/200-jobs.sql) run on the worker and write the
+-- shards of the row's conversation by name (mneme._shard, sql/000-core.sql,
+-- says why). The events and the set-aside messages are one statement each,
+-- written so in sql/*.sql for both deployments; the BM25 statistics are
+-- five, which one server runs as one statement without dynamic SQL
+-- (mneme._bm25_apply, over a statement's memories).
 -- =============================================================================
-
--- The shard of the distributed table rel that holds the conversation, as a
--- qualified name for format('%s'): on a worker, a colocated shard of the
--- shard a trigger runs on.
-CREATE OR REPLACE FUNCTION mneme._shard(rel regclass, conversation_id uuid)
-RETURNS text
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF _shard.rel IS NULL OR _shard.conversation_id IS NULL THEN
-        RAISE EXCEPTION 'mneme._shard: the table and the conversation must not be NULL' USING ERRCODE = '22004';
-    END IF;
-    RETURN pg_catalog.shard_name(_shard.rel, pg_catalog.get_shard_id_for_distribution_column(_shard.rel, _shard.conversation_id));
-END
-$$;
-COMMENT ON FUNCTION mneme._shard(regclass, uuid) IS
-    'Internal, Citus only: the qualified name of the shard of rel that holds the conversation (the row triggers write it).';
-REVOKE ALL ON FUNCTION mneme._shard(regclass, uuid) FROM PUBLIC;
-ALTER FUNCTION mneme._shard(regclass, uuid) OWNER TO mneme_owner;
 
 -- mneme._bm25_apply (sql/110-bm25.sql) on one conversation's shards, by
 -- name: the same changes in the same order (the totals locked first, the
@@ -152,120 +129,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION mneme._bm25_apply_shard(uuid, uuid[], uuid[]) IS
-    'Internal, Citus only: mneme._bm25_apply on the shards that hold the conversation (called by memories_bm25_row_trg on a shard).';
-REVOKE ALL ON FUNCTION mneme._bm25_apply_shard(uuid, uuid[], uuid[]) FROM PUBLIC;
-ALTER FUNCTION mneme._bm25_apply_shard(uuid, uuid[], uuid[]) OWNER TO mneme_owner;
-
-CREATE OR REPLACE FUNCTION mneme.memories_bm25_row_trg()
-RETURNS trigger
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_removed uuid[] := '{}';
-    v_added   uuid[] := '{}';
-BEGIN
-    IF TG_OP = 'UPDATE' AND (OLD.status = 'active') = (NEW.status = 'active')
-       AND (NEW.status <> 'active'
-            OR (OLD.conversation_id, OLD.title, OLD.summary, OLD.content)
-               IS NOT DISTINCT FROM (NEW.conversation_id, NEW.title, NEW.summary, NEW.content)) THEN
-        RETURN NULL;
-    END IF;
-    IF TG_OP <> 'INSERT' AND OLD.status = 'active' THEN
-        v_removed := ARRAY[OLD.id];
-    END IF;
-    IF TG_OP <> 'DELETE' AND NEW.status = 'active' THEN
-        v_added := ARRAY[NEW.id];
-    END IF;
-    IF v_removed <> '{}' OR v_added <> '{}' THEN
-        -- (the distribution column never changes: OLD's conversation is NEW's)
-        PERFORM mneme._bm25_apply_shard(CASE WHEN TG_OP = 'DELETE' THEN OLD.conversation_id ELSE NEW.conversation_id END,
-                                        v_removed, v_added);
-    END IF;
-    RETURN NULL;
-END
-$$;
-
-CREATE OR REPLACE FUNCTION mneme.memories_events_row_trg()
-RETURNS trigger
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_actor  text := mneme._event_actor();
-    v_at     timestamptz := mneme._event_at();
-    v_insert text;
-BEGIN
-    IF mneme._importing() THEN
-        RETURN NULL;  -- mneme import writes the file's events
-    END IF;
-    v_insert := format('INSERT INTO %s (id, caller, memory_id, conversation_id, event, reason, actor, at) '
-                       'VALUES (nextval(''mneme.memory_events_id_seq''), $1, $2, $3, $4, $5, $6, $7)',
-                       mneme._shard('mneme.memory_events', CASE WHEN TG_OP = 'DELETE' THEN OLD.conversation_id ELSE NEW.conversation_id END));
-    IF TG_OP = 'INSERT' THEN
-        EXECUTE v_insert USING mneme._caller(), NEW.id, NEW.conversation_id, 'created',
-            mneme._created_reason(NEW.source_type, NEW.kind, NEW.label, NEW.stability), v_actor, v_at;
-    ELSIF TG_OP = 'UPDATE' THEN
-        IF OLD.pinned IS DISTINCT FROM NEW.pinned THEN
-            EXECUTE v_insert USING mneme._caller(), NEW.id, NEW.conversation_id,
-                CASE WHEN NEW.pinned THEN 'pinned' ELSE 'unpinned' END, NULL::text, v_actor, v_at;
-        END IF;
-        IF OLD.status IS DISTINCT FROM NEW.status THEN
-            EXECUTE v_insert USING mneme._caller(), NEW.id, NEW.conversation_id, mneme._status_event(NEW.status),
-                mneme._status_reason(NEW.status, NEW.status_reason, NEW.last_reviewed_at, OLD.last_reviewed_at,
-                                     NEW.pinned, OLD.pinned, NEW.last_confirmed_at, OLD.last_confirmed_at),
-                v_actor, v_at;
-        END IF;
-    ELSE
-        EXECUTE v_insert USING mneme._caller(), OLD.id, OLD.conversation_id, mneme._deleted_event(), mneme._deleted_reason(),
-            v_actor, v_at;
-    END IF;
-    RETURN NULL;
-END
-$$;
-
-CREATE OR REPLACE FUNCTION mneme.review_log_events_row_trg()
-RETURNS trigger
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF mneme._importing() THEN
-        RETURN NULL;  -- mneme import writes the file's events
-    END IF;
-    EXECUTE format('INSERT INTO %s (id, caller, memory_id, conversation_id, event, reason, actor, review_log_id, at) '
-                   'VALUES (nextval(''mneme.memory_events_id_seq''), $1, $2, $3, ''reviewed'', $4, ''review'', $5, $6)',
-                   mneme._shard('mneme.memory_events', NEW.conversation_id))
-        USING mneme._caller(), NEW.memory_id, NEW.conversation_id,
-              format('%s (%s%s)', NEW.rating, NEW.reviewer, CASE WHEN NEW.defaulted THEN ', defaulted' ELSE '' END),
-              NEW.id, mneme._event_at();
-    RETURN NULL;
-END
-$$;
-
-CREATE OR REPLACE FUNCTION mneme.jobs_set_aside_trg()
-RETURNS trigger
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    -- (sql/200-jobs.sql says why; a job its handler rejected keeps the
-    -- messages queued: fail_job's mark)
-    IF NEW.state = 'failed' AND mneme._marked('job_rejected') IS NOT DISTINCT FROM NEW.id::text THEN
-        RETURN NULL;
-    ELSIF NEW.state = 'failed' THEN
-        EXECUTE format('UPDATE %s m SET consumed_at = now(), set_aside_job_id = $1 '
-                       'WHERE m.conversation_id = $2 AND m.consumed_at IS NULL',
-                       mneme._shard('mneme.messages', NEW.conversation_id))
-            USING NEW.id, NEW.conversation_id;
-    ELSE
-        EXECUTE format('UPDATE %s m SET consumed_at = NULL, set_aside_job_id = NULL WHERE m.set_aside_job_id = $1',
-                       mneme._shard('mneme.messages', NEW.conversation_id))
-            USING NEW.id;
-    END IF;
-    RETURN NULL;
-END
-$$;
+    'Internal: mneme._bm25_apply on the shards that hold the conversation (Citus; called by memories_bm25_row_trg on a shard).';
 
 -- Left by earlier versions, which copied these functions per shard with the
 -- tables renamed (and called the copies through mneme._shard_local_trg):
