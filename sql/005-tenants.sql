@@ -4,6 +4,10 @@
 -- of the transaction's tenant (mneme.set_tenant), the sidecar's (mneme_worker)
 -- every row. A conversation belongs to one tenant, fixed by its first write.
 -- A single-tenant install never sets a tenant: everything is 'default'.
+-- The row policies' functions (_resolve_tenant and _tenant here,
+-- _is_operator in 470-usage.sql, _is_worker made by goose 00061) are
+-- PUBLIC's, granted with row security in sql/900-access.sql. A tenant's
+-- end is erase's: mneme.drop_tenant in 440-erase.sql.
 -- Idempotent: re-applied on every `mneme migrate`.
 -- =============================================================================
 
@@ -51,7 +55,9 @@ AS $$ SELECT mneme._resolve_tenant() $$;
 CREATE OR REPLACE FUNCTION mneme.set_tenant(tenant text)
 RETURNS text
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 BEGIN
     PERFORM mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
@@ -74,6 +80,7 @@ COMMENT ON FUNCTION mneme.set_tenant(text) IS
     'Sets the tenant of the current transaction (transaction-local: call it after BEGIN, or in the same '
     'statement''s transaction). Every mneme function then sees and writes only that tenant''s rows. A login an '
     'admin bound to a tenant (mneme.bind_login) may set only that one (42501 otherwise).';
+GRANT EXECUTE ON FUNCTION mneme.set_tenant(text) TO mneme_app, mneme_worker, mneme_admin;
 
 -- Who may act on every tenant at once. A login bound to a tenant (an app
 -- login or an admin: mneme.bind_login) acts for that tenant only, and so
@@ -85,6 +92,7 @@ COMMENT ON FUNCTION mneme.set_tenant(text) IS
 CREATE OR REPLACE FUNCTION mneme._require_unbound(action text)
 RETURNS void
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -105,7 +113,9 @@ COMMENT ON FUNCTION mneme._require_unbound(text) IS
 CREATE OR REPLACE FUNCTION mneme.bind_login(login text, tenant text)
 RETURNS void
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -143,11 +153,14 @@ COMMENT ON FUNCTION mneme.bind_login(text, text) IS
     'Binds a database login to a tenant (an unbound admin; a bound login gets 42501): every session of that login '
     'acts for that tenant only, whatever it sets (setting another tenant is 42501). For one login per customer. '
     'Rebinding moves it.';
+GRANT EXECUTE ON FUNCTION mneme.bind_login(text, text) TO mneme_admin;
 
 CREATE OR REPLACE FUNCTION mneme.unbind_login(login text)
 RETURNS boolean
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 BEGIN
     PERFORM mneme._require_unbound('unbind logins');
@@ -161,11 +174,14 @@ $$;
 COMMENT ON FUNCTION mneme.unbind_login(text) IS
     'Removes a login''s tenant binding (an unbound admin; a bound login, itself included, gets 42501); it then acts '
     'for the tenant its sessions set. Returns whether there was one.';
+GRANT EXECUTE ON FUNCTION mneme.unbind_login(text) TO mneme_admin;
 
 CREATE OR REPLACE FUNCTION mneme.create_tenant(tenant text)
 RETURNS text
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 BEGIN
     PERFORM mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
@@ -190,6 +206,7 @@ $$;
 COMMENT ON FUNCTION mneme.create_tenant(text) IS
     'Creates a tenant (an unbound admin; a bound login gets 42501); an existing one is left as it is, the id of a '
     'dropped one is refused (22023). Returns its id.';
+GRANT EXECUTE ON FUNCTION mneme.create_tenant(text) TO mneme_admin;
 
 -- An unbound admin's function that acts for another tenant than the
 -- caller's (tenants, drop_tenant, create_tenant's look at tombstones)
@@ -201,6 +218,7 @@ COMMENT ON FUNCTION mneme.create_tenant(text) IS
 CREATE OR REPLACE FUNCTION mneme._act_for_tenant(tenant text)
 RETURNS void
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -221,6 +239,7 @@ COMMENT ON FUNCTION mneme._act_for_tenant(text) IS
 CREATE OR REPLACE FUNCTION mneme._citus_sequential()
 RETURNS void
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -240,6 +259,7 @@ COMMENT ON FUNCTION mneme._citus_sequential() IS
 CREATE OR REPLACE FUNCTION mneme._tenant_tombstones(tenant text)
 RETURNS boolean
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -259,7 +279,9 @@ COMMENT ON FUNCTION mneme._tenant_tombstones(text) IS
 CREATE OR REPLACE FUNCTION mneme.tenants()
 RETURNS TABLE (tenant text, created_at timestamptz, conversations bigint, logins text[])
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -285,6 +307,7 @@ $$;
 COMMENT ON FUNCTION mneme.tenants() IS
     'The tenants (admins): id, when created, how many conversations, the logins bound to it (mneme.bind_login). '
     'An unbound admin sees every tenant, a bound login only its own. A dropped tenant (mneme.drop_tenant) is not listed.';
+GRANT EXECUTE ON FUNCTION mneme.tenants() TO mneme_admin;
 
 -- A row's tenant, when its insert leaves it out: its conversation's, else
 -- the transaction's.
@@ -322,6 +345,7 @@ $$;
 CREATE OR REPLACE FUNCTION mneme._claim_conversation(conversation_id uuid)
 RETURNS void
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
@@ -357,6 +381,7 @@ COMMENT ON FUNCTION mneme._claim_conversation(uuid) IS
 CREATE OR REPLACE FUNCTION mneme._readable_conversation(conversation_id uuid)
 RETURNS boolean
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -403,6 +428,7 @@ COMMENT ON FUNCTION mneme._readable_conversation(uuid) IS
 CREATE OR REPLACE FUNCTION mneme._enter(conversation_id uuid)
 RETURNS boolean
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE

@@ -18,6 +18,7 @@
 CREATE OR REPLACE FUNCTION mneme._setting_defaults()
 RETURNS TABLE (key text, value jsonb, description text)
 LANGUAGE sql IMMUTABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 VALUES
@@ -133,6 +134,7 @@ CREATE OR REPLACE FUNCTION mneme._setting_number(key text, value jsonb, lo float
                                                  integer_only boolean DEFAULT false, lo_exclusive boolean DEFAULT false)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -162,6 +164,7 @@ $$;
 CREATE OR REPLACE FUNCTION mneme._setting_interval(key text, value jsonb, lo interval, hi interval, nullable boolean)
 RETURNS void
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -192,6 +195,7 @@ $$;
 CREATE OR REPLACE FUNCTION mneme._setting_weights(key text, value jsonb, keys text[], required text[], lo float8, hi float8)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -221,6 +225,7 @@ $$;
 CREATE OR REPLACE FUNCTION mneme._setting_enum(key text, value jsonb, allowed text[])
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -237,6 +242,7 @@ $$;
 CREATE OR REPLACE FUNCTION mneme._check_setting(key text, value jsonb)
 RETURNS void
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
@@ -342,6 +348,7 @@ COMMENT ON FUNCTION mneme._check_setting(text, jsonb) IS
 CREATE OR REPLACE FUNCTION mneme._setting_pairs()
 RETURNS TABLE (lower_key text, upper_key text)
 LANGUAGE sql IMMUTABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 VALUES ('segment_min_messages', 'segment_max_messages'),
@@ -355,6 +362,7 @@ COMMENT ON FUNCTION mneme._setting_pairs() IS
 CREATE OR REPLACE FUNCTION mneme._check_setting_pair(key text, value jsonb)
 RETURNS void
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column

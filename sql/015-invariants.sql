@@ -19,7 +19,7 @@
 -- Two references may point forward within a transaction (mneme import
 -- writes a conversation's messages, with their episode, and its pending
 -- reviews before its memories): those are checked at commit (DEFERRABLE
--- INITIALLY DEFERRED), as SECURITY DEFINER (sql/900-access.sql), since at
+-- INITIALLY DEFERRED), as SECURITY DEFINER (declared below), since at
 -- commit the caller's own role, which has no table privileges, is current.
 --
 -- On Citus a row trigger runs on the shard and reads only its own
@@ -34,6 +34,7 @@
 CREATE OR REPLACE FUNCTION mneme._foreign_reference(what text, id text, tenant text)
 RETURNS void
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -53,6 +54,7 @@ COMMENT ON FUNCTION mneme._foreign_reference(text, text, text) IS
 CREATE OR REPLACE FUNCTION mneme._check_conversation_tenant(conversation_id uuid, tenant text)
 RETURNS void
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -74,6 +76,7 @@ COMMENT ON FUNCTION mneme._check_conversation_tenant(uuid, text) IS
 CREATE OR REPLACE FUNCTION mneme._named_memories(doc jsonb)
 RETURNS uuid[]
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 SELECT coalesce(array_agg(DISTINCT s.v::uuid), '{}')
@@ -155,6 +158,7 @@ COMMENT ON FUNCTION mneme.memories_invariant_trg() IS
 CREATE OR REPLACE FUNCTION mneme.messages_invariant_trg()
 RETURNS trigger
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -183,6 +187,7 @@ COMMENT ON FUNCTION mneme.messages_invariant_trg() IS
 CREATE OR REPLACE FUNCTION mneme.message_queue_invariant_trg()
 RETURNS trigger
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -378,7 +383,9 @@ $$;
 CREATE OR REPLACE FUNCTION mneme.named_conversation(name text)
 RETURNS uuid
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 DECLARE
     v_tenant text := mneme._tenant();
@@ -402,6 +409,7 @@ COMMENT ON FUNCTION mneme.named_conversation(text) IS
     'The tenant''s conversation id for a name (an external user id: `mneme import --from mem0` uses '
     '''mem0:user:<id>''): the same id for the same name in the same tenant, derived with a random key of the '
     'installation and the tenant (UUID version 8), so another tenant can neither compute it, take it first nor probe it.';
+GRANT EXECUTE ON FUNCTION mneme.named_conversation(text) TO mneme_app, mneme_worker, mneme_admin;
 
 -- -----------------------------------------------------------------------------
 -- Marks: what a function tells the triggers beneath it
@@ -420,6 +428,7 @@ COMMENT ON FUNCTION mneme.named_conversation(text) IS
 CREATE OR REPLACE FUNCTION mneme._mark(key text, value text)
 RETURNS void
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
@@ -443,6 +452,7 @@ COMMENT ON FUNCTION mneme._mark(text, text) IS
 CREATE OR REPLACE FUNCTION mneme._marked(key text)
 RETURNS text
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
@@ -472,6 +482,7 @@ COMMENT ON FUNCTION mneme._marked(text) IS
 CREATE OR REPLACE FUNCTION mneme._limit(name text)
 RETURNS bigint
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -500,6 +511,7 @@ COMMENT ON FUNCTION mneme._limit(text) IS
 CREATE OR REPLACE FUNCTION mneme._check_text(name text, input text, max_chars bigint)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -522,6 +534,7 @@ COMMENT ON FUNCTION mneme._check_text(text, text, bigint) IS
 CREATE OR REPLACE FUNCTION mneme._jsonb_depth(doc jsonb)
 RETURNS int
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 WITH RECURSIVE d(v, n) AS (

@@ -12,7 +12,9 @@
 CREATE OR REPLACE FUNCTION mneme.set_speakers(conversation_id uuid, speakers text[])
 RETURNS void
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -36,6 +38,7 @@ $$;
 COMMENT ON FUNCTION mneme.set_speakers(uuid, text[]) IS
     'Registers speaker names that add_message accepts as roles in this conversation, '
     'besides user, assistant, system and tool (e.g. the two people of a LoCoMo dialogue).';
+GRANT EXECUTE ON FUNCTION mneme.set_speakers(uuid, text[]) TO mneme_app, mneme_worker, mneme_admin;
 
 -- Blank: nothing but whitespace, separators, zero-width and control
 -- characters. The one definition of "empty" of SQL (add_message, remember,
@@ -74,6 +77,7 @@ COMMENT ON FUNCTION mneme._word_separator() IS
 CREATE OR REPLACE FUNCTION mneme._quote_prefix(input text)
 RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 SELECT CASE WHEN _quote_prefix.input IS NULL THEN 'NULL'
@@ -87,6 +91,7 @@ COMMENT ON FUNCTION mneme._quote_prefix(text) IS
 CREATE OR REPLACE FUNCTION mneme._check_length(name text, input text, max_chars int)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -106,7 +111,9 @@ CREATE OR REPLACE FUNCTION mneme.add_message(
     at timestamptz DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -223,11 +230,14 @@ COMMENT ON FUNCTION mneme.add_message(uuid, text, text, timestamptz) IS
     'transaction. Returns the message id. Roles: user, assistant, system, tool, or a registered speaker. '
     'Without a time (or with NULL) the message arrives at the server''s clock, in arrival order; a given time '
     'must not be earlier than the previous message nor more than message_max_future ahead.';
+GRANT EXECUTE ON FUNCTION mneme.add_message(uuid, text, text, timestamptz) TO mneme_app, mneme_worker, mneme_admin;
 
 CREATE OR REPLACE FUNCTION mneme.enqueue_segment(conversation_id uuid, payload jsonb)
 RETURNS bigint
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -253,13 +263,16 @@ $$;
 COMMENT ON FUNCTION mneme.enqueue_segment(uuid, jsonb) IS
     'Enqueues the conversation''s segment job unless one is pending (it reads the whole queue when it runs, '
     'cutting at every gap and segment_now mark); returns the job''s id. Locks no pending job.';
+GRANT EXECUTE ON FUNCTION mneme.enqueue_segment(uuid, jsonb) TO mneme_worker;
 
 -- The conversation is over (or paused for good): cut what is queued into
 -- episodes now instead of waiting for the next message to show the gap.
 CREATE OR REPLACE FUNCTION mneme.segment_now(conversation_id uuid)
 RETURNS bigint
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -288,6 +301,7 @@ COMMENT ON FUNCTION mneme.segment_now(uuid) IS
     'Ends the session at the conversation''s last queued message, as a gap would: marks it (ends_session) and '
     'enqueues the segment job, which stores everything queued through it, split at gaps. Returns the job id, or '
     'NULL when nothing is queued.';
+GRANT EXECUTE ON FUNCTION mneme.segment_now(uuid) TO mneme_app, mneme_worker, mneme_admin;
 
 -- -----------------------------------------------------------------------------
 -- Pending reviews
@@ -298,7 +312,9 @@ CREATE OR REPLACE FUNCTION mneme.add_pending_review(
     query text)
 RETURNS void
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -379,6 +395,7 @@ COMMENT ON FUNCTION mneme.add_pending_review(uuid, uuid[], text) IS
     'the memories was erased while the retrieval ran: the memories are locked first, as erase locks them); '
     'the row lock of the UPDATE keeps concurrent appends and takes from losing entries. Past setting '
     'pending_reviews_max entries, the oldest half go to a review job at once, judged by the queued messages.';
+GRANT EXECUTE ON FUNCTION mneme.add_pending_review(uuid, uuid[], text) TO mneme_worker;
 
 -- A hot standby is read-only: the calls that record a pending review say so
 -- at once, and what to call instead, rather than failing in an UPDATE
@@ -386,6 +403,7 @@ COMMENT ON FUNCTION mneme.add_pending_review(uuid, uuid[], text) IS
 CREATE OR REPLACE FUNCTION mneme._require_primary(call text)
 RETURNS void
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -403,7 +421,9 @@ COMMENT ON FUNCTION mneme._require_primary(text) IS
 CREATE OR REPLACE FUNCTION mneme.record_retrieval(conversation_id uuid, query text, memory_ids uuid[])
 RETURNS void
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 DECLARE
     v__entered boolean := mneme._enter(record_retrieval.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
@@ -442,11 +462,14 @@ COMMENT ON FUNCTION mneme.record_retrieval(uuid, text, uuid[]) IS
     'Records a retrieval made elsewhere (mneme.search or mneme.context(..., record => false) on a hot standby) '
     'as mneme.retrieve would: appends {query, memory_ids} to the conversation''s pending reviews. Run it on the '
     'primary. The ids must be memories of the caller''s tenant.';
+GRANT EXECUTE ON FUNCTION mneme.record_retrieval(uuid, text, uuid[]) TO mneme_app, mneme_worker, mneme_admin;
 
 CREATE OR REPLACE FUNCTION mneme.take_pending_reviews(conversation_id uuid)
 RETURNS jsonb
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -469,6 +492,7 @@ END
 $$;
 COMMENT ON FUNCTION mneme.take_pending_reviews(uuid) IS
     'Returns the conversation''s pending reviews (NULL when none) and clears them atomically.';
+GRANT EXECUTE ON FUNCTION mneme.take_pending_reviews(uuid) TO mneme_worker;
 
 -- -----------------------------------------------------------------------------
 -- Reads for people looking into the memory (mneme ui, psql): the tenant's
@@ -481,7 +505,9 @@ RETURNS TABLE (conversation_id uuid, messages bigint, queued_messages bigint, me
                active_memories bigint, last_message_at timestamptz, pending_jobs bigint,
                failed_jobs bigint, pending_reviews int)
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -544,12 +570,15 @@ COMMENT ON FUNCTION mneme.conversations(int) IS
     'The transaction''s tenant''s conversations (the sidecar''s login too: one tenant), the most recently active first (at most k, 1..10000): messages '
     '(all, and still queued for segmentation), memories (all, and active), the last message''s time, jobs pending '
     'or running and failed, and pending review entries. No side effects.';
+GRANT EXECUTE ON FUNCTION mneme.conversations(int) TO mneme_app, mneme_worker, mneme_admin;
 
 CREATE OR REPLACE FUNCTION mneme.conversation_messages(conversation_id uuid)
 RETURNS TABLE (message_id bigint, role text, content text, created_at timestamptz, consumed_at timestamptz,
                memory_id uuid, set_aside_job_id bigint)
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -571,6 +600,7 @@ COMMENT ON FUNCTION mneme.conversation_messages(uuid) IS
     'A conversation''s messages in order, each with the episodic memory it went into (memory_id, NULL while '
     'queued), when segmentation consumed it, and the failed job that set it aside, if any. Unknown or another '
     'tenant''s conversation: no rows. No side effects.';
+GRANT EXECUTE ON FUNCTION mneme.conversation_messages(uuid) TO mneme_app, mneme_worker, mneme_admin;
 
 -- What a person recognises a conversation by (mneme ui's list and titles):
 -- its speakers (mneme.set_speakers, else the roles of its first messages)
@@ -578,7 +608,9 @@ COMMENT ON FUNCTION mneme.conversation_messages(uuid) IS
 CREATE OR REPLACE FUNCTION mneme.conversation_titles(conversation_ids uuid[])
 RETURNS TABLE (conversation_id uuid, speakers text[], first_message text, first_message_at timestamptz)
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -607,6 +639,7 @@ COMMENT ON FUNCTION mneme.conversation_titles(uuid[]) IS
     'For each of the transaction''s tenant''s conversations named (at most 10000; others and unknown ones: no row): '
     'its speakers (mneme.set_speakers'' names, else the roles of its first 50 messages in order of appearance), and its first '
     'message (the first 200 characters) with its time. No side effects.';
+GRANT EXECUTE ON FUNCTION mneme.conversation_titles(uuid[]) TO mneme_app, mneme_worker, mneme_admin;
 
 -- -----------------------------------------------------------------------------
 -- pop_message: take back the latest message (an agent framework's "pop",
@@ -621,7 +654,9 @@ COMMENT ON FUNCTION mneme.conversation_titles(uuid[]) IS
 CREATE OR REPLACE FUNCTION mneme.pop_message(conversation_id uuid)
 RETURNS TABLE (message_id bigint, role text, content text, created_at timestamptz)
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -673,6 +708,7 @@ COMMENT ON FUNCTION mneme.pop_message(uuid) IS
     'tenant''s): the undo of add_message while no memory holds the message (queued, or set aside by a failed job). '
     'The row is deleted for good: nothing was derived from it, so no tombstone. A message an episode or fact holds '
     'already is refused (55000) and nothing changes: erase that memory instead.';
+GRANT EXECUTE ON FUNCTION mneme.pop_message(uuid) TO mneme_app, mneme_worker, mneme_admin;
 
 -- A chooser's list (mneme ui's conversation selector on the search and
 -- memories pages): the tenant's most recently active conversations with
@@ -684,7 +720,9 @@ CREATE OR REPLACE FUNCTION mneme.recent_conversations(k int DEFAULT 100)
 RETURNS TABLE (conversation_id uuid, last_message_at timestamptz, speakers text[], first_message text,
                first_message_at timestamptz)
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -716,3 +754,4 @@ COMMENT ON FUNCTION mneme.recent_conversations(int) IS
     'The transaction''s tenant''s k (1..10000) most recently active conversations, as mneme.conversations orders them, '
     'with mneme.conversation_titles'' speakers and first message and the last message''s time; no counts (cheap: '
     'for a chooser). No side effects.';
+GRANT EXECUTE ON FUNCTION mneme.recent_conversations(int) TO mneme_app, mneme_worker, mneme_admin;

@@ -15,6 +15,7 @@
 CREATE OR REPLACE FUNCTION mneme._memory_conversation(id uuid)
 RETURNS uuid
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
@@ -35,6 +36,7 @@ COMMENT ON FUNCTION mneme._memory_conversation(uuid) IS
 CREATE OR REPLACE FUNCTION mneme._lock_memories(ids uuid[])
 RETURNS void
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -61,7 +63,9 @@ CREATE OR REPLACE FUNCTION mneme.remember(
     at timestamptz DEFAULT NULL)
 RETURNS uuid
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -155,11 +159,14 @@ COMMENT ON FUNCTION mneme.remember(uuid, text, text, boolean, timestamptz, uuid,
     'the closest facts (ADD, NOOP, SUPERSEDE or INVALIDATE). source_ref (at most 512 characters) is stored redacted '
     '(mneme.redact). Confidence starts at confidence_by_source.explicit. at (default now) is when the fact was '
     'stated: its created_at, the time revision compares.';
+GRANT EXECUTE ON FUNCTION mneme.remember(uuid, text, text, boolean, timestamptz, uuid, text, text, timestamptz) TO mneme_app, mneme_worker, mneme_admin;
 
 CREATE OR REPLACE FUNCTION mneme.pin(memory_id uuid, pinned boolean DEFAULT true)
 RETURNS void
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -190,11 +197,14 @@ $$;
 COMMENT ON FUNCTION mneme.pin(uuid, boolean) IS
     'Pins (or with false unpins) a memory: pinned memories rank with retrievability 1 and are never purged. '
     'Only an active or inactive memory (which the pin makes active again) can be pinned: 55000 for a forgotten, superseded or merged one.';
+GRANT EXECUTE ON FUNCTION mneme.pin(uuid, boolean) TO mneme_app, mneme_worker, mneme_admin;
 
 CREATE OR REPLACE FUNCTION mneme.unpin(memory_id uuid)
 RETURNS void
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 BEGIN
     PERFORM mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
@@ -202,11 +212,14 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION mneme.unpin(uuid) IS 'Unpins a memory: mneme.pin(id, false).';
+GRANT EXECUTE ON FUNCTION mneme.unpin(uuid) TO mneme_app, mneme_worker, mneme_admin;
 
 CREATE OR REPLACE FUNCTION mneme.forget(memory_id uuid, reason text)
 RETURNS void
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -241,6 +254,7 @@ $$;
 COMMENT ON FUNCTION mneme.forget(uuid, text) IS
     'Invalidates a memory with a reason: it leaves retrieval but the row and its lineage stay. '
     'Forgetting an invalidated memory again is a no-op.';
+GRANT EXECUTE ON FUNCTION mneme.forget(uuid, text) TO mneme_app, mneme_worker, mneme_admin;
 
 CREATE OR REPLACE FUNCTION mneme.inspect(id uuid)
 RETURNS TABLE (memory_id uuid, conversation_id uuid, kind text, status text, status_reason text,
@@ -251,7 +265,9 @@ RETURNS TABLE (memory_id uuid, conversation_id uuid, kind text, status text, sta
                valid_until timestamptz, last_confirmed_at timestamptz, confirms_id uuid, invalidates_id uuid,
                slot text, revision text)
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -293,6 +309,7 @@ COMMENT ON FUNCTION mneme.inspect(uuid) IS
     'One memory with its belief state (status, confidence, validity, slot), provenance (source type, redacted '
     'source_ref, source messages), FSRS state, its lineage links (supersedes, superseded_by, confirms, invalidates) '
     'and its revision: the decision of its revise job (NULL until the job ran), e.g. ''ADD by heuristic: new information''.';
+GRANT EXECUTE ON FUNCTION mneme.inspect(uuid) TO mneme_app, mneme_worker, mneme_admin;
 
 -- mneme.history (the lineage both ways) is in 150-revision.sql, beside the
 -- revision links it follows.
@@ -308,7 +325,9 @@ RETURNS TABLE (memory_id uuid, kind text, status text, label text, pinned boolea
                last_reviewed_at timestamptz, review_count int, confidence_score real, supersedes_id uuid,
                created_at timestamptz)
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -332,6 +351,7 @@ COMMENT ON FUNCTION mneme.conversation_memories(uuid) IS
     'A conversation''s memories of every status (episodes and facts), in the order of what they came from: '
     'belief state, label, pin, title, summary, content, source messages, FSRS stability and last review, '
     'confidence, the memory it supersedes. Unknown or another tenant''s conversation: no rows. No side effects.';
+GRANT EXECUTE ON FUNCTION mneme.conversation_memories(uuid) TO mneme_app, mneme_worker, mneme_admin;
 
 -- A person's question "what does the agent remember about X?": the
 -- tenant's memories (or one conversation's), filtered, sorted and paged.
@@ -348,7 +368,9 @@ RETURNS TABLE (memory_id uuid, conversation_id uuid, kind text, status text, lab
                stability float8, last_reviewed_at timestamptz, review_count int, confidence_score real,
                retrievability float8, supersedes_id uuid, total bigint)
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -449,13 +471,16 @@ COMMENT ON FUNCTION mneme.find_memories(uuid, text, text, text, text, boolean, f
     'retrievability at `at` (default now; pinned: 1) between r_min and r_max; sorted by sort (created: newest stored first, '
     'created_asc, said: newest source message first, said_asc, r: most faded first, r_desc, stability, reviews); page of k '
     '(1..500) rows, total the rows of every page. NULL filters filter nothing. No side effects.';
+GRANT EXECUTE ON FUNCTION mneme.find_memories(uuid, text, text, text, text, boolean, float8, float8, text, int, int, timestamptz) TO mneme_app, mneme_worker, mneme_admin;
 
 CREATE OR REPLACE FUNCTION mneme.memory_reviews(memory_id uuid)
 RETURNS TABLE (reviewed_at timestamptz, rating text, reviewer text, defaulted boolean, stability_before float8,
                stability_after float8, difficulty_before float8, difficulty_after float8, state_before text,
                state_after text, last_reviewed_before timestamptz, matched_queries text[], job_id bigint, evidence jsonb)
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -484,3 +509,4 @@ COMMENT ON FUNCTION mneme.memory_reviews(uuid) IS
     'difficulty and phase before and after, the queries that retrieved it, and the evidence for the rating (the heuristic''s '
     'score and thresholds or the LLM''s reason; NULL for older reviews). Raises P0002 for an unknown '
     'memory (or another tenant''s). No side effects.';
+GRANT EXECUTE ON FUNCTION mneme.memory_reviews(uuid) TO mneme_app, mneme_worker, mneme_admin;

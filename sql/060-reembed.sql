@@ -90,11 +90,14 @@ COMMENT ON FUNCTION mneme.change_embedding_dim(int) IS
     'Changes the embedding dimension of the database: column, domain mneme.embedding and setting embedding_dim. '
     'With the built-in hash embedder every memory is re-embedded here; with an external embedder the embeddings '
     'are left NULL for `mneme reembed` to fill in the same transaction. Returns the number of memories.';
+GRANT EXECUTE ON FUNCTION mneme.change_embedding_dim(int) TO mneme_admin;
 
 CREATE OR REPLACE FUNCTION mneme.memories_to_embed()
 RETURNS TABLE (memory_id uuid, memory_text text)
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 BEGIN
     PERFORM mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
@@ -106,11 +109,14 @@ END
 $$;
 COMMENT ON FUNCTION mneme.memories_to_embed() IS
     'The memories without an embedding and the text to embed for each (`mneme reembed`).';
+GRANT EXECUTE ON FUNCTION mneme.memories_to_embed() TO mneme_worker;
 
 CREATE OR REPLACE FUNCTION mneme.set_embedding(memory_id uuid, embedding real[])
 RETURNS void
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 BEGIN
     PERFORM mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
@@ -127,3 +133,4 @@ $$;
 COMMENT ON FUNCTION mneme.set_embedding(uuid, real[]) IS
     'Stores a memory''s embedding computed by an external embedder (`mneme reembed`); the column''s type '
     'checks the dimension.';
+GRANT EXECUTE ON FUNCTION mneme.set_embedding(uuid, real[]) TO mneme_worker, mneme_admin;

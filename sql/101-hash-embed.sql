@@ -29,13 +29,16 @@ COMMENT ON FUNCTION mneme._memory_text(text, text, text) IS
 CREATE OR REPLACE FUNCTION mneme.memory_text(title text, summary text, content text)
 RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 SELECT mneme._memory_text(memory_text.title, memory_text.summary, memory_text.content)
 $$;
 COMMENT ON FUNCTION mneme.memory_text(text, text, text) IS
     'The text of a memory that is embedded and indexed for BM25: title, summary and content, '
     'the non-empty ones joined by newlines, a summary equal to the content once (Go: embed.MemoryText).';
+GRANT EXECUTE ON FUNCTION mneme.memory_text(text, text, text) TO mneme_app, mneme_worker, mneme_admin;
 
 -- -----------------------------------------------------------------------------
 -- The hash embedder
@@ -43,6 +46,7 @@ COMMENT ON FUNCTION mneme.memory_text(text, text, text) IS
 CREATE OR REPLACE FUNCTION mneme.hash_embed(input text, dim int)
 RETURNS real[]
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off  -- row estimates of the set-returning functions are far off; JIT costs 20 ms here
 AS $$
@@ -115,16 +119,20 @@ COMMENT ON FUNCTION mneme.hash_embed(text, int) IS
     'The built-in hash embedder: signed feature hashing (MD5) of folded word tokens (weight 1) and their '
     'character trigrams (weight 0.5) into dim components, L2-normalised. Lexical and fuzzy similarity, '
     'no service needed. Identical to the Go embedder sidecar/embed.Hash. Empty or whitespace-only text: 22023.';
+GRANT EXECUTE ON FUNCTION mneme.hash_embed(text, int) TO mneme_app, mneme_worker, mneme_admin;
 
 CREATE OR REPLACE FUNCTION mneme.hash_embed(input text)
 RETURNS real[]
 LANGUAGE sql STABLE PARALLEL SAFE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 SELECT mneme.hash_embed(hash_embed.input, (mneme.setting('embedding_dim') #>> '{}')::int)
 $$;
 COMMENT ON FUNCTION mneme.hash_embed(text) IS
     'mneme.hash_embed(text, dim) with the database''s embedding dimension (setting embedding_dim).';
+GRANT EXECUTE ON FUNCTION mneme.hash_embed(text) TO mneme_app, mneme_worker, mneme_admin;
 
 -- -----------------------------------------------------------------------------
 -- Cosine distance on real[]: the array variant's <=> operator. The pgvector
@@ -134,6 +142,7 @@ COMMENT ON FUNCTION mneme.hash_embed(text) IS
 CREATE OR REPLACE FUNCTION mneme._dimension_mismatch(a int, b int)
 RETURNS float8
 LANGUAGE plpgsql IMMUTABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -145,7 +154,9 @@ $$;
 CREATE OR REPLACE FUNCTION mneme.cosine_distance(a real[], b real[])
 RETURNS float8
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 SELECT CASE WHEN cardinality(a) = cardinality(b)
             THEN (SELECT 1 - sum(x::float8 * y) / nullif(sqrt(sum(x::float8 * x) * sum(y::float8 * y)), 0)
@@ -155,6 +166,7 @@ $$;
 COMMENT ON FUNCTION mneme.cosine_distance(real[], real[]) IS
     'Cosine distance 1 - a.b / (|a| |b|) of two real[] vectors of the same length (NULL for a zero vector); '
     'the function behind mneme.<=> on real[].';
+GRANT EXECUTE ON FUNCTION mneme.cosine_distance(real[], real[]) TO mneme_app, mneme_worker, mneme_admin;
 
 DO $$
 BEGIN
@@ -232,12 +244,15 @@ COMMENT ON FUNCTION mneme._l2_normalized(real[]) IS
 CREATE OR REPLACE FUNCTION mneme.l2_normalize(p real[])
 RETURNS real[]
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 SELECT n.embedding FROM mneme._l2_normalized(l2_normalize.p) n
 $$;
 COMMENT ON FUNCTION mneme.l2_normalize(real[]) IS
     'p / |p| (p itself when already of unit length or all zero).';
+GRANT EXECUTE ON FUNCTION mneme.l2_normalize(real[]) TO mneme_app, mneme_worker, mneme_admin;
 
 CREATE OR REPLACE FUNCTION mneme.memories_normalize_embedding_trg()
 RETURNS trigger

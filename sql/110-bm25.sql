@@ -29,13 +29,16 @@ COMMENT ON FUNCTION mneme._bm25_tsv(text) IS
 CREATE OR REPLACE FUNCTION mneme.bm25_tsvector(input text)
 RETURNS tsvector
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 SELECT mneme._bm25_tsv(bm25_tsvector.input)
 $$;
 COMMENT ON FUNCTION mneme.bm25_tsvector(text) IS
     'The BM25 tokeniser: to_tsvector(''english'', text) over the first 100,000 characters (a tsvector holds at '
     'most 1 MB; an episode of long messages must still be stored). Changing it needs SELECT mneme.bm25_reindex().';
+GRANT EXECUTE ON FUNCTION mneme.bm25_tsvector(text) TO mneme_app, mneme_worker, mneme_admin;
 
 -- Okapi BM25's weighting, written once for the BM25 leg, the belief search
 -- and the context's turns: a posting scores _bm25_weight(N, df, k1) *
@@ -64,6 +67,7 @@ COMMENT ON FUNCTION mneme._bm25_tf(float8, float8, float8, float8, float8) IS
 CREATE OR REPLACE FUNCTION mneme._bm25_apply(removed uuid[], added uuid[])
 RETURNS void
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
@@ -224,6 +228,7 @@ COMMENT ON FUNCTION mneme.memories_bm25_truncate_trg() IS
 CREATE OR REPLACE FUNCTION mneme._bm25_apply_shard(conversation_id uuid, removed uuid[], added uuid[])
 RETURNS void
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -293,7 +298,9 @@ $trg$;
 CREATE OR REPLACE FUNCTION mneme.bm25_reindex()
 RETURNS bigint
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 DECLARE
     v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
@@ -335,6 +342,7 @@ COMMENT ON FUNCTION mneme.bm25_reindex() IS
     'returns the number of memories indexed. Run by the sidecar''s role or a superuser it rebuilds every '
     'tenant''s; run by an admin under a tenant, that tenant''s conversations only (it removes only what it '
     'rebuilds).';
+GRANT EXECUTE ON FUNCTION mneme.bm25_reindex() TO mneme_admin;
 
 -- A database that had memories before the BM25 tables existed gets them indexed once.
 DO $$
@@ -442,6 +450,7 @@ CREATE OR REPLACE FUNCTION mneme._bm25_search(
     until timestamptz)
 RETURNS TABLE (memory_id uuid, score float8, rank int)
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 ROWS 100
 SET search_path = pg_catalog, pg_temp
 SET jit = off
@@ -565,6 +574,7 @@ CREATE OR REPLACE FUNCTION mneme.bm25_search(
     until timestamptz DEFAULT NULL)
 RETURNS TABLE (memory_id uuid, score float8, rank int)
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 ROWS 100
 SET search_path = pg_catalog, pg_temp
 SET jit = off
@@ -596,3 +606,4 @@ COMMENT ON FUNCTION mneme.bm25_search(uuid, text, int, timestamptz, timestamptz)
     '(k1, b from settings bm25_k1, bm25_b; idf = ln(1 + (N - df + 0.5) / (df + 0.5)); N, df and the average '
     'length over the conversation''s active, unexpired memories), created in [since, until) when given. '
     'Equal scores share a rank (and are listed by memory id).';
+GRANT EXECUTE ON FUNCTION mneme.bm25_search(uuid, text, int, timestamptz, timestamptz) TO mneme_app, mneme_worker, mneme_admin;

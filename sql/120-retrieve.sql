@@ -43,7 +43,9 @@ CREATE OR REPLACE FUNCTION mneme.retrievability(
     at timestamptz DEFAULT now())
 RETURNS float8
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 BEGIN
     IF stability IS NULL OR last_reviewed_at IS NULL OR at IS NULL THEN
@@ -64,6 +66,7 @@ $$;
 COMMENT ON FUNCTION mneme.retrievability(float8, timestamptz, timestamptz) IS
     'FSRS-5 retrievability as go-fsrs v3 computes it: (1 + 19/81 * t / stability) ^ -0.5, t = days (fractional) '
     'from last_reviewed_at to at (0 if negative).';
+GRANT EXECUTE ON FUNCTION mneme.retrievability(float8, timestamptz, timestamptz) TO mneme_app, mneme_worker, mneme_admin;
 
 -- -----------------------------------------------------------------------------
 -- Query embeddings
@@ -71,7 +74,9 @@ COMMENT ON FUNCTION mneme.retrievability(float8, timestamptz, timestamptz) IS
 CREATE OR REPLACE FUNCTION mneme.check_embedding(embedding real[])
 RETURNS void
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -98,6 +103,7 @@ $$;
 COMMENT ON FUNCTION mneme.check_embedding(real[]) IS
     'Raises 22023 unless embedding is a usable query embedding: one dimension of length embedding_dim, '
     'finite, not all zero.';
+GRANT EXECUTE ON FUNCTION mneme.check_embedding(real[]) TO mneme_app, mneme_worker, mneme_admin;
 
 -- -----------------------------------------------------------------------------
 -- Per-scope HNSW indexes (pgvector variant; issue 42). One HNSW index over
@@ -128,6 +134,7 @@ COMMENT ON FUNCTION mneme._vector_index_name(text, text) IS
 CREATE OR REPLACE FUNCTION mneme._vector_index_ready(scope text, scope_id text)
 RETURNS boolean
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -223,6 +230,7 @@ COMMENT ON FUNCTION mneme.vector_index_plan() IS
     'with embedder "hash" (whose vectors lose too much through an index) only drops. CREATE and DROP INDEX '
     'CONCURRENTLY: run each statement alone, outside a transaction, as the role that owns the tables (psql: '
     'SELECT statement FROM mneme.vector_index_plan() \gexec; or mneme vector-indexes). Reads every tenant.';
+GRANT EXECUTE ON FUNCTION mneme.vector_index_plan() TO mneme_admin;
 
 -- The candidate list (hnsw.ef_search) of a walk through a scope's own
 -- index for the top k: twice the rows asked for, at least pgvector's
@@ -232,6 +240,7 @@ COMMENT ON FUNCTION mneme.vector_index_plan() IS
 CREATE OR REPLACE FUNCTION mneme._vector_scope_ef(k int)
 RETURNS int
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -265,6 +274,7 @@ CREATE OR REPLACE FUNCTION mneme._vector_search(
     until timestamptz)
 RETURNS TABLE (memory_id uuid, distance float8, rank int)
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 ROWS 100
 SET search_path = pg_catalog, pg_temp
 SET jit = off
@@ -413,6 +423,7 @@ CREATE OR REPLACE FUNCTION mneme._vector_search_scope(
     until timestamptz)
 RETURNS TABLE (memory_id uuid, distance float8, rank int)
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 ROWS 100
 SET search_path = pg_catalog, pg_temp
 SET jit = off
@@ -507,8 +518,10 @@ CREATE OR REPLACE FUNCTION mneme.vector_search(
     until timestamptz DEFAULT NULL)
 RETURNS TABLE (memory_id uuid, distance float8, rank int)
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 ROWS 100
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -540,6 +553,7 @@ COMMENT ON FUNCTION mneme.vector_search(uuid, real[], int, timestamptz, timestam
     'distance to embedding (empty when embedding is NULL), created in [since, until) when given. '
     'Exact over the conversation''s rows, or through the HNSW index with iterative scans for large '
     'conversations (pgvector variant, setting vector_exact_max). Equal distances share a rank (listed by memory id).';
+GRANT EXECUTE ON FUNCTION mneme.vector_search(uuid, real[], int, timestamptz, timestamptz) TO mneme_app, mneme_worker, mneme_admin;
 
 -- -----------------------------------------------------------------------------
 -- The per-scope HNSW indexes as they stand, for the UI's jobs page and
@@ -578,3 +592,4 @@ COMMENT ON FUNCTION mneme.vector_index_status() IS
     '(conversation or tenant), state (ready, building, not valid), size in bytes, and while one is built its phase '
     'and the blocks or tuples done of the phase (pg_stat_progress_create_index: shown to the index login''s own role '
     'and to members of pg_read_all_stats, NULL to others). Reads no tenant''s rows.';
+GRANT EXECUTE ON FUNCTION mneme.vector_index_status() TO mneme_worker, mneme_admin;

@@ -12,6 +12,7 @@
 CREATE OR REPLACE FUNCTION mneme._scope_conversations(conversation_id uuid, scope text)
 RETURNS uuid[]
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -52,6 +53,7 @@ CREATE OR REPLACE FUNCTION mneme._belief_candidates(
     include_history boolean)
 RETURNS TABLE (memory_id uuid, bm25_score float8, bm25_rank int, vector_distance float8, vector_rank int)
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 ROWS 100
 SET search_path = pg_catalog, pg_temp
 SET jit = off
@@ -140,6 +142,7 @@ CREATE OR REPLACE FUNCTION mneme._check_search_arguments(
     conversation_id uuid, query text, k int, since timestamptz, until timestamptz, at timestamptz, as_of timestamptz)
 RETURNS void
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -191,6 +194,7 @@ COMMENT ON FUNCTION mneme._check_search_arguments(uuid, text, int, timestamptz, 
 CREATE OR REPLACE FUNCTION mneme._search_query_embedding(query text, query_embedding real[])
 RETURNS real[]
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -233,6 +237,7 @@ CREATE OR REPLACE FUNCTION mneme._search_candidates(
     include_history boolean)
 RETURNS TABLE (memory_id uuid, bm25_rank int, vector_rank int, bm25_score float8, vector_distance float8)
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 ROWS 100
 SET search_path = pg_catalog, pg_temp
 SET jit = off
@@ -288,6 +293,7 @@ CREATE OR REPLACE FUNCTION mneme.search(
     include_history boolean DEFAULT false)
 RETURNS SETOF mneme.retrieval
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 ROWS 10
 SET search_path = pg_catalog, pg_temp
 SET jit = off
@@ -389,6 +395,7 @@ COMMENT ON FUNCTION mneme.search(uuid, text, int, real[], timestamptz, timestamp
     'embedder "external" refuses a NULL one (22004: pass the query''s embedding); an empty one means BM25 alone '
     '(vector_rank NULL). Unknown conversation: no rows. '
     'scope ''tenant'' searches every conversation of the conversation''s tenant (BM25 over their statistics together).';
+GRANT EXECUTE ON FUNCTION mneme.search(uuid, text, int, real[], timestamptz, timestamptz, timestamptz, text, timestamptz, boolean) TO mneme_app, mneme_worker, mneme_admin;
 
 -- The 6-argument form of before `at` was added: replaced, not overloaded
 -- (an overload would make every call that omits `at` ambiguous).
@@ -405,8 +412,10 @@ CREATE OR REPLACE FUNCTION mneme.retrieve(
     include_history boolean DEFAULT false)
 RETURNS SETOF mneme.retrieval
 LANGUAGE plpgsql
+SECURITY DEFINER
 ROWS 10
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 DECLARE
     v__entered boolean := mneme._enter(retrieve.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
@@ -428,6 +437,7 @@ $$;
 COMMENT ON FUNCTION mneme.retrieve(uuid, text, int, real[], timestamptz, timestamptz, timestamptz, text, timestamptz, boolean) IS
     'mneme.search, and when it returns memories, appends {query, memory_ids} to the conversation''s '
     'pending_reviews in the same transaction, for the review job to rate later. Never changes FSRS state.';
+GRANT EXECUTE ON FUNCTION mneme.retrieve(uuid, text, int, real[], timestamptz, timestamptz, timestamptz, text, timestamptz, boolean) TO mneme_app, mneme_worker, mneme_admin;
 
 -- The 6-argument form of before `at` was added: replaced, not overloaded
 -- (an overload would make every call that omits `at` ambiguous).
@@ -444,7 +454,9 @@ CREATE OR REPLACE FUNCTION mneme.retrieve_markdown(
     include_history boolean DEFAULT false)
 RETURNS text
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 DECLARE
     v__entered boolean := mneme._enter(retrieve_markdown.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
@@ -477,3 +489,4 @@ $$;
 COMMENT ON FUNCTION mneme.retrieve_markdown(uuid, text, int, real[], timestamptz, timestamptz, timestamptz, text, timestamptz, boolean) IS
     'mneme.retrieve rendered as markdown for a prompt: per memory its summary, when, kind, label, and why it '
     'matched (BM25 and/or vector rank, score). Records the pending review like retrieve.';
+GRANT EXECUTE ON FUNCTION mneme.retrieve_markdown(uuid, text, int, real[], timestamptz, timestamptz, timestamptz, text, timestamptz, boolean) TO mneme_app, mneme_worker, mneme_admin;

@@ -15,6 +15,7 @@
 CREATE OR REPLACE FUNCTION mneme._words(input text)
 RETURNS int
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 SELECT cardinality(array_remove(regexp_split_to_array(_words.input, mneme._word_separator() || '+'), ''))
@@ -28,6 +29,7 @@ COMMENT ON FUNCTION mneme._words(text) IS
 CREATE OR REPLACE FUNCTION mneme._context_budget_max()
 RETURNS int
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT 100000 $$;
 
@@ -50,6 +52,7 @@ CREATE OR REPLACE FUNCTION mneme._context_anchors(
 RETURNS TABLE (anchor int, rank int, memory_id uuid, kind text, label text, score float8, first_at timestamptz,
                msg_id bigint, distance int, cost int)
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 ROWS 200
 SET search_path = pg_catalog, pg_temp
 SET jit = off
@@ -158,6 +161,7 @@ CREATE OR REPLACE FUNCTION mneme.context_items(
 RETURNS TABLE (item int, memory_id uuid, kind text, label text, score float8, first_at timestamptz,
                message_ids bigint[], words int, text text)
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 ROWS 20
 SET search_path = pg_catalog, pg_temp
 SET jit = off
@@ -314,6 +318,7 @@ COMMENT ON FUNCTION mneme.context_items(uuid, text, int, real[], timestamptz, ti
     'budget of 2B words holds every turn and fact of B''s (B >= 100); '
     'no turn twice. One row per memory, in the order it got room, its turns in conversation order under a '
     '"### date" heading; the words (headings and speakers included) never exceed budget (1..100000).';
+GRANT EXECUTE ON FUNCTION mneme.context_items(uuid, text, int, real[], timestamptz, timestamptz, timestamptz, text) TO mneme_app, mneme_worker, mneme_admin;
 
 -- The cosine distance of each given message that has an embedding to a
 -- query embedding (turns found by meaning in context_items). The messages
@@ -327,6 +332,7 @@ BEGIN
 CREATE OR REPLACE FUNCTION mneme._turn_distances(message_ids bigint[], embedding real[], conversation_ids uuid[])
 RETURNS TABLE (message_id bigint, distance float8)
 LANGUAGE sql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 SELECT m.id, @@distance@@
@@ -354,6 +360,7 @@ CREATE OR REPLACE FUNCTION mneme._context_item(
 RETURNS TABLE (item int, memory_id uuid, kind text, label text, score float8, first_at timestamptz,
                message_ids bigint[], words int, text text)
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
@@ -387,7 +394,9 @@ CREATE OR REPLACE FUNCTION mneme.context(
     record boolean DEFAULT true)
 RETURNS text
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 DECLARE
     v__entered boolean := mneme._enter(context.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
@@ -414,3 +423,4 @@ COMMENT ON FUNCTION mneme.context(uuid, text, int, real[], timestamptz, timestam
     'mneme.context_items as markdown for a prompt: per episode a "### date" heading and "speaker: text" lines, '
     'facts as "- " entries, best first; at most budget words; empty when nothing matches. Records a pending '
     'review of the memories used (like retrieve) unless record => false.';
+GRANT EXECUTE ON FUNCTION mneme.context(uuid, text, int, real[], timestamptz, timestamptz, timestamptz, text, boolean) TO mneme_app, mneme_worker, mneme_admin;

@@ -29,6 +29,7 @@
 CREATE OR REPLACE FUNCTION mneme._source_confidence(source_type text)
 RETURNS real
 LANGUAGE sql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 SELECT least(1, greatest(0, coalesce((mneme.setting('confidence_by_source') ->> _source_confidence.source_type)::real, 1)))
@@ -39,7 +40,9 @@ COMMENT ON FUNCTION mneme._source_confidence(text) IS
 CREATE OR REPLACE FUNCTION mneme.redact(input text)
 RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 SELECT regexp_replace(regexp_replace(regexp_replace(regexp_replace(regexp_replace(redact.input,
     -- credentials in a URL: scheme://user:password@host
@@ -59,6 +62,7 @@ COMMENT ON FUNCTION mneme.redact(text) IS
     'A source reference with secrets replaced by [REDACTED]: credentials in URLs, bearer/basic authorization values, '
     'key=value secrets (api_key, token, password, secret, ...), well-known API key prefixes and long letter-and-digit '
     'runs. Applied to source_ref before it is stored.';
+GRANT EXECUTE ON FUNCTION mneme.redact(text) TO mneme_app, mneme_worker, mneme_admin;
 
 -- -----------------------------------------------------------------------------
 -- Facts extracted from conversations (the segment job)
@@ -71,7 +75,9 @@ CREATE OR REPLACE FUNCTION mneme.add_fact(
     label text DEFAULT NULL)
 RETURNS uuid
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -135,6 +141,7 @@ COMMENT ON FUNCTION mneme.add_fact(uuid, text, bigint[], uuid, text) IS
     'source_ref the episode and message ids, source_message_ids, created at its newest message''s time, confidence '
     'confidence_by_source.extracted) and enqueues its revise job. Returns its id. Raises 54000 when the episode '
     '(or, without one, the fact''s messages) has extract_facts_max facts already.';
+GRANT EXECUTE ON FUNCTION mneme.add_fact(uuid, text, bigint[], uuid, text) TO mneme_worker;
 
 -- -----------------------------------------------------------------------------
 -- Candidates
@@ -142,7 +149,9 @@ COMMENT ON FUNCTION mneme.add_fact(uuid, text, bigint[], uuid, text) IS
 CREATE OR REPLACE FUNCTION mneme.revision_candidates(memory_id uuid, k int DEFAULT NULL, same_slot text DEFAULT NULL)
 RETURNS TABLE (id uuid, content text, at timestamptz, label text, slot text, score float8)
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -195,6 +204,7 @@ COMMENT ON FUNCTION mneme.revision_candidates(uuid, int, text) IS
     'Worker: the facts a new memory is revised against: the top k (setting revision_candidates) active semantic '
     'memories of its scope (setting revision_scope) by mneme.search over its text, itself excluded, best first; then '
     'the newest active facts of the same slot (when given, at most revision_slot_candidates) that the ranking missed. Never the whole store.';
+GRANT EXECUTE ON FUNCTION mneme.revision_candidates(uuid, int, text) TO mneme_worker;
 
 -- -----------------------------------------------------------------------------
 -- Applying a decision
@@ -208,6 +218,7 @@ COMMENT ON FUNCTION mneme.revision_candidates(uuid, int, text) IS
 CREATE OR REPLACE FUNCTION mneme._revise_noop(v_new mneme.memories, v_old mneme.memories, v_note text)
 RETURNS void
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
@@ -236,6 +247,7 @@ $$;
 CREATE OR REPLACE FUNCTION mneme._lineage_merge(a uuid, b uuid)
 RETURNS void
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
@@ -291,6 +303,7 @@ COMMENT ON FUNCTION mneme._lineage_merge(uuid, uuid) IS
 CREATE OR REPLACE FUNCTION mneme._revise_supersede(v_new mneme.memories, v_old mneme.memories, v_note text, v_slot text)
 RETURNS text
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
@@ -364,6 +377,7 @@ $$;
 CREATE OR REPLACE FUNCTION mneme._revise_invalidate(v_new mneme.memories, v_old mneme.memories, v_note text)
 RETURNS text
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
@@ -399,7 +413,9 @@ CREATE OR REPLACE FUNCTION mneme.apply_revision(
     job_id bigint DEFAULT NULL)
 RETURNS text
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -498,6 +514,7 @@ COMMENT ON FUNCTION mneme.apply_revision(uuid, text, uuid, text, text, text, boo
     'its FSRS state; a new memory older than the target is stored as superseded instead, in the target''s lineage '
     'at its place in time (the link said right after it points to it). INVALIDATE: the '
     'target becomes invalidated (invalidates_id links them). Records slot when given, and a revised event.';
+GRANT EXECUTE ON FUNCTION mneme.apply_revision(uuid, text, uuid, text, text, text, boolean, bigint) TO mneme_worker;
 
 -- -----------------------------------------------------------------------------
 -- Lineage
@@ -512,6 +529,7 @@ RETURNS TABLE (depth int, relation text, memory_id uuid, status text, status_rea
                supersedes_id uuid, confidence_score real, source_type text, valid_until timestamptz,
                created_at timestamptz)
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
@@ -551,6 +569,7 @@ RETURNS TABLE (depth int, relation text, memory_id uuid, status text, status_rea
                supersedes_id uuid, confidence_score real, source_type text, valid_until timestamptz,
                created_at timestamptz)
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
@@ -593,7 +612,9 @@ RETURNS TABLE (depth int, relation text, memory_id uuid, status text, status_rea
                supersedes_id uuid, confidence_score real, source_type text, valid_until timestamptz,
                created_at timestamptz)
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -636,3 +657,4 @@ COMMENT ON FUNCTION mneme.history(uuid) IS
     'How a belief changed, both ways: the supersedes lineage oldest first (depth < 0 what it replaced, 0 itself, '
     '> 0 what replaced it; relation self, replaced, replaced_by), and beside each link the memories that confirmed '
     'it (confirmed_by: merged duplicates), invalidated it (invalidated_by), or that it confirmed or invalidated.';
+GRANT EXECUTE ON FUNCTION mneme.history(uuid) TO mneme_app, mneme_worker, mneme_admin;

@@ -22,7 +22,9 @@
 CREATE OR REPLACE FUNCTION mneme.consolidate(conversation_id uuid)
 RETURNS bigint
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -49,13 +51,16 @@ COMMENT ON FUNCTION mneme.consolidate(uuid) IS
     'returns its id. The sidecar then looks at every active fact of the conversation''s scope (setting revision_scope) '
     'and supersedes what a later statement replaced and merges duplicates, as revisions (history() shows them, '
     'jobs.result counts them and the model calls). P0002 for a conversation the caller cannot see.';
+GRANT EXECUTE ON FUNCTION mneme.consolidate(uuid) TO mneme_app, mneme_worker, mneme_admin;
 
 -- The schedule: consolidate the conversations whose facts were revised
 -- since their last consolidation, once quiet.
 CREATE OR REPLACE FUNCTION mneme.schedule_consolidation()
 RETURNS SETOF bigint
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -97,12 +102,15 @@ COMMENT ON FUNCTION mneme.schedule_consolidation() IS
     'since its last consolidation, the last at least consolidate_quiet ago or the first at least consolidate_max_delay '
     'ago; at most 1,000 a call, the longest waiting first. Returns their ids; none when consolidate_quiet is null. '
     'The sidecar calls it every minute.';
+GRANT EXECUTE ON FUNCTION mneme.schedule_consolidation() TO mneme_worker;
 
 -- The facts a consolidation looks at: every active fact of the scope.
 CREATE OR REPLACE FUNCTION mneme.consolidation_facts(conversation_id uuid, k int DEFAULT 1000)
 RETURNS TABLE (id uuid, content text, at timestamptz, slot text, review_count int)
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -131,6 +139,7 @@ $$;
 COMMENT ON FUNCTION mneme.consolidation_facts(uuid, int) IS
     'Worker: the active facts (semantic memories, unexpired) of the conversation''s scope (setting revision_scope), the '
     'newest k, oldest first: what a consolidate job looks at.';
+GRANT EXECUTE ON FUNCTION mneme.consolidation_facts(uuid, int) TO mneme_worker;
 
 -- One consolidation decision, applied as a revision.
 CREATE OR REPLACE FUNCTION mneme.apply_consolidation(
@@ -142,7 +151,9 @@ CREATE OR REPLACE FUNCTION mneme.apply_consolidation(
     job_id bigint DEFAULT NULL)
 RETURNS text
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -221,12 +232,15 @@ COMMENT ON FUNCTION mneme.apply_consolidation(text, uuid, uuid, text, text, bigi
     'statement, replaces target_id, which joins its lineage), INVALIDATE (memory_id retracts target_id) or MERGE '
     '(memory_id becomes a merged copy of target_id, which keeps its sources). STALE when either is no longer active '
     '(nothing written); 42501 for a memory of another tenant than the job''s; a revised event with the reason.';
+GRANT EXECUTE ON FUNCTION mneme.apply_consolidation(text, uuid, uuid, text, text, bigint) TO mneme_worker;
 
 -- What the run did, in the job's row (read by operators: SELECT result FROM mneme.jobs).
 CREATE OR REPLACE FUNCTION mneme.finish_consolidation(job_id bigint, conversation_id uuid, result jsonb)
 RETURNS boolean
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -247,3 +261,4 @@ $$;
 COMMENT ON FUNCTION mneme.finish_consolidation(bigint, uuid, jsonb) IS
     'Worker: stores a consolidate job''s result (its counts, model calls and tokens) in mneme.jobs.result; false when '
     'the job is not a consolidate job of that conversation.';
+GRANT EXECUTE ON FUNCTION mneme.finish_consolidation(bigint, uuid, jsonb) TO mneme_worker;

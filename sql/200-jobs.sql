@@ -1,7 +1,8 @@
 -- =============================================================================
--- mneme job runner contract: the SQL the sidecar's runner calls to claim,
--- complete, retry and release jobs, plus what an operator uses to see and
--- requeue them (mneme.job_stats, mneme.retry_job).
+-- mneme jobs: the outbox the API enqueues into (mneme.enqueue_job), the
+-- runner contract the sidecar calls to claim, complete, retry and release
+-- jobs, and what an operator uses to see and requeue them (mneme.job_stats,
+-- mneme.retry_job). The kinds: 205-job-kinds.sql.
 -- Idempotent: re-applied on every `mneme migrate` (CREATE OR REPLACE only).
 --
 -- A claim is a lease: state running, attempts + 1, locked_by = the worker,
@@ -12,6 +13,160 @@
 -- =============================================================================
 
 -- Signatures that changed before release (a max-attempts override was added).
+
+-- -----------------------------------------------------------------------------
+-- Enqueueing: the transactional outbox
+-- -----------------------------------------------------------------------------
+-- The job kinds (mneme.job_kinds' rows) and their payload builders
+-- (mneme._<kind>_payload) are generated from the one declaration,
+-- sidecar/jobs/kinds.go, into sql/205-job-kinds.sql.
+
+-- A pending job that does the same work as a job of this kind,
+-- conversation and dedupe key: the same dedupe key, or a segment job of the
+-- same conversation (the two unique indexes on pending jobs,
+-- jobs_pending_dedupe and jobs_one_pending_segment). enqueue_job reports
+-- it instead of a second job; a requeued job gives way to it.
+CREATE OR REPLACE FUNCTION mneme._equivalent_pending_job(kind text, conversation_id uuid, dedupe_key text, except_id bigint)
+RETURNS bigint
+LANGUAGE plpgsql STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v bigint;
+BEGIN
+    SELECT j.id INTO v FROM mneme.jobs j
+    WHERE j.state = 'pending' AND j.id IS DISTINCT FROM _equivalent_pending_job.except_id
+      AND ((_equivalent_pending_job.dedupe_key IS NOT NULL AND j.dedupe_key = _equivalent_pending_job.dedupe_key)
+           OR (_equivalent_pending_job.kind = 'segment' AND j.kind = 'segment'
+               AND j.conversation_id = _equivalent_pending_job.conversation_id))
+    LIMIT 1;
+    RETURN v;
+END
+$$;
+COMMENT ON FUNCTION mneme._equivalent_pending_job(text, uuid, text, bigint) IS
+    'Internal to enqueue_job and requeueing: the pending job (other than except_id) that does the same work, if any.';
+
+CREATE OR REPLACE FUNCTION mneme.enqueue_job(
+    kind text,
+    conversation_id uuid,
+    payload jsonb DEFAULT '{}',
+    dedupe_key text DEFAULT NULL,
+    run_at timestamptz DEFAULT now())
+RETURNS bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+#variable_conflict use_column
+DECLARE
+    v__entered boolean := mneme._enter(enqueue_job.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
+    v_id        bigint;
+    v_max_bytes bigint;
+    v_kind      mneme.job_kinds;
+BEGIN
+    IF enqueue_job.kind IS NULL OR enqueue_job.kind !~ '^[a-z][a-z0-9_]{0,63}$' THEN
+        RAISE EXCEPTION 'job kind must be a lower-case identifier of at most 64 characters, got %', mneme._quote_prefix(enqueue_job.kind)
+            USING ERRCODE = '22023';
+    END IF;
+    -- Only kinds the sidecar handles (mneme.job_kinds): any other would
+    -- wait for a handler that never comes. A deployment with handlers of
+    -- its own (and the test harness, whose job-queue tests use kinds of
+    -- their own) lists them in the setting mneme.job_kinds ('*' for any).
+    SELECT * INTO v_kind FROM mneme.job_kinds k WHERE k.kind = enqueue_job.kind;
+    IF NOT FOUND
+       AND coalesce(current_setting('mneme.job_kinds', true), '') <> '*'
+       AND NOT enqueue_job.kind = ANY (string_to_array(replace(coalesce(current_setting('mneme.job_kinds', true), ''), ' ', ''), ',')) THEN
+        RAISE EXCEPTION 'job kind % has no handler in the sidecar', mneme._quote_prefix(enqueue_job.kind)
+            USING ERRCODE = '22023',
+                  HINT = format('kinds: %s; a deployment''s own kinds go in the setting mneme.job_kinds '
+                                '(ALTER DATABASE ... SET mneme.job_kinds = ''mykind'')',
+                                (SELECT string_agg(k.kind, ', ' ORDER BY k.kind) FROM mneme.job_kinds k));
+    END IF;
+    PERFORM mneme._check_time('run_at', enqueue_job.run_at);
+    IF enqueue_job.payload IS NOT NULL AND jsonb_typeof(enqueue_job.payload) <> 'object' THEN
+        RAISE EXCEPTION 'job payload must be a JSON object, got %', left(enqueue_job.payload::text, 80) USING ERRCODE = '22023';
+    END IF;
+    -- A btree index row holds about 2.7 kB: 256 characters (at most 1 kB of
+    -- UTF-8) never reach it.
+    PERFORM mneme._check_length('dedupe_key', enqueue_job.dedupe_key, 256);
+    -- The sidecar holds a claimed job's payload in memory. A review job
+    -- carries up to pending_reviews_max (default 500) pending entries, each a
+    -- query of up to 10,000 characters and up to 100 memory ids: about 32 MB
+    -- at worst as JSON; the hand-over of reviews must never fail on the cap,
+    -- so review jobs get 64 MB, every other kind 1 MB.
+    v_max_bytes := (CASE WHEN enqueue_job.kind = 'review' THEN 64 ELSE 1 END) * 1048576;
+    IF octet_length(enqueue_job.payload::text) > v_max_bytes THEN
+        RAISE EXCEPTION 'payload is % bytes, over the limit of % bytes for a % job', octet_length(enqueue_job.payload::text),
+                v_max_bytes, enqueue_job.kind
+            USING ERRCODE = '22001', HINT = 'keep large data in tables and put its ids in the payload';
+    END IF;
+    -- The payload the kind's handler reads (mneme.job_kinds): what it could
+    -- only fail on is refused here.
+    IF v_kind.kind IS NOT NULL AND ((v_kind.needs_conversation AND enqueue_job.conversation_id IS NULL)
+           OR NOT jsonb_path_match(coalesce(enqueue_job.payload, '{}'), v_kind.payload_rule)) THEN
+        RAISE EXCEPTION '% job payload %: not what its handler reads', enqueue_job.kind, left(enqueue_job.payload::text, 80)
+            USING ERRCODE = '22023',
+                  HINT = format('a %s job: %s%s', v_kind.kind, CASE WHEN v_kind.needs_conversation THEN 'a conversation and ' ELSE '' END,
+                                v_kind.payload_hint);
+    END IF;
+    -- A time the rule lets through by its form may still be no date
+    -- (February 30) or outside the years the API takes (mneme._check_time).
+    IF enqueue_job.kind = 'review' AND v_kind.kind IS NOT NULL THEN
+        BEGIN
+            PERFORM mneme._check_time('reviewed_at', (enqueue_job.payload ->> 'reviewed_at')::timestamptz);
+            -- Go's zero time is an unset one: the review handler refuses it.
+            IF (enqueue_job.payload ->> 'reviewed_at')::timestamptz = '0001-01-01 00:00:00+00'::timestamptz THEN
+                RAISE EXCEPTION 'the zero time (0001-01-01T00:00:00Z) is an unset time' USING ERRCODE = '22023';
+            END IF;
+        EXCEPTION WHEN data_exception THEN
+            RAISE EXCEPTION 'review job payload: reviewed_at %: %', mneme._quote_prefix(enqueue_job.payload ->> 'reviewed_at'), SQLERRM
+                USING ERRCODE = '22023', HINT = format('a review job: %s', v_kind.payload_hint);
+        END;
+    END IF;
+    -- A segment job cuts the conversation's queued messages: with none
+    -- queued it has nothing to do, and would only fail.
+    IF enqueue_job.kind = 'segment' AND enqueue_job.conversation_id IS NOT NULL
+       AND NOT EXISTS (SELECT 1 FROM mneme.messages m
+                       WHERE m.conversation_id = enqueue_job.conversation_id AND m.consumed_at IS NULL) THEN
+        RAISE EXCEPTION 'conversation % has no queued messages: a segment job would have nothing to segment',
+            enqueue_job.conversation_id USING ERRCODE = '22023',
+            HINT = 'mneme.add_message queues messages and enqueues the segment job itself';
+    END IF;
+    -- A job of no conversation (cleanup) has the nil one: the functions
+    -- that finish a job name its conversation with = (on Citus, where jobs
+    -- are distributed by conversation, that routes to its shard).
+    IF enqueue_job.conversation_id IS NULL THEN
+        enqueue_job.conversation_id := '00000000-0000-0000-0000-000000000000';
+    END IF;
+    INSERT INTO mneme.jobs (kind, conversation_id, payload, dedupe_key, run_at)
+    VALUES (enqueue_job.kind, enqueue_job.conversation_id, coalesce(enqueue_job.payload, '{}'), enqueue_job.dedupe_key, coalesce(enqueue_job.run_at, now()))
+    ON CONFLICT DO NOTHING
+    RETURNING id INTO v_id;
+    IF v_id IS NULL THEN
+        -- An equivalent job is already pending: keep it, report its id.
+        v_id := mneme._equivalent_pending_job(enqueue_job.kind, enqueue_job.conversation_id, enqueue_job.dedupe_key, NULL);
+        RETURN v_id;
+    END IF;
+    -- A wake-up hint only: sidecars also sweep the table and may follow the
+    -- WAL instead. Delivered at commit, so never for a rolled-back job.
+    -- Empty: any role may LISTEN, and a payload would tell it every
+    -- tenant's job ids and kinds.
+    PERFORM pg_notify('mneme_jobs', '');
+    RETURN v_id;
+END
+$$;
+COMMENT ON FUNCTION mneme.enqueue_job(text, uuid, jsonb, text, timestamptz) IS
+    'Inserts a pending job in the caller''s transaction and NOTIFYs mneme_jobs at commit. '
+    'A pending duplicate (same dedupe_key, or a second segment job for a conversation) is not inserted; '
+    'its id is returned instead.';
+GRANT EXECUTE ON FUNCTION mneme.enqueue_job(text, uuid, jsonb, text, timestamptz) TO mneme_worker;
+
+-- (mneme._functions_reaching served the migrate-time rewriting of
+-- functions on Citus, which is gone: the Citus forms are written in sql/
+-- and sql/citus/; goose 00090 drops it.)
 
 -- -----------------------------------------------------------------------------
 -- Claiming
@@ -37,6 +192,7 @@ COMMENT ON FUNCTION mneme._lease_expired_error(int, int, text, text) IS
 CREATE OR REPLACE FUNCTION mneme._fail_expired_jobs(max_attempts int)
 RETURNS void
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
@@ -96,7 +252,9 @@ COMMENT ON FUNCTION mneme._fail_expired_jobs(int) IS
 CREATE OR REPLACE FUNCTION mneme.claim_jobs(worker text, max_jobs int, lease interval, max_attempts int DEFAULT NULL)
 RETURNS SETOF mneme.jobs
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -199,6 +357,7 @@ COMMENT ON FUNCTION mneme.claim_jobs(text, int, interval, int) IS
     'Fails jobs whose lease expired on their last attempt. Pending jobs are handed out fairly across tenants: '
     'each tenant''s oldest first, tenants in turn (the one served longest ago first, mneme.job_turns), so one '
     'tenant''s burst does not delay the others. Called by the sidecar''s runner.';
+GRANT EXECUTE ON FUNCTION mneme.claim_jobs(text, int, interval, int) TO mneme_worker;
 
 -- On Citus (mneme migrate --citus) jobs are distributed by conversation and
 -- Citus refuses FOR UPDATE in a statement that reaches every shard, so the
@@ -215,6 +374,7 @@ COMMENT ON FUNCTION mneme.claim_jobs(text, int, interval, int) IS
 CREATE OR REPLACE FUNCTION mneme._claim_jobs_distributed(worker text, max_jobs int, lease interval, max_attempts int)
 RETURNS SETOF mneme.jobs
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
@@ -272,6 +432,7 @@ COMMENT ON FUNCTION mneme._claim_jobs_distributed(text, int, interval, int) IS
 CREATE OR REPLACE FUNCTION mneme._job_conversation(id bigint)
 RETURNS uuid
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
@@ -288,7 +449,9 @@ COMMENT ON FUNCTION mneme._job_conversation(bigint) IS
 CREATE OR REPLACE FUNCTION mneme.extend_job_lease(id bigint, worker text, attempt int, lease interval)
 RETURNS boolean
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -304,6 +467,7 @@ END
 $$;
 COMMENT ON FUNCTION mneme.extend_job_lease(bigint, text, int, interval) IS
     'Heartbeat: pushes a running job''s lease forward if this run (worker, attempt) still holds it; NULL otherwise.';
+GRANT EXECUTE ON FUNCTION mneme.extend_job_lease(bigint, text, int, interval) TO mneme_worker;
 
 -- -----------------------------------------------------------------------------
 -- Finishing
@@ -311,7 +475,9 @@ COMMENT ON FUNCTION mneme.extend_job_lease(bigint, text, int, interval) IS
 CREATE OR REPLACE FUNCTION mneme.complete_job(id bigint, worker text, attempt int)
 RETURNS boolean
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -328,6 +494,7 @@ $$;
 COMMENT ON FUNCTION mneme.complete_job(bigint, text, int) IS
     'Marks a job done if this run (worker, attempt) still holds it; false means the lease was lost and the '
     'caller must roll back. The runner calls it in the handler''s transaction, so effect and completion commit together.';
+GRANT EXECUTE ON FUNCTION mneme.complete_job(bigint, text, int) TO mneme_worker;
 
 -- Puts a running job back to pending at run_at. If an equivalent job is
 -- pending already (mneme._equivalent_pending_job), that one will do the work: this one ends done, with the
@@ -335,6 +502,7 @@ COMMENT ON FUNCTION mneme.complete_job(bigint, text, int) IS
 CREATE OR REPLACE FUNCTION mneme._requeue_job(id bigint, run_at timestamptz, error text, attempts int)
 RETURNS text
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
@@ -368,7 +536,9 @@ CREATE OR REPLACE FUNCTION mneme.fail_job(
     max_attempts int DEFAULT NULL)
 RETURNS text
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -411,11 +581,14 @@ COMMENT ON FUNCTION mneme.fail_job(bigint, text, int, text, interval, boolean, i
     'Records a failed attempt of a run that still holds the job: back to pending after retry_in, or failed '
     '(with last_error, cut to its first 10,000 characters) when permanent or out of attempts. Returns the new state, '
     'NULL if the lease was lost.';
+GRANT EXECUTE ON FUNCTION mneme.fail_job(bigint, text, int, text, interval, boolean, int) TO mneme_worker;
 
 CREATE OR REPLACE FUNCTION mneme.release_job(id bigint, worker text, attempt int)
 RETURNS text
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -435,6 +608,7 @@ END
 $$;
 COMMENT ON FUNCTION mneme.release_job(bigint, text, int) IS
     'Gives a running job back (sidecar shutdown): pending now, the attempt not counted. NULL if the lease was lost.';
+GRANT EXECUTE ON FUNCTION mneme.release_job(bigint, text, int) TO mneme_worker;
 
 -- -----------------------------------------------------------------------------
 -- Operator views and commands
@@ -454,7 +628,9 @@ COMMENT ON VIEW mneme.job_stats IS
 CREATE OR REPLACE FUNCTION mneme.retry_job(id bigint)
 RETURNS void
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -503,6 +679,7 @@ COMMENT ON FUNCTION mneme.retry_job(bigint) IS
     'job''s set-aside messages go back in the queue, and a segment payload its handler cannot read becomes '
     '{"check": true} (a NOTICE says so). '
     'Raises P0002 for an unknown id and 55000 for a job that is not failed.';
+GRANT EXECUTE ON FUNCTION mneme.retry_job(bigint) TO mneme_worker, mneme_admin;
 
 -- -----------------------------------------------------------------------------
 -- A segment job that failed for good does not stop its conversation
@@ -571,7 +748,9 @@ $$;
 CREATE OR REPLACE FUNCTION mneme.unhandled_jobs(job_ids bigint[])
 RETURNS SETOF bigint
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 BEGIN
     PERFORM mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
@@ -584,3 +763,4 @@ $$;
 COMMENT ON FUNCTION mneme.unhandled_jobs(bigint[]) IS
     'Of the given jobs, those not handled yet: waiting to run for the first time, or running now. The '
     'replication transport confirms a position only once every job inserted before it is handled.';
+GRANT EXECUTE ON FUNCTION mneme.unhandled_jobs(bigint[]) TO mneme_worker;

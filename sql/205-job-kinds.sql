@@ -83,6 +83,7 @@ WHERE (k.needs_conversation, k.payload_rule::text, k.payload_hint, k.description
 CREATE OR REPLACE FUNCTION mneme._segment_payload("reason" text, "check" boolean, "through_message_id" bigint, "trigger_message_id" bigint)
 RETURNS jsonb
 LANGUAGE plpgsql IMMUTABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -123,6 +124,7 @@ COMMENT ON FUNCTION mneme._segment_payload(text, boolean, bigint, bigint) IS
 CREATE OR REPLACE FUNCTION mneme._review_payload("reviews" jsonb, "reviewed_at" timestamptz, "context_message_ids" bigint[])
 RETURNS jsonb
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -175,6 +177,7 @@ COMMENT ON FUNCTION mneme._review_payload(jsonb, timestamptz, bigint[]) IS
 CREATE OR REPLACE FUNCTION mneme._revise_payload("memory_id" uuid)
 RETURNS jsonb
 LANGUAGE plpgsql IMMUTABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -202,6 +205,7 @@ COMMENT ON FUNCTION mneme._revise_payload(uuid) IS
 CREATE OR REPLACE FUNCTION mneme._consolidate_payload("reason" text)
 RETURNS jsonb
 LANGUAGE plpgsql IMMUTABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -224,6 +228,7 @@ COMMENT ON FUNCTION mneme._consolidate_payload(text) IS
 CREATE OR REPLACE FUNCTION mneme._cleanup_payload()
 RETURNS jsonb
 LANGUAGE plpgsql IMMUTABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -236,6 +241,7 @@ COMMENT ON FUNCTION mneme._cleanup_payload() IS
 CREATE OR REPLACE FUNCTION mneme._noop_payload()
 RETURNS jsonb
 LANGUAGE plpgsql IMMUTABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN

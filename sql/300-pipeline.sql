@@ -17,7 +17,9 @@ CREATE OR REPLACE FUNCTION mneme.queued_messages(conversation_id uuid, through_i
                                                  before_gap boolean DEFAULT false)
 RETURNS TABLE (id bigint, role text, content text, created_at timestamptz)
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -49,6 +51,7 @@ $$;
 COMMENT ON FUNCTION mneme.queued_messages(uuid, bigint, boolean) IS
     'The conversation''s queued (unsegmented) messages in order, up to and including through_id when given; '
     'with before_gap, only those before the first gap longer than segment_gap_seconds among them.';
+GRANT EXECUTE ON FUNCTION mneme.queued_messages(uuid, bigint, boolean) TO mneme_worker;
 
 -- The queue as the segment job reads it: the conversation's first
 -- max_messages queued messages, each with its session. A session is a run
@@ -65,7 +68,9 @@ COMMENT ON FUNCTION mneme.queued_messages(uuid, bigint, boolean) IS
 CREATE OR REPLACE FUNCTION mneme.queued_sessions(conversation_id uuid, max_messages int)
 RETURNS TABLE (id bigint, role text, content text, created_at timestamptz, session int, closed boolean)
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -110,11 +115,14 @@ COMMENT ON FUNCTION mneme.queued_sessions(uuid, int) IS
     'Worker: the conversation''s first max_messages queued messages in order, each with its session (split at gaps '
     'longer than segment_gap_seconds, after segment_now, at holes) and whether that session is closed (segmented '
     'whole) or open (the last one, which may still grow). The segment job reads the queue with it.';
+GRANT EXECUTE ON FUNCTION mneme.queued_sessions(uuid, int) TO mneme_worker;
 
 CREATE OR REPLACE FUNCTION mneme.lock_queued(conversation_id uuid, message_ids bigint[])
 RETURNS boolean
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -137,6 +145,7 @@ $$;
 COMMENT ON FUNCTION mneme.lock_queued(uuid, bigint[]) IS
     'Locks the conversation''s queue row until the end of the transaction and reports whether every given '
     'message is still queued (false: another segmentation consumed some of them first).';
+GRANT EXECUTE ON FUNCTION mneme.lock_queued(uuid, bigint[]) TO mneme_worker;
 
 -- At the end of every segment job, under the queue row lock: messages
 -- queued after the last one it read get a job of their own. They are past
@@ -150,7 +159,9 @@ COMMENT ON FUNCTION mneme.lock_queued(uuid, bigint[]) IS
 CREATE OR REPLACE FUNCTION mneme._segment_followup(conversation_id uuid, through_id bigint, next_through_id bigint DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -179,12 +190,14 @@ $$;
 COMMENT ON FUNCTION mneme._segment_followup(uuid, bigint, bigint) IS
     'Internal to the segment job: enqueues the job (or returns the pending one) for the messages queued after '
     'through_id, the last it read (0: none), or for a segment_now mark still queued; NULL when there are none.';
+GRANT EXECUTE ON FUNCTION mneme._segment_followup(uuid, bigint, bigint) TO mneme_worker;
 
 -- An FSRS state a row may hold: finite stability above 0 (at most 100
 -- years), difficulty 1 to 10. NaN passes "> 0" in PostgreSQL: checked apart.
 CREATE OR REPLACE FUNCTION mneme._fsrs_ok(stability float8, difficulty float8)
 RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 SELECT _fsrs_ok.stability IS NULL
@@ -200,6 +213,7 @@ $$;
 CREATE OR REPLACE FUNCTION mneme._source_messages(conversation_id uuid, message_ids bigint[], queued_only boolean,
                                                   OUT ids bigint[], OUT first_at timestamptz, OUT last_at timestamptz)
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -244,7 +258,9 @@ COMMENT ON FUNCTION mneme._source_messages(uuid, bigint[], boolean) IS
 CREATE OR REPLACE FUNCTION mneme.extractive_summary(conversation_id uuid, roles text[], contents text[], k int DEFAULT NULL)
 RETURNS text
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -299,6 +315,7 @@ COMMENT ON FUNCTION mneme.extractive_summary(uuid, text[], text[], int) IS
     'Worker: an episode''s offline summary, the k (default segment_summary_sentences) sentences of its messages with '
     'the highest tf-idf per word (idf of BM25 among the conversation''s memories), in order, each with its speaker; '
     'NULL when none holds an indexed word.';
+GRANT EXECUTE ON FUNCTION mneme.extractive_summary(uuid, text[], text[], int) TO mneme_worker;
 
 -- A segment job's episodes in one statement: the checks per episode, then
 -- one INSERT of them all (the BM25 statistics' statement trigger runs once
@@ -307,7 +324,9 @@ COMMENT ON FUNCTION mneme.extractive_summary(uuid, text[], text[], int) IS
 CREATE OR REPLACE FUNCTION mneme.create_episodes(conversation_id uuid, episodes jsonb)
 RETURNS TABLE (episode int, memory_id uuid, label text, stability float8)
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -404,6 +423,7 @@ COMMENT ON FUNCTION mneme.create_episodes(uuid, jsonb) IS
     '55000 if any is no longer queued, 22023 naming the episode for bad input. A missing embedding is filled by SQL '
     'with the built-in embedder; a missing label is chosen by mneme.episode_label of the messages; missing FSRS '
     'state is the label''s mneme.initial_state. Returns each episode''s position, id, label and stability.';
+GRANT EXECUTE ON FUNCTION mneme.create_episodes(uuid, jsonb) TO mneme_worker;
 
 CREATE OR REPLACE FUNCTION mneme.create_episode(
     conversation_id uuid,
@@ -419,7 +439,9 @@ CREATE OR REPLACE FUNCTION mneme.create_episode(
     fsrs_state text DEFAULT NULL)
 RETURNS uuid
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -441,13 +463,16 @@ COMMENT ON FUNCTION mneme.create_episode(uuid, bigint[], text, text, real[], rea
     'taken from them) and marks exactly those messages consumed by it. Raises 55000 if any is no longer queued. '
     'A NULL embedding is filled by SQL when the built-in embedder is configured. A NULL label is chosen by '
     'mneme.episode_label of the messages; NULL stability, difficulty, fsrs_state are the label''s mneme.initial_state.';
+GRANT EXECUTE ON FUNCTION mneme.create_episode(uuid, bigint[], text, text, real[], real, text, boolean, float8, float8, text) TO mneme_worker;
 
 -- A message's embedding by the external embedder, written by the segment job
 -- with the episode the message went into (the context ranks turns by it).
 CREATE OR REPLACE FUNCTION mneme.set_message_embedding(message_id bigint, embedding real[])
 RETURNS void
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 BEGIN
     PERFORM mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
@@ -464,6 +489,7 @@ $$;
 COMMENT ON FUNCTION mneme.set_message_embedding(bigint, real[]) IS
     'Stores a message''s embedding computed by the external embedder (the segment job, beside its episode''s); '
     'the context ranks the candidate episodes'' turns by cosine to the query embedding as well as by BM25.';
+GRANT EXECUTE ON FUNCTION mneme.set_message_embedding(bigint, real[]) TO mneme_worker, mneme_admin;
 
 -- -----------------------------------------------------------------------------
 -- Review
@@ -473,7 +499,9 @@ RETURNS TABLE (id uuid, conversation_id uuid, summary text, content text, status
                stability float8, difficulty float8, fsrs_state text, last_reviewed_at timestamptz,
                review_count int)
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -495,6 +523,7 @@ END
 $$;
 COMMENT ON FUNCTION mneme.review_targets(uuid[], boolean) IS
     'The memories a review rates, with their FSRS state; lock locks them (in id order) for the update.';
+GRANT EXECUTE ON FUNCTION mneme.review_targets(uuid[], boolean) TO mneme_worker;
 
 CREATE OR REPLACE FUNCTION mneme.apply_review(
     memory_id uuid,
@@ -510,7 +539,9 @@ CREATE OR REPLACE FUNCTION mneme.apply_review(
     evidence jsonb DEFAULT NULL)
 RETURNS boolean
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -612,6 +643,7 @@ COMMENT ON FUNCTION mneme.apply_review(uuid, text, float8, float8, text, timesta
     'job must exist (P0002) and be of the memory''s tenant (42501); a review job''s matched_queries keep only the '
     'queries its payload still records for the memory (an erase during the model call took the others). evidence (a JSON '
     'object, at most 4 kB) is why the reviewer rated so, shown with the review: the heuristic''s score and thresholds, or the LLM''s reason.';
+GRANT EXECUTE ON FUNCTION mneme.apply_review(uuid, text, float8, float8, text, timestamptz, text, text[], boolean, bigint, jsonb) TO mneme_worker;
 
 
 -- -----------------------------------------------------------------------------
@@ -620,7 +652,9 @@ COMMENT ON FUNCTION mneme.apply_review(uuid, text, float8, float8, text, timesta
 CREATE OR REPLACE FUNCTION mneme.recent_memories(conversation_id uuid, k int)
 RETURNS TABLE (memory_id uuid, summary text, content text)
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 BEGIN
     PERFORM mneme._enter(recent_memories.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
@@ -641,11 +675,14 @@ $$;
 COMMENT ON FUNCTION mneme.recent_memories(uuid, int) IS
     'The conversation''s k most recent active memories, newest first: what a segmenter compares a new episode '
     'with for surprise.';
+GRANT EXECUTE ON FUNCTION mneme.recent_memories(uuid, int) TO mneme_worker;
 
 CREATE OR REPLACE FUNCTION mneme.context_messages(conversation_id uuid, message_ids bigint[])
 RETURNS TABLE (id bigint, role text, content text, created_at timestamptz)
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 BEGIN
     PERFORM mneme._enter(context_messages.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
@@ -662,3 +699,4 @@ $$;
 COMMENT ON FUNCTION mneme.context_messages(uuid, bigint[]) IS
     'The given messages of the conversation in order: a review job''s context, referenced by id so message '
     'text is stored once. Messages that no longer exist are left out.';
+GRANT EXECUTE ON FUNCTION mneme.context_messages(uuid, bigint[]) TO mneme_worker;

@@ -28,7 +28,9 @@
 CREATE OR REPLACE FUNCTION mneme.label_vocabulary()
 RETURNS TABLE (label text, meaning text)
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 VALUES ('important'::text, 'decisions, commitments, facts the user stressed'::text),
        ('user_profile', 'stable facts about the user: identity, preferences, relationships'),
@@ -39,21 +41,27 @@ VALUES ('important'::text, 'decisions, commitments, facts the user stressed'::te
 $$;
 COMMENT ON FUNCTION mneme.label_vocabulary() IS
     'The labels with their meanings, in the order mneme.labels() lists them; the LLM segmenter is told these.';
+GRANT EXECUTE ON FUNCTION mneme.label_vocabulary() TO mneme_app, mneme_worker, mneme_admin;
 
 CREATE OR REPLACE FUNCTION mneme.labels()
 RETURNS text[]
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$ SELECT array_agg(v.label ORDER BY v.ord) FROM mneme.label_vocabulary() WITH ORDINALITY AS v(label, meaning, ord) $$;
 COMMENT ON FUNCTION mneme.labels() IS
     'The label vocabulary, the one definition every writer uses (remember, create_episode, the LLM segmenter''s '
     'schema): important, user_profile, general, temporary, trivial, and project_<name> with <name> lower-case '
     'letters, digits and _ (at most 56 characters).';
+GRANT EXECUTE ON FUNCTION mneme.labels() TO mneme_app, mneme_worker, mneme_admin;
 
 CREATE OR REPLACE FUNCTION mneme.is_label(label text)
 RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 SELECT label IS NOT NULL
    AND (label = ANY (array_remove(mneme.labels(), 'project_<name>'))
@@ -61,6 +69,7 @@ SELECT label IS NOT NULL
 $$;
 COMMENT ON FUNCTION mneme.is_label(text) IS
     'Whether a text is a label of the vocabulary (mneme.labels()); NULL is not.';
+GRANT EXECUTE ON FUNCTION mneme.is_label(text) TO mneme_app, mneme_worker, mneme_admin;
 
 -- The column takes only labels of the vocabulary: its CHECK calls
 -- mneme.is_label (the table's first CHECK was a looser pattern). Replaced
@@ -86,7 +95,9 @@ $$;
 CREATE OR REPLACE FUNCTION mneme.check_label(label text)
 RETURNS text
 LANGUAGE plpgsql IMMUTABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 BEGIN
     IF check_label.label IS NULL THEN
@@ -105,6 +116,7 @@ END
 $$;
 COMMENT ON FUNCTION mneme.check_label(text) IS
     'Returns the label if it is one of mneme.labels(), else raises 22023 naming the vocabulary.';
+GRANT EXECUTE ON FUNCTION mneme.check_label(text) TO mneme_app, mneme_worker, mneme_admin;
 
 -- -----------------------------------------------------------------------------
 -- The offline labeller
@@ -124,7 +136,9 @@ COMMENT ON FUNCTION mneme.check_label(text) IS
 CREATE OR REPLACE FUNCTION mneme.auto_label(content text, at timestamptz DEFAULT NULL)
 RETURNS text
 LANGUAGE plpgsql STABLE PARALLEL SAFE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 DECLARE
     t      text;
@@ -241,6 +255,7 @@ COMMENT ON FUNCTION mneme.auto_label(text, timestamptz) IS
     'work, family, preferences), temporary (time-bound plans and states: today, tonight, this week, tomorrow, or a '
     'date 0 to 14 days after `at`), general otherwise. remember uses it when no label is given, and the offline '
     'segmenter for every episode.';
+GRANT EXECUTE ON FUNCTION mneme.auto_label(text, timestamptz) TO mneme_app, mneme_worker, mneme_admin;
 
 -- An episode is labelled from its messages, not from its text as a whole:
 -- one "tonight" in a conversation about other things does not make the
@@ -249,7 +264,9 @@ COMMENT ON FUNCTION mneme.auto_label(text, timestamptz) IS
 CREATE OR REPLACE FUNCTION mneme.episode_label(contents text[], at timestamptz DEFAULT NULL)
 RETURNS text
 LANGUAGE plpgsql STABLE PARALLEL SAFE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 DECLARE
     labels text[];
@@ -286,3 +303,4 @@ $$;
 COMMENT ON FUNCTION mneme.episode_label(text[], timestamptz) IS
     'The offline label of an episode from its messages'' mneme.auto_label: important if any message is, else '
     'user_profile if any is, trivial if all are, temporary if most of the others are, general otherwise.';
+GRANT EXECUTE ON FUNCTION mneme.episode_label(text[], timestamptz) TO mneme_app, mneme_worker, mneme_admin;

@@ -12,6 +12,7 @@
 CREATE OR REPLACE FUNCTION mneme._initial_difficulty()
 RETURNS float8
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT 5.282434422319005::float8 $$;
 COMMENT ON FUNCTION mneme._initial_difficulty() IS
@@ -24,6 +25,7 @@ COMMENT ON FUNCTION mneme._initial_difficulty() IS
 CREATE OR REPLACE FUNCTION mneme._initial_stability_of(days jsonb, label text, surprise float8)
 RETURNS float8
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -48,6 +50,7 @@ COMMENT ON FUNCTION mneme._initial_stability_of(jsonb, text, float8) IS
 CREATE OR REPLACE FUNCTION mneme._initial_stability(label text, surprise float8)
 RETURNS float8
 LANGUAGE sql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT mneme._initial_stability_of(mneme.setting('initial_stability_days'), label, surprise) $$;
 COMMENT ON FUNCTION mneme._initial_stability(text, float8) IS
@@ -57,7 +60,9 @@ COMMENT ON FUNCTION mneme._initial_stability(text, float8) IS
 CREATE OR REPLACE FUNCTION mneme.initial_state(label text, surprise float8 DEFAULT 0)
 RETURNS TABLE (stability float8, difficulty float8, fsrs_state text)
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 BEGIN
     PERFORM mneme.check_label(initial_state.label);
@@ -76,6 +81,7 @@ COMMENT ON FUNCTION mneme.initial_state(text, float8) IS
     'The FSRS state a new memory with this label and surprise starts in: a graduated card (state review), '
     'stability = initial_stability_days[label] * (1 + 0.5 * surprise), difficulty of go-fsrs''s first "good"; '
     'last_reviewed_at is its creation, so retrievability starts at 1. Equal to sidecar/fsrs.Initial (tested).';
+GRANT EXECUTE ON FUNCTION mneme.initial_state(text, float8) TO mneme_app, mneme_worker, mneme_admin;
 
 -- Inserts that leave the FSRS state out get the initial state of their label.
 CREATE OR REPLACE FUNCTION mneme.memories_initial_state_trg()
@@ -105,7 +111,9 @@ CREATE TRIGGER memories_initial_state BEFORE INSERT ON mneme.memories
 CREATE OR REPLACE FUNCTION mneme.reset_initial_state(conversation_id uuid DEFAULT NULL, dry_run boolean DEFAULT false)
 RETURNS bigint
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 DECLARE
     v__entered boolean := mneme._enter(reset_initial_state.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
@@ -143,3 +151,4 @@ COMMENT ON FUNCTION mneme.reset_initial_state(uuid, boolean) IS
     'label (mneme.initial_state; last_reviewed_at stays their creation), in one conversation or all (NULL). '
     'Reviewed memories keep their state: reviews are evidence. Returns how many changed (would change with dry_run). '
     'Run it once after upgrading, or after changing initial_stability_days; mneme never does it by itself.';
+GRANT EXECUTE ON FUNCTION mneme.reset_initial_state(uuid, boolean) TO mneme_admin;

@@ -14,6 +14,7 @@
 CREATE OR REPLACE FUNCTION mneme._caller()
 RETURNS name
 LANGUAGE sql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT CASE WHEN session_user = 'mneme_owner'
                   THEN coalesce(nullif(current_setting('mneme.caller', true), ''), session_user::text)::name
@@ -25,6 +26,7 @@ COMMENT ON FUNCTION mneme._caller() IS
 CREATE OR REPLACE FUNCTION mneme._event_actor()
 RETURNS text
 LANGUAGE sql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT CASE WHEN mneme._is_worker() THEN coalesce(mneme._marked('actor'), mneme._caller()::text)
                  ELSE mneme._caller()::text END $$;
@@ -35,6 +37,7 @@ COMMENT ON FUNCTION mneme._event_actor() IS
 CREATE OR REPLACE FUNCTION mneme._event_at()
 RETURNS timestamptz
 LANGUAGE sql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT CASE WHEN mneme._is_worker() THEN coalesce(mneme._marked('event_at')::timestamptz, now())
                  ELSE now() END $$;
@@ -94,6 +97,7 @@ COMMENT ON FUNCTION mneme._status_event(text) IS
 CREATE OR REPLACE FUNCTION mneme._event_reason()
 RETURNS text
 LANGUAGE sql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT mneme._marked('event_reason') $$;
 COMMENT ON FUNCTION mneme._event_reason() IS
@@ -136,6 +140,7 @@ COMMENT ON FUNCTION mneme._deleted_reason() IS
 CREATE OR REPLACE FUNCTION mneme._importing()
 RETURNS boolean
 LANGUAGE sql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT coalesce(mneme._marked('importing') = 'on', false) $$;
 COMMENT ON FUNCTION mneme._importing() IS
@@ -359,7 +364,9 @@ CREATE TRIGGER memory_events_no_truncate BEFORE TRUNCATE ON mneme.memory_events
 CREATE OR REPLACE FUNCTION mneme.memory_event_log(memory_id uuid)
 RETURNS TABLE (at timestamptz, event text, reason text, actor text, caller name)
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -388,3 +395,4 @@ COMMENT ON FUNCTION mneme.memory_event_log(uuid) IS
     'superseded, forgotten, erased, ...), with the reason, the actor and the login that called. The events of an '
     'erased or purged memory (its tombstone) are returned too. Raises P0002 when the tenant has neither the memory '
     'nor events of it. No side effects.';
+GRANT EXECUTE ON FUNCTION mneme.memory_event_log(uuid) TO mneme_app, mneme_worker, mneme_admin;

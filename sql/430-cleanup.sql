@@ -10,7 +10,9 @@
 CREATE OR REPLACE FUNCTION mneme._interval_setting(key text)
 RETURNS interval
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 DECLARE
     v jsonb := mneme.setting(_interval_setting.key);
@@ -33,6 +35,7 @@ END
 $$;
 COMMENT ON FUNCTION mneme._interval_setting(text) IS
     'Internal: a setting holding a PostgreSQL interval as a JSON string, or null; raises 22023 otherwise.';
+GRANT EXECUTE ON FUNCTION mneme._interval_setting(text) TO mneme_worker;
 
 -- The one rule of what cleanup may move on (active to inactive, inactive to
 -- purged): a memory in from_status that is neither pinned nor important.
@@ -56,6 +59,7 @@ COMMENT ON FUNCTION mneme._cleanup_eligible(text, boolean, text, text) IS
 CREATE OR REPLACE FUNCTION mneme._cleanup_inactivate(at timestamptz, dry_run boolean, threshold float8)
 RETURNS bigint
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -133,6 +137,7 @@ COMMENT ON FUNCTION mneme._cleanup_inactivate(timestamptz, boolean, float8) IS
 CREATE OR REPLACE FUNCTION mneme._cleanup_expire(at timestamptz, dry_run boolean, actor text)
 RETURNS bigint
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -184,6 +189,7 @@ COMMENT ON FUNCTION mneme._cleanup_expire(timestamptz, boolean, text) IS
 CREATE OR REPLACE FUNCTION mneme._cleanup_purge(at timestamptz, dry_run boolean, days float8)
 RETURNS bigint
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -242,6 +248,7 @@ COMMENT ON FUNCTION mneme._cleanup_purge(timestamptz, boolean, float8) IS
 CREATE OR REPLACE FUNCTION mneme._cleanup_prune_jobs(at timestamptz, dry_run boolean, retention interval)
 RETURNS bigint
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -271,6 +278,7 @@ COMMENT ON FUNCTION mneme._cleanup_prune_jobs(timestamptz, boolean, interval) IS
 CREATE OR REPLACE FUNCTION mneme._cleanup(at timestamptz, dry_run boolean, actor text DEFAULT 'cleanup')
 RETURNS TABLE (action text, count bigint)
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -313,7 +321,9 @@ COMMENT ON FUNCTION mneme._cleanup(timestamptz, boolean, text) IS
 CREATE OR REPLACE FUNCTION mneme.cleanup(dry_run boolean DEFAULT false)
 RETURNS TABLE (action text, count bigint)
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 BEGIN
     PERFORM mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
@@ -327,6 +337,7 @@ COMMENT ON FUNCTION mneme.cleanup(boolean) IS
     'longer than purge_after_days are purged (only when that setting is not null); done jobs older than '
     'jobs_retention are deleted. Pinned and important memories are never inactivated or purged. Every change is a '
     'mneme.memory_events row. dry_run: count only. Returns one row per action with its count.';
+GRANT EXECUTE ON FUNCTION mneme.cleanup(boolean) TO mneme_worker, mneme_admin;
 
 -- -----------------------------------------------------------------------------
 -- The cleanup job's schedule
@@ -334,7 +345,9 @@ COMMENT ON FUNCTION mneme.cleanup(boolean) IS
 CREATE OR REPLACE FUNCTION mneme.schedule_cleanup(after interval DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 DECLARE
     v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
@@ -363,6 +376,7 @@ COMMENT ON FUNCTION mneme.schedule_cleanup(interval) IS
     'Enqueues the cleanup job (dedupe key "cleanup": one pending at a time; returns the pending one''s id if there '
     'is one), due `after` from now, or cleanup_interval after the last cleanup finished (now if none did). NULL when '
     'cleanup_interval is null. The sidecar calls it at start and after each cleanup job.';
+GRANT EXECUTE ON FUNCTION mneme.schedule_cleanup(interval) TO mneme_worker, mneme_admin;
 
 -- -----------------------------------------------------------------------------
 -- Reactivation
@@ -370,7 +384,9 @@ COMMENT ON FUNCTION mneme.schedule_cleanup(interval) IS
 CREATE OR REPLACE FUNCTION mneme.reactivate(memory_id uuid)
 RETURNS boolean
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 DECLARE
     v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
@@ -406,3 +422,4 @@ $$;
 COMMENT ON FUNCTION mneme.reactivate(uuid) IS
     'Makes an inactive memory active again, its forgetting curve restarted now (stability kept). Returns false for '
     'a memory that is active already; raises P0002 for an unknown id and 55000 for a superseded or forgotten one.';
+GRANT EXECUTE ON FUNCTION mneme.reactivate(uuid) TO mneme_admin;

@@ -13,6 +13,7 @@
 CREATE OR REPLACE FUNCTION mneme._payload_refs(payload jsonb)
 RETURNS text[]
 LANGUAGE plpgsql IMMUTABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -53,6 +54,7 @@ COMMENT ON FUNCTION mneme._payload_refs(jsonb) IS
 CREATE OR REPLACE FUNCTION mneme._erase_refs(memory_ids text[], message_ids bigint[], queries text[])
 RETURNS text[]
 LANGUAGE sql IMMUTABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 SELECT ARRAY(SELECT 'm:' || k FROM unnest(coalesce(memory_ids, '{}')) k
@@ -138,6 +140,7 @@ CREATE TRIGGER review_log_queries_update AFTER UPDATE OF matched_queries, conver
 CREATE OR REPLACE FUNCTION mneme._without_queries(matched text[], queries text[])
 RETURNS text[]
 LANGUAGE sql IMMUTABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 SELECT ARRAY(SELECT x FROM unnest(matched) WITH ORDINALITY AS u(x, o)
@@ -152,6 +155,7 @@ COMMENT ON FUNCTION mneme._without_queries(text[], text[]) IS
 CREATE OR REPLACE FUNCTION mneme._strip_review_queries(tenants text[], queries text[], except_memories uuid[])
 RETURNS bigint
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE

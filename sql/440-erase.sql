@@ -11,6 +11,7 @@
 CREATE OR REPLACE FUNCTION mneme._note_erase()
 RETURNS void
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -27,7 +28,9 @@ COMMENT ON FUNCTION mneme._note_erase() IS
 CREATE OR REPLACE FUNCTION mneme.erase(memory_id uuid, reason text)
 RETURNS void
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 DECLARE
     v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
@@ -62,11 +65,14 @@ COMMENT ON FUNCTION mneme.erase(uuid, text) IS
     'postings and statistics, its source messages, its review_log rows, pending reviews and job payload entries '
     'that refer to it, and the reasons of its earlier events. A tombstone remains: an "erased" event with the ids, '
     'the time and the reason. mneme.forget, by contrast, only invalidates.';
+GRANT EXECUTE ON FUNCTION mneme.erase(uuid, text) TO mneme_admin;
 
 CREATE OR REPLACE FUNCTION mneme.erase_conversation(conversation_id uuid, reason text)
 RETURNS bigint
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 DECLARE
     v__entered boolean := mneme._enter(erase_conversation.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
@@ -157,6 +163,7 @@ COMMENT ON FUNCTION mneme.erase_conversation(uuid, text) IS
     'ledger row (its totals stay in mneme.llm_usage_days), pending review and the speakers, and every copy of a query typed in it (also in the review log of other conversations'' '
     'memories it retrieved with scope tenant); tombstones remain (an "erased" event per memory and one for the conversation, '
     'memory_id NULL). Returns the number of memories erased.';
+GRANT EXECUTE ON FUNCTION mneme.erase_conversation(uuid, text) TO mneme_admin;
 
 -- A tenant, whole: every conversation erased by erase_conversation (so a
 -- drop is an erase, with its tombstones, whatever erase comes to do), then
@@ -166,7 +173,9 @@ COMMENT ON FUNCTION mneme.erase_conversation(uuid, text) IS
 CREATE OR REPLACE FUNCTION mneme.drop_tenant(tenant text, reason text)
 RETURNS bigint
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 DECLARE
     v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
@@ -229,6 +238,7 @@ COMMENT ON FUNCTION mneme.drop_tenant(text, text) IS
     'mneme.erase_conversation (tombstones remain, their reason "tenant dropped: " and reason), its other jobs, then the '
     'tenant. Refused for tenant default (22023), while logins are bound to it (55000) and on Citus (0A000, not yet). '
     'Its id is not handed out again. Returns the number of memories erased.';
+GRANT EXECUTE ON FUNCTION mneme.drop_tenant(text, text) TO mneme_admin;
 
 -- -----------------------------------------------------------------------------
 -- After an erase: dead tuples
@@ -263,6 +273,7 @@ COMMENT ON FUNCTION mneme.erase_vacuum_targets() IS
     'The tables an erase touched when an erase (in any tenant: mneme.erasures) happened after the last (auto)vacuum '
     'of mneme.memories (empty otherwise), and whether the calling role may VACUUM them (their owner or a superuser). The cleanup job '
     'vacuums them so erased text leaves the dead tuples; a role that may not gets the command to hand on.';
+GRANT EXECUTE ON FUNCTION mneme.erase_vacuum_targets() TO mneme_worker, mneme_admin;
 
 -- Deletes memories for real (purge and erase): their source messages,
 -- references in pending reviews and job payloads, then the rows (BM25
@@ -271,6 +282,7 @@ COMMENT ON FUNCTION mneme.erase_vacuum_targets() IS
 CREATE OR REPLACE FUNCTION mneme._remove_memories(ids uuid[], event text, reason text)
 RETURNS bigint
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -436,6 +448,7 @@ COMMENT ON FUNCTION mneme._remove_memories(uuid[], text, text) IS
 CREATE OR REPLACE FUNCTION mneme._review_entry_removed(entry jsonb, memory_ids text[], queries text[])
 RETURNS boolean
 LANGUAGE sql IMMUTABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 SELECT coalesce(jsonb_typeof(entry -> 'memory_ids') = 'array' AND (entry -> 'memory_ids') ?| memory_ids, false)
@@ -451,6 +464,7 @@ COMMENT ON FUNCTION mneme._review_entry_removed(jsonb, text[], text[]) IS
 CREATE OR REPLACE FUNCTION mneme._scrub_payload(payload jsonb, memory_ids text[], message_ids bigint[], queries text[])
 RETURNS jsonb
 LANGUAGE sql IMMUTABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 SELECT CASE WHEN jsonb_typeof(payload) <> 'object' THEN payload ELSE

@@ -31,7 +31,9 @@ CREATE OR REPLACE FUNCTION mneme.export_header(embeddings boolean DEFAULT false,
                                                mneme_version text DEFAULT NULL)
 RETURNS jsonb
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 DECLARE
     v_embedder text := mneme.setting('embedder') #>> '{}';
@@ -59,11 +61,14 @@ COMMENT ON FUNCTION mneme.export_header(boolean, text, text) IS
     'The first line of an export (docs/export.md): format and version, the exporting mneme''s version and '
     'the database''s SQL API version (mneme.version()), the tenant, the embedding model ("hash" for the built-in embedder, else model), dimension and vector variant, '
     'whether embeddings follow, and the time.';
+GRANT EXECUTE ON FUNCTION mneme.export_header(boolean, text, text) TO mneme_app, mneme_worker, mneme_admin;
 
 CREATE OR REPLACE FUNCTION mneme.export_settings()
 RETURNS SETOF jsonb
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 BEGIN
     -- vector_variant and embedding_dim are facts of the installation (in
@@ -77,11 +82,14 @@ END
 $$;
 COMMENT ON FUNCTION mneme.export_settings() IS
     'The setting lines of an export: every setting but the migrate-time ones (vector_variant, embedding_dim), by key.';
+GRANT EXECUTE ON FUNCTION mneme.export_settings() TO mneme_app, mneme_worker, mneme_admin;
 
 CREATE OR REPLACE FUNCTION mneme.export_conversations(after uuid DEFAULT NULL, n int DEFAULT 1000)
 RETURNS SETOF uuid
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 BEGIN
     PERFORM mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
@@ -107,12 +115,15 @@ $$;
 COMMENT ON FUNCTION mneme.export_conversations(uuid, int) IS
     'A page of the tenant''s conversation ids (those erased whole too), in id order, after `after`: what '
     '`mneme export` walks.';
+GRANT EXECUTE ON FUNCTION mneme.export_conversations(uuid, int) TO mneme_app, mneme_worker, mneme_admin;
 
 CREATE OR REPLACE FUNCTION mneme.export_lines(conversation_id uuid, embeddings boolean DEFAULT false)
 RETURNS SETOF jsonb
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET extra_float_digits = 1
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -237,11 +248,14 @@ COMMENT ON FUNCTION mneme.export_lines(uuid, boolean) IS
     'The lines of one conversation of the tenant in the export format (docs/export.md): the conversation, its '
     'messages, memories, review log and lifecycle events (erased memories as their tombstone events, without '
     'content); embeddings only when asked. P0002 for a conversation the tenant does not have.';
+GRANT EXECUTE ON FUNCTION mneme.export_lines(uuid, boolean) TO mneme_app, mneme_worker, mneme_admin;
 
 CREATE OR REPLACE FUNCTION mneme.export_conversation(conversation_id uuid, embeddings boolean DEFAULT false)
 RETURNS SETOF jsonb
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 DECLARE
     v__entered boolean := mneme._enter(export_conversation.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
@@ -267,6 +281,7 @@ COMMENT ON FUNCTION mneme.export_conversation(uuid, boolean) IS
     'One conversation of the caller''s tenant as a complete export file, one row per line (header, settings, the '
     'conversation''s lines, end): `psql -Atc "SELECT mneme.export_conversation(...)" > c.jsonl` writes a file '
     '`mneme import` reads (docs/export.md).';
+GRANT EXECUTE ON FUNCTION mneme.export_conversation(uuid, boolean) TO mneme_app, mneme_worker, mneme_admin;
 
 -- -----------------------------------------------------------------------------
 -- Import
@@ -288,7 +303,9 @@ COMMENT ON FUNCTION mneme.export_conversation(uuid, boolean) IS
 CREATE OR REPLACE FUNCTION mneme.import_tombstones(ids uuid[])
 RETURNS SETOF uuid
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 DECLARE
     v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
@@ -311,11 +328,14 @@ $$;
 COMMENT ON FUNCTION mneme.import_tombstones(uuid[]) IS
     'Import: which of ids the tenant erased (a memory or a whole conversation: their tombstones, "erased" events); '
     'mneme import skips those lines, import_conversation and import_memories refuse them (22023).';
+GRANT EXECUTE ON FUNCTION mneme.import_tombstones(uuid[]) TO mneme_admin;
 
 CREATE OR REPLACE FUNCTION mneme.import_conversation(line jsonb)
 RETURNS text
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 DECLARE
     v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
@@ -373,11 +393,14 @@ COMMENT ON FUNCTION mneme.import_conversation(jsonb) IS
     'Import: creates a conversation of the tenant from its export line. Returns created, exists (the tenant has '
     'it: the importer checks it holds the file''s rows) or erased (an erased conversation: only its events follow). '
     '23505 for an id another tenant holds.';
+GRANT EXECUTE ON FUNCTION mneme.import_conversation(jsonb) TO mneme_admin;
 
 CREATE OR REPLACE FUNCTION mneme.import_messages(conversation_id uuid, lines jsonb)
 RETURNS SETOF bigint
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 BEGIN
     PERFORM mneme._enter(import_messages.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
@@ -409,6 +432,7 @@ END
 $$;
 COMMENT ON FUNCTION mneme.import_messages(uuid, jsonb) IS
     'Import: appends message lines (source seqs resolved by the caller) to a conversation; returns the new ids in order.';
+GRANT EXECUTE ON FUNCTION mneme.import_messages(uuid, jsonb) TO mneme_admin;
 
 -- The bulk path. A batch is one INSERT whose rows bring what the per-row
 -- triggers would compute: the importer sends the built-in embeddings (the
@@ -426,7 +450,9 @@ CREATE OR REPLACE FUNCTION mneme.import_memories(conversation_id uuid, lines jso
                                                  embeddings real[] DEFAULT NULL)
 RETURNS TABLE (memory_id uuid, link text, target uuid)
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 DECLARE
     v__entered boolean := mneme._enter(import_memories.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
@@ -509,10 +535,12 @@ COMMENT ON FUNCTION mneme.import_memories(uuid, jsonb, boolean, real[]) IS
     'place there (a line''s own embedding is taken first). Returns the lineage '
     'links whose target is not in yet (mneme.import_links sets them later). 23505 naming the id for a memory id '
     'another conversation or tenant holds.';
+GRANT EXECUTE ON FUNCTION mneme.import_memories(uuid, jsonb, boolean, real[]) TO mneme_admin;
 
 CREATE OR REPLACE FUNCTION mneme._import_collision(conversation_id uuid, lines jsonb)
 RETURNS void
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -543,6 +571,7 @@ CREATE OR REPLACE FUNCTION mneme._import_memory_rows(conversation_id uuid, lines
                                                      embeddings real[])
 RETURNS void
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -609,6 +638,7 @@ COMMENT ON FUNCTION mneme._import_memory_rows(uuid, jsonb, boolean, real[]) IS
 CREATE OR REPLACE FUNCTION mneme._present_memories(ids uuid[])
 RETURNS uuid[]
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -622,7 +652,9 @@ COMMENT ON FUNCTION mneme._present_memories(uuid[]) IS
 CREATE OR REPLACE FUNCTION mneme.import_links(links jsonb)
 RETURNS TABLE (memory_id uuid, link text, target uuid)
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 DECLARE
     v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
@@ -657,11 +689,14 @@ $$;
 COMMENT ON FUNCTION mneme.import_links(jsonb) IS
     'Import: sets lineage links (supersedes_id, confirms_id, invalidates_id) whose target is in now; returns the '
     'links whose target is still missing.';
+GRANT EXECUTE ON FUNCTION mneme.import_links(jsonb) TO mneme_admin;
 
 CREATE OR REPLACE FUNCTION mneme.import_missing_links(links jsonb)
 RETURNS TABLE (memory_id uuid, link text, target uuid)
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 BEGIN
     PERFORM mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
@@ -683,11 +718,14 @@ $$;
 COMMENT ON FUNCTION mneme.import_missing_links(jsonb) IS
     'Import: the lineage links whose target memory is not in (yet), of a conversation imported before (a resumed '
     'import sets them when their target comes in).';
+GRANT EXECUTE ON FUNCTION mneme.import_missing_links(jsonb) TO mneme_admin;
 
 CREATE OR REPLACE FUNCTION mneme.import_reviews(conversation_id uuid, lines jsonb)
 RETURNS SETOF bigint
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 BEGIN
     PERFORM mneme._enter(import_reviews.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
@@ -725,11 +763,14 @@ END
 $$;
 COMMENT ON FUNCTION mneme.import_reviews(uuid, jsonb) IS
     'Import: inserts review log lines (no events: the file''s follow); returns the new ids in order.';
+GRANT EXECUTE ON FUNCTION mneme.import_reviews(uuid, jsonb) TO mneme_admin;
 
 CREATE OR REPLACE FUNCTION mneme.import_events(conversation_id uuid, lines jsonb)
 RETURNS bigint
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 DECLARE
     v__entered boolean := mneme._enter(import_events.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
@@ -761,11 +802,14 @@ END
 $$;
 COMMENT ON FUNCTION mneme.import_events(uuid, jsonb) IS
     'Import: appends lifecycle event lines (review seqs resolved by the caller) as they were: who, when, why.';
+GRANT EXECUTE ON FUNCTION mneme.import_events(uuid, jsonb) TO mneme_admin;
 
 CREATE OR REPLACE FUNCTION mneme.import_present(conversation_id uuid, memory_ids uuid[])
 RETURNS bigint
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 BEGIN
     PERFORM mneme._enter(import_present.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
@@ -780,11 +824,14 @@ $$;
 COMMENT ON FUNCTION mneme.import_present(uuid, uuid[]) IS
     'Import: how many of memory_ids the tenant''s conversation holds (an import resumed skips a conversation that '
     'holds all of the file''s).';
+GRANT EXECUTE ON FUNCTION mneme.import_present(uuid, uuid[]) TO mneme_admin;
 
 CREATE OR REPLACE FUNCTION mneme.import_unembedded(conversation_id uuid, after uuid DEFAULT NULL, n int DEFAULT 64)
 RETURNS TABLE (memory_id uuid, memory_text text)
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 BEGIN
     PERFORM mneme._enter(import_unembedded.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
@@ -802,11 +849,14 @@ END
 $$;
 COMMENT ON FUNCTION mneme.import_unembedded(uuid, uuid, int) IS
     'Import: a page of the conversation''s memories without an embedding and their text, for an external embedder.';
+GRANT EXECUTE ON FUNCTION mneme.import_unembedded(uuid, uuid, int) TO mneme_admin;
 
 CREATE OR REPLACE FUNCTION mneme.import_unembedded_messages(conversation_id uuid, after bigint DEFAULT NULL, n int DEFAULT 64)
 RETURNS TABLE (message_id bigint, content text)
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 BEGIN
     PERFORM mneme._enter(import_unembedded_messages.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
@@ -826,6 +876,7 @@ END
 $$;
 COMMENT ON FUNCTION mneme.import_unembedded_messages(uuid, bigint, int) IS
     'Import: a page of the conversation''s episode messages without an embedding, for an external embedder.';
+GRANT EXECUTE ON FUNCTION mneme.import_unembedded_messages(uuid, bigint, int) TO mneme_admin;
 
 -- -----------------------------------------------------------------------------
 -- Import from other memory systems (mem0)
@@ -834,7 +885,9 @@ CREATE OR REPLACE FUNCTION mneme.import_fact(conversation_id uuid, content text,
                                              label text DEFAULT NULL)
 RETURNS uuid
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -883,11 +936,14 @@ COMMENT ON FUNCTION mneme.import_fact(uuid, text, timestamptz, jsonb, text) IS
     'with source_type import, confidence_by_source.import, and the source''s record (origin, {"mem0": {...}}) as '
     'its metadata. Returns the new id, or NULL when the conversation has that source id already (a repeated import) '
     'or the tenant erased it (mneme.import_source_erased: the tombstone keeps the source id).';
+GRANT EXECUTE ON FUNCTION mneme.import_fact(uuid, text, timestamptz, jsonb, text) TO mneme_admin;
 
 CREATE OR REPLACE FUNCTION mneme.import_source_erased(conversation_id uuid, source_ref text)
 RETURNS boolean
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 BEGIN
     IF import_source_erased.conversation_id IS NULL OR import_source_erased.source_ref IS NULL THEN
@@ -904,3 +960,4 @@ $$;
 COMMENT ON FUNCTION mneme.import_source_erased(uuid, text) IS
     'Import: whether the tenant erased the memory imported from source_ref (e.g. ''mem0:<id>'', its tombstone keeps it) '
     'in the conversation, or the conversation whole. mneme.import_fact skips such a memory.';
+GRANT EXECUTE ON FUNCTION mneme.import_source_erased(uuid, text) TO mneme_admin;

@@ -36,7 +36,9 @@ COMMENT ON FUNCTION mneme._is_operator() IS
 CREATE OR REPLACE FUNCTION mneme.record_llm_calls(job_id bigint, attempt int, calls jsonb)
 RETURNS int
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 DECLARE
     v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
@@ -79,6 +81,7 @@ $$;
 COMMENT ON FUNCTION mneme.record_llm_calls(bigint, int, jsonb) IS
     'Sidecar: writes the model calls of one attempt of a job into the LLM usage ledger (mneme.llm_calls), with the '
     'job''s tenant, conversation and kind, in the transaction that ends the attempt. Returns the rows written.';
+GRANT EXECUTE ON FUNCTION mneme.record_llm_calls(bigint, int, jsonb) TO mneme_worker;
 
 -- The estimated cost of tokens of a model: setting llm_prices, per 1,000
 -- tokens in and out; a model without a price costs 0.
@@ -101,7 +104,9 @@ CREATE OR REPLACE FUNCTION mneme.llm_usage(since timestamptz, until timestamptz,
 RETURNS TABLE (key text, calls bigint, failed_calls bigint, estimated_calls bigint, prompt_tokens bigint,
                completion_tokens bigint, avg_latency_ms float8, estimated_cost numeric)
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -150,12 +155,15 @@ COMMENT ON FUNCTION mneme.llm_usage(timestamptz, timestamptz, text) IS
     'at setting llm_prices) between since and until, grouped by tenant, kind (job kind), model or day (UTC). An admin '
     'bound to no tenant that set none (mneme.set_tenant) sees every tenant; any other caller its own tenant. The cost '
     'is an estimate.';
+GRANT EXECUTE ON FUNCTION mneme.llm_usage(timestamptz, timestamptz, text) TO mneme_app, mneme_worker, mneme_admin;
 
 -- One conversation's usage, for the UI's conversation page: one row.
 CREATE OR REPLACE FUNCTION mneme.conversation_llm_usage(conversation_id uuid)
 RETURNS TABLE (calls bigint, failed_calls bigint, prompt_tokens bigint, completion_tokens bigint, estimated_cost numeric)
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 DECLARE
     v__entered boolean := mneme._enter(conversation_llm_usage.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
@@ -175,12 +183,14 @@ $$;
 COMMENT ON FUNCTION mneme.conversation_llm_usage(uuid) IS
     'The LLM usage of one conversation of the caller''s tenant: calls, failed calls, prompt and completion tokens, '
     'estimated cost (setting llm_prices).';
+GRANT EXECUTE ON FUNCTION mneme.conversation_llm_usage(uuid) TO mneme_app, mneme_worker, mneme_admin;
 
 -- What erase_conversation keeps of a conversation's ledger rows: their
 -- totals per tenant, day, job kind and model, without the conversation.
 CREATE OR REPLACE FUNCTION mneme._fold_llm_calls(conversation_id uuid)
 RETURNS void
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE

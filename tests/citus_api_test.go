@@ -44,7 +44,7 @@ type apiCall struct {
 }
 
 // TestCitusEveryFunction calls every function of the API (the app, worker
-// and admin lists of sql/900-access.sql, every function a login of those
+// and admin grants of sql/*.sql, every function a login of those
 // groups may execute) once with sane arguments, as a login of its group,
 // outside a transaction block (as a driver sends a call): on one server
 // each succeeds; on a distributed database (the citus deployment) each

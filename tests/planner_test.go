@@ -14,8 +14,8 @@ import (
 // TestInlinedHelpersStayInlinable: the helpers the ranking calls per row
 // (and add_message's blank check, per message, and cleanup's eligibility,
 // per memory) are plain immutable SQL
-// without SET and stay SECURITY INVOKER (the
-// access script keeps such functions so), which is what lets the planner
+// without SET and stay SECURITY INVOKER (their CREATE FUNCTION says
+// neither), which is what lets the planner
 // inline them; made SECURITY DEFINER or given a SET they would be called
 // once per row.
 func TestInlinedHelpersStayInlinable(t *testing.T) {
@@ -47,7 +47,7 @@ func TestInlinedHelpersStayInlinable(t *testing.T) {
 }
 
 // TestEntryPointsRunWithoutJIT: every PL/pgSQL function a role may call
-// runs with jit = off (the access script sets it), so a planner estimate
+// runs with jit = off (SET jit = off in its CREATE FUNCTION), so a planner estimate
 // that passes jit_above_cost inside a call never compiles (JIT took 300 ms
 // of a 10 ms extractive_summary). The function named here is the one that
 // showed it; the query lists any entry point without the setting.

@@ -245,7 +245,7 @@ func writeBuilder(b *strings.Builder, k Kind) {
 	if stable {
 		volatility = "STABLE" // a timestamptz is written in the session's time zone, as to_jsonb writes it
 	}
-	fmt.Fprintf(b, "\nCREATE OR REPLACE FUNCTION mneme.%s(%s)\nRETURNS jsonb\nLANGUAGE plpgsql %s\n"+
+	fmt.Fprintf(b, "\nCREATE OR REPLACE FUNCTION mneme.%s(%s)\nRETURNS jsonb\nLANGUAGE plpgsql %s\nSECURITY DEFINER\n"+
 		"SET search_path = pg_catalog, pg_temp\nAS $$\n", fn, strings.Join(params, ", "), volatility)
 	if len(entries) == 0 {
 		b.WriteString("BEGIN\n    RETURN '{}'::jsonb;\nEND\n$$;\n")
