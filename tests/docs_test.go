@@ -20,7 +20,8 @@ import (
 // The docs pin no count or path a test does not read (STYLE.md, habit
 // 19): the paths they name exist, the tables of test files and settings
 // and the list of inlined helpers are checked against the repository and
-// a freshly migrated database, and docs/settings.md's table is generated
+// a freshly migrated database, the test harness's counts against the
+// harness, and docs/settings.md's table is generated
 // (go test ./tests -run TestDocsSettingsTable -update).
 
 // docPages are README.md and docs/*.md (docs/history/ holds dated
@@ -203,4 +204,56 @@ func TestDocsClientLoopLines(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, r[2], fmt.Sprint(strings.Count(string(f), "\n")), "docs/clients.md: lines of docs/clients/%s", r[1])
 	}
+}
+
+// TestDocsHarnessCounts: the counts the docs give of the test harness
+// are the harness's: the deployments scripts/test.sh runs (docs/tests.md
+// "runs on N deployments", and a row of its table each), the Citus test
+// cluster's workers (sidecar/dbtest's cluster.StartCitus call; "a
+// coordinator and N workers" in README.md and docs/tests.md) and its
+// shards per table (sidecar/cluster/citus.go; docs/tests.md).
+func TestDocsHarnessCounts(t *testing.T) {
+	t.Parallel()
+	read := func(p string) string {
+		b, err := os.ReadFile(p)
+		require.NoError(t, err)
+		return string(b)
+	}
+	words := map[string]int{"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+	number := func(s string) int {
+		if n, ok := words[strings.ToLower(s)]; ok {
+			return n
+		}
+		var n int
+		_, err := fmt.Sscanf(s, "%d", &n)
+		require.NoError(t, err, "a count: %q", s)
+		return n
+	}
+	tests := read("../docs/tests.md")
+
+	runs := regexp.MustCompile(`(?m)^\s*run ([a-z]+) `).FindAllStringSubmatch(read("../scripts/test.sh"), -1)
+	var deployments []string
+	for _, r := range runs {
+		deployments = append(deployments, r[1])
+	}
+	m := regexp.MustCompile(`runs on (\w+) deployments`).FindStringSubmatch(tests)
+	require.NotNil(t, m, "docs/tests.md says how many deployments")
+	require.Equal(t, len(deployments), number(m[1]), "docs/tests.md: the deployments scripts/test.sh runs: %v", deployments)
+	for _, d := range deployments {
+		require.Contains(t, tests, "| `"+d+"` |", "docs/tests.md's table has the deployment %s", d)
+	}
+
+	w := regexp.MustCompile(`cluster\.StartCitus\(ctx, dir, (\d+),`).FindStringSubmatch(read("../sidecar/dbtest/dbtest.go"))
+	require.NotNil(t, w, "sidecar/dbtest starts the Citus cluster")
+	for _, page := range []string{"../README.md", "../docs/tests.md"} {
+		for _, c := range regexp.MustCompile(`coordinator and (\w+) workers`).FindAllStringSubmatch(read(page), -1) {
+			require.Equal(t, number(w[1]), number(c[1]), "%s: the test cluster's workers", page)
+		}
+	}
+
+	sh := regexp.MustCompile(`"citus\.shard_count = (\d+)"`).FindStringSubmatch(read("../sidecar/cluster/citus.go"))
+	require.NotNil(t, sh, "sidecar/cluster/citus.go sets the shard count")
+	c := regexp.MustCompile(`(\d+) shards a table`).FindStringSubmatch(tests)
+	require.NotNil(t, c, "docs/tests.md gives the shards a table")
+	require.Equal(t, sh[1], c[1], "docs/tests.md: the test cluster's shards a table")
 }
