@@ -1,8 +1,8 @@
 -- =============================================================================
 -- mneme messages: append (mneme.add_message), the rule-based segmentation
 -- check and the segment job it enqueues, and pending reviews (what retrieve
--- records, taken and cleared by the sidecar). The settings and the job
--- outbox are in 000-core.sql.
+-- records, taken and cleared by the sidecar). The settings are in
+-- 000-core.sql, the job outbox (mneme.enqueue_job) in 200-jobs.sql.
 -- Idempotent: re-applied on every `mneme migrate` (CREATE OR REPLACE only).
 -- =============================================================================
 
