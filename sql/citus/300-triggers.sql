@@ -131,7 +131,7 @@ $$;
 COMMENT ON FUNCTION mneme._bm25_apply_shard(uuid, uuid[], uuid[]) IS
     'Internal: mneme._bm25_apply on the shards that hold the conversation (Citus; called by memories_bm25_row_trg on a shard).';
 
--- Left by earlier versions, which copied these functions per shard with the
+-- Left by earlier versions, which copied the row triggers' functions per shard with the
 -- tables renamed (and called the copies through mneme._shard_local_trg):
 -- dropped.
 DO $drop$
