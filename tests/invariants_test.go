@@ -163,6 +163,18 @@ func TestTenantReferencesStayInTenant(t *testing.T) {
 			require.Equal(t, "23503", sqlState(t, err), "a lineage link to another tenant's memory")
 			_, err = w.db.Pool.Exec(ctx, `UPDATE mneme.memories SET source_message_ids = $1 WHERE id = $2`, w.msgsB, w.memA)
 			require.Equal(t, "23503", sqlState(t, err), "sources of another tenant")
+
+			// A pending review appended to a conversation's list (as retrieve
+			// does; the check reads only the entries added) may name the
+			// tenant's memories, not another tenant's.
+			appendReview := `UPDATE mneme.message_queue SET pending_reviews = coalesce(pending_reviews, '[]'::jsonb)
+				|| jsonb_build_array(jsonb_build_object('query', 'planted', 'memory_ids', jsonb_build_array($1::text))) WHERE id = $2`
+			_, err = w.db.Pool.Exec(ctx, appendReview, w.memA, w.convA)
+			require.NoError(t, err, "a pending review of the tenant's own memory")
+			_, err = w.db.Pool.Exec(ctx, appendReview, w.memA, w.convA)
+			require.NoError(t, err, "the same entry twice")
+			_, err = w.db.Pool.Exec(ctx, appendReview, w.memB, w.convA)
+			require.Equal(t, "23503", sqlState(t, err), "a pending review appended that names another tenant's memory")
 		})
 	}
 }
