@@ -86,4 +86,23 @@ func TestFunctionAccessBesideFunction(t *testing.T) {
 	for _, name := range callable {
 		require.True(t, granted[name], "mneme.%s is callable by a group role without a GRANT beside it", name)
 	}
+
+	// Nothing sets them for a function any more (sql/900-access.sql did,
+	// from name lists): a new function says them itself. An API function
+	// (no leading underscore, not a trigger's) is granted to a group role;
+	// a function that is not SECURITY DEFINER is plain SQL without SET
+	// (inlined) or one of those that run as their caller.
+	rows, err = db.Pool.Query(context.Background(), `SELECT p.oid::regprocedure::text FROM pg_proc p
+		WHERE p.pronamespace = 'mneme'::regnamespace AND p.prorettype <> 'pg_catalog.trigger'::regtype
+		  AND ((p.proname NOT LIKE '\_%'
+		        AND NOT (has_function_privilege('mneme_app', p.oid, 'EXECUTE') OR has_function_privilege('mneme_worker', p.oid, 'EXECUTE')
+		                 OR has_function_privilege('mneme_admin', p.oid, 'EXECUTE')))
+		    OR (NOT p.prosecdef
+		        AND NOT (p.prolang = (SELECT l.oid FROM pg_language l WHERE l.lanname = 'sql') AND p.proconfig IS NULL)
+		        AND p.proname NOT IN ('change_embedding_dim', 'vector_index_plan', 'vector_index_status', 'erase_vacuum_targets')))
+		ORDER BY 1`)
+	require.NoError(t, err)
+	undeclared, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Empty(t, undeclared, "functions without SECURITY DEFINER in their CREATE FUNCTION, or API functions without a GRANT")
 }
