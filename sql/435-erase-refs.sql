@@ -72,7 +72,27 @@ RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_old text[];
+    v_new text[];
 BEGIN
+    -- A payload changed in place (an erase scrubbing a message out of a
+    -- review job's context): only the keys that went and came. Deleting and
+    -- inserting them all made an erase in the soak's tenant rewrite
+    -- thousands of keys per job (issue 47: 4.0 s of a 6.5 s erase).
+    IF TG_OP = 'UPDATE' AND NEW.id = OLD.id AND NEW.conversation_id IS NOT DISTINCT FROM OLD.conversation_id
+       AND NEW.tenant_id = OLD.tenant_id THEN
+        v_old := mneme._payload_refs(OLD.payload);
+        v_new := mneme._payload_refs(NEW.payload);
+        DELETE FROM mneme.job_refs r
+        WHERE r.conversation_id = coalesce(OLD.conversation_id, '00000000-0000-0000-0000-000000000000') AND r.job_id = OLD.id
+          AND r.ref = ANY (ARRAY(SELECT unnest(v_old) EXCEPT SELECT unnest(v_new)));
+        INSERT INTO mneme.job_refs (conversation_id, job_id, tenant_id, ref)
+        SELECT coalesce(NEW.conversation_id, '00000000-0000-0000-0000-000000000000'), NEW.id, NEW.tenant_id, x
+        FROM (SELECT unnest(v_new) EXCEPT SELECT unnest(v_old)) AS d(x)
+        ON CONFLICT DO NOTHING;
+        RETURN NULL;
+    END IF;
     IF TG_OP <> 'INSERT' THEN
         DELETE FROM mneme.job_refs r
         WHERE r.conversation_id = coalesce(OLD.conversation_id, '00000000-0000-0000-0000-000000000000') AND r.job_id = OLD.id;
@@ -88,7 +108,7 @@ END
 $$;
 COMMENT ON FUNCTION mneme.jobs_refs_trg() IS
     'Row-level AFTER trigger on mneme.jobs: keeps mneme.job_refs (the memories, messages and queries the payload '
-    'names, by key) equal to the payload.';
+    'names, by key) equal to the payload (on a payload change in place, only the keys that went and came).';
 
 -- A review row's queries, by their md5.
 CREATE OR REPLACE FUNCTION mneme.review_log_queries_trg()
