@@ -95,7 +95,7 @@ BEGIN
                coalesce(m.source_first_at, m.created_at) AS first_at, m.source_message_ids AS msgs
         FROM unnest(v_found) WITH ORDINALITY AS s
         JOIN mneme.memories m ON m.id = s.memory_id AND (v_one_server OR m.conversation_id = ANY (v_convs))
-    ), idf AS (  -- the query's terms weighed by their rarity among the scope's memories
+    ), idf AS MATERIALIZED (  -- the query's terms weighed by their rarity among the scope's memories, read once (not once per turn)
         SELECT d.term, mneme._bm25_weight(v_n, d.df, v_k1) AS wt
         FROM mneme._bm25_term_stats(v_convs, v_terms, NULL) d
         WHERE d.df > 0
@@ -106,7 +106,7 @@ BEGIN
                (row_number() OVER (PARTITION BY r.ord ORDER BY msg.id))::int AS pos
         FROM ranked r JOIN mneme.messages msg ON msg.id = ANY (r.msgs) AND (v_one_server OR msg.conversation_id = ANY (v_convs))
         WHERE r.kind = 'episodic' AND r.msgs IS NOT NULL
-    ), meaning AS (  -- the turns' cosine rank to the query (its top context_candidates)
+    ), meaning AS MATERIALIZED (  -- the turns' cosine rank to the query (its top context_candidates), ranked once (not once per turn)
         SELECT d.message_id AS id, d.vrank
         FROM (SELECT x.message_id, (rank() OVER (ORDER BY x.distance, x.message_id))::int AS vrank
               FROM mneme._turn_distances(CASE WHEN v_meaning THEN ARRAY(SELECT t.id FROM turns t) END,
