@@ -80,16 +80,23 @@ DECLARE
     -- v_one_server is a constant of the call: the planner folds the filter
     -- away there, and to the conversation filter on Citus.
     v_one_server boolean := NOT mneme._distributed('mneme.memories');
+    v_found  mneme.retrieval[];
 BEGIN
     SELECT sum(s.n) INTO v_n FROM mneme.bm25_stats s WHERE s.conversation_id = ANY (v_convs);
+    -- The search first, by itself, in rank order: joined with
+    -- mneme.memories in one statement, Citus pushed the call into the query
+    -- on every shard, where it ran once per shard and, with scope tenant,
+    -- found only the memories of that shard's worker (the context of a
+    -- delegated call left out the tenant's other conversations:
+    -- TestCitusDelegatedTenantScope; issue 47).
+    v_found := ARRAY(SELECT s FROM mneme.search(_context_anchors.conversation_id, _context_anchors.query, v_cand,
+                                                _context_anchors.query_embedding, _context_anchors.since, _context_anchors.until,
+                                                _context_anchors.at, _context_anchors.scope) AS s);
     RETURN QUERY
     WITH ranked AS (
         SELECT s.memory_id AS id, s.ordinality::int AS ord, s.score, s.label, s.kind, s.content,
                coalesce(m.source_first_at, m.created_at) AS first_at, m.source_message_ids AS msgs
-        FROM mneme.search(_context_anchors.conversation_id, _context_anchors.query, v_cand,
-                          _context_anchors.query_embedding, _context_anchors.since, _context_anchors.until,
-                          _context_anchors.at, _context_anchors.scope)
-             WITH ORDINALITY AS s
+        FROM unnest(v_found) WITH ORDINALITY AS s
         JOIN mneme.memories m ON m.id = s.memory_id AND (v_one_server OR m.conversation_id = ANY (v_convs))
     ), idf AS MATERIALIZED (  -- the query's terms weighed by their rarity among the scope's memories, read once (not once per turn)
         SELECT d.term, mneme._bm25_weight(v_n, d.df, v_k1) AS wt

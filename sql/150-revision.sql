@@ -160,6 +160,8 @@ DECLARE
     v_k     int := coalesce(revision_candidates.k, mneme.setting('revision_candidates')::int);
     v_scope text := mneme.setting('revision_scope') #>> '{}';
     v_convs uuid[];
+    v_found uuid[];
+    v_score float8[];
 BEGIN
     IF revision_candidates.memory_id IS NULL THEN
         RAISE EXCEPTION 'memory_id must not be NULL' USING ERRCODE = '22004';
@@ -177,21 +179,28 @@ BEGIN
     -- same slot, whatever its words. Under an external embedder SQL cannot
     -- embed the text: BM25 alone, asked for ('{}'; search refuses a NULL
     -- there).
+    -- The ranking first, by itself (joined with mneme.memories in one
+    -- statement, Citus pushed the call into the query on every shard, where
+    -- with scope tenant it saw only that worker's memories; issue 47).
+    SELECT coalesce(array_agg(x.memory_id ORDER BY x.score DESC, x.memory_id), '{}'),
+           coalesce(array_agg(x.score ORDER BY x.score DESC, x.memory_id), '{}')
+    INTO v_found, v_score
+    FROM (SELECT s.memory_id, s.score
+          FROM mneme.search(v_new.conversation_id, left(v_new.content, 10000), 100,
+                            CASE WHEN mneme.setting('embedder') #>> '{}' = 'hash' THEN NULL ELSE '{}'::real[] END,
+                            scope => v_scope) s
+          WHERE s.memory_id <> v_new.id AND s.kind = 'semantic'
+          ORDER BY s.score DESC, s.memory_id
+          LIMIT v_k) x;
     RETURN QUERY
     WITH s AS (
-        SELECT s.memory_id, s.score
-        FROM mneme.search(v_new.conversation_id, left(v_new.content, 10000), 100,
-                          CASE WHEN mneme.setting('embedder') #>> '{}' = 'hash' THEN NULL ELSE '{}'::real[] END,
-                          scope => v_scope) s
-        WHERE s.memory_id <> v_new.id AND s.kind = 'semantic'
-        ORDER BY s.score DESC, s.memory_id
-        LIMIT v_k
+        SELECT u.memory_id, u.score FROM unnest(v_found, v_score) AS u(memory_id, score)
     ), sl AS (
         SELECT m.id AS memory_id, 0::float8 AS score
         FROM mneme.memories m
         WHERE revision_candidates.same_slot IS NOT NULL AND m.slot = lower(btrim(revision_candidates.same_slot))
           AND m.conversation_id = ANY (v_convs) AND m.status = 'active' AND m.id <> v_new.id
-          AND NOT EXISTS (SELECT 1 FROM s WHERE s.memory_id = m.id)
+          AND m.id <> ALL (v_found)
         ORDER BY m.created_at DESC
         LIMIT mneme.setting('revision_slot_candidates')::int
     )

@@ -14,7 +14,25 @@ RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_old text[];
+    v_new text[];
 BEGIN
+    -- (a payload changed in place: only the keys that went and came, as
+    -- the one-server form)
+    IF TG_OP = 'UPDATE' AND NEW.id = OLD.id AND NEW.conversation_id IS NOT DISTINCT FROM OLD.conversation_id
+       AND NEW.tenant_id = OLD.tenant_id THEN
+        v_old := mneme._payload_refs(OLD.payload);
+        v_new := mneme._payload_refs(NEW.payload);
+        EXECUTE format('DELETE FROM %s r WHERE r.conversation_id = $1 AND r.job_id = $2 AND r.ref = ANY ($3)',
+                       mneme._shard('mneme.job_refs', OLD.conversation_id))
+            USING OLD.conversation_id, OLD.id, ARRAY(SELECT unnest(v_old) EXCEPT SELECT unnest(v_new));
+        EXECUTE format('INSERT INTO %s (conversation_id, job_id, tenant_id, ref) '
+                       'SELECT $1, $2, $3, x FROM unnest($4::text[]) x ON CONFLICT DO NOTHING',
+                       mneme._shard('mneme.job_refs', NEW.conversation_id))
+            USING NEW.conversation_id, NEW.id, NEW.tenant_id, ARRAY(SELECT unnest(v_new) EXCEPT SELECT unnest(v_old));
+        RETURN NULL;
+    END IF;
     IF TG_OP <> 'INSERT' THEN
         EXECUTE format('DELETE FROM %s r WHERE r.conversation_id = $1 AND r.job_id = $2',
                        mneme._shard('mneme.job_refs', OLD.conversation_id))
