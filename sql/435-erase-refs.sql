@@ -154,21 +154,6 @@ CREATE TRIGGER review_log_queries_update AFTER UPDATE OF matched_queries, conver
                        OR NEW.tenant_id IS DISTINCT FROM OLD.tenant_id)
     EXECUTE FUNCTION mneme.review_log_queries_trg();
 
--- A review row's matched_queries without the given queries, in order.
--- (NOT IN over a subquery: one hash of the queries, not a pass over them
--- per element)
-CREATE OR REPLACE FUNCTION mneme._without_queries(matched text[], queries text[])
-RETURNS text[]
-LANGUAGE sql IMMUTABLE
-SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-SELECT ARRAY(SELECT x FROM unnest(matched) WITH ORDINALITY AS u(x, o)
-             WHERE x IS NULL OR x NOT IN (SELECT unnest(queries)) ORDER BY o)
-$$;
-COMMENT ON FUNCTION mneme._without_queries(text[], text[]) IS
-    'Internal (erase): the given matched_queries without the given queries, in their order (NULL entries stay).';
-
 -- Strips queries from the review rows of the given tenants that quote one
 -- (found through mneme.review_queries), except the rows of the given
 -- memories, and deletes the keys of the stripped queries. Returns the
