@@ -256,12 +256,39 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
+DECLARE
+    v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
+BEGIN
+    RETURN QUERY SELECT * FROM mneme.claim_jobs(claim_jobs.worker, claim_jobs.max_jobs, claim_jobs.lease, claim_jobs.max_attempts, '{}'::text[]);
+END
+$$;
+COMMENT ON FUNCTION mneme.claim_jobs(text, int, interval, int) IS
+    'claims up to max_jobs ready jobs of any kind: claim_jobs(worker, max_jobs, lease, max_attempts, except_kinds) '
+    'with no kind left out. Called by a sidecar that handles every kind of mneme.job_kinds.';
+GRANT EXECUTE ON FUNCTION mneme.claim_jobs(text, int, interval, int) TO mneme_worker;
+
+-- except_kinds: kinds left where they are, for a sidecar older than the
+-- schema (a kind of mneme.job_kinds it has no handler for waits for the
+-- sidecars of the release that declares it, instead of failing in the
+-- older one; docs/migrations.md). The sidecar passes the kinds it does
+-- not know; a kind it knows but has no handler for it refuses at start.
+CREATE OR REPLACE FUNCTION mneme.claim_jobs(worker text, max_jobs int, lease interval, max_attempts int, except_kinds text[])
+RETURNS SETOF mneme.jobs
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
 #variable_conflict use_column
 DECLARE
     v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     v_n   bigint;
     v_ids bigint[];
 BEGIN
+    IF claim_jobs.except_kinds IS NULL THEN
+        RAISE EXCEPTION 'except_kinds must not be NULL' USING ERRCODE = '22004',
+            HINT = 'an empty array claims every kind (or call claim_jobs without it)';
+    END IF;
     IF claim_jobs.worker IS NULL OR claim_jobs.worker = '' THEN
         RAISE EXCEPTION 'worker (the worker id) must not be empty' USING ERRCODE = '22023';
     END IF;
@@ -277,7 +304,8 @@ BEGIN
         RAISE EXCEPTION 'max_attempts must be at least 1, got %', claim_jobs.max_attempts USING ERRCODE = '22023';
     END IF;
     IF mneme._distributed('mneme.jobs') THEN
-        RETURN QUERY SELECT * FROM mneme._claim_jobs_distributed(claim_jobs.worker, claim_jobs.max_jobs, claim_jobs.lease, claim_jobs.max_attempts);
+        RETURN QUERY SELECT * FROM mneme._claim_jobs_distributed(claim_jobs.worker, claim_jobs.max_jobs, claim_jobs.lease, claim_jobs.max_attempts,
+                                                                 claim_jobs.except_kinds);
         RETURN;
     END IF;
     -- A job whose lease expired on its last allowed attempt crashed or hung
@@ -287,7 +315,7 @@ BEGIN
     RETURN QUERY
     WITH c AS (
         SELECT x.id FROM mneme.jobs x
-         WHERE x.state = 'running' AND x.locked_until < now()
+         WHERE x.state = 'running' AND x.locked_until < now() AND x.kind <> ALL (claim_jobs.except_kinds)
          ORDER BY x.locked_until, x.id
          LIMIT claim_jobs.max_jobs
            FOR UPDATE SKIP LOCKED)
@@ -324,6 +352,7 @@ BEGIN
                 SELECT x.id, x.run_at, row_number() OVER (ORDER BY x.run_at, x.id) AS rn
                   FROM (SELECT x.id, x.run_at FROM mneme.jobs x
                          WHERE x.state = 'pending' AND x.run_at <= now() AND x.tenant_id = t.tenant_id
+                           AND x.kind <> ALL (claim_jobs.except_kinds)
                          ORDER BY x.run_at, x.id
                          LIMIT 2 * (claim_jobs.max_jobs - v_n) + 4) x) y
           LEFT JOIN mneme.job_turns s ON s.tenant_id = t.tenant_id
@@ -351,13 +380,13 @@ BEGIN
     SELECT * FROM claimed;
 END
 $$;
-COMMENT ON FUNCTION mneme.claim_jobs(text, int, interval, int) IS
-    'claims up to max_jobs ready jobs (pending and due, or running with an expired lease) with FOR UPDATE SKIP LOCKED: '
+COMMENT ON FUNCTION mneme.claim_jobs(text, int, interval, int, text[]) IS
+    'claims up to max_jobs ready jobs, but none of a kind in except_kinds (pending and due, or running with an expired lease) with FOR UPDATE SKIP LOCKED: '
     'state running, attempts + 1, locked_by = worker, locked_until = now() + lease. '
     'Fails jobs whose lease expired on their last attempt. Pending jobs are handed out fairly across tenants: '
     'each tenant''s oldest first, tenants in turn (the one served longest ago first, mneme.job_turns), so one '
-    'tenant''s burst does not delay the others. Called by the sidecar''s runner.';
-GRANT EXECUTE ON FUNCTION mneme.claim_jobs(text, int, interval, int) TO mneme_worker;
+    'tenant''s burst does not delay the others. Called by the sidecar''s runner (except_kinds: the kinds newer than it).';
+GRANT EXECUTE ON FUNCTION mneme.claim_jobs(text, int, interval, int, text[]) TO mneme_worker;
 
 -- On Citus (mneme migrate --citus) jobs are distributed by conversation and
 -- Citus refuses FOR UPDATE in a statement that reaches every shard, so the
@@ -371,7 +400,8 @@ GRANT EXECUTE ON FUNCTION mneme.claim_jobs(text, int, interval, int) TO mneme_wo
 -- finding each tenant's oldest job is a read of every shard per tenant and
 -- recording a turn a write to a reference table (every node) per claim;
 -- one tenant's burst can delay the others' jobs on Citus (docs/scale.md).
-CREATE OR REPLACE FUNCTION mneme._claim_jobs_distributed(worker text, max_jobs int, lease interval, max_attempts int)
+CREATE OR REPLACE FUNCTION mneme._claim_jobs_distributed(worker text, max_jobs int, lease interval, max_attempts int,
+                                                         except_kinds text[])
 RETURNS SETOF mneme.jobs
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -385,11 +415,11 @@ DECLARE
 BEGIN
     FOR c IN
         (SELECT x.conversation_id, x.id, 1 AS pass, x.locked_until AS due FROM mneme.jobs x
-          WHERE x.state = 'running' AND x.locked_until < now()
+          WHERE x.state = 'running' AND x.locked_until < now() AND x.kind <> ALL (_claim_jobs_distributed.except_kinds)
           ORDER BY x.locked_until, x.id LIMIT 2 * _claim_jobs_distributed.max_jobs::bigint + 4)
         UNION ALL
         (SELECT x.conversation_id, x.id, 2, x.run_at FROM mneme.jobs x
-          WHERE x.state = 'pending' AND x.run_at <= now()
+          WHERE x.state = 'pending' AND x.run_at <= now() AND x.kind <> ALL (_claim_jobs_distributed.except_kinds)
           ORDER BY x.run_at, x.id LIMIT 2 * _claim_jobs_distributed.max_jobs::bigint + 4)
         ORDER BY 3, 4, 2
     LOOP
@@ -421,7 +451,7 @@ BEGIN
     END LOOP;
 END
 $$;
-COMMENT ON FUNCTION mneme._claim_jobs_distributed(text, int, interval, int) IS
+COMMENT ON FUNCTION mneme._claim_jobs_distributed(text, int, interval, int, text[]) IS
     'Internal to claim_jobs on Citus: candidates read from every shard, then each claimed by a statement routed '
     'to its conversation (FOR UPDATE SKIP LOCKED there).';
 

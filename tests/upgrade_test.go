@@ -276,7 +276,8 @@ DROP FUNCTION IF EXISTS mneme.apply_review(uuid, text, float8, float8, text, tim
 DROP FUNCTION IF EXISTS mneme.memory_reviews(uuid);
 DROP FUNCTION IF EXISTS mneme._functions_reaching(text);
 DROP FUNCTION IF EXISTS mneme._shard_local_trg();
-DROP FUNCTION IF EXISTS mneme._search_candidates(uuid[], text, real[], int, timestamptz, timestamptz, timestamptz, boolean);`
+DROP FUNCTION IF EXISTS mneme._search_candidates(uuid[], text, real[], int, timestamptz, timestamptz, timestamptz, boolean);
+DROP FUNCTION IF EXISTS mneme._claim_jobs_distributed(text, int, interval, int);`
 
 // rollBackAndForth: the previous release's `mneme migrate` on the migrated
 // database, its sidecar draining new work, then this release's migrate

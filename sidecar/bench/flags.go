@@ -135,6 +135,9 @@ func (o *ScaleOptions) Bind(fs *flag.FlagSet) (*string, *bool) {
 	fs.StringVar(&o.Plot, "plot", "", "write an SVG plot of p50 against the database's size to this file")
 	fs.StringVar(&o.Vector, "vector", "auto", "embedding variant of a new benchmark database: auto, pgvector or array (a kept database keeps its own)")
 	fs.StringVar(&o.Embedder, "embedder", "hash", "the database's embedder for the run: hash, or external (every call passes the query's embedding, the hash embedder's computed in SQL; pgvector then searches large scopes through their own HNSW indexes, whose recall with these vectors is not an external model's)")
+	fs.IntVar(&o.IngestRate, "ingest-rate", 2000, "the ingest row: messages/s the writers aim at (bench ingest on a scratch database of the same server, 2 sidecars x 2 jobs, after the sizes); 0 skips it (its goals n/a)")
+	fs.DurationVar(&o.IngestDuration, "ingest-duration", 60*time.Second, "the ingest row: how long the writers write")
+	fs.IntVar(&o.IngestConversations, "ingest-conversations", 200, "the ingest row: conversations written at once")
 	return sizes, fs.Bool("json", false, "print one JSON object")
 }
 
@@ -145,6 +148,9 @@ func (o *ScaleOptions) Validate(sizes string) error {
 	}
 	if err := validVector(o.Vector); err != nil {
 		return err
+	}
+	if o.IngestRate < 0 || (o.IngestRate > 0 && (o.IngestDuration <= 0 || o.IngestConversations < 1)) {
+		return errors.New("--ingest-rate must be 0 (skip) or positive, with a positive --ingest-duration and --ingest-conversations")
 	}
 	if o.Embedder != "hash" && o.Embedder != "external" {
 		return fmt.Errorf("--embedder %q: want hash or external", o.Embedder)

@@ -39,8 +39,15 @@ type ScaleOptions struct {
 	// Embedder: the database's embedder setting for the run, hash ("") or
 	// external (every call then passes the query's embedding).
 	Embedder string
-	Progress io.Writer
-	Log      *slog.Logger
+	// Ingest: the ingest goal's run after the sizes (bench ingest's
+	// writers and sidecars on a scratch database of the same server):
+	// messages/s aimed at (0: not run, its goals n/a), for how long, over
+	// how many conversations.
+	IngestRate          int
+	IngestDuration      time.Duration
+	IngestConversations int
+	Progress            io.Writer
+	Log                 *slog.Logger
 }
 
 // ScaleStep is one size: what the database holds and each call's latency.
@@ -95,6 +102,12 @@ type ScaleResult struct {
 	// goal is missed.
 	HugeSteps   []SlowStep `json:"huge_search_steps,omitempty"`
 	TenantSteps []SlowStep `json:"tenant_search_steps,omitempty"`
+	// Scopes: each scope's calls against its bare top-10 at the largest
+	// size, one row each (small, typical, huge conversation; the huge
+	// conversation's tenant).
+	Scopes []ScopeRow `json:"scopes"`
+	// Ingest: the ingest run (nil: --ingest-rate 0 or on Citus).
+	Ingest *IngestResult `json:"ingest,omitempty"`
 	// Load: /proc/loadavg's 1-minute figure when the run started and ended
 	// (the machine is shared: compare within a run).
 	Load string `json:"load_average"`
@@ -279,6 +292,10 @@ func Scale(ctx context.Context, o ScaleOptions) (*ScaleResult, error) {
 		out.Steps = append(out.Steps, step)
 	}
 	out.Goals = append(scaleGoals(out.Steps, res.Variant), scopeGoals(out.Steps[len(out.Steps)-1], res.Variant)...)
+	out.Scopes = scopeRows(out.Steps[len(out.Steps)-1], res.Variant)
+	for _, r := range out.Scopes {
+		out.Goals = append(out.Goals, r.Goal)
+	}
 	// Issue 53: the vector leg's recall@10 against exact on the large
 	// scopes (pgvector: through their own indexes with an external embedder).
 	if res.Variant == "pgvector" && !o.Citus {
@@ -318,8 +335,42 @@ func Scale(ctx context.Context, o ScaleOptions) (*ScaleResult, error) {
 			return nil, fmt.Errorf("explain search with scope tenant: %w", err)
 		}
 	}
+	// Issue 53: ingest, the last row (its own scratch database: the
+	// writers' and sidecars' work does not depend on the stored memories'
+	// number, and the benchmark database stays as built).
+	if o.IngestRate > 0 && !o.Citus {
+		runs, err := Ingest(ctx, IngestOptions{Server: o.Server, Conversations: []int{o.IngestConversations}, Duration: o.IngestDuration,
+			Sidecars: 2, Concurrency: 2, Rate: o.IngestRate, Vector: res.Variant, Log: log})
+		if err != nil {
+			return nil, fmt.Errorf("ingest: %w", err)
+		}
+		out.Ingest = &runs[0]
+	}
+	out.Goals = append(out.Goals, ingestGoals(out.Ingest, o)...)
 	out.Load = load0 + " to " + loadAverage()
 	return out, nil
+}
+
+// ingestGoals are the ingest run's goals as rows of the scale report (n/a
+// when it did not run).
+func ingestGoals(r *IngestResult, o ScaleOptions) []ScaleGoal {
+	if r == nil {
+		why := "not run: --ingest-rate 0"
+		if o.Citus {
+			why = "not run on Citus"
+		}
+		return []ScaleGoal{
+			{Goal: "issue 53: ingest messages/s sustained, at least (" + why + ")", Limit: ingestGoalRate, NotApplicable: true, AtLeast: true},
+			{Goal: "issue 53: ingest segmentation lag p95 ms, at most (" + why + ")", Limit: ingestGoalLagMS, NotApplicable: true},
+		}
+	}
+	var out []ScaleGoal
+	for _, g := range r.Goals {
+		g.Goal = fmt.Sprintf("issue 53: ingest %s (aimed at %d/s for %s, 2 sidecars x 2 jobs, a scratch database)", g.Goal, o.IngestRate, o.IngestDuration)
+		g.AtLeast = strings.HasPrefix(g.Goal, "issue 53: ingest messages/s")
+		out = append(out, g)
+	}
+	return out
 }
 
 // scaleHybrid fills the hybrid baseline's table with a copy of the

@@ -54,20 +54,44 @@ func (r *ScaleResult) WriteTable(w io.Writer) {
 			writeSlowSteps(w, e.call, e.steps, "")
 		}
 	}
+	if len(r.Scopes) > 0 {
+		fmt.Fprintf(w, "\nscopes at %d memories (p50 ms; the goal: search p50 at most %d x the faster bare top-10 of the same scope)\n", r.Steps[len(r.Steps)-1].Memories, scopeRatio)
+		fmt.Fprintf(w, "  %-34s %9s %9s %9s %11s %11s %7s  %s\n", "scope", "search", "p99", "retrieve", "bare HNSW", "bare exact", "ratio", "goal")
+		for _, s := range r.Scopes {
+			fmt.Fprintf(w, "  %-34s %9.2f %9.2f %9.2f %11s %11s %7.2f  %s\n", s.Scope, s.Search.P50, s.Search.P99, s.Retrieve.P50,
+				orDash(s.BareHNSW), orDash(s.BareExact), s.Goal.Measured, goalMark(s.Goal))
+		}
+	}
+	if r.Ingest != nil {
+		fmt.Fprintf(w, "\ningest: %.0f messages/s over %d conversations (aimed at %d), segmentation lag p50 %.0f ms, p95 %.0f, p99 %.0f; backlog %.1f s after the writers stopped\n",
+			r.Ingest.PerSecond, r.Ingest.Conversations, r.Ingest.Rate, r.Ingest.Lag.P50, r.Ingest.Lag.P95, r.Ingest.Lag.P99, r.Ingest.BacklogSeconds)
+	}
 	fmt.Fprintln(w, "\ngoals")
 	writeGoals(w, r.Goals, "  ")
+}
+
+func orDash(v float64) string {
+	if v == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+// goalMark is a goal's verdict: pass, FAIL or n/a.
+func goalMark(g ScaleGoal) string {
+	switch {
+	case g.NotApplicable:
+		return "n/a "
+	case g.Pass:
+		return "pass"
+	}
+	return "FAIL"
 }
 
 // writeGoals prints goals, one line each, pass, FAIL or n/a.
 func writeGoals(w io.Writer, goals []ScaleGoal, indent string) {
 	for _, g := range goals {
-		mark := "FAIL"
-		switch {
-		case g.NotApplicable:
-			mark = "n/a "
-		case g.Pass:
-			mark = "pass"
-		}
+		mark := goalMark(g)
 		bound := "limit"
 		if g.AtLeast {
 			bound = "at least"

@@ -98,3 +98,47 @@ func scopeGoals(last ScaleStep, variant string) []ScaleGoal {
 	add(fmt.Sprintf("issue 42: context_items p50 ms, %d memories", last.Memories), at("context", "context_items").P50, scopeContext, false)
 	return goals
 }
+
+// ScopeRow is one scope's line of the report at the largest size: its
+// calls' p50 against the two bare top-10 lookups of the same scope
+// (HNSW with iterative scans, and exact), and the goal that search p50
+// stays within scopeRatio of the faster.
+type ScopeRow struct {
+	Scope     string    `json:"scope"`
+	Search    Latencies `json:"search_ms"`
+	Retrieve  Latencies `json:"retrieve_ms"`
+	BareHNSW  float64   `json:"bare_hnsw_p50_ms"`  // 0: not timed (array variant on the huge scopes)
+	BareExact float64   `json:"bare_exact_p50_ms"` // 0: not timed
+	Goal      ScaleGoal `json:"goal"`
+}
+
+// scopeRows are the report's scope rows: small, typical and huge
+// conversation, and the huge conversation's tenant.
+func scopeRows(last ScaleStep, variant string) []ScopeRow {
+	var rows []ScopeRow
+	for _, sc := range []struct{ name, conv, suffix, bareSuffix string }{
+		{"small conversation", "small", "", ""},
+		{"typical conversation", "typical", "", ""},
+		{"huge conversation", "huge", "", ""},
+		{"tenant (the huge conversation's)", "huge", ", scope tenant", ", tenant"},
+	} {
+		calls := last.Calls[sc.conv]
+		r := ScopeRow{Scope: sc.name, Search: calls["search"+sc.suffix], Retrieve: calls["retrieve"+sc.suffix],
+			BareHNSW: calls["bare vector top-10"+sc.bareSuffix].P50, BareExact: calls["bare exact top-10"+sc.bareSuffix].P50}
+		bare := r.BareHNSW
+		if r.BareExact > 0 && (bare == 0 || r.BareExact < bare) {
+			bare = r.BareExact
+		}
+		// (the array variant's bare ORDER BY evaluates mneme's <=> per
+		// row: no index to compare with)
+		na := variant == "array" || bare == 0 || r.Search.P50 == 0
+		ratio := 0.0
+		if !na {
+			ratio = r.Search.P50 / bare
+		}
+		r.Goal = ScaleGoal{Goal: fmt.Sprintf("issue 53: search p50 / the faster bare top-10 p50, %s, %d memories", sc.name, last.Memories),
+			Measured: math.Round(ratio*100) / 100, Limit: scopeRatio, Pass: !na && ratio <= scopeRatio, NotApplicable: na}
+		rows = append(rows, r)
+	}
+	return rows
+}

@@ -67,18 +67,22 @@ func New(ctx context.Context, cfg config.Config, pool *pgxpool.Pool, log *slog.L
 	if err := d.Runner.RegisterAll(Handlers(p, log)); err != nil {
 		return nil, err
 	}
-	if err := checkKinds(ctx, pool, d.Runner.Kinds()); err != nil {
+	if err := CheckKinds(ctx, pool, d.Runner); err != nil {
 		return nil, err
 	}
-	log.Info("handlers registered", "kinds", d.Runner.Kinds())
+	log.Info("handlers registered", "kinds", d.Runner.Kinds(), "left_to_newer_sidecars", d.Runner.Left())
 	return d, nil
 }
 
-// checkKinds compares the registered handlers with mneme.job_kinds, the
-// kinds mneme.enqueue_job accepts and the payload each must carry: a kind
-// there without a handler here would wait for ever (a sidecar older than
-// the schema), so it is an error.
-func checkKinds(ctx context.Context, pool *pgxpool.Pool, registered []string) error {
+// CheckKinds compares the registered handlers with mneme.job_kinds, the
+// kinds mneme.enqueue_job accepts and the payload each must carry. A kind
+// there that this sidecar declares (jobs.Kinds) but has no handler for
+// would wait for ever: an error. A kind it does not declare is newer than
+// it (a migrate of a later release added it, and the sidecars are being
+// rolled): its jobs are left unclaimed for the newer sidecars
+// (Runner.Leave, logged once), so an older sidecar keeps serving the
+// kinds it knows through the upgrade window (docs/migrations.md).
+func CheckKinds(ctx context.Context, pool *pgxpool.Pool, runner *jobs.Runner) error {
 	rows, err := pool.Query(ctx, `SELECT kind FROM mneme.job_kinds ORDER BY kind`)
 	if err != nil {
 		return fmt.Errorf("read mneme.job_kinds (is the database migrated? mneme migrate): %w", err)
@@ -87,15 +91,21 @@ func checkKinds(ctx context.Context, pool *pgxpool.Pool, registered []string) er
 	if err != nil {
 		return fmt.Errorf("read mneme.job_kinds: %w", err)
 	}
-	var missing []string
+	registered := runner.Kinds()
+	var missing, newer []string
 	for _, k := range kinds {
-		if !slices.Contains(registered, k) {
+		switch {
+		case slices.Contains(registered, k):
+		case jobs.Declared(k):
 			missing = append(missing, k)
+		default:
+			newer = append(newer, k)
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("job kinds %v of mneme.job_kinds have no handler in this sidecar (handlers: %v): run the sidecar of the schema's release", missing, registered)
+		return fmt.Errorf("job kinds %v of mneme.job_kinds have no handler in this sidecar (handlers: %v): bind them in daemon.Handlers", missing, registered)
 	}
+	runner.Leave(newer...)
 	return nil
 }
 

@@ -24,11 +24,18 @@ type claimed struct {
 	readyAt     time.Time
 }
 
-func claim(ctx context.Context, q Querier, worker string, limit int, lease time.Duration, maxAttempts int) ([]claimed, error) {
-	rows, err := q.Query(ctx, `
-		SELECT id, kind, conversation_id, tenant_id, payload, attempts, max_attempts, created_at,
-		       greatest(created_at, run_at)
-		  FROM mneme.claim_jobs($1, $2, $3, $4)`, worker, limit, lease, nullInt(maxAttempts))
+// claim claims up to limit jobs, none of the kinds in except (kinds newer
+// than this sidecar, Runner.Leave).
+func claim(ctx context.Context, q Querier, worker string, limit int, lease time.Duration, maxAttempts int, except []string) ([]claimed, error) {
+	const cols = `SELECT id, kind, conversation_id, tenant_id, payload, attempts, max_attempts, created_at,
+		       greatest(created_at, run_at)`
+	var rows pgx.Rows
+	var err error
+	if len(except) == 0 {
+		rows, err = q.Query(ctx, cols+` FROM mneme.claim_jobs($1, $2, $3, $4)`, worker, limit, lease, nullInt(maxAttempts))
+	} else {
+		rows, err = q.Query(ctx, cols+` FROM mneme.claim_jobs($1, $2, $3, $4, $5)`, worker, limit, lease, nullInt(maxAttempts), except)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
@@ -41,6 +48,16 @@ func claim(ctx context.Context, q Querier, worker string, limit int, lease time.
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
 	return out, nil
+}
+
+// inSchema reports whether mneme.job_kinds declares kind (a kind the
+// schema knows and this sidecar may not).
+func inSchema(ctx context.Context, q Querier, kind string) (bool, error) {
+	var ok bool
+	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM mneme.job_kinds WHERE kind = $1)`, kind).Scan(&ok); err != nil {
+		return false, fmt.Errorf("read mneme.job_kinds: %w", err)
+	}
+	return ok, nil
 }
 
 func complete(ctx context.Context, tx pgx.Tx, id int64, worker string, attempt int) (bool, error) {

@@ -54,6 +54,10 @@ func (r *Runner) runJob(parent context.Context, c claimed) {
 	}()
 
 	var err error
+	if !ok && !Declared(c.Kind) && r.newerKind(ctx, c) {
+		finish(OutcomeReleased)
+		return
+	}
 	if !ok {
 		err = fmt.Errorf("%w: no handler for job kind %q in this sidecar (it handles: %s)",
 			ErrPermanent, c.Kind, strings.Join(r.Kinds(), ", "))
@@ -154,4 +158,23 @@ func safeCall(ctx context.Context, h Handler, st Store, job Job) (err error) {
 // a message or model output holding them).
 func storableError(s string) string {
 	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\\0")
+}
+
+// newerKind: a job of a kind this sidecar has no handler for and does not
+// declare, which mneme.job_kinds declares (a migrate of a later release
+// added it while this sidecar ran), is given back unclaimed, its attempt
+// not counted, and the kind left to the newer sidecars from now on
+// (Leave). Reports whether it did.
+func (r *Runner) newerKind(ctx context.Context, c claimed) bool {
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	newer, err := inSchema(qctx, r.pool, c.Kind)
+	if err != nil || !newer {
+		return false
+	}
+	r.Leave(c.Kind)
+	if err := release(qctx, r.pool, c.ID, r.opts.WorkerID, c.Attempts); err != nil {
+		r.log.Error("release job", "id", c.ID, "kind", c.Kind, "err", err)
+	}
+	return true
 }

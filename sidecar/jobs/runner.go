@@ -23,7 +23,8 @@ type Runner struct {
 
 	mu       sync.Mutex
 	handlers map[string]Handler
-	running  map[int64]*run // by job id: heartbeats and shutdown release
+	running  map[int64]*run  // by job id: heartbeats and shutdown release
+	newer    map[string]bool // kinds of the schema newer than this sidecar: left unclaimed (Leave)
 
 	wake     chan struct{}
 	slots    chan struct{}
@@ -56,6 +57,7 @@ func NewRunner(pool *pgxpool.Pool, opts Options) *Runner {
 		log:          opts.Logger.With("worker", opts.WorkerID),
 		handlers:     map[string]Handler{},
 		running:      map[int64]*run{},
+		newer:        map[string]bool{},
 		wake:         make(chan struct{}, 1),
 		slots:        make(chan struct{}, opts.Concurrency),
 		runCtx:       ctx,
@@ -115,6 +117,40 @@ func (r *Runner) Kinds() []string {
 	}
 	sort.Strings(kinds)
 	return kinds
+}
+
+// Leave makes the runner leave jobs of kinds unclaimed: kinds of
+// mneme.job_kinds newer than this sidecar (a migrate of a later release
+// added them), which the sidecars of that release handle. Each kind is
+// logged once.
+func (r *Runner) Leave(kinds ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, k := range kinds {
+		if r.newer[k] {
+			continue
+		}
+		r.newer[k] = true
+		r.log.Warn("job kind newer than this sidecar: its jobs are left to the sidecars of the release that declares it",
+			"kind", k, "fix", "roll the sidecars to the release that migrated the database (docs/migrations.md)")
+	}
+}
+
+// Left lists the kinds the runner leaves unclaimed (Leave).
+func (r *Runner) Left() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	kinds := make([]string, 0, len(r.newer))
+	for k := range r.newer {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	return kinds
+}
+
+// Declared reports whether kind is one of this sidecar's (Kinds).
+func Declared(kind string) bool {
+	return slices.ContainsFunc(Kinds, func(d Kind) bool { return d.Name() == kind })
 }
 
 // Wake asks the runner to claim now: an event transport saw a new job. It
@@ -231,7 +267,7 @@ func (r *Runner) Drain(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		batch, err := claim(ctx, r.pool, r.opts.WorkerID, r.opts.Concurrency, r.opts.Lease, r.opts.MaxAttempts)
+		batch, err := claim(ctx, r.pool, r.opts.WorkerID, r.opts.Concurrency, r.opts.Lease, r.opts.MaxAttempts, r.Left())
 		if err != nil {
 			return err
 		}
@@ -310,7 +346,7 @@ func (r *Runner) claimAndStart(free int, freed chan struct{}) (int, error) {
 	// or released.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	batch, err := claim(ctx, r.pool, r.opts.WorkerID, free, r.opts.Lease, r.opts.MaxAttempts)
+	batch, err := claim(ctx, r.pool, r.opts.WorkerID, free, r.opts.Lease, r.opts.MaxAttempts, r.Left())
 	if err != nil {
 		return 0, err
 	}

@@ -165,9 +165,10 @@ func TestBenchScale(t *testing.T) {
 			conn.Close(context.Background())
 		}
 	})
+	ingest := []string{"--ingest-rate", "40", "--ingest-duration", "3s", "--ingest-conversations", "4"}
 	run := func() bench.ScaleResult {
-		out, stderr, code := labCmd(t, server, "bench", "scale", "--sizes", "2000,4000", "--conversations", "40",
-			"--tenants", "4", "--queries", "2", "--db", name, "--json")
+		out, stderr, code := labCmd(t, server, append([]string{"bench", "scale", "--sizes", "2000,4000", "--conversations", "40",
+			"--tenants", "4", "--queries", "2", "--db", name, "--json"}, ingest...)...)
 		require.Equal(t, 0, code, stderr)
 		var res bench.ScaleResult
 		require.NoError(t, json.Unmarshal([]byte(out), &res), out)
@@ -215,6 +216,31 @@ func TestBenchScale(t *testing.T) {
 	}
 	require.Equal(t, 9, issue42)
 	require.NotEmpty(t, res.Load, "the machine's load is reported")
+	// Issue 53: one row per scope, each with its bare lookups and a goal
+	// (n/a in the array variant), and the ingest row's two goals.
+	require.Len(t, res.Scopes, 4)
+	for _, sc := range res.Scopes {
+		require.Positive(t, sc.Search.P50, sc.Scope)
+		require.True(t, strings.HasPrefix(sc.Goal.Goal, "issue 53: search p50 / the faster bare top-10"), sc.Goal.Goal)
+		require.Equal(t, res.Variant == "array", sc.Goal.NotApplicable, sc.Scope)
+		if res.Variant == "pgvector" {
+			require.Positive(t, sc.BareHNSW, sc.Scope)
+			require.Positive(t, sc.BareExact, sc.Scope)
+		}
+		require.Contains(t, res.Goals, sc.Goal)
+	}
+	require.NotNil(t, res.Ingest)
+	require.Positive(t, res.Ingest.Messages)
+	var ingestGoals []bench.ScaleGoal
+	for _, g := range res.Goals {
+		if strings.HasPrefix(g.Goal, "issue 53: ingest ") {
+			ingestGoals = append(ingestGoals, g)
+		}
+	}
+	require.Len(t, ingestGoals, 2)
+	require.False(t, ingestGoals[0].Pass, "40 messages/s is not 2,000: %+v", ingestGoals[0])
+	require.True(t, ingestGoals[0].AtLeast)
+	require.Positive(t, ingestGoals[0].Measured)
 	require.Contains(t, res.Command, "bench scale")
 	// Issue 53: the vector leg's recall@10 against exact on both large
 	// scopes (pgvector; exact with the hash embedder: 1).
@@ -274,7 +300,14 @@ func TestBenchScale(t *testing.T) {
 	require.NoError(t, err)
 	tenant, _ = tenantRows()
 	require.Equal(t, "t2", tenant, "moved back")
+	ingest = []string{"--ingest-rate", "0"}
 	again := run()
+	require.Nil(t, again.Ingest, "--ingest-rate 0: no ingest run")
+	for _, g := range again.Goals {
+		if strings.HasPrefix(g.Goal, "issue 53: ingest ") {
+			require.True(t, g.NotApplicable, g.Goal)
+		}
+	}
 	for _, s := range again.Steps {
 		require.Zero(t, s.BuildSeconds, "the database is reused, not rebuilt")
 	}
