@@ -393,10 +393,11 @@ $$;
 -- slot, not the words of the statement that filled it ("Which company do I
 -- work for?" and "I got a job at Contoso."). The title is indexed with the
 -- fact (BM25, and the hash embedder's vector), so the current belief is
--- found whatever words it was said in. Plain SQL without SET: inlined.
+-- found whatever words it was said in.
 CREATE OR REPLACE FUNCTION mneme._slot_title(slot text)
 RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
+SET search_path = pg_catalog, pg_temp
 AS $$
 SELECT CASE a
            WHEN 'lives_in' THEN 'lives in: home, city, place'
