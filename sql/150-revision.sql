@@ -396,7 +396,7 @@ $$;
 -- found whatever words it was said in.
 CREATE OR REPLACE FUNCTION mneme._slot_title(slot text)
 RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 SELECT CASE a
