@@ -43,7 +43,7 @@ VALUES
     ('context_candidates', '50',
      'mneme.context ranks this many memories with mneme.search (1..100) and fills the budget from them in rank order'),
     ('context_order', '"newest"',
-     'the order of mneme.context''s items once chosen by rank: newest (the latest said first, so a current value is read before the one it replaced) or rank'),
+     'the order of mneme.context''s items once chosen by rank: newest (the latest said first, and an episode''s separate passages newest first, so a current value is read before the one it replaced) or rank'),
     ('context_window', '2',
      'mneme.context adds this many neighbouring turns on each side of every turn that matches the query (overlapping windows merge)'),
     ('embedder', '"hash"',

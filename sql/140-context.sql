@@ -180,6 +180,7 @@ DECLARE
     v_slots  mneme.context_slot[] := '{}';  -- per candidate memory, by rank
     v_slot   mneme.context_slot;
     v_order  int[] := '{}';     -- the ranks in the order their memories got room
+    v_newest boolean := mneme.setting('context_order') #>> '{}' = 'newest';
     v_used   bigint[] := '{}';  -- every turn taken: no turn twice
     v_convs  uuid[];            -- the scope's conversations
     v_an     int;               -- the anchor being filled, and whether it is in
@@ -288,7 +289,7 @@ BEGIN
     -- context_order) newest first, by the latest turn shown (a fact: its
     -- time), so where two memories disagree the later one is read first
     -- (docs/revision.md), or in the order each first got room (rank).
-    IF mneme.setting('context_order') #>> '{}' = 'newest' THEN
+    IF v_newest THEN
         v_order := ARRAY(SELECT u.o FROM unnest(v_order) WITH ORDINALITY AS u(o, n)
                          LEFT JOIN (SELECT x.o, max(msg.created_at) AS at
                                     FROM unnest(v_order) AS x(o)
@@ -309,7 +310,8 @@ BEGIN
     FROM unnest(v_order) WITH ORDINALITY AS o(ord, i),
          LATERAL mneme._context_item(o.i::int, (v_slots[o.ord]).memory_id, (v_slots[o.ord]).kind,
              (v_slots[o.ord]).label, (v_slots[o.ord]).score, (v_slots[o.ord]).first_at,
-             (v_slots[o.ord]).message_ids, (v_slots[o.ord]).words, v_convs) AS ci
+             mneme._context_turn_order((v_slots[o.ord]).memory_id, (v_slots[o.ord]).message_ids, v_newest, v_convs),
+             (v_slots[o.ord]).words, v_convs) AS ci
     ORDER BY o.i;
 END
 $$;
@@ -323,8 +325,10 @@ COMMENT ON FUNCTION mneme.context_items(uuid, text, int, real[], timestamptz, ti
     'Anchors in that order bring their context_window neighbours; a turn or fact that does not fit is left out; '
     'the budget is filled in stages (budget / 2^k down to 100 words, each going on from the one before), so a '
     'budget of 2B words holds every turn and fact of B''s (B >= 100); '
-    'no turn twice. One row per memory, in the order it got room, its turns in conversation order under a '
-    '"### date" heading; the words (headings and speakers included) never exceed budget (1..100000).';
+    'no turn twice. One row per memory, in the order it got room (context_order "newest": by its latest turn shown, '
+    'newest first), its turns in conversation order under a "### date" heading (context_order "newest": its '
+    'separate passages newest first, a blank line between them, each in conversation order); the words (headings '
+    'and speakers included) never exceed budget (1..100000).';
 GRANT EXECUTE ON FUNCTION mneme.context_items(uuid, text, int, real[], timestamptz, timestamptz, timestamptz, text) TO mneme_app, mneme_worker, mneme_admin;
 
 -- The cosine distance of each given message that has an embedding to a
@@ -354,6 +358,45 @@ $do$;
 COMMENT ON FUNCTION mneme._turn_distances(bigint[], real[], uuid[]) IS
     'Internal: the cosine distance of each given message (of the given conversations) that has an embedding to the query embedding.';
 
+-- The order of an episode's turns in its context item (issue 52). In
+-- conversation order; with context_order "newest", the item's separate
+-- passages (runs of turns adjacent in the episode) newest first, each in
+-- conversation order: the rule that lists items newest first, one level
+-- down, so that where an update was said a few turns after the value it
+-- replaced, in the same episode but not in the same passage, the update is
+-- read first. A fact's (no turns) stays empty.
+CREATE OR REPLACE FUNCTION mneme._context_turn_order(memory_id uuid, message_ids bigint[], newest boolean, conversation_ids uuid[])
+RETURNS bigint[]
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_src bigint[];
+BEGIN
+    IF coalesce(cardinality(_context_turn_order.message_ids), 0) = 0 THEN
+        RETURN _context_turn_order.message_ids;
+    END IF;
+    IF NOT _context_turn_order.newest THEN
+        RETURN ARRAY(SELECT x FROM unnest(_context_turn_order.message_ids) x ORDER BY x);
+    END IF;
+    -- The episode's turns, by the memory's id and its conversation (Citus:
+    -- a read by id names the conversation, so it goes to its shard only).
+    SELECT m.source_message_ids INTO v_src
+    FROM mneme.memories m
+    WHERE m.id = _context_turn_order.memory_id AND m.conversation_id = ANY (_context_turn_order.conversation_ids);
+    RETURN ARRAY(
+        SELECT r.id
+        FROM (SELECT p.id, p.pos, max(p.pos) OVER (PARTITION BY p.pos - p.n) AS passage_end
+              FROM (SELECT u.id, u.pos, row_number() OVER (ORDER BY u.pos, u.id) AS n
+                    FROM (SELECT x AS id, coalesce(array_position(v_src, x), 0)::bigint AS pos
+                          FROM unnest(_context_turn_order.message_ids) x) u) p) r
+        ORDER BY r.passage_end DESC, r.pos, r.id);
+END
+$$;
+COMMENT ON FUNCTION mneme._context_turn_order(uuid, bigint[], boolean, uuid[]) IS
+    'Internal to mneme.context_items: the order of an item''s turns: by id; with newest, its passages (runs of turns '
+    'adjacent in the episode''s source_message_ids) newest first, each in conversation order.';
+
 -- One item as context_items returns it: the chosen turns of an episode under
 -- its date, in conversation order, "speaker: text" per line; a fact as a
 -- list entry, with the messages it comes from as its message_ids.
@@ -378,13 +421,18 @@ SELECT _context_item.i_item, _context_item.i_memory_id, _context_item.i_kind, _c
        -- An episode: the turns shown; a fact: the messages it was said in
        -- (its provenance, source_message_ids).
        CASE WHEN cardinality(_context_item.i_message_ids) > 0
-            THEN ARRAY(SELECT x FROM unnest(_context_item.i_message_ids) x ORDER BY x)
+            THEN _context_item.i_message_ids
             ELSE (SELECT m.source_message_ids FROM mneme.memories m WHERE m.id = _context_item.i_memory_id AND m.conversation_id = ANY (_context_item.i_conversation_ids)) END,
        _context_item.i_words,
        CASE WHEN cardinality(_context_item.i_message_ids) > 0 THEN
            '### ' || to_char(_context_item.i_first_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') || E'\n' ||
-           (SELECT string_agg(msg.role || ': ' || msg.content, E'\n' ORDER BY msg.id)
-            FROM mneme.messages msg WHERE msg.id = ANY (_context_item.i_message_ids) AND msg.conversation_id = ANY (_context_item.i_conversation_ids))
+           -- In the order given (mneme._context_turn_order); a blank line
+           -- (no word) where a passage ends and an older one follows.
+           (SELECT string_agg(t.line, t.sep ORDER BY t.n)
+            FROM (SELECT msg.role || ': ' || msg.content AS line, x.n,
+                         CASE WHEN x.id < lag(x.id) OVER (ORDER BY x.n) THEN E'\n\n' ELSE E'\n' END AS sep
+                  FROM unnest(_context_item.i_message_ids) WITH ORDINALITY AS x(id, n)
+                  JOIN mneme.messages msg ON msg.id = x.id AND msg.conversation_id = ANY (_context_item.i_conversation_ids)) t)
        ELSE '- ' || (SELECT m.content FROM mneme.memories m WHERE m.id = _context_item.i_memory_id AND m.conversation_id = ANY (_context_item.i_conversation_ids)) END;
 END
 $$;

@@ -411,6 +411,37 @@ BEGIN
 END
 $$;
 
+-- A fact that fills a known slot and has no title is titled with the
+-- slot's words (issue 52): the question a user asks about a slot names the
+-- slot, not the words of the statement that filled it ("Which company do I
+-- work for?" and "I got a job at Contoso."). The title is indexed with the
+-- fact (BM25, and the hash embedder's vector), so the current belief is
+-- found whatever words it was said in.
+CREATE OR REPLACE FUNCTION mneme._slot_title(slot text)
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT CASE a
+           WHEN 'lives_in' THEN 'lives in: home, city, place'
+           WHEN 'works_at' THEN 'works at: employer, company, workplace'
+           WHEN 'job_title' THEN 'job: occupation, profession, role'
+           WHEN 'married_to' THEN 'married to: spouse, wife, husband'
+           WHEN 'partner' THEN 'partner: girlfriend, boyfriend, relationship'
+           WHEN 'age' THEN 'age: how old, years old'
+           WHEN 'drives' THEN 'drives: car, vehicle'
+           WHEN 'studies' THEN 'studies: study, major, subject'
+           WHEN 'name' THEN 'name: called'
+           ELSE CASE WHEN a LIKE 'uses\_for\_%' THEN 'uses for ' || replace(substr(a, 10), '_', ' ') || ': tool'
+                     WHEN a LIKE 'favourite\_%' THEN 'favourite ' || replace(substr(a, 11), '_', ' ') || ': favorite'
+                     ELSE replace(a, '_', ' ') END
+       END
+FROM (SELECT nullif(split_part($1, '|', 2), '') AS a) s
+$$;
+COMMENT ON FUNCTION mneme._slot_title(text) IS
+    'Internal: the title apply_revision gives a fact of a slot that has none: the slot''s attribute in words, with '
+    'the words a question about it uses (lives_in: home, city, place); NULL for NULL or a slot without attribute.';
+
 CREATE OR REPLACE FUNCTION mneme.apply_revision(
     memory_id uuid,
     action text,
@@ -494,8 +525,14 @@ BEGIN
     PERFORM mneme._mark('event_reason', left(v_note, 500));
     v_slot := CASE WHEN apply_revision.slot IS NULL OR mneme._is_blank(apply_revision.slot) THEN v_new.slot
                    ELSE lower(btrim(apply_revision.slot)) END;
-    IF v_slot IS DISTINCT FROM v_new.slot THEN
-        UPDATE mneme.memories m SET slot = v_slot WHERE m.conversation_id = v_new.conversation_id AND m.id = v_new.id;
+    IF v_slot IS DISTINCT FROM v_new.slot
+       OR (v_new.title IS NULL AND v_new.kind = 'semantic' AND mneme._slot_title(v_slot) IS NOT NULL) THEN
+        -- The slot, and a title of its words for a fact that has none
+        -- (mneme._slot_title: a question names the slot, not the statement's words).
+        UPDATE mneme.memories m
+        SET slot = v_slot,
+            title = CASE WHEN m.title IS NULL AND m.kind = 'semantic' THEN mneme._slot_title(v_slot) ELSE m.title END
+        WHERE m.conversation_id = v_new.conversation_id AND m.id = v_new.id;
     END IF;
 
     IF v_action = 'NOOP' THEN

@@ -82,7 +82,7 @@ func contextConversationWith(t *testing.T, speakers [2]string, text func(string)
 // TestContextWithinBudget: for random queries and budgets (seeded,
 // logged), the words never exceed the budget and equal the markdown's
 // whitespace-separated words; no turn comes twice; an episode's turns are
-// in conversation order; the selection is the same on a second call; and
+// in conversation order within each passage, its passages newest first; the selection is the same on a second call; and
 // context_items changes nothing (no pending review).
 func TestContextWithinBudget(t *testing.T) {
 	t.Parallel()
@@ -128,18 +128,26 @@ func TestContextWithinBudget(t *testing.T) {
 			require.Equal(t, i+1, it.Item)
 			require.Equal(t, len(strings.Fields(it.Text)), it.Words, "%q: item words are the text's words: %q", query, it.Text)
 			total += it.Words
+			breaks, passageMin := 0, int64(0)
 			for j, id := range it.Messages {
 				if it.Kind == "episodic" { // a fact's message ids are its provenance, not turns shown
 					require.False(t, seen[id], "%q budget %d: message %d twice", query, budget, id)
 					seen[id] = true
 				}
-				if j > 0 {
-					require.Less(t, it.Messages[j-1], id, "conversation order")
+				switch {
+				case j == 0:
+					passageMin = id
+				case id < it.Messages[j-1]:
+					// context_order newest: a passage older than the last
+					// (each in conversation order, the newest first).
+					require.Less(t, id, passageMin, "%q: passages newest first: %v", query, it.Messages)
+					breaks++
+					passageMin = id
 				}
 			}
 			if it.Kind == "episodic" {
 				require.True(t, strings.HasPrefix(it.Text, "### 2026-"), it.Text)
-				require.Len(t, strings.Split(it.Text, "\n"), len(it.Messages)+1, "a heading and one line per turn")
+				require.Len(t, strings.Split(it.Text, "\n"), len(it.Messages)+1+breaks, "a heading, one line per turn, a blank line between passages")
 			} else {
 				require.True(t, strings.HasPrefix(it.Text, "- "), it.Text)
 			}
@@ -332,4 +340,55 @@ func TestContextNewestFirst(t *testing.T) {
 	}
 	require.Equal(t, key(ranked), key(newest), "the same items, in another order")
 	require.NotEqual(t, ranked, newest, "the orders differ on this conversation")
+}
+
+// TestContextPassagesNewestFirst: where an update is said a few turns after
+// the value it replaces, in the same episode but not in the same passage,
+// context_order newest lists the episode's later passage first (each in
+// conversation order, a blank line between them), so the update is read
+// first; context_order rank keeps the episode's turns in conversation order.
+func TestContextPassagesNewestFirst(t *testing.T) {
+	t.Parallel()
+	e := newPipelineEnv(t, false)
+	ctx := context.Background()
+	lines := []string{
+		"My dentist appointment is on March 3 at 9 AM",
+		"Noted, the dentist on March 3",
+		"Can you suggest a recipe for lentil soup",
+		"Onion, carrots, lentils and cumin make a good soup",
+		"How long should the soup simmer",
+		"About thirty minutes until the lentils are soft",
+		"The dentist moved my appointment to March 5 at 2 PM",
+		"Noted, the dentist on March 5",
+	}
+	var ids []int64
+	for i, line := range lines {
+		role := []string{"user", "assistant"}[i%2]
+		ids = append(ids, e.say(day1.Add(time.Duration(i)*time.Minute).Format(time.RFC3339), role, line))
+	}
+	_, err := e.db.Pool.Exec(ctx, `SELECT mneme.segment_now($1)`, e.conv)
+	require.NoError(t, err)
+	e.drain()
+	_, err = e.db.Pool.Exec(ctx, `SELECT mneme.set_setting('context_window', '0')`)
+	require.NoError(t, err)
+	_, err = e.db.Pool.Exec(ctx, `SELECT mneme.set_setting('extract_facts', 'false')`)
+	require.NoError(t, err)
+	episode := func(items []contextItem) contextItem {
+		for _, it := range items {
+			if it.Kind == "episodic" && len(it.Messages) > 1 {
+				return it
+			}
+		}
+		t.Fatalf("no episode with two turns among %v", items)
+		return contextItem{}
+	}
+	newest := episode(e.contextItems("dentist appointment", 200))
+	require.Equal(t, []int64{ids[6], ids[7], ids[0], ids[1]}, newest.Messages, "the later passage first")
+	require.Contains(t, newest.Text, "user: "+lines[6]+"\nassistant: "+lines[7]+"\n\nuser: "+lines[0])
+	require.Less(t, strings.Index(newest.Text, "March 5"), strings.Index(newest.Text, "March 3"))
+	_, err = e.db.Pool.Exec(ctx, `SELECT mneme.set_setting('context_order', '"rank"')`)
+	require.NoError(t, err)
+	ranked := episode(e.contextItems("dentist appointment", 200))
+	require.Equal(t, []int64{ids[0], ids[1], ids[6], ids[7]}, ranked.Messages, "rank order: conversation order")
+	require.NotContains(t, ranked.Text, "\n\n")
 }

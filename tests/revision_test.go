@@ -1098,3 +1098,51 @@ func TestRevisionLateWriteLineage(t *testing.T) {
 		})
 	}
 }
+
+// TestSlotTitleFindsOtherWords: a fact that fills a slot is titled with the
+// slot's words when revised, so a question in those words finds it though
+// the statement shares none ("Which company do I work for?" and "I got a
+// job at Contoso."); a title a writer gave is kept, and a fact of no slot
+// gets none.
+func TestSlotTitleFindsOtherWords(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	ctx := context.Background()
+	conv := uuid.New()
+	contoso := rememberFact(t, db, conv, "User: I got a job at Contoso.", nil)
+	other := rememberFact(t, db, conv, "User: I enjoy baking sourdough bread on weekends.", nil)
+	var titled uuid.UUID
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.remember($1, 'User: I live in Hull.', title => 'Home')`, conv).Scan(&titled))
+	bm25 := func() *int {
+		var r *int
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT max(bm25_rank) FROM mneme.search($1, 'Which company do I work for?', 5) WHERE memory_id = $2`,
+			conv, contoso).Scan(&r))
+		return r
+	}
+	require.Nil(t, bm25(), "no shared word: BM25 does not find it before its slot is recorded")
+	for _, c := range []struct {
+		id   uuid.UUID
+		slot string
+	}{{contoso, "user|works_at"}, {other, ""}, {titled, "user|lives_in"}} {
+		var applied string
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.apply_revision($1, 'ADD', NULL, 'new', 'heuristic', nullif($2, ''))`,
+			c.id, c.slot).Scan(&applied))
+		require.Equal(t, "ADD", applied)
+	}
+	title := func(id uuid.UUID) *string {
+		var s *string
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT title FROM mneme.memories WHERE id = $1`, id).Scan(&s))
+		return s
+	}
+	require.Equal(t, "works at: employer, company, workplace", *title(contoso))
+	require.Nil(t, title(other), "no slot, no title")
+	require.Equal(t, "Home", *title(titled), "a writer's title is kept")
+	require.NotNil(t, bm25(), "the title's words find it")
+	var first uuid.UUID
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT memory_id FROM mneme.search($1, 'Which company do I work for?', 5)`, conv).Scan(&first))
+	require.Equal(t, contoso, first)
+	var fav, uses *string
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme._slot_title('user|favourite_colour'), mneme._slot_title('user|uses_for_notes')`).Scan(&fav, &uses))
+	require.Equal(t, "favourite colour: favorite", *fav)
+	require.Equal(t, "uses for notes: tool", *uses)
+}

@@ -39,8 +39,15 @@ var (
 )
 
 // stateVerbRE: a first-person sentence carries a fact when it says what
-// someone is, has, does or did (not only feelings about the conversation).
-var stateVerbRE = regexp.MustCompile(`(?i)\b(?:am|is|are|was|were|have|has|had|live|lived|living|reside|resides|relocated|work|worked|working|moved|move|married|got|own|owns|study|studied|studying|joined|started|left|quit|stopped|love|loves|like|likes|prefer|prefers|use|uses|using|drive|drives|became|turned|went|visited|bought|adopted|born|grew|graduated|play|plays|played|name|favourite|favorite|job|no longer|anymore)\b`)
+// someone is, has, does or did (not only feelings about the conversation),
+// or a habit they have (smoke, drink, eat, go to, run, ...: "I smoke
+// cigarettes again" is the belief a retraction before it no longer holds).
+var stateVerbRE = regexp.MustCompile(`(?i)\b(?:am|is|are|was|were|have|has|had|live|lived|living|reside|resides|relocated|work|worked|working|moved|move|married|got|own|owns|study|studied|studying|joined|started|left|quit|stopped|love|loves|like|likes|prefer|prefers|use|uses|using|drive|drives|became|turned|went|visited|bought|adopted|born|grew|graduated|play|plays|played|name|favourite|favorite|job|no longer|anymore|` +
+	habitVerbs + `)\b`)
+
+// habitVerbs are what a person does regularly, in the first person's
+// present tense; with stateVerbRE's other verbs they make a sentence a fact.
+const habitVerbs = `smoke|drink|eat|go to|run|swim|cycle|bike|walk|train|practise|practice|cook|bake|teach|speak|volunteer|attend|meditate|vape`
 
 // ExtractFacts returns the facts the messages state, in message order,
 // each once (case-insensitive).

@@ -111,11 +111,14 @@ func TestExtractFacts(t *testing.T) {
 		{ID: 2, Speaker: "Melanie", Content: "I think I might visit. Melanie is great. My favorite book is Dune."},
 		{ID: 3, Speaker: "user", Content: "ok thanks"},
 		{ID: 4, Speaker: "user", Content: "We relocated to Hull last spring."},
+		{ID: 5, Speaker: "user", Content: "I smoke cigarettes again. I go to the gym three times a week."},
 	})
 	require.Equal(t, []Extracted{
 		{Text: "Caroline: I moved to Sweden last month.", MessageIDs: []int64{1}},
 		{Text: "Melanie: My favorite book is Dune.", MessageIDs: []int64{2}},
 		{Text: "User: We relocated to Hull last spring.", MessageIDs: []int64{4}},
+		{Text: "User: I smoke cigarettes again.", MessageIDs: []int64{5}},
+		{Text: "User: I go to the gym three times a week.", MessageIDs: []int64{5}},
 	}, got)
 }
 
