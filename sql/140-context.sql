@@ -368,7 +368,9 @@ COMMENT ON FUNCTION mneme._turn_distances(bigint[], real[], uuid[]) IS
 CREATE OR REPLACE FUNCTION mneme._context_turn_order(memory_id uuid, message_ids bigint[], newest boolean, conversation_ids uuid[])
 RETURNS bigint[]
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 DECLARE
     v_src bigint[];

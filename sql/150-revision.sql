@@ -420,7 +420,9 @@ $$;
 CREATE OR REPLACE FUNCTION mneme._slot_title(slot text)
 RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 SELECT CASE a
            WHEN 'lives_in' THEN 'lives in: home, city, place'
