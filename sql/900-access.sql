@@ -19,7 +19,7 @@ DO $access$
 DECLARE
     app constant text[] := ARRAY[
         'add_message', 'pop_message', 'set_speakers', 'segment_now', 'remember', 'pin', 'unpin', 'forget', 'inspect', 'history',
-        'retrieve', 'retrieve_markdown', 'search', 'context', 'context_items', 'bm25_search', 'vector_search', 'setting', 'set_tenant',
+        'retrieve', 'retrieve_markdown', 'search', 'context', 'context_items', 'context_candidates', 'bm25_search', 'vector_search', 'setting', 'set_tenant',
         'labels', 'label_vocabulary', 'is_label', 'check_label', 'auto_label', 'episode_label', 'initial_state', 'retrievability',
         'record_retrieval', 'hash_embed', 'hash_fold', 'memory_text', 'check_embedding', 'bm25_tsvector', 'l2_normalize', 'cosine_distance',
         'redact', 'conversations', 'recent_conversations', 'conversation_messages', 'conversation_memories', 'conversation_titles', 'find_memories', 'memory_reviews',
