@@ -368,10 +368,10 @@ $$;
 CREATE OR REPLACE FUNCTION mneme._bm25_sums(
     conversation_ids uuid[], terms text[], weights float8[], k1 float8, b float8, avgdl float8,
     expired uuid[], since timestamptz, until timestamptz)
-RETURNS TABLE (memory_id uuid, score float8)
+RETURNS TABLE (conversation_id uuid, memory_id uuid, score float8)
 LANGUAGE sql STABLE
 AS $$
-    SELECT p.memory_id, sum(t.wt * mneme._bm25_tf(p.tf, p.doclen, $4, $5, $6))
+    SELECT c.id, p.memory_id, sum(t.wt * mneme._bm25_tf(p.tf, p.doclen, $4, $5, $6))
     FROM unnest($2, $3) AS t(term, wt), unnest($1) AS c(id), LATERAL (
         SELECT p.memory_id, p.tf, p.doclen FROM mneme.bm25_postings p
         WHERE p.conversation_id = c.id AND p.term = t.term) p
@@ -379,10 +379,11 @@ AS $$
       AND (($8 IS NULL AND $9 IS NULL)
            OR EXISTS (SELECT 1 FROM mneme.memories m WHERE m.id = p.memory_id
                       AND ($8 IS NULL OR m.created_at >= $8) AND ($9 IS NULL OR m.created_at < $9)))
-    GROUP BY p.memory_id
+    GROUP BY c.id, p.memory_id
 $$;
 COMMENT ON FUNCTION mneme._bm25_sums(uuid[], text[], float8[], float8, float8, float8, uuid[], timestamptz, timestamptz) IS
-    'Internal to _bm25_search: per memory, the BM25 sum over the given terms'' postings (eligible memories only).';
+    'Internal to _bm25_search: per memory (with its conversation), the BM25 sum over the given terms'' postings '
+    '(eligible memories only).';
 
 -- The statistics of the given terms over the given conversations: per term
 -- its df (less the postings of the expired memories given), its largest tf
@@ -426,22 +427,24 @@ COMMENT ON FUNCTION mneme._bm25_term_stats(uuid[], text[], uuid[]) IS
 -- Top k without scoring every posting (MaxScore). A posting's contribution
 -- is wt * tf / (tf + A + B * doclen) (A = k1 (1 - b), B = k1 b / avgdl), at
 -- most wt / (1 + A / max_tf + B * min_len_per_tf) by its term's bounds in
--- bm25_terms. The term with the smallest bound (the most common, as a
--- rule: a speaker's name in every memory) is set aside; the others'
--- postings are summed, and the k-th best of those partial sums, theta, is
--- a score the k-th result reaches at least. When the set-aside term's bound
--- is below theta, a memory that holds only that term cannot reach the top
--- k, and neither can one whose partial sum plus the bound stays below
--- theta: only the remaining candidates get the term's contribution, looked
--- up by the whole key, and its postings are never read. Otherwise (or when
--- the candidates are too many for lookups to pay) its postings are summed
--- too. Exact either way: the same top k, scores and ranks as scoring every
--- posting (a randomized test compares them). Scores are rounded to 1e-9, so
--- that the order in which a memory's contributions were added (which
--- differs between the plans, and changes the last bit of a sum) cannot
--- reorder memories of equal score; theta is compared with a slack of 1e-6
--- above that. Queries whose terms have fewer than bm25_skip_min_postings
--- postings are scored at once.
+-- bm25_terms. The terms with the smallest bounds (the most common, as a
+-- rule: a speaker's name in every memory, "user" and "like" in every fact
+-- of a tenant) are set aside, as many as hold most of the postings; the
+-- others' postings are summed, and the k-th best of those partial sums,
+-- theta, is a score the k-th result reaches at least. When the set-aside
+-- terms' bounds together are below theta, a memory that holds only those
+-- terms cannot reach the top k, and neither can one whose partial sum plus
+-- the bounds stays below theta: only the remaining candidates get the
+-- set-aside terms' contributions, looked up by the whole key (the
+-- candidate's conversation, the term, the memory), and their postings are
+-- never read. Otherwise (or when the candidates are too many for lookups
+-- to pay) their postings are summed too. Exact either way: the same top k,
+-- scores and ranks as scoring every posting (a randomized test compares
+-- them). Scores are rounded to 1e-9, so that the order in which a memory's
+-- contributions were added (which differs between the plans, and changes
+-- the last bit of a sum) cannot reorder memories of equal score; theta is
+-- compared with a slack of 1e-6 above that. Queries whose terms have fewer
+-- than bm25_skip_min_postings postings are scored at once.
 CREATE OR REPLACE FUNCTION mneme._bm25_search(
     conversation_ids uuid[],
     query text,
@@ -473,6 +476,9 @@ DECLARE
     v_dfs     float8[];
     v_postings float8;   -- their postings (df) together
     v_last    int;
+    v_split   int;       -- terms 1 .. v_split are summed, the rest set aside
+    v_kept    float8;    -- the summed terms' postings
+    v_aside   float8;    -- the set-aside terms' bounds together
 BEGIN
     SELECT sum(s.n), sum(s.total_len) INTO v_n, v_total FROM mneme.bm25_stats s WHERE s.conversation_id = ANY (v_ids);
     IF v_n IS NULL THEN
@@ -508,11 +514,33 @@ BEGIN
     END IF;
     v_last := cardinality(v_terms);
 
-    -- Skipping pays when the set-aside term holds most of the postings
-    -- (measured: where it holds about as many as the others, summing the
-    -- others first and joining costs more than summing everything at once).
-    IF v_last = 1 OR v_postings < mneme.setting('bm25_skip_min_postings')::float8
-       OR v_dfs[v_last] < 2 * (v_postings - v_dfs[v_last]) THEN
+    -- Skipping pays when the set-aside terms hold most of the postings
+    -- (measured: where they hold about as many as the others, summing the
+    -- others first and joining costs more than summing everything at once),
+    -- and when the summed terms hold at least k postings (else there is no
+    -- theta). The most terms summed that meet both: each one more summed
+    -- raises theta, and each one fewer set aside lowers their bounds. More
+    -- than one term is set aside only where their bounds together are below
+    -- half the smallest bound summed: where the bounds are close (a query
+    -- of three words of 1% to 5% of the memories), theta stayed below the
+    -- set-aside bounds, nothing was skipped and the split cost a second
+    -- pass (docs/performance.md, "The BM25 leg").
+    v_kept := v_postings;
+    v_aside := 0;
+    FOR i IN REVERSE v_last - 1 .. 1 LOOP
+        v_kept := v_kept - v_dfs[i + 1];
+        v_aside := v_aside + v_bounds[i + 1];
+        EXIT WHEN v_kept < v_k;
+        IF v_postings - v_kept >= 2 * v_kept AND (i = v_last - 1 OR v_aside < 0.5 * v_bounds[i]) THEN
+            v_split := i;
+            EXIT;
+        END IF;
+    END LOOP;
+    -- (On Citus every posting is summed: the skipping statement below
+    -- failed there, "cannot handle unplanned sub-select"; not yet
+    -- rewritten in a form Citus plans.)
+    IF v_split IS NULL OR v_postings < mneme.setting('bm25_skip_min_postings')::float8
+       OR mneme._distributed('mneme.bm25_postings') THEN
         RETURN QUERY
         SELECT top.memory_id, top.score, (rank() OVER (ORDER BY top.score DESC))::int  -- equal scores share a rank
         FROM (SELECT s.memory_id, round(s.score * 1e9) / 1e9 AS score
@@ -522,38 +550,40 @@ BEGIN
         RETURN;
     END IF;
 
-    -- One statement: the partial sums without the last term (part), theta
+    -- One statement: the partial sums of the summed terms (part), theta
     -- (their k-th best), the candidates that can still reach it, and the
-    -- last term's contribution by key lookups for the candidates when they
-    -- are few, else by summing its postings (each branch runs only when its
-    -- one-time condition holds).
+    -- set-aside terms' contributions by key lookups for the candidates when
+    -- they are few, else by summing their postings (each branch runs only
+    -- when its one-time condition holds).
     RETURN QUERY
     WITH part AS MATERIALIZED (
-        SELECT s.memory_id AS id, s.score AS ps
-        FROM mneme._bm25_sums(v_ids, v_terms[:v_last - 1], v_wts[:v_last - 1], v_k1, v_b, v_avgdl,
+        SELECT s.conversation_id AS conv, s.memory_id AS id, s.score AS ps
+        FROM mneme._bm25_sums(v_ids, v_terms[:v_split], v_wts[:v_split], v_k1, v_b, v_avgdl,
                               v_expired, v_since, v_until) s
     ), th AS MATERIALIZED (
-        SELECT x.theta, x.theta > v_bounds[v_last] + 1e-6 AS skips
+        SELECT x.theta, x.theta > v_aside + 1e-6 AS skips
         FROM (SELECT (SELECT part.ps FROM part ORDER BY part.ps DESC OFFSET v_k - 1 LIMIT 1) AS theta) x
     ), cand AS MATERIALIZED (
-        SELECT part.id, part.ps FROM part, th WHERE th.skips AND part.ps + v_bounds[v_last] + 1e-6 >= th.theta
+        SELECT part.conv, part.id, part.ps FROM part, th WHERE th.skips AND part.ps + v_aside + 1e-6 >= th.theta
     ), lookups AS MATERIALIZED (
-        SELECT coalesce((SELECT th.skips FROM th), false) AND (SELECT count(*) FROM cand) * 4 <= v_dfs[v_last] AS yes
+        SELECT coalesce((SELECT th.skips FROM th), false)
+               AND (SELECT count(*) FROM cand) * 4 * (v_last - v_split) <= v_postings - v_kept AS yes
     ), scored AS (
-        -- (A join, not a subquery correlated with cand: Citus refuses those
-        -- when the FROM holds a CTE. The candidates as one array keep the
-        -- lookups by the whole key; an IN over cand let the planner read
-        -- every posting of the term.)
+        -- (Joins, not a subquery correlated with cand: Citus refuses those
+        -- when the FROM holds a CTE. The candidates as arrays keep the
+        -- lookups by the whole key, one per candidate and term; an IN over
+        -- cand let the planner read every posting of the terms.)
         SELECT cand.id, round((cand.ps + coalesce(lp.s, 0)) * 1e9) / 1e9 AS score
         FROM cand LEFT JOIN (
-            SELECT p.memory_id, sum(v_wts[v_last] * mneme._bm25_tf(p.tf, p.doclen, v_k1, v_b, v_avgdl)) AS s
-            FROM unnest(v_ids) AS c(id), mneme.bm25_postings p
-            WHERE p.conversation_id = c.id AND p.term = v_terms[v_last] AND p.memory_id = ANY (ARRAY(SELECT cand.id FROM cand))
+            SELECT p.memory_id, sum(t.wt * mneme._bm25_tf(p.tf, p.doclen, v_k1, v_b, v_avgdl)) AS s
+            FROM unnest(ARRAY(SELECT cand.conv FROM cand), ARRAY(SELECT cand.id FROM cand)) AS c(conv, id)
+            CROSS JOIN unnest(v_terms[v_split + 1:], v_wts[v_split + 1:]) AS t(term, wt)
+            JOIN mneme.bm25_postings p ON p.conversation_id = c.conv AND p.term = t.term AND p.memory_id = c.id
             GROUP BY p.memory_id) lp ON lp.memory_id = cand.id
         WHERE (SELECT l.yes FROM lookups l)
         UNION ALL
         SELECT coalesce(part.id, l.memory_id), round((coalesce(part.ps, 0) + coalesce(l.score, 0)) * 1e9) / 1e9
-        FROM part FULL JOIN mneme._bm25_sums(v_ids, v_terms[v_last:], v_wts[v_last:], v_k1, v_b, v_avgdl,
+        FROM part FULL JOIN mneme._bm25_sums(v_ids, v_terms[v_split + 1:], v_wts[v_split + 1:], v_k1, v_b, v_avgdl,
                                              v_expired, v_since, v_until) l ON l.memory_id = part.id
         WHERE NOT (SELECT l.yes FROM lookups l)
     )
@@ -564,7 +594,7 @@ END
 $$;
 COMMENT ON FUNCTION mneme._bm25_search(uuid[], text, int, timestamptz, timestamptz) IS
     'Internal: bm25_search over the conversations together (their statistics summed); no argument checks. '
-    'Skips the postings of the most common term when it cannot lift a memory into the top k (MaxScore); exact.';
+    'Skips the postings of the most common terms when they cannot lift a memory into the top k (MaxScore); exact.';
 
 CREATE OR REPLACE FUNCTION mneme.bm25_search(
     conversation_id uuid,

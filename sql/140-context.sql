@@ -40,6 +40,8 @@ AS $$ SELECT 100000 $$;
 -- episode's rank and its own ranks fused; each anchor brings its
 -- neighbours within `window` turns. An episode none of whose turns match
 -- anchors on its first turn; a fact is its own anchor (msg_id NULL).
+-- The memories are `hits` when given (mneme.context_candidates ranked them
+-- already), else mneme.search's.
 CREATE OR REPLACE FUNCTION mneme._context_anchors(
     conversation_id uuid,
     query text,
@@ -48,7 +50,8 @@ CREATE OR REPLACE FUNCTION mneme._context_anchors(
     until timestamptz,
     at timestamptz,
     scope text,
-    conversation_ids uuid[])
+    conversation_ids uuid[],
+    hits mneme.retrieval[])
 RETURNS TABLE (anchor int, rank int, memory_id uuid, kind text, label text, score float8, first_at timestamptz,
                msg_id bigint, distance int, cost int)
 LANGUAGE plpgsql STABLE
@@ -60,6 +63,7 @@ AS $$
 #variable_conflict use_column
 DECLARE
     v_convs  uuid[] := _context_anchors.conversation_ids;
+    v_hits   mneme.retrieval[] := _context_anchors.hits;
     v_cand   int := mneme.setting('context_candidates')::int;
     v_win    int := mneme.setting('context_window')::int;
     v_k1     float8 := mneme.setting('bm25_k1')::float8;
@@ -80,23 +84,24 @@ DECLARE
     -- v_one_server is a constant of the call: the planner folds the filter
     -- away there, and to the conversation filter on Citus.
     v_one_server boolean := NOT mneme._distributed('mneme.memories');
-    v_found  mneme.retrieval[];
 BEGIN
-    SELECT sum(s.n) INTO v_n FROM mneme.bm25_stats s WHERE s.conversation_id = ANY (v_convs);
     -- The search first, by itself, in rank order: joined with
     -- mneme.memories in one statement, Citus pushed the call into the query
     -- on every shard, where it ran once per shard and, with scope tenant,
     -- found only the memories of that shard's worker (the context of a
     -- delegated call left out the tenant's other conversations:
     -- TestCitusDelegatedTenantScope; issue 47).
-    v_found := ARRAY(SELECT s FROM mneme.search(_context_anchors.conversation_id, _context_anchors.query, v_cand,
-                                                _context_anchors.query_embedding, _context_anchors.since, _context_anchors.until,
-                                                _context_anchors.at, _context_anchors.scope) AS s);
+    IF v_hits IS NULL THEN
+        v_hits := ARRAY(SELECT s FROM mneme.search(_context_anchors.conversation_id, _context_anchors.query, v_cand,
+                                                   _context_anchors.query_embedding, _context_anchors.since,
+                                                   _context_anchors.until, _context_anchors.at, _context_anchors.scope) s);
+    END IF;
+    SELECT sum(s.n) INTO v_n FROM mneme.bm25_stats s WHERE s.conversation_id = ANY (v_convs);
     RETURN QUERY
     WITH ranked AS (
         SELECT s.memory_id AS id, s.ordinality::int AS ord, s.score, s.label, s.kind, s.content,
                coalesce(m.source_first_at, m.created_at) AS first_at, m.source_message_ids AS msgs
-        FROM unnest(v_found) WITH ORDINALITY AS s
+        FROM unnest(v_hits) WITH ORDINALITY AS s
         JOIN mneme.memories m ON m.id = s.memory_id AND (v_one_server OR m.conversation_id = ANY (v_convs))
     ), idf AS MATERIALIZED (  -- the query's terms weighed by their rarity among the scope's memories, read once (not once per turn)
         SELECT d.term, mneme._bm25_weight(v_n, d.df, v_k1) AS wt
@@ -152,19 +157,22 @@ BEGIN
     ORDER BY a.an, abs(s.pos - a.apos), s.pos;
 END
 $$;
-COMMENT ON FUNCTION mneme._context_anchors(uuid, text, real[], timestamptz, timestamptz, timestamptz, text, uuid[]) IS
+COMMENT ON FUNCTION mneme._context_anchors(uuid, text, real[], timestamptz, timestamptz, timestamptz, text, uuid[], mneme.retrieval[]) IS
     'Internal to mneme.context_items: the anchored turns (and facts) of the top context_candidates memories of '
-    'mneme.search with their context_window neighbours, in the order the budget takes them.';
+    'mneme.search (or of hits, when given) with their context_window neighbours, in the order the budget takes them.';
 
-CREATE OR REPLACE FUNCTION mneme.context_items(
+-- The body of mneme.context_items, on the memories `hits` when given
+-- (mneme.context_candidates ranked them already; NULL: mneme.search's).
+CREATE OR REPLACE FUNCTION mneme._context_fill(
     conversation_id uuid,
     query text,
-    budget int DEFAULT 1000,
-    query_embedding real[] DEFAULT NULL,
-    since timestamptz DEFAULT NULL,
-    until timestamptz DEFAULT NULL,
-    at timestamptz DEFAULT now(),
-    scope text DEFAULT 'conversation')
+    budget int,
+    query_embedding real[],
+    since timestamptz,
+    until timestamptz,
+    at timestamptz,
+    scope text,
+    hits mneme.retrieval[])
 RETURNS TABLE (item int, memory_id uuid, kind text, label text, score float8, first_at timestamptz,
                message_ids bigint[], words int, text text)
 LANGUAGE plpgsql STABLE
@@ -175,8 +183,7 @@ SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
-    v__entered boolean := mneme._enter(context_items.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
-    v_left   int := context_items.budget;
+    v_left   int := _context_fill.budget;
     v_slots  mneme.context_slot[] := '{}';  -- per candidate memory, by rank
     v_slot   mneme.context_slot;
     v_order  int[] := '{}';     -- the ranks in the order their memories got room
@@ -204,25 +211,25 @@ DECLARE
     v_b      int;
     i        int;
 BEGIN
-    IF context_items.budget IS NULL THEN
+    IF _context_fill.budget IS NULL THEN
         RAISE EXCEPTION 'budget must not be NULL' USING ERRCODE = '22004';
     END IF;
-    IF context_items.budget < 1 OR context_items.budget > mneme._context_budget_max() THEN
-        RAISE EXCEPTION 'budget must be 1 to % words, got %', mneme._context_budget_max(), context_items.budget
+    IF _context_fill.budget < 1 OR _context_fill.budget > mneme._context_budget_max() THEN
+        RAISE EXCEPTION 'budget must be 1 to % words, got %', mneme._context_budget_max(), _context_fill.budget
             USING ERRCODE = '22023',
             HINT = 'the budget is the most words the context holds (whitespace-separated, headings and speakers included)';
     END IF;
     -- search (inside _context_anchors) checks every other argument before
     -- anything is read; the scope first, for the statistics.
-    v_convs := mneme._scope_conversations(context_items.conversation_id, context_items.scope);
+    v_convs := mneme._scope_conversations(_context_fill.conversation_id, _context_fill.scope);
     SELECT array_agg(x.anchor ORDER BY x.ordinality), array_agg(x.rank ORDER BY x.ordinality), array_agg(x.memory_id ORDER BY x.ordinality),
            array_agg(x.kind ORDER BY x.ordinality), array_agg(x.label ORDER BY x.ordinality), array_agg(x.score ORDER BY x.ordinality),
            array_agg(x.first_at ORDER BY x.ordinality), array_agg(x.msg_id ORDER BY x.ordinality), array_agg(x.distance ORDER BY x.ordinality),
            array_agg(x.cost ORDER BY x.ordinality)
     INTO a_an, a_rank, a_mem, a_kind, a_label, a_score, a_first, a_msg, a_dist, a_cost
-    FROM mneme._context_anchors(context_items.conversation_id, context_items.query,
-                                context_items.query_embedding, context_items.since, context_items.until,
-                                context_items.at, context_items.scope, v_convs) WITH ORDINALITY AS x;
+    FROM mneme._context_anchors(_context_fill.conversation_id, _context_fill.query,
+                                _context_fill.query_embedding, _context_fill.since, _context_fill.until,
+                                _context_fill.at, _context_fill.scope, v_convs, _context_fill.hits) WITH ORDINALITY AS x;
     -- A larger budget never loses what a smaller one had. Filling in
     -- anchor order and leaving out what does not fit (so that a shorter
     -- turn after it may fit) is not monotone by itself: with twice the
@@ -235,8 +242,8 @@ BEGIN
     -- fill the budget with short turns of low rank first, and cost recall
     -- (LoCoMo at 200 words 0.606 with stages down to 1 word, against 0.627
     -- without stages; docs/eval.md, "Budget monotonicity").
-    v_b := context_items.budget;
-    WHILE v_b >= 100 OR v_b = context_items.budget LOOP
+    v_b := _context_fill.budget;
+    WHILE v_b >= 100 OR v_b = _context_fill.budget LOOP
         v_stages := v_b || v_stages;
         v_b := v_b / 2;
     END LOOP;
@@ -315,6 +322,35 @@ BEGIN
     ORDER BY o.i;
 END
 $$;
+COMMENT ON FUNCTION mneme._context_fill(uuid, text, int, real[], timestamptz, timestamptz, timestamptz, text, mneme.retrieval[]) IS
+    'Internal: the body of mneme.context_items, on the given hits (NULL: mneme.search''s top context_candidates).';
+
+CREATE OR REPLACE FUNCTION mneme.context_items(
+    conversation_id uuid,
+    query text,
+    budget int DEFAULT 1000,
+    query_embedding real[] DEFAULT NULL,
+    since timestamptz DEFAULT NULL,
+    until timestamptz DEFAULT NULL,
+    at timestamptz DEFAULT now(),
+    scope text DEFAULT 'conversation')
+RETURNS TABLE (item int, memory_id uuid, kind text, label text, score float8, first_at timestamptz,
+               message_ids bigint[], words int, text text)
+LANGUAGE plpgsql STABLE
+SECURITY DEFINER
+ROWS 20
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    v__entered boolean := mneme._enter(context_items.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
+BEGIN
+    RETURN QUERY
+    SELECT * FROM mneme._context_fill(context_items.conversation_id, context_items.query, context_items.budget,
+                                      context_items.query_embedding, context_items.since, context_items.until,
+                                      context_items.at, context_items.scope, NULL);
+END
+$$;
 COMMENT ON FUNCTION mneme.context_items(uuid, text, int, real[], timestamptz, timestamptz, timestamptz, text) IS
     'The memory context for a prompt as rows, with no side effects. Of the top context_candidates memories of '
     'mneme.search (same arguments, same ranking), every episode turn that matches the query is an anchor, placed by '
@@ -330,6 +366,64 @@ COMMENT ON FUNCTION mneme.context_items(uuid, text, int, real[], timestamptz, ti
     'separate passages newest first, a blank line between them, each in conversation order); the words (headings '
     'and speakers included) never exceed budget (1..100000).';
 GRANT EXECUTE ON FUNCTION mneme.context_items(uuid, text, int, real[], timestamptz, timestamptz, timestamptz, text) TO mneme_app, mneme_worker, mneme_admin;
+
+-- What mneme.context_items chose from, for a person (mneme ui's search
+-- page): mneme.search's top context_candidates with every column, each with
+-- the context item it became (NULL: cut by the budget). One search, not
+-- two: the context is filled from these very rows.
+CREATE OR REPLACE FUNCTION mneme.context_candidates(
+    conversation_id uuid,
+    query text,
+    budget int DEFAULT 1000,
+    query_embedding real[] DEFAULT NULL,
+    since timestamptz DEFAULT NULL,
+    until timestamptz DEFAULT NULL,
+    at timestamptz DEFAULT now(),
+    scope text DEFAULT 'conversation')
+RETURNS TABLE (memory_id uuid, kind text, summary text, content text, created_at timestamptz, score float8, rrf float8,
+               bm25_rank int, vector_rank int, retrievability float8, title text, label text, pinned boolean,
+               bm25_score float8, vector_distance float8, status text, confidence_score real,
+               item int, item_score float8, first_at timestamptz, message_ids bigint[], words int, text text)
+LANGUAGE plpgsql STABLE
+SECURITY DEFINER
+ROWS 50
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+#variable_conflict use_column
+DECLARE
+    v__entered boolean := mneme._enter(context_candidates.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
+    v_hits mneme.retrieval[];
+BEGIN
+    IF context_candidates.budget IS NULL THEN
+        RAISE EXCEPTION 'budget must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF context_candidates.budget < 1 OR context_candidates.budget > mneme._context_budget_max() THEN
+        RAISE EXCEPTION 'budget must be 1 to % words, got %', mneme._context_budget_max(), context_candidates.budget
+            USING ERRCODE = '22023',
+            HINT = 'the budget is the most words the context holds (whitespace-separated, headings and speakers included)';
+    END IF;
+    v_hits := ARRAY(SELECT s FROM mneme.search(context_candidates.conversation_id, context_candidates.query,
+                                               mneme.setting('context_candidates')::int, context_candidates.query_embedding,
+                                               context_candidates.since, context_candidates.until, context_candidates.at,
+                                               context_candidates.scope) s);
+    RETURN QUERY
+    SELECT h.memory_id, h.kind, h.summary, h.content, h.created_at, h.score, h.rrf, h.bm25_rank, h.vector_rank,
+           h.retrievability, h.title, h.label, h.pinned, h.bm25_score, h.vector_distance, h.status, h.confidence_score,
+           c.item, c.score, c.first_at, c.message_ids, c.words, c.text
+    FROM unnest(v_hits) WITH ORDINALITY AS h
+    LEFT JOIN mneme._context_fill(context_candidates.conversation_id, context_candidates.query, context_candidates.budget,
+                                  context_candidates.query_embedding, context_candidates.since, context_candidates.until,
+                                  context_candidates.at, context_candidates.scope, v_hits) c ON c.memory_id = h.memory_id
+    ORDER BY h.ordinality;
+END
+$$;
+COMMENT ON FUNCTION mneme.context_candidates(uuid, text, int, real[], timestamptz, timestamptz, timestamptz, text) IS
+    'What mneme.context_items (same arguments) chose from: mneme.search''s top context_candidates memories in rank '
+    'order, every column of search, each with the context item it became (item, its score, first_at, message_ids, '
+    'words, text as context_items returns them; NULL where the budget cut it). One search: the context is filled '
+    'from these rows.';
+GRANT EXECUTE ON FUNCTION mneme.context_candidates(uuid, text, int, real[], timestamptz, timestamptz, timestamptz, text) TO mneme_app, mneme_worker, mneme_admin;
 
 -- The cosine distance of each given message that has an embedding to a
 -- query embedding (turns found by meaning in context_items). The messages

@@ -62,12 +62,13 @@ func sameTopK(a, b []rankedHit) error {
 }
 
 // The BM25 leg's top k with skipping (MaxScore) is the top k of scoring
-// every posting: on random conversations where one word (a speaker's name)
-// is in most memories, with repeated words, expired memories and time
+// every posting: on random conversations where two words (the speakers'
+// names) are each in most memories, with repeated words, expired memories and time
 // ranges, for random queries and k, the skipping path returns exactly what
 // the exhaustive path returns (memories, scores, ranks), both agree with
 // BM25 computed here from the postings by a query of its own, and the
-// skipping path reads far fewer postings.
+// skipping path reads far fewer postings, also for queries that name both
+// speakers (both their terms set aside).
 func TestBM25TopKSkipsAndIsExact(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -92,6 +93,9 @@ func TestBM25TopKSkipsAndIsExact(t *testing.T) {
 			for n := 1 + r.IntN(2); n > 0; n-- {
 				w = append(w, "caroline")
 			}
+		}
+		if r.Float64() < 0.8 {
+			w = append(w, "melanie")
 		}
 		for n := 3 + r.IntN(40); n > 0; n-- {
 			w = append(w, word())
@@ -185,6 +189,9 @@ func TestBM25TopKSkipsAndIsExact(t *testing.T) {
 		var w []string
 		if r.Float64() < 0.85 {
 			w = append(w, "Caroline")
+			if r.Float64() < 0.4 {
+				w = append(w, "Melanie")
+			}
 		}
 		for n := 1 + r.IntN(3); n > 0; n-- {
 			w = append(w, vocab[r.IntN(len(vocab))])
@@ -206,15 +213,19 @@ func TestBM25TopKSkipsAndIsExact(t *testing.T) {
 	// hold their other words, and the rest of the top k must be chosen
 	// among the speaker's postings, all of them): scoring every posting,
 	// skipping.
-	var readSkip, readAll int64
+	var readSkip, readAll, readSkipBoth, readAllBoth int64
 	found := 0
 	for _, q := range queries {
 		named := strings.Contains(q.text, "Caroline") && q.k <= 10
+		both := named && strings.Contains(q.text, "Melanie")
 		setSkip(1 << 30)
 		before := postingsRead()
 		all := internal(call, conv, q.text, q.k, q.since, q.until)
 		if named {
 			readAll += postingsRead() - before
+		}
+		if both {
+			readAllBoth += postingsRead() - before
 		}
 
 		setSkip(0)
@@ -222,6 +233,9 @@ func TestBM25TopKSkipsAndIsExact(t *testing.T) {
 		skip := internal(call, conv, q.text, q.k, q.since, q.until)
 		if named {
 			readSkip += postingsRead() - before
+		}
+		if both {
+			readSkipBoth += postingsRead() - before
 		}
 
 		rows, err := conn.Query(ctx, reference, pgx.QueryExecModeExec, conv, q.text, q.k, q.since, q.until)
@@ -238,12 +252,15 @@ func TestBM25TopKSkipsAndIsExact(t *testing.T) {
 	// a short time range may rightly find nothing).
 	require.Greater(t, found, len(queries)*9/10, "queries that found something")
 	t.Logf("postings read by the queries naming the speaker, k at most 10: %d scoring every posting, %d skipping", readAll, readSkip)
+	t.Logf("of those, by the queries naming both speakers: %d scoring every posting, %d skipping", readAllBoth, readSkipBoth)
 	if dbtest.OnCitus() {
 		// The postings are read on the workers; the coordinator's counters
 		// do not see them.
 		t.Log("on Citus: the postings read are not counted (the coordinator's statistics do not see the workers' reads)")
 	} else {
 		require.Less(t, readSkip, readAll/3, "skipping read %d postings, scoring every posting %d", readSkip, readAll)
+		require.Less(t, readSkipBoth, readAllBoth/3, "naming both speakers: skipping read %d postings, scoring every posting %d",
+			readSkipBoth, readAllBoth)
 	}
 
 	// The bounds follow the memories: texts rewritten with more of a word

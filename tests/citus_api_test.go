@@ -199,6 +199,7 @@ func TestCitusEveryFunction(t *testing.T) {
 		{"retrieve_markdown", app, `SELECT mneme.retrieve_markdown($1, 'where does the user live', 3)`, []any{conv}},
 		{"context", app, `SELECT mneme.context($1, 'where does the user live', 200)`, []any{conv}},
 		{"context_items", app, `SELECT * FROM mneme.context_items($1, 'where does the user live', 200)`, []any{conv}},
+		{"context_candidates", app, `SELECT * FROM mneme.context_candidates($1, 'where does the user live', 200)`, []any{conv}},
 		{"record_retrieval", app, `SELECT mneme.record_retrieval($1, 'bakery', ARRAY[$2]::uuid[])`, []any{conv, mem2}},
 		{"conversations", app, `SELECT * FROM mneme.conversations()`, nil},
 		{"recent_conversations", app, `SELECT * FROM mneme.recent_conversations(5)`, nil},

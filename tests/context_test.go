@@ -392,3 +392,64 @@ func TestContextPassagesNewestFirst(t *testing.T) {
 	require.Equal(t, []int64{ids[0], ids[1], ids[6], ids[7]}, ranked.Messages, "rank order: conversation order")
 	require.NotContains(t, ranked.Text, "\n\n")
 }
+
+// TestContextCandidatesAreSearchAndContextItems: mneme.context_candidates
+// (mneme ui's search page, one search) returns search's top
+// context_candidates, every column as search returns it, in search's order,
+// and the items context_items returns for the same arguments, each on its
+// memory's row; a wrong budget is refused before anything is read.
+func TestContextCandidatesAreSearchAndContextItems(t *testing.T) {
+	t.Parallel()
+	e := contextConversation(t)
+	ctx := context.Background()
+	// One transaction: now(), the default `at`, is the same for every call.
+	tx, err := e.db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck
+	for _, c := range []struct {
+		q      string
+		budget int
+		scope  string
+	}{{"when is the database cutover?", 60, "conversation"}, {"violin teacher Anna", 1000, "conversation"},
+		{"the garden and the trip", 120, "tenant"}, {"peanuts", 3, "conversation"}} {
+		rows, err := tx.Query(ctx, `SELECT s::text FROM mneme.search($1, $2, mneme.setting('context_candidates')::int, scope => $3) s`,
+			e.conv, c.q, c.scope)
+		require.NoError(t, err)
+		search, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		require.NotEmpty(t, search, c.q)
+		rows, err = tx.Query(ctx, `SELECT item::text || ' ' || memory_id || ' ' || score || ' ' || words || ' ' || text
+			FROM mneme.context_items($1, $2, $3, scope => $4) ORDER BY item`, e.conv, c.q, c.budget, c.scope)
+		require.NoError(t, err)
+		items, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+
+		rows, err = tx.Query(ctx, `SELECT ROW(memory_id, kind, summary, content, created_at, score, rrf, bm25_rank, vector_rank,
+			       retrievability, title, label, pinned, bm25_score, vector_distance, status, confidence_score)::mneme.retrieval::text,
+			       item::text || ' ' || memory_id || ' ' || item_score || ' ' || words || ' ' || text
+			FROM mneme.context_candidates($1, $2, $3, scope => $4)`, e.conv, c.q, c.budget, c.scope)
+		require.NoError(t, err)
+		var hits []string
+		got := map[string]string{}
+		for rows.Next() {
+			var h string
+			var it *string
+			require.NoError(t, rows.Scan(&h, &it))
+			hits = append(hits, h)
+			if it != nil {
+				got[strings.SplitN(*it, " ", 2)[0]] = *it
+			}
+		}
+		require.NoError(t, rows.Err())
+		require.Equal(t, search, hits, "%q: search's rows, in its order", c.q)
+		require.Len(t, got, len(items), c.q)
+		for _, it := range items {
+			require.Equal(t, it, got[strings.SplitN(it, " ", 2)[0]], c.q)
+		}
+	}
+	for _, budget := range []int{0, 100001} {
+		_, err := e.db.Pool.Exec(ctx, `SELECT * FROM mneme.context_candidates($1, 'violin', $2)`, e.conv, budget)
+		require.Error(t, err)
+		require.Equal(t, "22023", sqlState(t, err), "budget %d: %v", budget, err)
+	}
+}

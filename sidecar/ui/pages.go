@@ -295,17 +295,9 @@ func (s *Server) pageSearch(w http.ResponseWriter, r *http.Request) {
 			return nil
 		}
 		d.Ran = true
-		// The candidates the context chooses from: search's top
-		// context_candidates (at most 100, search's k limit).
-		k, err := settingOf[int](ctx, tx, "context_candidates")
-		if err != nil {
-			return err
-		}
-		k = max(1, min(k, 100))
-		if d.Hits, err = readSearch(ctx, tx, conv, d.Query, k, d.Scope); err != nil {
-			return err
-		}
-		if d.Items, err = readContext(ctx, tx, conv, d.Query, d.Budget, d.Scope); err != nil {
+		// The candidates the context chooses from (search's top
+		// context_candidates) and the items they became: one search.
+		if d.Hits, d.Items, err = readContextCandidates(ctx, tx, conv, d.Query, d.Budget, d.Scope); err != nil {
 			return err
 		}
 		if d.CW, err = settingOf[float64](ctx, tx, "confidence_weight"); err != nil {

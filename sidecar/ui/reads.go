@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -379,6 +380,64 @@ func readContext(ctx context.Context, tx pgx.Tx, conv uuid.UUID, q string, budge
 			FirstAt: it.FirstAt, MessageIDs: it.MessageIDs, Words: int(it.Words), Text: it.Text}
 	}
 	return out, nil
+}
+
+// readContextCandidates is the search page's one read: mneme.context_candidates,
+// search's top context_candidates (the hits) and the context_items they
+// became (the items, in item order), from one search.
+func readContextCandidates(ctx context.Context, tx pgx.Tx, conv uuid.UUID, q string, budget int, scope string) ([]Hit, []Item, error) {
+	emb, err := queryEmbedding(ctx, tx)
+	if err != nil {
+		return nil, nil, err
+	}
+	rows, err := tx.Query(ctx, `SELECT memory_id, kind, summary, content, score, rrf, bm25_rank, vector_rank, retrievability,
+		       label, pinned, status, confidence_score, item, item_score, first_at, message_ids, words, text
+		FROM mneme.context_candidates($1, $2, $3, $4, scope => $5)`, conv, q, budget, emb, scope)
+	if err != nil {
+		return nil, nil, fmt.Errorf("context_candidates: %w", err)
+	}
+	var hits []Hit
+	var items []Item
+	for rows.Next() {
+		var h Hit
+		var summary *string
+		var conf *float32
+		var item, words *int32
+		var itemScore *float64
+		var firstAt *time.Time
+		var msgs []int64
+		var text *string
+		if err := rows.Scan(&h.ID, &h.Kind, &summary, &h.Content, &h.Score, &h.RRF, &h.BM25Rank, &h.VectorRank,
+			&h.Retrievability, &h.Label, &h.Pinned, &h.Status, &conf, &item, &itemScore, &firstAt, &msgs, &words, &text); err != nil {
+			rows.Close()
+			return nil, nil, fmt.Errorf("context_candidates: %w", err)
+		}
+		if summary != nil {
+			h.Summary = nonEmpty(*summary)
+		}
+		if conf != nil {
+			h.Confidence = *conf
+		}
+		hits = append(hits, h)
+		if item != nil {
+			it := Item{Item: int(*item), MemoryID: h.ID, Kind: h.Kind, Label: h.Label, FirstAt: firstAt, MessageIDs: msgs}
+			if itemScore != nil {
+				it.Score = *itemScore
+			}
+			if words != nil {
+				it.Words = int(*words)
+			}
+			if text != nil {
+				it.Text = *text
+			}
+			items = append(items, it)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("context_candidates: %w", err)
+	}
+	slices.SortFunc(items, func(a, b Item) int { return a.Item - b.Item })
+	return hits, items, nil
 }
 
 // settingOf reads one setting (mneme.setting is the app's) as the type T,

@@ -79,13 +79,13 @@ $do$;
 CREATE OR REPLACE FUNCTION mneme._bm25_sums(
     conversation_ids uuid[], terms text[], weights float8[], k1 float8, b float8, avgdl float8,
     expired uuid[], since timestamptz, until timestamptz)
-RETURNS TABLE (memory_id uuid, score float8)
+RETURNS TABLE (conversation_id uuid, memory_id uuid, score float8)
 LANGUAGE plpgsql STABLE
 AS $$
 #variable_conflict use_column
 BEGIN
     RETURN QUERY
-    SELECT p.memory_id, sum(t.wt * mneme._bm25_tf(p.tf, p.doclen, $4, $5, $6))
+    SELECT p.conversation_id, p.memory_id, sum(t.wt * mneme._bm25_tf(p.tf, p.doclen, $4, $5, $6))
     FROM unnest($2, $3) AS t(term, wt), (
         SELECT p.conversation_id, p.memory_id, p.term, p.tf, p.doclen FROM mneme.bm25_postings p
         WHERE p.conversation_id = ANY ($1) AND p.term = ANY ($2)) p
@@ -93,7 +93,7 @@ BEGIN
       AND (($8 IS NULL AND $9 IS NULL)
            OR EXISTS (SELECT 1 FROM mneme.memories m WHERE m.id = p.memory_id AND m.conversation_id = p.conversation_id
                       AND ($8 IS NULL OR m.created_at >= $8) AND ($9 IS NULL OR m.created_at < $9)))
-    GROUP BY p.memory_id;
+    GROUP BY p.conversation_id, p.memory_id;
 END
 $$;
 

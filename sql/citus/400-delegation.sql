@@ -12,7 +12,7 @@
 SELECT create_distributed_function(p.oid::regprocedure, '$1', colocate_with := 'mneme.memories')
 FROM pg_catalog.pg_proc p
 WHERE p.pronamespace = 'mneme'::regnamespace
-  AND p.proname IN ('search', 'bm25_search', 'vector_search', 'context_items', 'retrieve', 'retrieve_markdown', 'context');
+  AND p.proname IN ('search', 'bm25_search', 'vector_search', 'context_items', 'context_candidates', 'retrieve', 'retrieve_markdown', 'context');
 
 -- The array variant's cosine distance on every worker (by itself Citus does
 -- not propagate it; made a distributed function without a distribution
