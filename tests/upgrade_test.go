@@ -265,7 +265,8 @@ func oldSidecarRuns(t *testing.T, url string) {
 // would make the older release's calls ambiguous.
 const rollbackStatement = `DROP FUNCTION mneme.apply_revision(uuid, text, uuid, text, text, text, boolean, bigint);
 DROP FUNCTION mneme.apply_review(uuid, text, float8, float8, text, timestamptz, text, text[], boolean, bigint, jsonb);
-DROP FUNCTION mneme.memory_reviews(uuid);`
+DROP FUNCTION mneme.memory_reviews(uuid);
+DROP FUNCTION mneme._bm25_sums(uuid[], text[], float8[], float8, float8, float8, uuid[], timestamptz, timestamptz);`
 
 // forwardAgainStatements is what docs/migrations.md says to run once
 // before migrating forward again from the rolled-back release: what the
@@ -277,7 +278,9 @@ DROP FUNCTION IF EXISTS mneme.memory_reviews(uuid);
 DROP FUNCTION IF EXISTS mneme._functions_reaching(text);
 DROP FUNCTION IF EXISTS mneme._shard_local_trg();
 DROP FUNCTION IF EXISTS mneme._search_candidates(uuid[], text, real[], int, timestamptz, timestamptz, timestamptz, boolean);
-DROP FUNCTION IF EXISTS mneme._claim_jobs_distributed(text, int, interval, int);`
+DROP FUNCTION IF EXISTS mneme._claim_jobs_distributed(text, int, interval, int);
+DROP FUNCTION IF EXISTS mneme._bm25_sums(uuid[], text[], float8[], float8, float8, float8, uuid[], timestamptz, timestamptz);
+DROP FUNCTION IF EXISTS mneme._context_anchors(uuid, text, real[], timestamptz, timestamptz, timestamptz, text, uuid[]);`
 
 // rollBackAndForth: the previous release's `mneme migrate` on the migrated
 // database, its sidecar draining new work, then this release's migrate
