@@ -299,22 +299,6 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// TestDaemonRefusesUnhandledKinds: a kind in mneme.job_kinds (the kinds
-// enqueue_job accepts) without a handler in this sidecar stops it at start,
-// naming the kind, instead of leaving those jobs waiting for ever.
-func TestDaemonRefusesUnhandledKinds(t *testing.T) {
-	db := dbtest.New(t, dbtest.WithVector("array"))
-	cfg := config.Config{DatabaseURL: db.URL, Events: "notify", Concurrency: 1, PollEvery: time.Hour,
-		MetricsAddr: freeAddr(t), SlotName: "unused"}
-	_, err := daemon.New(context.Background(), cfg, db.Pool, slog.New(slog.DiscardHandler))
-	require.NoError(t, err, "every kind of the schema has a handler")
-	_, err = db.Pool.Exec(context.Background(), `INSERT INTO mneme.job_kinds VALUES ('export', false, '$.type() == "object"', '{}', 'a newer release''s kind')`)
-	require.NoError(t, err)
-	_, err = daemon.New(context.Background(), cfg, db.Pool, slog.New(slog.DiscardHandler))
-	require.ErrorContains(t, err, "[export]")
-	require.ErrorContains(t, err, "no handler")
-}
-
 // TestDaemonChecksSQLAPIVersion: the sidecar starts against a database
 // whose SQL API has its major (an older or newer minor too) and refuses
 // another major, or a database without mneme.version() (migrated by a
