@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -111,12 +112,7 @@ func (r *Runner) RegisterAll(hs map[string]Handler) error {
 func (r *Runner) Kinds() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	kinds := make([]string, 0, len(r.handlers))
-	for k := range r.handlers {
-		kinds = append(kinds, k)
-	}
-	sort.Strings(kinds)
-	return kinds
+	return slices.Sorted(maps.Keys(r.handlers))
 }
 
 // Leave makes the runner leave jobs of kinds unclaimed: kinds of
@@ -140,12 +136,7 @@ func (r *Runner) Leave(kinds ...string) {
 func (r *Runner) Left() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	kinds := make([]string, 0, len(r.newer))
-	for k := range r.newer {
-		kinds = append(kinds, k)
-	}
-	sort.Strings(kinds)
-	return kinds
+	return slices.Sorted(maps.Keys(r.newer))
 }
 
 // Declared reports whether kind is one of this sidecar's (Kinds).
