@@ -20,6 +20,8 @@ DECLARE
     v_defs    text[];
     v_def     text;
     v_name    name;
+    v_fn      regprocedure;
+    v_cost    real;
 BEGIN
     IF change_embedding_dim.dim IS NULL OR change_embedding_dim.dim < 2 OR change_embedding_dim.dim > 2000 THEN
         RAISE EXCEPTION 'embedding dimension must be between 2 and 2000, got %', coalesce(change_embedding_dim.dim::text, 'NULL')
@@ -73,6 +75,20 @@ BEGIN
         EXECUTE v_def;
     END LOOP;
     UPDATE mneme.settings SET value = to_jsonb(change_embedding_dim.dim), updated_at = now() WHERE key = 'embedding_dim';
+    -- A session that ran a PL/pgSQL function with a mneme.embedding variable
+    -- (search's vector leg, the embedding triggers) keeps the function
+    -- compiled with the dropped domain's oid, and its next call fails with
+    -- "cache lookup failed for type" (an application's pooled connections,
+    -- the sidecar's). PL/pgSQL compiles a function again when its pg_proc
+    -- row changed: each of mneme's is touched (its cost set to what it is).
+    FOR v_fn, v_cost IN
+        SELECT p.oid::regprocedure, p.procost
+        FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_language l ON l.oid = p.prolang
+        WHERE p.pronamespace = 'mneme'::regnamespace AND l.lanname = 'plpgsql'
+        ORDER BY p.oid
+    LOOP
+        EXECUTE format('ALTER FUNCTION %s COST %s', v_fn, v_cost);
+    END LOOP;
 
     -- With embedder = "hash" the BEFORE trigger fills each NULL embedding
     -- at the new dimension; with "external" they stay NULL for the sidecar.

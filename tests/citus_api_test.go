@@ -342,10 +342,8 @@ func TestCitusEveryFunction(t *testing.T) {
 	}
 
 	// What the calls did holds: the erased conversation is gone, the
-	// imported one answers, the conversation goes on. (On a new
-	// connection: on one server change_embedding_dim made the domain
-	// mneme.embedding again, and a session that ran search before fails
-	// with "cache lookup failed for type" on its cached plans.)
+	// imported one answers, the conversation goes on, read on a new
+	// connection.
 	fresh, err := pgx.Connect(ctx, db.URL)
 	require.NoError(t, err)
 	defer fresh.Close(ctx)

@@ -36,9 +36,31 @@ func TestReembedHashChangesDimension(t *testing.T) {
 			conn, err := pgx.Connect(ctx, db.URL)
 			require.NoError(t, err)
 			defer conn.Close(ctx)
+			// A session that searched before the change (an application's
+			// pooled connection) goes on after it: its compiled PL/pgSQL
+			// held the dropped domain ("cache lookup failed for type").
+			warm, err := pgx.Connect(ctx, db.URL)
+			require.NoError(t, err)
+			defer warm.Close(ctx)
+			calls := []string{
+				`SELECT count(*) FROM mneme.search($1, 'green tea', 3)`,
+				`SELECT count(*) FROM mneme.retrieve($1, 'green tea', 3)`,
+				`SELECT count(*) FROM mneme.context_items($1, 'green tea')`,
+			}
+			for _, q := range calls {
+				var c int
+				require.NoError(t, warm.QueryRow(ctx, q, cid).Scan(&c), q)
+			}
 			n, err := migrate.Reembed(ctx, conn, 64, nil)
 			require.NoError(t, err)
 			require.EqualValues(t, 3, n)
+			for _, q := range calls {
+				var c int
+				require.NoError(t, warm.QueryRow(ctx, q, cid).Scan(&c), "the same session after the change: %s", q)
+				require.Positive(t, c, q)
+			}
+			_, err = warm.Exec(ctx, `SELECT mneme.remember($1, 'Dave sails on Sundays')`, cid)
+			require.NoError(t, err, "the same session remembers after the change")
 
 			var dim int
 			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT (mneme.setting('embedding_dim') #>> '{}')::int`).Scan(&dim))
