@@ -2,23 +2,16 @@ package tests
 
 import (
 	"context"
-	"log/slog"
-	"math/rand/v2"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mneme-memory/mneme/sidecar/config"
-	"github.com/mneme-memory/mneme/sidecar/daemon"
 	"github.com/mneme-memory/mneme/sidecar/dbtest"
-	"github.com/mneme-memory/mneme/sidecar/embed"
 )
 
 // Issue 53: indexes that manage themselves, on Citus. A conversation of a
@@ -47,53 +40,17 @@ func TestCitusVectorIndexesManageThemselves(t *testing.T) {
 	conv := uuid.New()
 	_, err := db.Pool.Exec(ctx, `INSERT INTO mneme.message_queue (id, tenant_id) VALUES ($1, 'default')`, conv)
 	require.NoError(t, err)
-	r := rand.New(rand.NewPCG(53, 2))
-	corpus := newClusteredCorpus(r, embed.DefaultDim, 20)
-	add := func(n int) []uuid.UUID {
-		ids := make([]uuid.UUID, n)
-		b := &pgx.Batch{}
-		for i := range ids {
-			ids[i] = uuid.New()
-			b.Queue(`INSERT INTO mneme.memories (id, conversation_id, content, embedding) VALUES ($1, $2, 'memory', $3::real[]::mneme.embedding)`,
-				ids[i], conv, corpus.point(r.IntN(len(corpus.centres))))
-		}
-		require.NoError(t, db.Pool.SendBatch(ctx, b).Close())
-		return ids
-	}
-	var index string
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme._vector_index_name('conversation', $1)`, conv.String()).Scan(&index))
-	ready := func() bool {
-		var ok bool
-		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme._vector_index_ready('conversation', $1)`, conv.String()).Scan(&ok))
-		return ok
-	}
+	g := newGrowingScope(t, db, 2)
+	index := g.index(conv)
+	ready := func() bool { return g.ready(conv) }
+	workerPool, _, stop := startIndexingSidecar(t, db, "poll", time.Second)
 
-	// The sidecar, as `mneme run` starts it, a pass every 200 ms.
-	workerPool, workerURL := db.PoolAs(t, "mneme_worker")
-	pool, err := pgxpool.New(ctx, workerURL)
-	require.NoError(t, err)
-	cfg := config.Config{DatabaseURL: workerURL, Events: "poll", Concurrency: 1, PollEvery: time.Second,
-		SlotName: "unused", LLMTimeout: 5 * time.Second, IndexURL: db.URL, IndexEvery: 200 * time.Millisecond}
-	d, err := daemon.New(ctx, cfg, pool, slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})))
-	require.NoError(t, err)
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- d.Serve(runCtx); pool.Close() }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			require.NoError(t, <-done)
-		})
-	}
-	defer stop()
-
-	ids := add(250)
+	ids := g.add(conv, 250)
 	time.Sleep(time.Second)
 	require.False(t, ready(), "below the minimum: no index")
 
 	// The conversation grows past it: its index comes, no command run.
-	ids = append(ids, add(100)...)
+	ids = append(ids, g.add(conv, 100)...)
 	deadline := time.Now().Add(90 * time.Second)
 	for !ready() {
 		require.True(t, time.Now().Before(deadline), "no index 90 s after the conversation passed vector_scope_index_min")
@@ -113,7 +70,7 @@ func TestCitusVectorIndexesManageThemselves(t *testing.T) {
 	// the vector leg's settings (sorting off: on a shard this small the
 	// planner would rather sort; SET LOCAL reaches the worker with
 	// citus.propagate_set_commands = local).
-	q := vecLiteral(corpus.point(0))
+	q := vecLiteral(g.corpus.point(0))
 	tx, err := db.Pool.Begin(ctx)
 	require.NoError(t, err)
 	for _, s := range []string{`SET LOCAL citus.propagate_set_commands = 'local'`, `SET LOCAL enable_sort = off`, `SET LOCAL hnsw.iterative_scan = relaxed_order`} {
@@ -136,7 +93,7 @@ func TestCitusVectorIndexesManageThemselves(t *testing.T) {
 	before := scans()
 	app, _ := db.PoolAs(t, "mneme_app")
 	var n int
-	require.NoError(t, app.QueryRow(ctx, `SELECT count(*) FROM mneme.search($1, 'memory', 10, $2::real[])`, conv, corpus.point(0)).Scan(&n))
+	require.NoError(t, app.QueryRow(ctx, `SELECT count(*) FROM mneme.search($1, 'memory', 10, $2::real[])`, conv, g.corpus.point(0)).Scan(&n))
 	require.Equal(t, 10, n)
 	require.Eventually(t, func() bool { return scans() > before }, 40*time.Second, time.Second,
 		"search walked the conversation's index on its shard")

@@ -38,6 +38,76 @@ func vectorIndexRows(t *testing.T, pool *pgxpool.Pool) map[string]string {
 	return out
 }
 
+// growingScope is a test's scope that grows past vector_scope_index_min
+// while a sidecar runs: memories on clustered vectors written as an
+// application's writes come (one statement each, in a batch), and whether
+// a conversation's own HNSW index is ready.
+type growingScope struct {
+	t      *testing.T
+	db     *dbtest.DB
+	r      *rand.Rand
+	corpus *clusteredCorpus
+}
+
+func newGrowingScope(t *testing.T, db *dbtest.DB, seed uint64) *growingScope {
+	r := rand.New(rand.NewPCG(53, seed))
+	return &growingScope{t: t, db: db, r: r, corpus: newClusteredCorpus(r, embed.DefaultDim, 20)}
+}
+
+// add writes n memories to conversation c and returns their ids.
+func (g *growingScope) add(c uuid.UUID, n int) []uuid.UUID {
+	ids := make([]uuid.UUID, n)
+	b := &pgx.Batch{}
+	for i := range ids {
+		ids[i] = uuid.New()
+		b.Queue(`INSERT INTO mneme.memories (id, conversation_id, content, embedding) VALUES ($1, $2, 'memory', $3::real[]::mneme.embedding)`,
+			ids[i], c, g.corpus.point(g.r.IntN(len(g.corpus.centres))))
+	}
+	require.NoError(g.t, g.db.Pool.SendBatch(context.Background(), b).Close())
+	return ids
+}
+
+// index is the name of conversation c's own index.
+func (g *growingScope) index(c uuid.UUID) string {
+	var name string
+	require.NoError(g.t, g.db.Pool.QueryRow(context.Background(), `SELECT mneme._vector_index_name('conversation', $1)`, c.String()).Scan(&name))
+	return name
+}
+
+// ready says whether conversation c's index is made and valid.
+func (g *growingScope) ready(c uuid.UUID) bool {
+	var ok bool
+	require.NoError(g.t, g.db.Pool.QueryRow(context.Background(), `SELECT mneme._vector_index_ready('conversation', $1)`, c.String()).Scan(&ok))
+	return ok
+}
+
+// startIndexingSidecar runs the sidecar as `mneme run` starts it, as a
+// mneme_worker login with its index connection as the tables' owner
+// (MNEME_INDEX_DATABASE_URL), a pass every 200 ms. It returns a pool of
+// the worker login, its URL, and stop (also deferred by the test).
+func startIndexingSidecar(t *testing.T, db *dbtest.DB, events string, poll time.Duration) (*pgxpool.Pool, string, func()) {
+	ctx := context.Background()
+	worker, workerURL := db.PoolAs(t, "mneme_worker")
+	pool, err := pgxpool.New(ctx, workerURL)
+	require.NoError(t, err)
+	cfg := config.Config{DatabaseURL: workerURL, Events: events, Concurrency: 1, PollEvery: poll,
+		SlotName: "unused", LLMTimeout: 5 * time.Second, IndexURL: db.URL, IndexEvery: 200 * time.Millisecond}
+	d, err := daemon.New(ctx, cfg, pool, slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	require.NoError(t, err)
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- d.Serve(runCtx); pool.Close() }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			require.NoError(t, <-done)
+		})
+	}
+	t.Cleanup(stop)
+	return worker, workerURL, stop
+}
+
 // Issue 53: indexes that manage themselves. A conversation that grows past
 // vector_scope_index_min gets its own HNSW index from the running sidecar
 // (`mneme run`, as a mneme_worker login, its index connection as the
@@ -70,59 +140,20 @@ func TestVectorIndexesManageThemselves(t *testing.T) {
 		_, err := db.Pool.Exec(ctx, `INSERT INTO mneme.message_queue (id, tenant_id) VALUES ($1, $2)`, c, tenant)
 		require.NoError(t, err)
 	}
-	r := rand.New(rand.NewPCG(53, 1))
-	corpus := newClusteredCorpus(r, embed.DefaultDim, 20)
-	// Memories written as an application's writes come, while the sidecar
-	// runs (one statement each, in a batch).
-	add := func(c uuid.UUID, n int) []uuid.UUID {
-		ids := make([]uuid.UUID, n)
-		b := &pgx.Batch{}
-		for i := range ids {
-			ids[i] = uuid.New()
-			b.Queue(`INSERT INTO mneme.memories (id, conversation_id, content, embedding) VALUES ($1, $2, 'memory', $3::real[]::mneme.embedding)`,
-				ids[i], c, corpus.point(r.IntN(len(corpus.centres))))
-		}
-		require.NoError(t, db.Pool.SendBatch(ctx, b).Close())
-		return ids
-	}
-	var index string
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme._vector_index_name('conversation', $1)`, conv.String()).Scan(&index))
-	ready := func() bool {
-		var ok bool
-		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme._vector_index_ready('conversation', $1)`, conv.String()).Scan(&ok))
-		return ok
-	}
-
-	// The sidecar, as `mneme run` starts it, a pass every 200 ms.
-	worker, workerURL := db.PoolAs(t, "mneme_worker")
-	var pool *pgxpool.Pool
-	pool, err = pgxpool.New(ctx, workerURL)
-	require.NoError(t, err)
-	cfg := config.Config{DatabaseURL: workerURL, Events: "notify", Concurrency: 1, PollEvery: 100 * time.Millisecond,
-		SlotName: "unused", LLMTimeout: 5 * time.Second, IndexURL: db.URL, IndexEvery: 200 * time.Millisecond}
-	d, err := daemon.New(ctx, cfg, pool, slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})))
-	require.NoError(t, err)
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- d.Serve(runCtx); pool.Close() }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			require.NoError(t, <-done)
-		})
-	}
-	defer stop()
+	g := newGrowingScope(t, db, 1)
+	index := g.index(conv)
+	ready := func() bool { return g.ready(conv) }
+	worker, workerURL, stop := startIndexingSidecar(t, db, "notify", 100*time.Millisecond)
 
 	// Below the minimum: passes run, nothing is made.
-	ids := add(conv, 250)
-	add(small, 40)
+	ids := g.add(conv, 250)
+	g.add(small, 40)
 	time.Sleep(time.Second)
 	require.False(t, ready())
 	require.Empty(t, vectorIndexRows(t, worker))
 
 	// The conversation grows past it: its index comes, no command run.
-	ids = append(ids, add(conv, 100)...)
+	ids = append(ids, g.add(conv, 100)...)
 	deadline := time.Now().Add(60 * time.Second)
 	for !ready() {
 		require.True(t, time.Now().Before(deadline), "no index 60 s after the conversation passed vector_scope_index_min")
@@ -130,7 +161,7 @@ func TestVectorIndexesManageThemselves(t *testing.T) {
 	}
 	require.Equal(t, map[string]string{index: "ready"}, vectorIndexRows(t, worker), "the worker sees the index, ready; the small conversation has none")
 	before := indexScans(t, db, index)
-	leg := scopeLeg(t, db.Pool, []uuid.UUID{conv}, corpus.point(0), 40)
+	leg := scopeLeg(t, db.Pool, []uuid.UUID{conv}, g.corpus.point(0), 40)
 	require.Len(t, leg, 40)
 	require.Greater(t, indexScans(t, db, index), before, "the vector leg searches through the new index")
 
