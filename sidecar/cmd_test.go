@@ -1,10 +1,7 @@
 package main
 
 import (
-	"bytes"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mneme-memory/mneme/sidecar/cli"
+	"github.com/mneme-memory/mneme/sidecar/cli/clitest"
 	"github.com/mneme-memory/mneme/sidecar/localpg"
 )
 
@@ -22,45 +20,14 @@ func mnemeIn(t *testing.T, dir string, args ...string) (string, string, int) {
 	return mneme(t, dir, nil, args...)
 }
 
-// mneme runs this test binary as the real `mneme` (TestMain) in dir ("" for
-// the current one) with args, the environment without DATABASE_URL plus env;
-// it returns stdout, stderr and the exit code.
+// mneme runs this test binary as the real command (clitest.Run).
 func mneme(t *testing.T, dir string, env []string, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Dir = dir
-	for _, e := range os.Environ() {
-		if !strings.HasPrefix(e, "DATABASE_URL=") {
-			cmd.Env = append(cmd.Env, e)
-		}
-	}
-	cmd.Env = append(append(cmd.Env, "MNEME_TEST_AS_MAIN=1"), env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		code = exit.ExitCode()
-	} else {
-		require.NoError(t, err)
-	}
-	return stdout.String(), stderr.String(), code
+	return clitest.Run(t, dir, env, args...)
 }
 
-// leaves lists the paths of every runnable command ("run", "bench retrieve").
-func leaves(prefix string, cmds []cli.Command) []string {
-	var out []string
-	for _, c := range cmds {
-		p := strings.TrimSpace(prefix + " " + c.Name)
-		if c.Subs != nil {
-			out = append(out, leaves(p, c.Subs)...)
-		} else {
-			out = append(out, p)
-		}
-	}
-	return out
-}
+// leaves lists the paths of every runnable command (clitest.Leaves).
+var leaves = clitest.Leaves
 
 // usageLines counts the lines of out that start a usage.
 func usageLines(out string) int {
