@@ -346,12 +346,16 @@ BEGIN
     -- transaction and removes the entry itself. Per conversation, so each
     -- locking read stays on one conversation's rows (on Citus, one shard).
     -- Under REPEATABLE READ an erase committed after the snapshot is a
-    -- serialization failure (40001): retry the call.
+    -- serialization failure (40001): retry the call. In the one lock order
+    -- of every multi-memory writer (mneme._lock_memories: conversation,
+    -- then id): in the order a scan met them, a retrieve deadlocked with a
+    -- review job locking the same memories (TestRecordingLocksInTheOneOrder).
     FOR v_conv IN SELECT DISTINCT m.conversation_id FROM mneme.memories m
-                  WHERE m.id = ANY (add_pending_review.memory_ids) LOOP
+                  WHERE m.id = ANY (add_pending_review.memory_ids) ORDER BY 1 LOOP
         v_live := v_live + (SELECT count(*) FROM (
             SELECT 1 FROM mneme.memories m
             WHERE m.conversation_id = v_conv AND m.id = ANY (add_pending_review.memory_ids)
+            ORDER BY m.id
             FOR KEY SHARE) x);
     END LOOP;
     IF v_live < (SELECT count(DISTINCT i) FROM unnest(add_pending_review.memory_ids) i)

@@ -93,8 +93,9 @@ BEGIN
     -- The memories first, then the queue row: the order erase and a
     -- retrieval recording its pending review lock them in, so none of them
     -- deadlocks with another; the memories a segmentation stores meanwhile
-    -- are locked below, under the queue row's lock.
-    PERFORM 1 FROM mneme.memories m WHERE m.conversation_id = erase_conversation.conversation_id FOR UPDATE;
+    -- are locked below, under the queue row's lock. In id order, the one
+    -- lock order (mneme._lock_memories), as a review job locks its targets.
+    PERFORM 1 FROM mneme.memories m WHERE m.conversation_id = erase_conversation.conversation_id ORDER BY m.id FOR UPDATE;
     PERFORM 1 FROM mneme.message_queue q WHERE q.id = erase_conversation.conversation_id FOR UPDATE;
     IF NOT FOUND AND NOT EXISTS (SELECT 1 FROM mneme.memories m WHERE m.conversation_id = erase_conversation.conversation_id) THEN
         RAISE EXCEPTION 'conversation % does not exist', erase_conversation.conversation_id USING ERRCODE = 'P0002',

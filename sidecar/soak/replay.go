@@ -45,6 +45,7 @@ func reference(ctx context.Context, o Options, convs []*conversation, log *slog.
 		return nil, err
 	}
 	index := map[int64]int{} // reference message id -> position in its conversation
+	replayStart := time.Now()
 	for _, c := range convs {
 		b := &pgx.Batch{}
 		n := 0
@@ -74,13 +75,16 @@ func reference(ctx context.Context, o Options, convs []*conversation, log *slog.
 	cfg := config.Config{DatabaseURL: db.URL, Events: config.EventsNotify, Concurrency: o.Concurrency,
 		PollEvery: time.Second, MaxAttempts: 5, JobLease: 30 * time.Second, ShutdownTimeout: 30 * time.Second,
 		EmbedDim: config.DefaultEmbedDim}
+	log.Info("soak: the offline reference replayed", "messages", len(index), "seconds", time.Since(replayStart).Seconds())
 	d, err := daemon.New(ctx, cfg, pool, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return nil, err
 	}
+	drainStart := time.Now()
 	if err := d.Runner.Drain(ctx); err != nil {
 		return nil, fmt.Errorf("drain the reference: %w", err)
 	}
+	log.Info("soak: the offline reference drained", "seconds", time.Since(drainStart).Seconds())
 	rows, err := pool.Query(ctx, `SELECT conversation_id, source_message_ids FROM mneme.memories
 		WHERE kind = 'episodic' ORDER BY conversation_id, source_message_ids[1]`)
 	if err != nil {
