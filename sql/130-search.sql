@@ -357,24 +357,29 @@ BEGIN
         -- named too: on Citus that sends the statement to their shards only.
         FROM f JOIN mneme.memories m ON m.id = f.memory_id
         WHERE m.id = ANY (ARRAY(SELECT f2.memory_id FROM f f2)) AND m.conversation_id = ANY (v_convs)
-    ), s AS (
+    ), s AS MATERIALIZED (
         SELECT r.*, r.rrf * power(r.ret, v_rw) * r.w * r.cf AS sc,
-               -- The current belief first (issue 52): active facts of one
-               -- slot (subject and attribute) that consolidation has not
-               -- yet reconciled take the slot's scores in the order they
-               -- were said, newest first (created_at is when it was said).
-               -- A retraction (invalidates_id) states no value: it keeps
-               -- its own score.
-               row_number() OVER (PARTITION BY r.cv, r.slot, r.status = 'active' AND r.slot IS NOT NULL AND r.invalidates_id IS NULL,
-                                               CASE WHEN r.status = 'active' AND r.slot IS NOT NULL AND r.invalidates_id IS NULL THEN NULL ELSE r.id END
-                                  ORDER BY r.created_at DESC, r.id) AS said_rank
+               (r.status = 'active' AND r.slot IS NOT NULL AND r.invalidates_id IS NULL) AS slotted
         FROM r
+    ), o AS (
+        -- The current belief first (issue 52): active facts of one slot
+        -- (subject and attribute) that consolidation has not yet reconciled
+        -- take the slot's scores in the order they were said, newest first
+        -- (created_at is when it was said): the i-th said takes the slot's
+        -- i-th best score. A retraction (invalidates_id) states no value:
+        -- it keeps its own score, as does every memory without a slot. Only
+        -- the slotted candidates are ranked by the window functions (most
+        -- candidates have no slot: each alone, its own score and rank 1;
+        -- sorting them all twice was most of search's own time).
+        SELECT x.id, (array_agg(x.sc) OVER (PARTITION BY x.cv, x.slot ORDER BY x.sc DESC, x.id
+                                            ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING))[x.said_rank] AS fs,
+               x.said_rank
+        FROM (SELECT s.id, s.cv, s.slot, s.sc,
+                     row_number() OVER (PARTITION BY s.cv, s.slot ORDER BY s.created_at DESC, s.id) AS said_rank
+              FROM s WHERE s.slotted) x
     ), t AS (
-        SELECT s.*, (array_agg(s.sc) OVER (PARTITION BY s.cv, s.slot, s.status = 'active' AND s.slot IS NOT NULL AND s.invalidates_id IS NULL,
-                                                        CASE WHEN s.status = 'active' AND s.slot IS NOT NULL AND s.invalidates_id IS NULL THEN NULL ELSE s.id END
-                                           ORDER BY s.sc DESC, s.id
-                                           ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING))[s.said_rank] AS fs
-        FROM s
+        SELECT s.*, coalesce(o.fs, s.sc) AS fs, coalesce(o.said_rank, 1) AS said_rank
+        FROM s LEFT JOIN o ON o.id = s.id AND s.slotted
     )
     SELECT t.id, t.kind, t.summary, t.content, t.created_at, t.fs, t.rrf, t.br, t.vr, t.ret,
            t.title, t.label, t.pinned, t.bs, t.vd, t.status, t.confidence_score

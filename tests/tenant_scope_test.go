@@ -137,3 +137,59 @@ func TestTenantScope(t *testing.T) {
 		})
 	}
 }
+
+// TestTenantScopeVectorLegOneStatement (issue 53): with scope tenant, a
+// tenant below vector_scope_index_min is one candidate set ranked once:
+// the vector leg is one exact statement over every conversation (no
+// statement per conversation, which planned and ran one each), and ranks
+// as merging every conversation's exact leg does: the same memories,
+// distances and ranks, ties shared.
+func TestTenantScopeVectorLegOneStatement(t *testing.T) {
+	t.Parallel()
+	for _, variant := range variants(t) {
+		t.Run(variant, func(t *testing.T) {
+			db := dbtest.New(t, dbtest.WithVector(variant))
+			ctx := context.Background()
+			convs := make([]uuid.UUID, 6)
+			words := strings.Fields("garden violin paris harbor lantern copper meadow falcon orchard glacier")
+			for i := range convs {
+				convs[i] = uuid.New()
+				for j := 0; j < 15; j++ {
+					text := fmt.Sprintf("%s %s %s", words[(i+j)%len(words)], words[(i*j)%len(words)], words[j%len(words)])
+					_, err := db.Pool.Exec(ctx, `SELECT mneme.remember($1, $2)`, convs[i], text)
+					require.NoError(t, err)
+				}
+			}
+			var one string
+			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT string_agg(DISTINCT tenant_id, ',') FROM mneme.message_queue WHERE id = ANY ($1)`,
+				convs).Scan(&one))
+			require.NotContains(t, one, ",", "the conversations share their tenant")
+			const leg = `SELECT memory_id::text || ' ' || round(distance::numeric, 9) || ' ' || rank FROM %s ORDER BY distance, memory_id`
+			var got, want []string
+			var calls int64
+			require.NoError(t, pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, `SET LOCAL track_functions = 'all'`); err != nil {
+					return err
+				}
+				rows, err := tx.Query(ctx, fmt.Sprintf(leg, `mneme._vector_search_scope($1, mneme.hash_embed('violin harbor'), 25, NULL, NULL)`), convs)
+				if err != nil {
+					return err
+				}
+				if got, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+					return err
+				}
+				return tx.QueryRow(ctx, `SELECT coalesce(pg_stat_get_xact_function_calls('mneme._vector_search(uuid, real[], int, timestamptz, timestamptz)'::regprocedure), 0)`).Scan(&calls)
+			}))
+			require.Zero(t, calls, "one statement over the tenant, not a leg per conversation")
+			// Every conversation's exact leg, merged and ranked again.
+			rows, err := db.Pool.Query(ctx, fmt.Sprintf(leg, `(SELECT x.memory_id, x.distance, (rank() OVER (ORDER BY x.distance))::int AS rank
+				FROM (SELECT y.* FROM unnest($1::uuid[]) AS c(id), LATERAL mneme._vector_search(c.id, mneme.hash_embed('violin harbor'), 25, NULL, NULL) y
+				      ORDER BY y.distance, y.memory_id LIMIT 25) x) z`), convs)
+			require.NoError(t, err)
+			want, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			require.NoError(t, err)
+			require.Len(t, got, 25)
+			require.Equal(t, want, got)
+		})
+	}
+}
