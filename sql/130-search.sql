@@ -331,9 +331,11 @@ BEGIN
     RETURN QUERY
     WITH f AS MATERIALIZED (
         -- The vector leg takes k * vector_candidates_per_k (an HNSW walk
-        -- costs its ef_search, 2 per row asked for), the BM25 leg
-        -- retrieve_candidates: with rrf_k 60 the fused top 10 moves with
-        -- ranks down to 100 (docs/performance.md), hence the default 10.
+        -- costs its ef_search, 2 per row asked for), at most
+        -- retrieve_candidates, the BM25 leg retrieve_candidates (exact, and
+        -- cheaper per row). Its top 10 through a scope's index had recall
+        -- 1.000 at 40 rows on clustered vectors, and its ranks past 10 are
+        -- an HNSW walk's either way (docs/performance.md, issue 53).
         SELECT * FROM mneme._search_candidates(v_convs, search.query, v_emb, mneme.setting('retrieve_candidates')::int,
                                                least(mneme.setting('retrieve_candidates')::int,
                                                      search.k * mneme.setting('vector_candidates_per_k')::int),
