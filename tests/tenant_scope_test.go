@@ -146,10 +146,14 @@ func TestTenantScope(t *testing.T) {
 // statement, not one per conversation (which planned and ran one each),
 // ranking as merging every conversation's exact leg does, ties shared.
 func TestTenantScopeVectorLegOneStatement(t *testing.T) {
-	t.Parallel()
 	vs := variants(t)
 	if dbtest.OnCitus() {
+		// Not in parallel there: a pgvector database's migrate beside the
+		// array ones' failed on the roles' grants ("tuple concurrently
+		// updated"), as TestCitusVectorIndexesManageThemselves avoids too.
 		vs = append(vs, "pgvector")
+	} else {
+		t.Parallel()
 	}
 	for _, variant := range vs {
 		t.Run(variant, func(t *testing.T) {
