@@ -391,7 +391,8 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION mneme.search(uuid, text, int, real[], timestamptz, timestamptz, timestamptz, text, timestamptz, boolean) IS
-    'Hybrid retrieval with no side effects: the top retrieve_candidates by BM25 and by cosine distance among '
+    'Hybrid retrieval with no side effects: the top retrieve_candidates by BM25 and the top k * vector_candidates_per_k '
+    '(at most retrieve_candidates) by cosine distance among '
     'the conversation''s active, unexpired memories (created in [since, until) when given), fused by '
     'reciprocal rank (rrf = sum 1 / (rrf_k + rank); the vector leg times rrf_hash_vector_weight with embedder "hash"), '
     'score = rrf * retrievability at `at` (default now(); 1 if pinned) * label weight * confidence_score ^ confidence_weight; '
