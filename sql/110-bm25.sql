@@ -479,6 +479,13 @@ DECLARE
     v_split   int;       -- terms 1 .. v_split are summed, the rest set aside
     v_kept    float8;    -- the summed terms' postings
     v_aside   float8;    -- the set-aside terms' bounds together
+    v_pc      uuid[];    -- (Citus) the partial sums: conversation, memory, sum
+    v_pm      uuid[];
+    v_ps      float8[];
+    v_theta   float8;
+    v_cc      uuid[];    -- (Citus) the candidates: conversation, memory, partial sum
+    v_cm      uuid[];
+    v_cp      float8[];
 BEGIN
     SELECT sum(s.n), sum(s.total_len) INTO v_n, v_total FROM mneme.bm25_stats s WHERE s.conversation_id = ANY (v_ids);
     IF v_n IS NULL THEN
@@ -536,9 +543,47 @@ BEGIN
             EXIT;
         END IF;
     END LOOP;
-    -- (On Citus every posting is summed: the skipping statement below
-    -- failed there, "cannot handle unplanned sub-select"; not yet
-    -- rewritten in a form Citus plans.)
+    -- (On Citus the one skipping statement below fails, "cannot handle
+    -- unplanned sub-select": there the same steps run as statements of
+    -- their own, further down.)
+    IF v_split IS NOT NULL AND v_postings >= mneme.setting('bm25_skip_min_postings')::float8
+       AND mneme._distributed('mneme.bm25_postings') THEN
+        -- The partial sums of the summed terms, theta (their k-th best),
+        -- the candidates that can still reach it, as arrays: then only the
+        -- candidates' postings of the set-aside terms are read (by
+        -- conversation, term and memory: one read on each shard, each
+        -- term's weight by its position), when they are few; else every
+        -- posting is summed below. The same rounding as the statement on
+        -- one server, so the same top k, scores and ranks.
+        SELECT array_agg(s.conversation_id), array_agg(s.memory_id), array_agg(s.score)
+          INTO v_pc, v_pm, v_ps
+          FROM mneme._bm25_sums(v_ids, v_terms[:v_split], v_wts[:v_split], v_k1, v_b, v_avgdl,
+                                v_expired, v_since, v_until) s;
+        SELECT x.ps INTO v_theta FROM unnest(v_ps) AS x(ps) ORDER BY 1 DESC OFFSET v_k - 1 LIMIT 1;
+        IF v_theta > v_aside + 1e-6 THEN
+            SELECT array_agg(u.c), array_agg(u.m), array_agg(u.ps) INTO v_cc, v_cm, v_cp
+              FROM unnest(v_pc, v_pm, v_ps) AS u(c, m, ps) WHERE u.ps + v_aside + 1e-6 >= v_theta;
+            IF cardinality(v_cm) * 4 * (v_last - v_split) <= v_postings - v_kept THEN
+                RETURN QUERY
+                WITH lp AS MATERIALIZED (
+                    SELECT p.memory_id,
+                           sum(v_wts[v_split + array_position(v_terms[v_split + 1:], p.term)]
+                               * mneme._bm25_tf(p.tf, p.doclen, v_k1, v_b, v_avgdl)) AS s
+                    FROM mneme.bm25_postings p
+                    WHERE p.conversation_id = ANY (v_cc) AND p.term = ANY (v_terms[v_split + 1:])
+                      AND p.memory_id = ANY (v_cm)
+                    GROUP BY p.memory_id
+                ), scored AS (
+                    SELECT c.id, round((c.ps + coalesce(lp.s, 0)) * 1e9) / 1e9 AS score
+                    FROM unnest(v_cm, v_cp) AS c(id, ps) LEFT JOIN lp ON lp.memory_id = c.id
+                )
+                SELECT top.id, top.score, (rank() OVER (ORDER BY top.score DESC))::int
+                FROM (SELECT scored.id, scored.score FROM scored ORDER BY 2 DESC, 1 LIMIT v_k) top
+                ORDER BY top.score DESC, top.id;
+                RETURN;
+            END IF;
+        END IF;
+    END IF;
     IF v_split IS NULL OR v_postings < mneme.setting('bm25_skip_min_postings')::float8
        OR mneme._distributed('mneme.bm25_postings') THEN
         RETURN QUERY

@@ -405,9 +405,11 @@ COMMENT ON FUNCTION mneme._vector_search(uuid, real[], int, timestamptz, timesta
 -- The vector leg over a search's scope: one conversation (_vector_search),
 -- or several (scope tenant: every conversation of the tenant). Over
 -- several, distances are comparable across conversations, so the leg is
--- one ranking: through the tenant's own HNSW index when it has one
--- (vector_index_plan) and no date range is given, else each conversation's
--- leg (exact, or its own index) merged.
+-- one ranking of one candidate set: through the tenant's own HNSW index
+-- when it has one (vector_index_plan) and no date range is given, else one
+-- exact statement over the conversations while they hold at most
+-- vector_scope_index_min memories (always in the array variant), else each
+-- conversation's leg (exact, or its own index) merged.
 DO $do$
 DECLARE
     v_settings text := CASE WHEN mneme.setting('vector_variant') #>> '{}' = 'pgvector'
@@ -433,6 +435,8 @@ AS $$
 DECLARE
     v_tenant text;
     v_dot    text;
+    v_n      bigint;
+    v_q      mneme.embedding;
 BEGIN
     IF _vector_search_scope.embedding IS NULL OR cardinality(_vector_search_scope.conversation_ids) IS NULL THEN
         RETURN;
@@ -462,6 +466,34 @@ BEGIN
                     LIMIT $2)
                 SELECT c.id, c.d::float8, (rank() OVER (ORDER BY c.d))::int FROM c ORDER BY c.d, c.id$q$, v_tenant)
             USING _vector_search_scope.embedding::mneme.embedding, _vector_search_scope.k, _vector_search_scope.conversation_ids;
+            RETURN;
+        END IF;
+    END IF;
+    IF mneme.setting('vector_variant') #>> '{}' = 'pgvector' THEN
+        -- A scope below vector_scope_index_min (with an external embedder
+        -- a larger tenant gets an index of its own, above): one exact
+        -- statement over all of its conversations, one candidate set
+        -- ranked once, as the array variant below. Merging each
+        -- conversation's leg planned and ran a statement per conversation
+        -- (a tenant of 10 conversations of 100 memories: 10 statements
+        -- for 1,000 distances), and took a large conversation's leg
+        -- through the table's HNSW index (approximate) where this is exact.
+        SELECT coalesce(sum(s.n), 0) INTO v_n FROM mneme.bm25_stats s
+        WHERE s.conversation_id = ANY (_vector_search_scope.conversation_ids);
+        IF v_n <= mneme.setting('vector_scope_index_min')::bigint THEN
+            v_q := _vector_search_scope.embedding;
+            RETURN QUERY
+            WITH c AS MATERIALIZED (
+                SELECT m.id, m.embedding OPERATOR(@extschema@.<=>) v_q AS d
+                FROM mneme.memories m
+                WHERE m.conversation_id = ANY (_vector_search_scope.conversation_ids) AND m.status = 'active'
+                  AND (m.valid_until IS NULL OR m.valid_until > now()) AND m.embedding IS NOT NULL
+                  AND (_vector_search_scope.since IS NULL OR m.created_at >= _vector_search_scope.since)
+                  AND (_vector_search_scope.until IS NULL OR m.created_at < _vector_search_scope.until)
+            ), t AS (
+                SELECT c.id, c.d FROM c WHERE c.d IS NOT NULL ORDER BY c.d, c.id LIMIT _vector_search_scope.k)
+            SELECT t.id, t.d::float8, (rank() OVER (ORDER BY t.d))::int
+            FROM t ORDER BY t.d, t.id;
             RETURN;
         END IF;
     END IF;
@@ -507,8 +539,9 @@ END
 $do$;
 COMMENT ON FUNCTION mneme._vector_search_scope(uuid[], real[], int, timestamptz, timestamptz) IS
     'Internal: the vector leg over a search''s conversations: _vector_search for one; for several (scope tenant) the '
-    'tenant''s own HNSW index when it has one and no date range is given, in the array variant one exact statement '
-    'over them all, else each conversation''s leg merged; one ranking by distance.';
+    'tenant''s own HNSW index when it has one and no date range is given, else one exact statement over them all '
+    '(array variant; pgvector while they hold at most vector_scope_index_min memories), else each conversation''s leg '
+    'merged; one ranking by distance.';
 
 CREATE OR REPLACE FUNCTION mneme.vector_search(
     conversation_id uuid,

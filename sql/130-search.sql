@@ -331,9 +331,11 @@ BEGIN
     RETURN QUERY
     WITH f AS MATERIALIZED (
         -- The vector leg takes k * vector_candidates_per_k (an HNSW walk
-        -- costs its ef_search, 2 per row asked for), the BM25 leg
-        -- retrieve_candidates: with rrf_k 60 the fused top 10 moves with
-        -- ranks down to 100 (docs/performance.md), hence the default 10.
+        -- costs its ef_search, 2 per row asked for), at most
+        -- retrieve_candidates, the BM25 leg retrieve_candidates (exact, and
+        -- cheaper per row). Its top 10 through a scope's index had recall
+        -- 1.000 at 40 rows on clustered vectors, and its ranks past 10 are
+        -- an HNSW walk's either way (docs/performance.md, issue 53).
         SELECT * FROM mneme._search_candidates(v_convs, search.query, v_emb, mneme.setting('retrieve_candidates')::int,
                                                least(mneme.setting('retrieve_candidates')::int,
                                                      search.k * mneme.setting('vector_candidates_per_k')::int),
@@ -357,24 +359,29 @@ BEGIN
         -- named too: on Citus that sends the statement to their shards only.
         FROM f JOIN mneme.memories m ON m.id = f.memory_id
         WHERE m.id = ANY (ARRAY(SELECT f2.memory_id FROM f f2)) AND m.conversation_id = ANY (v_convs)
-    ), s AS (
+    ), s AS MATERIALIZED (
         SELECT r.*, r.rrf * power(r.ret, v_rw) * r.w * r.cf AS sc,
-               -- The current belief first (issue 52): active facts of one
-               -- slot (subject and attribute) that consolidation has not
-               -- yet reconciled take the slot's scores in the order they
-               -- were said, newest first (created_at is when it was said).
-               -- A retraction (invalidates_id) states no value: it keeps
-               -- its own score.
-               row_number() OVER (PARTITION BY r.cv, r.slot, r.status = 'active' AND r.slot IS NOT NULL AND r.invalidates_id IS NULL,
-                                               CASE WHEN r.status = 'active' AND r.slot IS NOT NULL AND r.invalidates_id IS NULL THEN NULL ELSE r.id END
-                                  ORDER BY r.created_at DESC, r.id) AS said_rank
+               (r.status = 'active' AND r.slot IS NOT NULL AND r.invalidates_id IS NULL) AS slotted
         FROM r
+    ), o AS (
+        -- The current belief first (issue 52): active facts of one slot
+        -- (subject and attribute) that consolidation has not yet reconciled
+        -- take the slot's scores in the order they were said, newest first
+        -- (created_at is when it was said): the i-th said takes the slot's
+        -- i-th best score. A retraction (invalidates_id) states no value:
+        -- it keeps its own score, as does every memory without a slot. Only
+        -- the slotted candidates are ranked by the window functions (most
+        -- candidates have no slot: each alone, its own score and rank 1;
+        -- sorting them all twice was most of search's own time).
+        SELECT x.id, (array_agg(x.sc) OVER (PARTITION BY x.cv, x.slot ORDER BY x.sc DESC, x.id
+                                            ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING))[x.said_rank] AS fs,
+               x.said_rank
+        FROM (SELECT s.id, s.cv, s.slot, s.sc,
+                     row_number() OVER (PARTITION BY s.cv, s.slot ORDER BY s.created_at DESC, s.id) AS said_rank
+              FROM s WHERE s.slotted) x
     ), t AS (
-        SELECT s.*, (array_agg(s.sc) OVER (PARTITION BY s.cv, s.slot, s.status = 'active' AND s.slot IS NOT NULL AND s.invalidates_id IS NULL,
-                                                        CASE WHEN s.status = 'active' AND s.slot IS NOT NULL AND s.invalidates_id IS NULL THEN NULL ELSE s.id END
-                                           ORDER BY s.sc DESC, s.id
-                                           ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING))[s.said_rank] AS fs
-        FROM s
+        SELECT s.*, coalesce(o.fs, s.sc) AS fs, coalesce(o.said_rank, 1) AS said_rank
+        FROM s LEFT JOIN o ON o.id = s.id AND s.slotted
     )
     SELECT t.id, t.kind, t.summary, t.content, t.created_at, t.fs, t.rrf, t.br, t.vr, t.ret,
            t.title, t.label, t.pinned, t.bs, t.vd, t.status, t.confidence_score
@@ -384,7 +391,8 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION mneme.search(uuid, text, int, real[], timestamptz, timestamptz, timestamptz, text, timestamptz, boolean) IS
-    'Hybrid retrieval with no side effects: the top retrieve_candidates by BM25 and by cosine distance among '
+    'Hybrid retrieval with no side effects: the top retrieve_candidates by BM25 and the top k * vector_candidates_per_k '
+    '(at most retrieve_candidates) by cosine distance among '
     'the conversation''s active, unexpired memories (created in [since, until) when given), fused by '
     'reciprocal rank (rrf = sum 1 / (rrf_k + rank); the vector leg times rrf_hash_vector_weight with embedder "hash"), '
     'score = rrf * retrievability at `at` (default now(); 1 if pinned) * label weight * confidence_score ^ confidence_weight; '

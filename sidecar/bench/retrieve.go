@@ -23,24 +23,25 @@ import (
 
 // RetrieveResult is the result of one run; --json prints it.
 type RetrieveResult struct {
-	Variant       string         `json:"variant"`
-	Memories      int            `json:"memories"`
-	Conversations int            `json:"conversations"`
-	PerConv       int            `json:"memories_per_conversation"`
-	Dim           int            `json:"dim"`
-	Queries       int            `json:"queries"`
-	K             int            `json:"k"`
-	Candidates    int            `json:"candidates"` // setting retrieve_candidates: each leg's top n
-	LoadSeconds   float64        `json:"load_seconds"`
-	Retrieve      Latencies      `json:"retrieve"`           // mneme.retrieve with the query embedding passed in
-	RetrieveSQL   Latencies      `json:"retrieve_sql_embed"` // mneme.retrieve embedding the query in SQL
-	Search        Latencies      `json:"search"`             // mneme.search: the same ranking, no pending review written
-	Vector        Latencies      `json:"vector"`             // bare ORDER BY embedding <=> q LIMIT 10
-	BM25          Latencies      `json:"bm25"`               // bare mneme.bm25_search top 10
-	BM25Leg       Latencies      `json:"bm25_leg"`           // mneme.bm25_search top retrieve_candidates (the BM25 leg)
-	VectorLeg     Latencies      `json:"vector_leg"`         // mneme.vector_search top retrieve_candidates (the vector leg)
-	RLS           *RLSResult     `json:"rls,omitempty"`      // with --tenants
-	Context       *ContextResult `json:"context,omitempty"`  // with --context-episodes
+	Variant       string          `json:"variant"`
+	Memories      int             `json:"memories"`
+	Conversations int             `json:"conversations"`
+	PerConv       int             `json:"memories_per_conversation"`
+	Dim           int             `json:"dim"`
+	Queries       int             `json:"queries"`
+	K             int             `json:"k"`
+	Candidates    int             `json:"candidates"` // setting retrieve_candidates: each leg's top n
+	LoadSeconds   float64         `json:"load_seconds"`
+	Retrieve      Latencies       `json:"retrieve"`           // mneme.retrieve with the query embedding passed in
+	RetrieveSQL   Latencies       `json:"retrieve_sql_embed"` // mneme.retrieve embedding the query in SQL
+	Search        Latencies       `json:"search"`             // mneme.search: the same ranking, no pending review written
+	Vector        Latencies       `json:"vector"`             // bare ORDER BY embedding <=> q LIMIT 10
+	BM25          Latencies       `json:"bm25"`               // bare mneme.bm25_search top 10
+	BM25Leg       Latencies       `json:"bm25_leg"`           // mneme.bm25_search top retrieve_candidates (the BM25 leg)
+	VectorLeg     Latencies       `json:"vector_leg"`         // mneme.vector_search top retrieve_candidates (the vector leg)
+	Recall        *RetrieveRecall `json:"recall,omitempty"`   // each leg's top 10 against exact
+	RLS           *RLSResult      `json:"rls,omitempty"`      // with --tenants
+	Context       *ContextResult  `json:"context,omitempty"`  // with --context-episodes
 }
 
 type Latencies struct {
@@ -136,6 +137,9 @@ func Retrieve(ctx context.Context, o RetrieveOptions) (RetrieveResult, error) {
 	}
 	if err := runRetrieveBench(ctx, conn, corpus, &out); err != nil {
 		return out, err
+	}
+	if out.Recall, err = retrieveRecall(ctx, conn, corpus); err != nil {
+		return out, fmt.Errorf("recall: %w", err)
 	}
 	if o.Tenants > 0 {
 		if out.RLS, err = runRLSBench(ctx, conn, dbURL, corpus, o.Tenants, o.Queries); err != nil {

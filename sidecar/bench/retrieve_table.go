@@ -24,6 +24,14 @@ func (out RetrieveResult) WriteTable(w io.Writer) {
 	} {
 		fmt.Fprintf(w, "  %-44s %9.2f %9.2f %9.2f\n", r.name, r.l.P50, r.l.P95, r.l.P99)
 	}
+	if r := out.Recall; r != nil {
+		fmt.Fprintf(w, "  recall@10 against exact (%d queries): vector leg (%d rows) %.3f, BM25 leg (%d rows) %.3f",
+			r.Queries, r.VectorCandidates, r.VectorLeg, out.Candidates, r.BM25Leg)
+		if out.Conversations == 1 {
+			fmt.Fprintf(w, ", bare vector top 10 %.3f", r.BareVector)
+		}
+		fmt.Fprintln(w)
+	}
 	if out.RLS != nil {
 		fmt.Fprintf(w, "  conversations over %d tenants, interleaved:\n", out.RLS.Tenants)
 		fmt.Fprintf(w, "  %-44s %9.2f %9.2f %9.2f\n", "mneme.retrieve as the superuser", out.RLS.Superuser.P50, out.RLS.Superuser.P95, out.RLS.Superuser.P99)
