@@ -134,6 +134,7 @@ DECLARE
     v_id        bigint;
     v_queued    int;
     v_payload   jsonb;
+    v_pending   boolean;
 BEGIN
     IF add_message.conversation_id IS NULL THEN
         RAISE EXCEPTION 'conversation_id must not be NULL' USING ERRCODE = '22004';
@@ -183,15 +184,29 @@ BEGIN
             USING ERRCODE = '22008', HINT = 'messages are appended in time order; leave the time out to append now';
     END IF;
 
+    -- A segment job pending for the conversation (its one pending job,
+    -- jobs_one_pending_segment) will read the whole queue, this message
+    -- with it: every rule below would end in enqueue_segment returning that
+    -- job unchanged. So the queue is not counted and no payload is built
+    -- (under ingest a job is pending at most messages: skipping them cut
+    -- add_message's backend CPU by about 30%, docs/performance.md). Read
+    -- under the row lock above: a segment job takes that lock before it
+    -- reads the queue, so one claimed after this read still sees the
+    -- message.
+    v_pending := EXISTS (SELECT 1 FROM mneme.jobs j
+                         WHERE j.kind = 'segment' AND j.state = 'pending' AND j.conversation_id = add_message.conversation_id);
+
     -- The queue as it is before this message (the row lock above holds off
     -- other writers and the segment job's consumption): its last message,
     -- and its length as far as the rules below look (up to
     -- segment_max_messages: a backlogged conversation's queue is not
     -- counted whole at every message).
-    SELECT max(x.id), count(*) INTO v_prev_id, v_queued
-    FROM (SELECT m.id FROM mneme.messages m
-          WHERE m.conversation_id = add_message.conversation_id AND m.consumed_at IS NULL
-          ORDER BY m.id DESC LIMIT v_max_msgs) x;
+    IF NOT v_pending THEN
+        SELECT max(x.id), count(*) INTO v_prev_id, v_queued
+        FROM (SELECT m.id FROM mneme.messages m
+              WHERE m.conversation_id = add_message.conversation_id AND m.consumed_at IS NULL
+              ORDER BY m.id DESC LIMIT v_max_msgs) x;
+    END IF;
 
     -- The conversation's tenant, read with the queue row above (the row's
     -- tenant trigger would read it again).
@@ -199,6 +214,9 @@ BEGIN
     VALUES (add_message.conversation_id, add_message.role, add_message.content, v_at, v_queue.tenant_id)
     RETURNING id INTO v_id;
     UPDATE mneme.message_queue SET last_message_at = v_at, updated_at = now() WHERE id = add_message.conversation_id;
+    IF v_pending THEN
+        RETURN v_id;
+    END IF;
 
     v_queued := v_queued + 1;
 

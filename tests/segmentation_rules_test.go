@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -97,6 +98,60 @@ func TestSegmentationRuleCheckAtMinMessages(t *testing.T) {
 	j = c.segmentJobs()
 	require.Equal(t, 1, j.Count)
 	require.Equal(t, last, j.Through)
+}
+
+// With the conversation's segment job pending, add_message neither counts
+// the queue nor asks enqueue_segment: every rule would end in that job,
+// unchanged (issue 53's ingest: the count and the call were a third of its
+// CPU). The message is queued all the same, and a rule that would fire (the
+// message cap) leaves the one pending job as it was.
+func TestAddMessageWithSegmentJobPendingSkipsTheRules(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newConv(t, dbtest.New(t))
+	var last int64
+	for i := 0; i < 5; i++ {
+		last = c.add(time.Minute, fmt.Sprintf("a perfectly long message number %d", i))
+	}
+	require.Equal(t, segJob{Count: 1, Reason: "check", Check: true, Through: last, Trigger: last}, c.segmentJobs())
+	// 30 more: the cap (segment_max_messages) and the gap rule would fire.
+	for i := 0; i < 30; i++ {
+		after := time.Minute
+		if i == 10 {
+			after = 3 * time.Hour
+		}
+		c.at = c.at.Add(after)
+		require.NoError(t, pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SET LOCAL track_functions = 'all'`); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `SELECT mneme.add_message($1, 'user', $2, $3)`, c.id,
+				fmt.Sprintf("another perfectly long message %d", i), c.at); err != nil {
+				return err
+			}
+			var calls int
+			if err := tx.QueryRow(ctx, `SELECT coalesce(sum(calls), 0) FROM pg_stat_xact_user_functions
+				WHERE schemaname = 'mneme' AND funcname IN ('enqueue_segment', '_segment_payload', 'enqueue_job')`).Scan(&calls); err != nil {
+				return err
+			}
+			require.Zero(t, calls, "message %d: add_message asked for a segment job while one was pending", i)
+			return nil
+		}))
+	}
+	require.Equal(t, segJob{Count: 1, Reason: "check", Check: true, Through: last, Trigger: last}, c.segmentJobs(),
+		"the pending job is left as it was")
+	var queued int
+	require.NoError(t, c.pool.QueryRow(ctx, `SELECT count(*) FROM mneme.messages WHERE conversation_id = $1 AND consumed_at IS NULL`,
+		c.id).Scan(&queued))
+	require.Equal(t, 35, queued)
+
+	// Once the job is no longer pending (claimed), the rules run again: the
+	// next message counts the queue, finds it over the cap and enqueues.
+	_, err := c.pool.Exec(ctx, `UPDATE mneme.jobs SET state = 'running', locked_by = 'test', locked_until = now() + interval '1 minute'
+		WHERE kind = 'segment' AND conversation_id = $1`, c.id)
+	require.NoError(t, err)
+	next := c.add(time.Minute, "the message after the claim")
+	require.Equal(t, segJob{Count: 1, Reason: "max_messages", Through: next, Trigger: next}, c.segmentJobs())
 }
 
 func TestSegmentationRuleShortLatestMessage(t *testing.T) {

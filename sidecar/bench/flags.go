@@ -94,7 +94,7 @@ func (o *IngestOptions) Bind(fs *flag.FlagSet) (*string, *bool) {
 	fs.IntVar(&o.Concurrency, "concurrency", 2, "jobs each sidecar runs at once")
 	fs.IntVar(&o.Preload, "preload", 0, "memories stored in bulk before the runs, in 1,000 other conversations (e.g. 1000000)")
 	fs.IntVar(&o.Rate, "rate", 0, "messages per second the writers aim at together (0: as fast as add_message takes them)")
-	fs.IntVar(&o.Writers, "writers", 0, "connections the writers share, each serving its share of the conversations in turn (0: one per conversation, at most 200)")
+	fs.IntVar(&o.Writers, "writers", 0, "connections the writers (one per conversation, at most 200) share (0: at --rate one per 50 messages/s, at least 4; without a rate one per writer)")
 	fs.StringVar(&o.Vector, "vector", "auto", "embedding variant: auto, pgvector or array")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the benchmark database (its name is logged)")
 	fs.StringVar(&o.LLM, "llm", "off", "off (offline pipelines) or fake (the LLM pipelines against an in-process fake model: reports LLM calls and tokens per 1,000 messages)")

@@ -29,7 +29,7 @@ type IngestOptions struct {
 	Concurrency   int           // jobs each sidecar runs at once
 	Preload       int           // memories stored before the runs (bulk, in other conversations)
 	Rate          int           // messages per second the writers aim at together (0: as fast as they can)
-	Writers       int           // connections the writers share (0: one per conversation, at most 200)
+	Writers       int           // connections the writers share (0: one per 50 messages/s of Rate, at least 4; without a rate one per writer)
 	Vector        string        // embedding variant: auto, pgvector or array (as MNEME_VECTOR)
 	Keep          bool          // keep the scratch database (its name is logged)
 	LLM           string        // off (offline pipelines) or fake (the LLM paths against an in-process fake model)
@@ -85,8 +85,8 @@ const (
 
 // Ingest measures sustained add_message throughput with the sidecars
 // running the real pipelines (offline), and how far segmentation lags
-// behind: writers, connected as a mneme_app login (one connection per
-// conversation, at most 200, or Writers), send messages at Rate (or as fast
+// behind: writers (one per conversation, at most 200), sharing a pool of
+// mneme_app connections (writerConns), send messages at Rate (or as fast
 // as add_message takes them), the server's clock as the message time.
 func Ingest(ctx context.Context, o IngestOptions) ([]IngestResult, error) {
 	if len(o.Conversations) == 0 || o.Duration <= 0 || o.Sidecars < 1 || o.Concurrency < 1 || o.Preload < 0 {
@@ -147,10 +147,7 @@ func Ingest(ctx context.Context, o IngestOptions) ([]IngestResult, error) {
 	for _, n := range o.Conversations {
 		maxConv = max(maxConv, n)
 	}
-	pcfg.MaxConns = int32(min(maxConv, 200))
-	if o.Writers > 0 {
-		pcfg.MaxConns = int32(min(maxConv, o.Writers))
-	}
+	pcfg.MaxConns = int32(writerConns(maxConv, o.Rate, o.Writers))
 	writerPool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, err
@@ -257,13 +254,13 @@ func ingestRun(ctx context.Context, pool, writerPool *pgxpool.Pool, o IngestOpti
 	// would be neither a message nor a failure.
 	deadline := time.Now().Add(o.Duration)
 	writing := func() bool { return ctx.Err() == nil && time.Now().Before(deadline) }
-	// One connection per conversation, at most 200 (or --writers); each
-	// serves its share of the conversations in turn, one message to each.
+	// One writer per conversation, at most 200, each serving its share of
+	// the conversations in turn, one message to each; they share
+	// writerConns connections, as an application's request handlers share
+	// its pool (a writer waiting for a conversation's row lock holds up its
+	// own conversations, not a connection's worth of others).
 	writers := min(nconv, 200)
-	if o.Writers > 0 {
-		writers = min(nconv, o.Writers)
-	}
-	res.Writers = writers
+	res.Writers = writerConns(nconv, o.Rate, o.Writers)
 	var cpu0 cpuSnapshot
 	if o.cpu != nil {
 		var err error
@@ -380,6 +377,25 @@ func ingestRun(ctx context.Context, pool, writerPool *pgxpool.Pool, o IngestOpti
 	return res, nil
 }
 
+// writerConns is how many connections the writers of nconv conversations
+// share: --writers when given; at a rate, a pool sized to it (one
+// connection per 50 messages/s, at least 4: add_message takes a fraction of
+// a millisecond, and more connections than the rate needs only add backends
+// competing with the sidecars for the CPU, docs/performance.md); as fast as
+// they can, one per writer. Never more than the writers (one per
+// conversation, at most 200).
+func writerConns(nconv, rate, writers int) int {
+	most := min(nconv, 200)
+	switch {
+	case writers > 0:
+		return min(most, writers)
+	case rate > 0:
+		return min(most, max(4, (rate+49)/50))
+	default:
+		return most
+	}
+}
+
 // explainAddMessage calls add_message three times on a new conversation
 // as the writers' login, with auto_explain reporting the third's
 // statements: an application's login may neither LOAD auto_explain nor
@@ -434,10 +450,10 @@ func WriteIngestTable(w io.Writer, o IngestOptions, results []IngestResult) {
 	}
 	fmt.Fprintf(w, "mneme bench ingest: writers for %s per run (%s), %d sidecars x %d jobs at once, %s, %d memories stored before, variant %s\n",
 		o.Duration, rate, o.Sidecars, o.Concurrency, pipelines, o.Preload, variant)
-	fmt.Fprintf(w, "  %-13s %7s %9s %9s %9s %11s %9s %9s %9s %9s %10s %8s\n", "conversations", "writers", "messages", "failures",
+	fmt.Fprintf(w, "  %-13s %11s %9s %9s %9s %11s %9s %9s %9s %9s %10s %8s\n", "conversations", "connections", "messages", "failures",
 		"msgs/s", "segment jobs", "memories", "lag p50", "lag p95", "lag p99", "backlog s", "failed")
 	for _, r := range results {
-		fmt.Fprintf(w, "  %-13d %7d %9d %9d %9.0f %11d %9d %9.0f %9.0f %9.0f %10.1f %8d\n", r.Conversations, r.Writers, r.Messages,
+		fmt.Fprintf(w, "  %-13d %11d %9d %9d %9.0f %11d %9d %9.0f %9.0f %9.0f %10.1f %8d\n", r.Conversations, r.Writers, r.Messages,
 			r.Failures, r.PerSecond, r.SegmentJobs, r.Memories, r.Lag.P50, r.Lag.P95, r.Lag.P99, r.BacklogSeconds, r.FailedJobs)
 	}
 	for _, r := range results {
