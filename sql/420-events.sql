@@ -152,8 +152,10 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_actor text := mneme._event_actor();
-    v_at    timestamptz := mneme._event_at();
+    v_actor  text := mneme._event_actor();
+    v_at     timestamptz := mneme._event_at();
+    v_event  text;
+    v_reason text;
 BEGIN
     IF mneme._importing() THEN
         RETURN NULL;  -- mneme import writes the file's events
@@ -184,10 +186,14 @@ BEGIN
     ELSE
         -- (an imported memory's tombstone keeps its source's id: a later
         -- import of it finds it, mneme.import_source_erased)
+        -- (the event and reason read once, into variables: in the SELECT
+        -- they were read per row, a mark's lookup each; issue 47)
+        v_event := mneme._deleted_event();
+        v_reason := mneme._deleted_reason();
         INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, at, source_ref)
-        SELECT o.id, o.conversation_id, x.event, mneme._deleted_reason(), v_actor, v_at,
-               CASE WHEN x.event = 'erased' AND o.source_type = 'import' THEN o.source_ref END
-        FROM old_rows o, (SELECT mneme._deleted_event() AS event) x ORDER BY o.id;
+        SELECT o.id, o.conversation_id, v_event, v_reason, v_actor, v_at,
+               CASE WHEN v_event = 'erased' AND o.source_type = 'import' THEN o.source_ref END
+        FROM old_rows o ORDER BY o.id;
     END IF;
     RETURN NULL;
 END

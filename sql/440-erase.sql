@@ -427,6 +427,10 @@ BEGIN
         UPDATE mneme.memories m SET invalidates_id = NULL WHERE m.invalidates_id = ANY (ids) AND m.id NOT IN (SELECT unnest(ids));
     END IF;
 
+    -- Their review rows in one statement, before the memories' cascade
+    -- would delete them one memory at a time (each cascade a statement of
+    -- its own, with its statement triggers; issue 47).
+    DELETE FROM mneme.review_log l WHERE l.memory_id = ANY (ids) AND l.conversation_id = ANY (v_convs);
     PERFORM mneme._mark('delete_event', _remove_memories.event);
     PERFORM mneme._mark('delete_reason', coalesce(_remove_memories.reason, ''));
     DELETE FROM mneme.memories m WHERE m.id = ANY (ids);
