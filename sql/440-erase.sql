@@ -151,8 +151,8 @@ BEGIN
     DELETE FROM mneme.message_queue q WHERE q.id = erase_conversation.conversation_id;
     DELETE FROM mneme.messages g WHERE g.conversation_id = erase_conversation.conversation_id;
 
-    INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, at)
-    VALUES (NULL, erase_conversation.conversation_id, 'erased',
+    INSERT INTO mneme.memory_events (memory_id, conversation_id, tenant_id, event, reason, actor, at)
+    VALUES (NULL, erase_conversation.conversation_id, v_tenant, 'erased',
             format('conversation erased (%s memories): %s', v_n, erase_conversation.reason), mneme._event_actor(), now());
     PERFORM mneme._note_erase();
     RETURN v_n;
