@@ -297,6 +297,46 @@ COMMENT ON FUNCTION mneme.memory_events_invariant_trg() IS
     'Invariant (before an event''s insert): its review is a review of its tenant, and its memory and conversation '
     'are not rows of another tenant (23503 otherwise).';
 
+-- The same check a statement at a time, where the tables are not
+-- distributed: the delete of a conversation's memories inserts an
+-- "erased" event per memory (memories_events_trg), and the row form above
+-- ran once per event (issue 47: 3.1 s of a 9.5 s erase_conversation of
+-- 2,000 memories). An AFTER trigger: the statement's error is the same.
+CREATE OR REPLACE FUNCTION mneme.memory_events_invariant_stmt_trg()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v record;
+BEGIN
+    SELECT n.memory_id::text AS id, n.tenant_id INTO v
+    FROM new_rows n JOIN mneme.memories m ON m.id = n.memory_id
+    WHERE m.tenant_id <> n.tenant_id LIMIT 1;
+    IF FOUND THEN
+        PERFORM mneme._foreign_reference('memory memory', v.id, v.tenant_id);
+    END IF;
+    SELECT n.conversation_id::text AS id, n.tenant_id INTO v
+    FROM new_rows n JOIN mneme.message_queue q ON q.id = n.conversation_id
+    WHERE q.tenant_id <> n.tenant_id LIMIT 1;
+    IF FOUND THEN
+        PERFORM mneme._foreign_reference('conversation conversation', v.id, v.tenant_id);
+    END IF;
+    SELECT n.review_log_id::text AS id, n.tenant_id INTO v
+    FROM new_rows n
+    WHERE n.review_log_id IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM mneme.review_log l WHERE l.id = n.review_log_id AND l.tenant_id = n.tenant_id)
+    LIMIT 1;
+    IF FOUND THEN
+        PERFORM mneme._foreign_reference('review review', v.id, v.tenant_id);
+    END IF;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION mneme.memory_events_invariant_stmt_trg() IS
+    'Invariant (after an insert of events, one statement at a time where mneme is not distributed): the checks of '
+    'memory_events_invariant_trg for all the statement''s rows (23503).';
+
 -- A job: its conversation. (The memories its payload names are not
 -- checked here: a review job's come from pending reviews, which may name
 -- a memory removed since; the handlers act only on memories of the job's
@@ -326,6 +366,7 @@ BEGIN
     DROP TRIGGER IF EXISTS "Invariant: pending reviews" ON mneme.message_queue;
     DROP TRIGGER IF EXISTS zz_invariant ON mneme.review_log;
     DROP TRIGGER IF EXISTS zz_invariant ON mneme.memory_events;
+    DROP TRIGGER IF EXISTS "Invariant: memory_events insert" ON mneme.memory_events;
     DROP TRIGGER IF EXISTS zz_invariant ON mneme.jobs;
     IF mneme._distributed('mneme.memories') THEN
         -- Citus: the checks a shard can make, within the row's conversation
@@ -370,8 +411,8 @@ BEGIN
         FOR EACH ROW WHEN (NEW.pending_reviews IS NOT NULL) EXECUTE FUNCTION mneme.message_queue_invariant_trg();
     CREATE TRIGGER zz_invariant BEFORE INSERT OR UPDATE OF memory_id, conversation_id, tenant_id ON mneme.review_log
         FOR EACH ROW EXECUTE FUNCTION mneme.review_log_invariant_trg();
-    CREATE TRIGGER zz_invariant BEFORE INSERT ON mneme.memory_events
-        FOR EACH ROW EXECUTE FUNCTION mneme.memory_events_invariant_trg();
+    CREATE TRIGGER "Invariant: memory_events insert" AFTER INSERT ON mneme.memory_events
+        REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION mneme.memory_events_invariant_stmt_trg();
     CREATE TRIGGER zz_invariant BEFORE INSERT OR UPDATE OF conversation_id, tenant_id ON mneme.jobs
         FOR EACH ROW WHEN (NEW.conversation_id IS NOT NULL) EXECUTE FUNCTION mneme.jobs_invariant_trg();
 END

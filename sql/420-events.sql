@@ -152,31 +152,36 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_actor text := mneme._event_actor();
-    v_at    timestamptz := mneme._event_at();
+    v_actor  text := mneme._event_actor();
+    v_at     timestamptz := mneme._event_at();
+    v_event  text;
+    v_reason text;
 BEGIN
     IF mneme._importing() THEN
         RETURN NULL;  -- mneme import writes the file's events
     END IF;
     IF TG_OP = 'INSERT' THEN
-        INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, at)
+        -- (the tenant given: the events' tenant trigger looked it up per row
+        -- otherwise; a memory's tenant is its conversation's, which is what
+        -- it looked up)
+        INSERT INTO mneme.memory_events (memory_id, conversation_id, tenant_id, event, reason, actor, at)
         -- At the real time of the write (mneme._event_at), not created_at:
         -- that is when the thing was said, which the caller gives (remember's
         -- at, a message's time) and which may be 1901 or an hour ahead.
-        SELECT n.id, n.conversation_id, 'created', mneme._created_reason(n.source_type, n.kind, n.label, n.stability),
+        SELECT n.id, n.conversation_id, n.tenant_id, 'created', mneme._created_reason(n.source_type, n.kind, n.label, n.stability),
                v_actor, v_at
         FROM new_rows n ORDER BY n.created_at, n.id;
     ELSIF TG_OP = 'UPDATE' THEN
-        INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, at)
-        SELECT x.id, x.conversation_id, x.event, x.reason, v_actor, v_at
+        INSERT INTO mneme.memory_events (memory_id, conversation_id, tenant_id, event, reason, actor, at)
+        SELECT x.id, x.conversation_id, x.tenant_id, x.event, x.reason, v_actor, v_at
         FROM (
-            SELECT n.id, n.conversation_id, mneme._status_event(n.status) AS event,
+            SELECT n.id, n.conversation_id, n.tenant_id, mneme._status_event(n.status) AS event,
                    mneme._status_reason(n.status, n.status_reason, n.last_reviewed_at, o.last_reviewed_at,
                                         n.pinned, o.pinned, n.last_confirmed_at, o.last_confirmed_at) AS reason, 1 AS ord
             FROM old_rows o JOIN new_rows n ON n.id = o.id
             WHERE o.status IS DISTINCT FROM n.status
             UNION ALL
-            SELECT n.id, n.conversation_id, CASE WHEN n.pinned THEN 'pinned' ELSE 'unpinned' END, NULL, 0
+            SELECT n.id, n.conversation_id, n.tenant_id, CASE WHEN n.pinned THEN 'pinned' ELSE 'unpinned' END, NULL, 0
             FROM old_rows o JOIN new_rows n ON n.id = o.id
             WHERE o.pinned IS DISTINCT FROM n.pinned
         ) x
@@ -184,10 +189,14 @@ BEGIN
     ELSE
         -- (an imported memory's tombstone keeps its source's id: a later
         -- import of it finds it, mneme.import_source_erased)
-        INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, at, source_ref)
-        SELECT o.id, o.conversation_id, x.event, mneme._deleted_reason(), v_actor, v_at,
-               CASE WHEN x.event = 'erased' AND o.source_type = 'import' THEN o.source_ref END
-        FROM old_rows o, (SELECT mneme._deleted_event() AS event) x ORDER BY o.id;
+        -- (the event and reason read once, into variables: in the SELECT
+        -- they were read per row, a mark's lookup each; issue 47)
+        v_event := mneme._deleted_event();
+        v_reason := mneme._deleted_reason();
+        INSERT INTO mneme.memory_events (memory_id, conversation_id, tenant_id, event, reason, actor, at, source_ref)
+        SELECT o.id, o.conversation_id, o.tenant_id, v_event, v_reason, v_actor, v_at,
+               CASE WHEN v_event = 'erased' AND o.source_type = 'import' THEN o.source_ref END
+        FROM old_rows o ORDER BY o.id;
     END IF;
     RETURN NULL;
 END
@@ -270,8 +279,8 @@ BEGIN
     IF mneme._importing() THEN
         RETURN NULL;  -- mneme import writes the file's events
     END IF;
-    INSERT INTO mneme.memory_events (memory_id, conversation_id, event, reason, actor, review_log_id, at)
-    SELECT n.memory_id, n.conversation_id, 'reviewed',
+    INSERT INTO mneme.memory_events (memory_id, conversation_id, tenant_id, event, reason, actor, review_log_id, at)
+    SELECT n.memory_id, n.conversation_id, n.tenant_id, 'reviewed',
            format('%s (%s%s)', n.rating, n.reviewer, CASE WHEN n.defaulted THEN ', defaulted' ELSE '' END),
            'review', n.id, mneme._event_at()  -- the write's time; review_log.reviewed_at keeps the conversation's
     FROM new_rows n ORDER BY n.id;

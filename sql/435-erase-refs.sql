@@ -135,20 +135,93 @@ COMMENT ON FUNCTION mneme.review_log_queries_trg() IS
     'Row-level AFTER trigger on mneme.review_log: keeps mneme.review_queries (the md5 of each matched query) '
     'equal to matched_queries.';
 
+-- The same keys a statement at a time, where the tables are not
+-- distributed: an insert or delete of many jobs or review rows (import, a
+-- segmentation's review job, erase_conversation deleting a conversation's
+-- jobs and, by cascade, the review rows of its memories) writes or deletes
+-- all their keys in one statement, not one per row (issue 47). On Citus
+-- the row forms above run on the shards (a statement trigger with
+-- transition tables does not run there, as memories_events_row_trg says).
+CREATE OR REPLACE FUNCTION mneme.jobs_refs_stmt_trg()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        DELETE FROM mneme.job_refs r
+        USING old_rows o
+        WHERE r.conversation_id = coalesce(o.conversation_id, '00000000-0000-0000-0000-000000000000') AND r.job_id = o.id;
+    ELSE
+        INSERT INTO mneme.job_refs (conversation_id, job_id, tenant_id, ref)
+        SELECT coalesce(n.conversation_id, '00000000-0000-0000-0000-000000000000'), n.id, n.tenant_id, x
+        FROM new_rows n, unnest(mneme._payload_refs(n.payload)) x
+        ON CONFLICT DO NOTHING;
+    END IF;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION mneme.jobs_refs_stmt_trg() IS
+    'Statement-level AFTER INSERT and AFTER DELETE trigger on mneme.jobs where it is not distributed: the keys of '
+    'jobs_refs_trg for all the statement''s rows at once.';
+
+CREATE OR REPLACE FUNCTION mneme.review_log_queries_stmt_trg()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        DELETE FROM mneme.review_queries r
+        USING old_rows o
+        WHERE r.conversation_id = o.conversation_id AND r.review_log_id = o.id;
+    ELSE
+        INSERT INTO mneme.review_queries (conversation_id, review_log_id, tenant_id, query_key)
+        SELECT n.conversation_id, n.id, n.tenant_id, md5(q)::uuid
+        FROM new_rows n, unnest(n.matched_queries) q WHERE q IS NOT NULL
+        ON CONFLICT DO NOTHING;
+    END IF;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION mneme.review_log_queries_stmt_trg() IS
+    'Statement-level AFTER INSERT and AFTER DELETE trigger on mneme.review_log where it is not distributed: the keys '
+    'of review_log_queries_trg for all the statement''s rows at once.';
+
 DROP TRIGGER IF EXISTS jobs_refs ON mneme.jobs;
+DROP TRIGGER IF EXISTS jobs_refs_insert ON mneme.jobs;
+DROP TRIGGER IF EXISTS jobs_refs_delete ON mneme.jobs;
 DROP TRIGGER IF EXISTS jobs_refs_update ON mneme.jobs;
-CREATE TRIGGER jobs_refs AFTER INSERT OR DELETE ON mneme.jobs
-    FOR EACH ROW EXECUTE FUNCTION mneme.jobs_refs_trg();
+DROP TRIGGER IF EXISTS review_log_queries ON mneme.review_log;
+DROP TRIGGER IF EXISTS review_log_queries_insert ON mneme.review_log;
+DROP TRIGGER IF EXISTS review_log_queries_delete ON mneme.review_log;
+DROP TRIGGER IF EXISTS review_log_queries_update ON mneme.review_log;
+DO $trg$
+BEGIN
+    IF mneme._distributed('mneme.jobs') THEN
+        CREATE TRIGGER jobs_refs AFTER INSERT OR DELETE ON mneme.jobs
+            FOR EACH ROW EXECUTE FUNCTION mneme.jobs_refs_trg();
+        CREATE TRIGGER review_log_queries AFTER INSERT OR DELETE ON mneme.review_log
+            FOR EACH ROW EXECUTE FUNCTION mneme.review_log_queries_trg();
+    ELSE
+        CREATE TRIGGER jobs_refs_insert AFTER INSERT ON mneme.jobs
+            REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION mneme.jobs_refs_stmt_trg();
+        CREATE TRIGGER jobs_refs_delete AFTER DELETE ON mneme.jobs
+            REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION mneme.jobs_refs_stmt_trg();
+        CREATE TRIGGER review_log_queries_insert AFTER INSERT ON mneme.review_log
+            REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION mneme.review_log_queries_stmt_trg();
+        CREATE TRIGGER review_log_queries_delete AFTER DELETE ON mneme.review_log
+            REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION mneme.review_log_queries_stmt_trg();
+    END IF;
+END
+$trg$;
+-- (an update moving a row or changing its payload is rare: a row trigger
+-- on both. A review row that only loses queries, which erase does, keeps
+-- its other keys: the erase deletes the lost ones itself, in one statement)
 CREATE TRIGGER jobs_refs_update AFTER UPDATE OF payload, conversation_id, tenant_id ON mneme.jobs
     FOR EACH ROW WHEN (NEW.payload IS DISTINCT FROM OLD.payload OR NEW.conversation_id IS DISTINCT FROM OLD.conversation_id
                        OR NEW.tenant_id IS DISTINCT FROM OLD.tenant_id)
     EXECUTE FUNCTION mneme.jobs_refs_trg();
--- (a review row that only loses queries, which erase does, keeps its other
--- keys: the erase deletes the lost ones itself, in one statement)
-DROP TRIGGER IF EXISTS review_log_queries ON mneme.review_log;
-DROP TRIGGER IF EXISTS review_log_queries_update ON mneme.review_log;
-CREATE TRIGGER review_log_queries AFTER INSERT OR DELETE ON mneme.review_log
-    FOR EACH ROW EXECUTE FUNCTION mneme.review_log_queries_trg();
 CREATE TRIGGER review_log_queries_update AFTER UPDATE OF matched_queries, conversation_id, tenant_id ON mneme.review_log
     FOR EACH ROW WHEN (NOT (NEW.matched_queries <@ OLD.matched_queries) OR NEW.conversation_id IS DISTINCT FROM OLD.conversation_id
                        OR NEW.tenant_id IS DISTINCT FROM OLD.tenant_id)

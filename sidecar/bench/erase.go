@@ -25,7 +25,8 @@ type EraseOptions struct {
 	Jobs         int // done review jobs of the tenant
 	Erases       int // single erases timed
 	Vector       string
-	Keep         bool
+	Keep         bool   // keep the loaded database untouched (the erases run on a copy)
+	Reuse        string // time the erases on a copy of this kept database instead of loading one
 	Log          *slog.Logger
 }
 
@@ -37,7 +38,8 @@ func (o *EraseOptions) Bind(fs *flag.FlagSet) *bool {
 	fs.IntVar(&o.Jobs, "jobs", 100000, "done review jobs in the tenant (their payloads name memories and quote queries)")
 	fs.IntVar(&o.Erases, "erases", 30, "single-memory erases timed (p50, p95)")
 	fs.StringVar(&o.Vector, "vector", "auto", "embedding variant: auto, pgvector or array")
-	fs.BoolVar(&o.Keep, "keep", false, "keep the benchmark database (its name is logged)")
+	fs.BoolVar(&o.Keep, "keep", false, "keep the loaded database untouched (its name is logged) and time the erases on a copy of it")
+	fs.StringVar(&o.Reuse, "reuse", "", "time the erases on a copy of a database kept by --keep (migrated by this binary), not on a new load")
 	return fs.Bool("json", false, "print one JSON object")
 }
 
@@ -45,6 +47,9 @@ func (o *EraseOptions) Bind(fs *flag.FlagSet) *bool {
 func (o *EraseOptions) Validate() error {
 	if o.Memories < 200 || o.Conversation < 1 || o.Conversation > o.Memories/2 {
 		return errors.New("need --memories >= 200 and 1 <= --conversation <= memories/2")
+	}
+	if o.Keep && o.Reuse != "" {
+		return errors.New("--keep and --reuse exclude each other")
 	}
 	if o.Reviews < 0 || o.Jobs < 0 || o.Erases < 1 {
 		return errors.New("need --reviews >= 0, --jobs >= 0, --erases >= 1")
@@ -72,19 +77,61 @@ type EraseResult struct {
 // query of their own)
 // straight into a scratch database, then times mneme.erase of single
 // memories outside the big conversation and mneme.erase_conversation of
-// the big one, each in its own transaction.
+// the big one, each in its own transaction. With --keep the loaded
+// database stays as it was loaded and the erases run on a copy of it;
+// --reuse times them on a new copy of such a database (migrated by this
+// binary), so a before and an after share one load.
 func Erase(ctx context.Context, o EraseOptions) (EraseResult, error) {
 	res := EraseResult{Memories: o.Memories, Conversation: o.Conversation, Reviews: o.Reviews, Jobs: o.Jobs}
-	db, err := scratch.Open(ctx, scratch.Options{Server: o.Server, Prefix: "mneme_bench_", Keep: o.Keep, Log: o.Log,
+	src := o.Reuse
+	if src == "" {
+		db, err := scratch.Open(ctx, scratch.Options{Server: o.Server, Prefix: "mneme_bench_", Keep: o.Keep, Log: o.Log,
+			Migrate: migrate.Options{Vector: o.Vector}})
+		if err != nil {
+			return res, err
+		}
+		defer db.Close()
+		big := uuid.New()
+		if err := loadErase(ctx, db, o, big, &res); err != nil {
+			return res, err
+		}
+		if !o.Keep {
+			return res, timeErases(ctx, db, o, big, &res)
+		}
+		src = db.Name
+		db.Pool.Close()
+		db.Pool = nil
+	}
+	cp, err := scratch.Open(ctx, scratch.Options{Server: o.Server, Prefix: "mneme_bench_", Template: src, Log: o.Log,
 		Migrate: migrate.Options{Vector: o.Vector}})
 	if err != nil {
+		return res, fmt.Errorf("copy %s: %w", src, err)
+	}
+	defer cp.Close()
+	if o.Log != nil {
+		o.Log.Info("bench erase: erasing in a copy", "of", src, "copy", cp.Name)
+	}
+	// a migration of this binary may have added tables: plan on statistics
+	if _, err := cp.Pool.Exec(ctx, `ANALYZE`); err != nil {
 		return res, err
 	}
-	defer db.Close()
+	var big uuid.UUID
+	if err := cp.Pool.QueryRow(ctx, `SELECT conversation_id, sum(count(*)) OVER (), count(*),
+			(SELECT count(*) FROM mneme.review_log), (SELECT count(*) FROM mneme.jobs)
+		FROM mneme.memories GROUP BY 1 ORDER BY count(*) DESC LIMIT 1`).Scan(&big, &res.Memories, &res.Conversation, &res.Reviews, &res.Jobs); err != nil {
+		return res, fmt.Errorf("read the copy's size: %w", err)
+	}
+	if err := cp.Pool.QueryRow(ctx, `SELECT mneme.setting('vector_variant') #>> '{}'`).Scan(&res.Variant); err != nil {
+		return res, err
+	}
+	return res, timeErases(ctx, cp, o, big, &res)
+}
+
+// loadErase loads the tenant of Erase into db.
+func loadErase(ctx context.Context, db *scratch.DB, o EraseOptions, big uuid.UUID, res *EraseResult) error {
 	if err := db.Pool.QueryRow(ctx, `SELECT mneme.setting('vector_variant') #>> '{}'`).Scan(&res.Variant); err != nil {
-		return res, err
+		return err
 	}
-	big := uuid.New()
 	t0 := time.Now()
 	for _, step := range []struct{ what, sql string }{
 		{"tenant", `SELECT mneme.create_tenant('bench')`},
@@ -126,7 +173,7 @@ func Erase(ctx context.Context, o EraseOptions) (EraseResult, error) {
 		} else {
 			var schema string
 			if err := db.Pool.QueryRow(ctx, `SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'vector'`).Scan(&schema); err != nil {
-				return res, err
+				return err
 			}
 			q = strings.ReplaceAll(q, "@extschema@", schema)
 		}
@@ -145,44 +192,48 @@ func Erase(ctx context.Context, o EraseOptions) (EraseResult, error) {
 		}
 		t := time.Now()
 		if _, err := db.Pool.Exec(ctx, q, args...); err != nil {
-			return res, fmt.Errorf("load %s: %w", step.what, err)
+			return fmt.Errorf("load %s: %w", step.what, err)
 		}
 		if o.Log != nil {
 			o.Log.Info("bench erase: loaded", "step", step.what, "seconds", time.Since(t).Seconds())
 		}
 	}
 	res.LoadSeconds = time.Since(t0).Seconds()
+	return nil
+}
 
+// timeErases times the single erases and erase_conversation of big.
+func timeErases(ctx context.Context, db *scratch.DB, o EraseOptions, big uuid.UUID, res *EraseResult) error {
 	rows, err := db.Pool.Query(ctx, `SELECT id FROM mneme.memories WHERE conversation_id <> $1 ORDER BY md5(id::text) LIMIT $2`, big, o.Erases)
 	if err != nil {
-		return res, err
+		return err
 	}
 	var ids []uuid.UUID
 	for rows.Next() {
 		var id uuid.UUID
 		if err := rows.Scan(&id); err != nil {
-			return res, err
+			return err
 		}
 		ids = append(ids, id)
 	}
 	if err := rows.Err(); err != nil {
-		return res, err
+		return err
 	}
 	var ms []float64
 	for _, id := range ids {
 		t := time.Now()
 		if _, err := db.Pool.Exec(ctx, `SELECT mneme.set_tenant('bench'), mneme.erase($1, 'bench')`, id); err != nil {
-			return res, fmt.Errorf("erase %s: %w", id, err)
+			return fmt.Errorf("erase %s: %w", id, err)
 		}
 		ms = append(ms, float64(time.Since(t).Microseconds())/1000)
 	}
 	res.Erase = percentiles(ms)
 	t := time.Now()
 	if _, err := db.Pool.Exec(ctx, `SELECT mneme.set_tenant('bench'), mneme.erase_conversation($1, 'bench')`, big); err != nil {
-		return res, fmt.Errorf("erase_conversation: %w", err)
+		return fmt.Errorf("erase_conversation: %w", err)
 	}
 	res.EraseConversationSecond = time.Since(t).Seconds()
-	return res, nil
+	return nil
 }
 
 // WriteTable prints the result.

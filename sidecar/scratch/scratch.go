@@ -41,6 +41,9 @@ type Options struct {
 	// workers are registered in it, Open migrates it with --citus, and it
 	// is dropped on every node (docs/scale.md).
 	Citus bool
+	// Template names a database to copy (CREATE DATABASE ... TEMPLATE; no
+	// session may be connected to it); "" creates an empty one.
+	Template string
 	// Migrate is the layout of the migration (Open only).
 	Migrate migrate.Options
 	Log     *slog.Logger
@@ -118,7 +121,11 @@ func Create(ctx context.Context, opts Options) (*DB, error) {
 		stop()
 		return nil, fmt.Errorf("connect to %s: %w", config.Redact(server), err)
 	}
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+	create := "CREATE DATABASE " + name
+	if opts.Template != "" {
+		create += " TEMPLATE " + pgx.Identifier{opts.Template}.Sanitize()
+	}
+	if _, err := admin.Exec(ctx, create); err != nil {
 		admin.Close(ctx)
 		stop()
 		return nil, fmt.Errorf("create scratch database %s: %w (the run needs CREATEDB on the server of DATABASE_URL)", name, err)
