@@ -184,11 +184,15 @@ AS $$
 #variable_conflict use_column
 DECLARE
     v_left   int := _context_fill.budget;
-    v_slots  mneme.context_slot[] := '{}';  -- per candidate memory, by rank
-    v_slot   mneme.context_slot;
+    -- per candidate memory, by rank: the words it got (NULL: none yet) and
+    -- the anchor row it first got room by (its memory, kind, label, ...)
+    v_words  int[] := '{}';
+    v_row    int[] := '{}';
+    v_k      int;
     v_order  int[] := '{}';     -- the ranks in the order their memories got room
     v_newest boolean := mneme.setting('context_order') #>> '{}' = 'newest';
     v_used   bigint[] := '{}';  -- every turn taken: no turn twice
+    v_used_k int[] := '{}';     -- and the rank it was taken for
     v_convs  uuid[];            -- the scope's conversations
     v_an     int;               -- the anchor being filled, and whether it is in
     v_anchor boolean;
@@ -251,15 +255,15 @@ BEGIN
         v_left := v_stage - v_spent;
         v_an := NULL;
         FOR i IN 1 .. coalesce(cardinality(a_an), 0) LOOP
-            v_slot := coalesce(v_slots[a_rank[i]], ROW(a_mem[i], a_kind[i], a_label[i], a_score[i], a_first[i], 0, '{}')::mneme.context_slot);
+            v_k := a_rank[i];
             IF a_msg[i] IS NULL THEN  -- a fact: whole or not at all ("- " and its words)
-                IF v_slot.words = 0 AND a_cost[i] <= v_left THEN
-                    v_slot.words := a_cost[i];
+                IF v_words[v_k] IS NULL AND a_cost[i] <= v_left THEN
+                    v_words[v_k] := a_cost[i];
+                    v_row[v_k] := i;
                     v_left := v_left - a_cost[i];
                     v_spent := v_spent + a_cost[i];
-                    v_order := v_order || a_rank[i];
-                    v_first[a_rank[i]] := a_an[i];
-                    v_slots[a_rank[i]] := v_slot;
+                    v_order := v_order || v_k;
+                    v_first[v_k] := a_an[i];
                 END IF;
                 CONTINUE;
             END IF;
@@ -271,21 +275,23 @@ BEGIN
                 v_anchor := v_anchor OR a_dist[i] = 0;  -- already in: no turn twice
                 CONTINUE;
             END IF;
-            -- A turn that does not fit is left out; a shorter one after it may
-            -- fit. An episode's first turn brings its "### date" heading (2 words).
-            v_cost := a_cost[i] + CASE WHEN v_slot.words = 0 THEN 2 ELSE 0 END;
-            IF (a_dist[i] = 0 OR v_anchor) AND v_cost <= v_left THEN
-                IF v_slot.words = 0 THEN
-                    v_order := v_order || a_rank[i];
+            IF a_dist[i] = 0 OR v_anchor THEN
+                -- A turn that does not fit is left out; a shorter one after it may
+                -- fit. An episode's first turn brings its "### date" heading (2 words).
+                v_cost := a_cost[i] + CASE WHEN v_words[v_k] IS NULL THEN 2 ELSE 0 END;
+                IF v_cost <= v_left THEN
+                    IF v_words[v_k] IS NULL THEN
+                        v_order := v_order || v_k;
+                        v_row[v_k] := i;
+                    END IF;
+                    v_words[v_k] := coalesce(v_words[v_k], 0) + v_cost;
+                    v_left := v_left - v_cost;
+                    v_spent := v_spent + v_cost;
+                    v_first[v_k] := least(coalesce(v_first[v_k], a_an[i]), a_an[i]);
+                    v_used := v_used || a_msg[i];
+                    v_used_k := v_used_k || v_k;
+                    v_anchor := v_anchor OR a_dist[i] = 0;
                 END IF;
-                v_slot.words := v_slot.words + v_cost;
-                v_slot.message_ids := v_slot.message_ids || a_msg[i];
-                v_left := v_left - v_cost;
-                v_spent := v_spent + v_cost;
-                v_first[a_rank[i]] := least(coalesce(v_first[a_rank[i]], a_an[i]), a_an[i]);
-                v_used := v_used || a_msg[i];
-                v_anchor := v_anchor OR a_dist[i] = 0;
-                v_slots[a_rank[i]] := v_slot;
             END IF;
         END LOOP;
     END LOOP;
@@ -309,16 +315,15 @@ BEGIN
     -- conversations too (on Citus: their shards only).
     RETURN QUERY
     WITH chosen AS (  -- in the order each got room (n)
-        SELECT u.n, (v_slots[u.o]).memory_id AS memory_id, (v_slots[u.o]).kind AS kind, (v_slots[u.o]).label AS label,
-               (v_slots[u.o]).score AS score, (v_slots[u.o]).first_at AS first_at, (v_slots[u.o]).message_ids AS ids,
-               (v_slots[u.o]).words AS words, m.source_message_ids AS src, m.content,
-               coalesce(m.source_last_at, m.created_at) AS mem_at
+        SELECT u.n, u.o, a_mem[v_row[u.o]] AS memory_id, a_kind[v_row[u.o]] AS kind, a_label[v_row[u.o]] AS label,
+               a_score[v_row[u.o]] AS score, a_first[v_row[u.o]] AS first_at, v_words[u.o] AS words,
+               m.source_message_ids AS src, m.content, coalesce(m.source_last_at, m.created_at) AS mem_at
         FROM unnest(v_order) WITH ORDINALITY AS u(o, n)
-        LEFT JOIN mneme.memories m ON m.id = (v_slots[u.o]).memory_id AND m.conversation_id = ANY (v_convs)
+        LEFT JOIN mneme.memories m ON m.id = a_mem[v_row[u.o]] AND m.conversation_id = ANY (v_convs)
     ), placed AS (  -- each turn shown, by its place in the episode; k counts them in that order
         SELECT c.n, x.id, coalesce(array_position(c.src, x.id), 0)::bigint AS pos,
                row_number() OVER (PARTITION BY c.n ORDER BY coalesce(array_position(c.src, x.id), 0), x.id) AS k
-        FROM chosen c, unnest(c.ids) AS x(id)
+        FROM chosen c JOIN unnest(v_used, v_used_k) AS x(id, o) ON x.o = c.o
     ), passages AS (  -- adjacent turns (pos - k constant) are one passage; it ends at its largest pos
         SELECT p.n, p.id, p.pos, max(p.pos) OVER (PARTITION BY p.n, p.pos - p.k) AS passage_end
         FROM placed p
@@ -338,9 +343,9 @@ BEGIN
     )
     SELECT (row_number() OVER (ORDER BY CASE WHEN v_newest THEN coalesce(b.turn_at, c.mem_at) END DESC, c.n))::int,
            c.memory_id, c.kind, c.label, c.score, c.first_at,
-           CASE WHEN cardinality(c.ids) > 0 THEN s.ids ELSE c.src END,
+           CASE WHEN s.ids IS NOT NULL THEN s.ids ELSE c.src END,
            c.words,
-           CASE WHEN cardinality(c.ids) > 0
+           CASE WHEN s.ids IS NOT NULL
                 THEN '### ' || to_char(c.first_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') || E'\n' || b.body
                 ELSE '- ' || c.content END
     FROM chosen c LEFT JOIN shown s ON s.n = c.n LEFT JOIN bodies b ON b.n = c.n
