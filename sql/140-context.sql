@@ -193,6 +193,7 @@ DECLARE
     v_newest boolean := mneme.setting('context_order') #>> '{}' = 'newest';
     v_used   bigint[] := '{}';  -- every turn taken: no turn twice
     v_used_k int[] := '{}';     -- and the rank it was taken for
+    v_mems   uuid[];            -- the memories chosen
     v_convs  uuid[];            -- the scope's conversations
     v_an     int;               -- the anchor being filled, and whether it is in
     v_anchor boolean;
@@ -312,14 +313,26 @@ BEGIN
     -- replaced, in the same episode but not in the same passage, the update
     -- is read first. A fact: "- " and its content, with the messages it was
     -- said in (source_message_ids) as its message_ids. Reads by id name the
-    -- conversations too (on Citus: their shards only).
+    -- conversations too (on Citus: their shards only), each table in a
+    -- materialized CTE of its own that joins nothing (on Citus: a
+    -- distributed subplan whose rows the rest of the statement, on the
+    -- coordinator, joins).
+    v_mems := ARRAY(SELECT a_mem[v_row[u.o]] FROM unnest(v_order) AS u(o));
     RETURN QUERY
-    WITH chosen AS (  -- in the order each got room (n)
+    WITH mems AS MATERIALIZED (
+        SELECT m.id, m.source_message_ids AS src, m.content, coalesce(m.source_last_at, m.created_at) AS mem_at
+        FROM mneme.memories m
+        WHERE m.id = ANY (v_mems) AND m.conversation_id = ANY (v_convs)
+    ), turns AS MATERIALIZED (
+        SELECT msg.id, msg.role || ': ' || msg.content AS line, msg.created_at
+        FROM mneme.messages msg
+        WHERE msg.id = ANY (v_used) AND msg.conversation_id = ANY (v_convs)
+    ), chosen AS (  -- in the order each got room (n)
         SELECT u.n, u.o, a_mem[v_row[u.o]] AS memory_id, a_kind[v_row[u.o]] AS kind, a_label[v_row[u.o]] AS label,
                a_score[v_row[u.o]] AS score, a_first[v_row[u.o]] AS first_at, v_words[u.o] AS words,
-               m.source_message_ids AS src, m.content, coalesce(m.source_last_at, m.created_at) AS mem_at
+               m.src, m.content, m.mem_at
         FROM unnest(v_order) WITH ORDINALITY AS u(o, n)
-        LEFT JOIN mneme.memories m ON m.id = a_mem[v_row[u.o]] AND m.conversation_id = ANY (v_convs)
+        LEFT JOIN mems m ON m.id = a_mem[v_row[u.o]]
     ), placed AS (  -- each turn shown, by its place in the episode; k counts them in that order
         SELECT c.n, x.id, coalesce(array_position(c.src, x.id), 0)::bigint AS pos,
                row_number() OVER (PARTITION BY c.n ORDER BY coalesce(array_position(c.src, x.id), 0), x.id) AS k
@@ -333,9 +346,9 @@ BEGIN
                                                            CASE WHEN v_newest THEN p.pos END, p.id) AS r
         FROM passages p
     ), lines AS (
-        SELECT o.n, o.r, msg.role || ': ' || msg.content AS line, msg.created_at,
+        SELECT o.n, o.r, t.line, t.created_at,
                CASE WHEN o.id < lag(o.id) OVER (PARTITION BY o.n ORDER BY o.r) THEN E'\n\n' ELSE E'\n' END AS sep
-        FROM ordered o JOIN mneme.messages msg ON msg.id = o.id AND msg.conversation_id = ANY (v_convs)
+        FROM ordered o JOIN turns t ON t.id = o.id
     ), shown AS (
         SELECT o.n, array_agg(o.id ORDER BY o.r) AS ids FROM ordered o GROUP BY o.n
     ), bodies AS (
