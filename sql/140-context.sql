@@ -184,11 +184,16 @@ AS $$
 #variable_conflict use_column
 DECLARE
     v_left   int := _context_fill.budget;
-    v_slots  mneme.context_slot[] := '{}';  -- per candidate memory, by rank
-    v_slot   mneme.context_slot;
+    -- per candidate memory, by rank: the words it got (NULL: none yet) and
+    -- the anchor row it first got room by (its memory, kind, label, ...)
+    v_words  int[] := '{}';
+    v_row    int[] := '{}';
+    v_k      int;
     v_order  int[] := '{}';     -- the ranks in the order their memories got room
     v_newest boolean := mneme.setting('context_order') #>> '{}' = 'newest';
     v_used   bigint[] := '{}';  -- every turn taken: no turn twice
+    v_used_k int[] := '{}';     -- and the rank it was taken for
+    v_mems   uuid[];            -- the memories chosen
     v_convs  uuid[];            -- the scope's conversations
     v_an     int;               -- the anchor being filled, and whether it is in
     v_anchor boolean;
@@ -251,15 +256,15 @@ BEGIN
         v_left := v_stage - v_spent;
         v_an := NULL;
         FOR i IN 1 .. coalesce(cardinality(a_an), 0) LOOP
-            v_slot := coalesce(v_slots[a_rank[i]], ROW(a_mem[i], a_kind[i], a_label[i], a_score[i], a_first[i], 0, '{}')::mneme.context_slot);
+            v_k := a_rank[i];
             IF a_msg[i] IS NULL THEN  -- a fact: whole or not at all ("- " and its words)
-                IF v_slot.words = 0 AND a_cost[i] <= v_left THEN
-                    v_slot.words := a_cost[i];
+                IF v_words[v_k] IS NULL AND a_cost[i] <= v_left THEN
+                    v_words[v_k] := a_cost[i];
+                    v_row[v_k] := i;
                     v_left := v_left - a_cost[i];
                     v_spent := v_spent + a_cost[i];
-                    v_order := v_order || a_rank[i];
-                    v_first[a_rank[i]] := a_an[i];
-                    v_slots[a_rank[i]] := v_slot;
+                    v_order := v_order || v_k;
+                    v_first[v_k] := a_an[i];
                 END IF;
                 CONTINUE;
             END IF;
@@ -271,55 +276,93 @@ BEGIN
                 v_anchor := v_anchor OR a_dist[i] = 0;  -- already in: no turn twice
                 CONTINUE;
             END IF;
-            -- A turn that does not fit is left out; a shorter one after it may
-            -- fit. An episode's first turn brings its "### date" heading (2 words).
-            v_cost := a_cost[i] + CASE WHEN v_slot.words = 0 THEN 2 ELSE 0 END;
-            IF (a_dist[i] = 0 OR v_anchor) AND v_cost <= v_left THEN
-                IF v_slot.words = 0 THEN
-                    v_order := v_order || a_rank[i];
+            IF a_dist[i] = 0 OR v_anchor THEN
+                -- A turn that does not fit is left out; a shorter one after it may
+                -- fit. An episode's first turn brings its "### date" heading (2 words).
+                v_cost := a_cost[i] + CASE WHEN v_words[v_k] IS NULL THEN 2 ELSE 0 END;
+                IF v_cost <= v_left THEN
+                    IF v_words[v_k] IS NULL THEN
+                        v_order := v_order || v_k;
+                        v_row[v_k] := i;
+                    END IF;
+                    v_words[v_k] := coalesce(v_words[v_k], 0) + v_cost;
+                    v_left := v_left - v_cost;
+                    v_spent := v_spent + v_cost;
+                    v_first[v_k] := least(coalesce(v_first[v_k], a_an[i]), a_an[i]);
+                    v_used := v_used || a_msg[i];
+                    v_used_k := v_used_k || v_k;
+                    v_anchor := v_anchor OR a_dist[i] = 0;
                 END IF;
-                v_slot.words := v_slot.words + v_cost;
-                v_slot.message_ids := v_slot.message_ids || a_msg[i];
-                v_left := v_left - v_cost;
-                v_spent := v_spent + v_cost;
-                v_first[a_rank[i]] := least(coalesce(v_first[a_rank[i]], a_an[i]), a_an[i]);
-                v_used := v_used || a_msg[i];
-                v_anchor := v_anchor OR a_dist[i] = 0;
-                v_slots[a_rank[i]] := v_slot;
             END IF;
         END LOOP;
     END LOOP;
     -- In the order of the anchors they got room by (the stages took some
     -- sooner than their anchor's turn came).
     v_order := ARRAY(SELECT u.o FROM unnest(v_order) AS u(o) ORDER BY v_first[u.o], u.o);
-    -- The items: each memory once. Chosen by rank; shown (setting
-    -- context_order) newest first, by the latest turn shown (a fact: its
-    -- time), so where two memories disagree the later one is read first
-    -- (docs/revision.md), or in the order each first got room (rank).
-    IF v_newest THEN
-        v_order := ARRAY(SELECT u.o FROM unnest(v_order) WITH ORDINALITY AS u(o, n)
-                         LEFT JOIN (SELECT x.o, max(msg.created_at) AS at
-                                    FROM unnest(v_order) AS x(o)
-                                    JOIN mneme.messages msg ON msg.id = ANY ((v_slots[x.o]).message_ids)
-                                                           AND msg.conversation_id = ANY (v_convs)
-                                    GROUP BY x.o) t ON t.o = u.o
-                         LEFT JOIN (SELECT x.o, coalesce(m.source_last_at, m.created_at) AS at
-                                    FROM unnest(v_order) AS x(o)
-                                    JOIN mneme.memories m ON m.id = (v_slots[x.o]).memory_id
-                                                           AND m.conversation_id = ANY (v_convs)) f ON f.o = u.o
-                         ORDER BY coalesce(t.at, f.at) DESC, u.n);
-    END IF;
-    -- One statement for all the items, not one per item: _context_item (a
-    -- SQL function) is then planned once per call of context_items rather
-    -- than once per item (0.1 to 0.2 ms each; docs/context.md, Latency).
+    -- The items, in one statement (not one per item): each memory once,
+    -- its row read once. Chosen by rank; shown (setting context_order)
+    -- newest first, by the latest turn shown (a fact: its time), so where
+    -- two memories disagree the later one is read first (docs/revision.md),
+    -- or in the order each first got room (rank). An episode's turns under
+    -- its "### date" heading, "speaker: text" per line, in conversation
+    -- order; with newest, its separate passages (runs of turns adjacent in
+    -- the episode's source_message_ids) newest first, each in conversation
+    -- order, a blank line (no word) where a passage ends and an older one
+    -- follows (issue 52): the rule that lists items newest first, one level
+    -- down, so that where an update was said a few turns after the value it
+    -- replaced, in the same episode but not in the same passage, the update
+    -- is read first. A fact: "- " and its content, with the messages it was
+    -- said in (source_message_ids) as its message_ids. Reads by id name the
+    -- conversations too (on Citus: their shards only), each table in a
+    -- materialized CTE of its own that joins nothing (on Citus: a
+    -- distributed subplan whose rows the rest of the statement, on the
+    -- coordinator, joins).
+    v_mems := ARRAY(SELECT a_mem[v_row[u.o]] FROM unnest(v_order) AS u(o));
     RETURN QUERY
-    SELECT ci.*
-    FROM unnest(v_order) WITH ORDINALITY AS o(ord, i),
-         LATERAL mneme._context_item(o.i::int, (v_slots[o.ord]).memory_id, (v_slots[o.ord]).kind,
-             (v_slots[o.ord]).label, (v_slots[o.ord]).score, (v_slots[o.ord]).first_at,
-             mneme._context_turn_order((v_slots[o.ord]).memory_id, (v_slots[o.ord]).message_ids, v_newest, v_convs),
-             (v_slots[o.ord]).words, v_convs) AS ci
-    ORDER BY o.i;
+    WITH mems AS MATERIALIZED (
+        SELECT m.id, m.source_message_ids AS src, m.content, coalesce(m.source_last_at, m.created_at) AS mem_at
+        FROM mneme.memories m
+        WHERE m.id = ANY (v_mems) AND m.conversation_id = ANY (v_convs)
+    ), turns AS MATERIALIZED (
+        SELECT msg.id, msg.role || ': ' || msg.content AS line, msg.created_at
+        FROM mneme.messages msg
+        WHERE msg.id = ANY (v_used) AND msg.conversation_id = ANY (v_convs)
+    ), chosen AS (  -- in the order each got room (n)
+        SELECT u.n, u.o, a_mem[v_row[u.o]] AS memory_id, a_kind[v_row[u.o]] AS kind, a_label[v_row[u.o]] AS label,
+               a_score[v_row[u.o]] AS score, a_first[v_row[u.o]] AS first_at, v_words[u.o] AS words,
+               m.src, m.content, m.mem_at
+        FROM unnest(v_order) WITH ORDINALITY AS u(o, n)
+        LEFT JOIN mems m ON m.id = a_mem[v_row[u.o]]
+    ), placed AS (  -- each turn shown, by its place in the episode; k counts them in that order
+        SELECT c.n, x.id, coalesce(array_position(c.src, x.id), 0)::bigint AS pos,
+               row_number() OVER (PARTITION BY c.n ORDER BY coalesce(array_position(c.src, x.id), 0), x.id) AS k
+        FROM chosen c JOIN unnest(v_used, v_used_k) AS x(id, o) ON x.o = c.o
+    ), passages AS (  -- adjacent turns (pos - k constant) are one passage; it ends at its largest pos
+        SELECT p.n, p.id, p.pos, max(p.pos) OVER (PARTITION BY p.n, p.pos - p.k) AS passage_end
+        FROM placed p
+    ), ordered AS (  -- the order shown: passages newest first (newest), else by id
+        SELECT p.n, p.id,
+               row_number() OVER (PARTITION BY p.n ORDER BY CASE WHEN v_newest THEN p.passage_end END DESC,
+                                                           CASE WHEN v_newest THEN p.pos END, p.id) AS r
+        FROM passages p
+    ), lines AS (
+        SELECT o.n, o.r, t.line, t.created_at,
+               CASE WHEN o.id < lag(o.id) OVER (PARTITION BY o.n ORDER BY o.r) THEN E'\n\n' ELSE E'\n' END AS sep
+        FROM ordered o JOIN turns t ON t.id = o.id
+    ), shown AS (
+        SELECT o.n, array_agg(o.id ORDER BY o.r) AS ids FROM ordered o GROUP BY o.n
+    ), bodies AS (
+        SELECT l.n, string_agg(l.line, l.sep ORDER BY l.r) AS body, max(l.created_at) AS turn_at FROM lines l GROUP BY l.n
+    )
+    SELECT (row_number() OVER (ORDER BY CASE WHEN v_newest THEN coalesce(b.turn_at, c.mem_at) END DESC, c.n))::int,
+           c.memory_id, c.kind, c.label, c.score, c.first_at,
+           CASE WHEN s.ids IS NOT NULL THEN s.ids ELSE c.src END,
+           c.words,
+           CASE WHEN s.ids IS NOT NULL
+                THEN '### ' || to_char(c.first_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') || E'\n' || b.body
+                ELSE '- ' || c.content END
+    FROM chosen c LEFT JOIN shown s ON s.n = c.n LEFT JOIN bodies b ON b.n = c.n
+    ORDER BY 1;
 END
 $$;
 COMMENT ON FUNCTION mneme._context_fill(uuid, text, int, real[], timestamptz, timestamptz, timestamptz, text, mneme.retrieval[]) IS
@@ -430,7 +473,7 @@ GRANT EXECUTE ON FUNCTION mneme.context_candidates(uuid, text, int, real[], time
 -- are of the given conversations (the scope's): on one server the ids are
 -- the plan (the primary key, which no statistics can flip); on Citus
 -- (sql/citus/200-functions.sql) the read names the conversations too, so it goes to
--- their shards only. The same holds for _context_item's reads.
+-- their shards only. The items' reads (_context_fill) name the conversations too.
 DO $do$
 BEGIN
     EXECUTE replace($fn$
@@ -451,87 +494,6 @@ END
 $do$;
 COMMENT ON FUNCTION mneme._turn_distances(bigint[], real[], uuid[]) IS
     'Internal: the cosine distance of each given message (of the given conversations) that has an embedding to the query embedding.';
-
--- The order of an episode's turns in its context item (issue 52). In
--- conversation order; with context_order "newest", the item's separate
--- passages (runs of turns adjacent in the episode) newest first, each in
--- conversation order: the rule that lists items newest first, one level
--- down, so that where an update was said a few turns after the value it
--- replaced, in the same episode but not in the same passage, the update is
--- read first. A fact's (no turns) stays empty.
-CREATE OR REPLACE FUNCTION mneme._context_turn_order(memory_id uuid, message_ids bigint[], newest boolean, conversation_ids uuid[])
-RETURNS bigint[]
-LANGUAGE plpgsql STABLE
-SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-SET jit = off
-AS $$
-DECLARE
-    v_src bigint[];
-BEGIN
-    IF coalesce(cardinality(_context_turn_order.message_ids), 0) = 0 THEN
-        RETURN _context_turn_order.message_ids;
-    END IF;
-    IF NOT _context_turn_order.newest THEN
-        RETURN ARRAY(SELECT x FROM unnest(_context_turn_order.message_ids) x ORDER BY x);
-    END IF;
-    -- The episode's turns, by the memory's id and its conversation (Citus:
-    -- a read by id names the conversation, so it goes to its shard only).
-    SELECT m.source_message_ids INTO v_src
-    FROM mneme.memories m
-    WHERE m.id = _context_turn_order.memory_id AND m.conversation_id = ANY (_context_turn_order.conversation_ids);
-    RETURN ARRAY(
-        SELECT r.id
-        FROM (SELECT p.id, p.pos, max(p.pos) OVER (PARTITION BY p.pos - p.n) AS passage_end
-              FROM (SELECT u.id, u.pos, row_number() OVER (ORDER BY u.pos, u.id) AS n
-                    FROM (SELECT x AS id, coalesce(array_position(v_src, x), 0)::bigint AS pos
-                          FROM unnest(_context_turn_order.message_ids) x) u) p) r
-        ORDER BY r.passage_end DESC, r.pos, r.id);
-END
-$$;
-COMMENT ON FUNCTION mneme._context_turn_order(uuid, bigint[], boolean, uuid[]) IS
-    'Internal to mneme.context_items: the order of an item''s turns: by id; with newest, its passages (runs of turns '
-    'adjacent in the episode''s source_message_ids) newest first, each in conversation order.';
-
--- One item as context_items returns it: the chosen turns of an episode under
--- its date, in conversation order, "speaker: text" per line; a fact as a
--- list entry, with the messages it comes from as its message_ids.
--- Its inputs are named i_* (goose 00062): its output columns take the plain
--- names, and PL/pgSQL may not reuse a name. PL/pgSQL (Citus plans its
--- statements one by one; called once per item, it was never inlined) and
--- reads by id name the conversations too (on Citus: their shards only).
-CREATE OR REPLACE FUNCTION mneme._context_item(
-    i_item int, i_memory_id uuid, i_kind text, i_label text, i_score float8, i_first_at timestamptz, i_message_ids bigint[], i_words int,
-    i_conversation_ids uuid[])
-RETURNS TABLE (item int, memory_id uuid, kind text, label text, score float8, first_at timestamptz,
-               message_ids bigint[], words int, text text)
-LANGUAGE plpgsql STABLE
-SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-#variable_conflict use_column
-BEGIN
-RETURN QUERY
-SELECT _context_item.i_item, _context_item.i_memory_id, _context_item.i_kind, _context_item.i_label, _context_item.i_score,
-       _context_item.i_first_at,
-       -- An episode: the turns shown; a fact: the messages it was said in
-       -- (its provenance, source_message_ids).
-       CASE WHEN cardinality(_context_item.i_message_ids) > 0
-            THEN _context_item.i_message_ids
-            ELSE (SELECT m.source_message_ids FROM mneme.memories m WHERE m.id = _context_item.i_memory_id AND m.conversation_id = ANY (_context_item.i_conversation_ids)) END,
-       _context_item.i_words,
-       CASE WHEN cardinality(_context_item.i_message_ids) > 0 THEN
-           '### ' || to_char(_context_item.i_first_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') || E'\n' ||
-           -- In the order given (mneme._context_turn_order); a blank line
-           -- (no word) where a passage ends and an older one follows.
-           (SELECT string_agg(t.line, t.sep ORDER BY t.n)
-            FROM (SELECT msg.role || ': ' || msg.content AS line, x.n,
-                         CASE WHEN x.id < lag(x.id) OVER (ORDER BY x.n) THEN E'\n\n' ELSE E'\n' END AS sep
-                  FROM unnest(_context_item.i_message_ids) WITH ORDINALITY AS x(id, n)
-                  JOIN mneme.messages msg ON msg.id = x.id AND msg.conversation_id = ANY (_context_item.i_conversation_ids)) t)
-       ELSE '- ' || (SELECT m.content FROM mneme.memories m WHERE m.id = _context_item.i_memory_id AND m.conversation_id = ANY (_context_item.i_conversation_ids)) END;
-END
-$$;
 
 CREATE OR REPLACE FUNCTION mneme.context(
     conversation_id uuid,

@@ -280,7 +280,8 @@ DROP FUNCTION IF EXISTS mneme._shard_local_trg();
 DROP FUNCTION IF EXISTS mneme._search_candidates(uuid[], text, real[], int, timestamptz, timestamptz, timestamptz, boolean);
 DROP FUNCTION IF EXISTS mneme._claim_jobs_distributed(text, int, interval, int);
 DROP FUNCTION IF EXISTS mneme._bm25_sums(uuid[], text[], float8[], float8, float8, float8, uuid[], timestamptz, timestamptz);
-DROP FUNCTION IF EXISTS mneme._context_anchors(uuid, text, real[], timestamptz, timestamptz, timestamptz, text, uuid[]);`
+DROP FUNCTION IF EXISTS mneme._context_anchors(uuid, text, real[], timestamptz, timestamptz, timestamptz, text, uuid[]);
+DROP FUNCTION IF EXISTS mneme._context_item(int, uuid, text, text, float8, timestamptz, bigint[], int, uuid[]);`
 
 // rollBackAndForth: the previous release's `mneme migrate` on the migrated
 // database, its sidecar draining new work, then this release's migrate
