@@ -49,6 +49,11 @@ LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off  -- row estimates of the set-returning functions are far off; JIT costs 20 ms here
+-- Its statement reads no table: one plan fits every input. A custom plan
+-- (the default, the input folded in as a constant) planned it again at
+-- every call: 178 us of planning for 86 us of work per query embedded
+-- (pg_stat_statements, track_planning; docs/performance.md, issue 49).
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 DECLARE

@@ -328,6 +328,42 @@ BEGIN
     END IF;
     v_emb := mneme._search_query_embedding(search.query, search.query_embedding);
 
+    -- Where the scope holds no active memory with a slot (no fact says a
+    -- value of a subject's attribute), the newest-of-slot ranking below
+    -- changes nothing: the same candidates and scores, ranked by score
+    -- alone, without the statement's slot ranking (its windows, the
+    -- candidates materialized and joined: 0.25 to 0.35 ms of a search of
+    -- k 50, issue 49; docs/performance.md). TestSearchWithoutSlotsRanksAlike
+    -- holds the two statements to the same candidates and scores.
+    IF NOT EXISTS (SELECT 1 FROM mneme.memories m
+                   WHERE m.conversation_id = ANY (v_convs) AND m.slot IS NOT NULL AND m.status = 'active') THEN
+        RETURN QUERY
+        WITH f AS MATERIALIZED (  -- f and r: the statement's below, word for word
+            SELECT * FROM mneme._search_candidates(v_convs, search.query, v_emb, mneme.setting('retrieve_candidates')::int,
+                                                   least(mneme.setting('retrieve_candidates')::int,
+                                                         search.k * mneme.setting('vector_candidates_per_k')::int),
+                                                   search.since, search.until, search.as_of,
+                                                   coalesce(search.include_history, false))
+        ), r AS (
+            SELECT m.id, m.kind, m.summary, m.content, m.created_at, f.bm25_rank AS br, f.vector_rank AS vr,
+                   f.bm25_score AS bs, f.vector_distance AS vd,
+                   m.title, m.label, m.pinned, m.status, m.confidence_score, m.conversation_id AS cv, m.slot, m.invalidates_id,
+                   power(least(greatest(m.confidence_score::float8, '1e-6'::float8), 1::float8), v_cw) AS cf,
+                   coalesce(1 / (v_rrf_k + f.bm25_rank), 0) + v_vec_w * coalesce(1 / (v_rrf_k + f.vector_rank), 0) AS rrf,
+                   CASE WHEN m.pinned THEN 1::float8
+                        ELSE mneme._retrievability(m.stability, m.last_reviewed_at, v_at) END AS ret,
+                   least(greatest(coalesce((v_weights ->> mneme._label_key(m.label, v_weights))::float8, 1::float8),
+                                  '1e-6'::float8), '1e6'::float8) AS w
+            FROM f JOIN mneme.memories m ON m.id = f.memory_id
+            WHERE m.id = ANY (ARRAY(SELECT f2.memory_id FROM f f2)) AND m.conversation_id = ANY (v_convs)
+        )
+        SELECT r.id, r.kind, r.summary, r.content, r.created_at, r.rrf * power(r.ret, v_rw) * r.w * r.cf, r.rrf, r.br, r.vr,
+               r.ret, r.title, r.label, r.pinned, r.bs, r.vd, r.status, r.confidence_score
+        FROM r
+        ORDER BY r.rrf * power(r.ret, v_rw) * r.w * r.cf DESC, r.id
+        LIMIT search.k;
+        RETURN;
+    END IF;
     RETURN QUERY
     WITH f AS MATERIALIZED (
         -- The vector leg takes k * vector_candidates_per_k (an HNSW walk

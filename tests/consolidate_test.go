@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -273,6 +274,77 @@ func TestSearchNewestOfSlotFirst(t *testing.T) {
 	require.NoError(t, rows.Err())
 	require.Equal(t, []uuid.UUID{newer, older}, order)
 	require.Greater(t, rrf[older], rrf[newer], "the older one matches the query better: only the rule puts the newer first")
+}
+
+// TestSearchWithoutSlotsRanksAlike: a scope with no active memory that
+// has a slot is ranked by a statement without the newest-of-slot ranking
+// (issue 49: its cost, paid where it changes nothing). Both statements must
+// name the same candidates and scores: their candidate and scoring parts
+// are the same text, and a search gives the same rows whichever runs (an
+// expired memory with a slot, never a candidate, turns the other one on).
+func TestSearchWithoutSlotsRanksAlike(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile("../sql/130-search.sql")
+	require.NoError(t, err)
+	body := string(src)
+	body = body[strings.Index(body, "CREATE OR REPLACE FUNCTION mneme.search("):]
+	body = body[:strings.Index(body, "\n$$;")]
+	var parts []string
+	for rest := body; ; {
+		i := strings.Index(rest, "SELECT * FROM mneme._search_candidates(")
+		if i < 0 {
+			break
+		}
+		j := strings.Index(rest[i:], "AND m.conversation_id = ANY (v_convs)")
+		require.Positive(t, j, "the candidates' part ends with their conversations")
+		var words []string
+		for _, line := range strings.Split(rest[i:i+j], "\n") {
+			if c := strings.Index(line, "--"); c >= 0 {
+				line = line[:c]
+			}
+			words = append(words, strings.Fields(line)...)
+		}
+		parts = append(parts, strings.Join(words, " "))
+		rest = rest[i+j:]
+	}
+	require.Len(t, parts, 2, "search has two statements, with and without the slot ranking")
+	require.Equal(t, parts[1], parts[0], "the two statements' candidates and scores are the same text")
+
+	db := dbtest.New(t)
+	ctx := context.Background()
+	conv := uuid.New()
+	for i, text := range []string{"I live in a small flat in Lisbon.", "My sister lives in Porto and bakes bread.",
+		"We talked about where to live next year.", "The cat sleeps on the sofa all day.", "I like to live near the sea."} {
+		at := time.Now().Add(-time.Duration(10-i) * 24 * time.Hour)
+		rememberFact(t, db, conv, text, &at)
+	}
+	_, err = db.Pool.Exec(ctx, `UPDATE mneme.jobs SET state = 'done' WHERE kind = 'revise'`)
+	require.NoError(t, err)
+	now := time.Now()
+	ranked := func() string {
+		var out string
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT string_agg(format('%s %s %s %s %s %s', s.memory_id, s.score, s.rrf,
+		        s.bm25_rank, s.vector_rank, s.retrievability), E'\n') FROM mneme.search($1, 'where do I live', 10, at => $2) s`, conv, now).Scan(&out))
+		return out
+	}
+	count := func(q string) (n int) {
+		require.NoError(t, db.Pool.QueryRow(ctx, q, conv).Scan(&n))
+		return n
+	}
+	require.Zero(t, count(`SELECT count(*) FROM mneme.memories WHERE conversation_id = $1 AND slot IS NOT NULL`))
+	without := ranked()
+	require.Equal(t, 5, strings.Count(without, "\n")+1)
+
+	at := time.Now().Add(-48 * time.Hour)
+	gone := rememberFact(t, db, conv, "I live in Madrid.", &at)
+	_, err = db.Pool.Exec(ctx, `UPDATE mneme.jobs SET state = 'done' WHERE kind = 'revise'`)
+	require.NoError(t, err)
+	_, err = db.Pool.Exec(ctx, `SELECT mneme.apply_revision($1, 'ADD', NULL, 'test', 'heuristic', 'user|lives_in')`, gone)
+	require.NoError(t, err)
+	_, err = db.Pool.Exec(ctx, `UPDATE mneme.memories SET valid_until = now() - interval '1 hour' WHERE id = $1`, gone)
+	require.NoError(t, err)
+	require.Equal(t, 1, count(`SELECT count(*) FROM mneme.memories WHERE conversation_id = $1 AND slot IS NOT NULL AND status = 'active'`))
+	require.Equal(t, without, ranked(), "the same rows, scores and ranks from the statement with the slot ranking")
 }
 
 // TestConsolidateLLM: with a model, consolidation asks about the groups of
