@@ -393,12 +393,31 @@ COMMENT ON FUNCTION mneme._bm25_sums(uuid[], text[], float8[], float8, float8, f
 -- whatever the statistics say (TestSmallConversationCostIgnoresTheRest).
 -- The expired memories that hold a term are looked up one by one by the
 -- whole key when they are fewer than its postings, else counted among its
--- postings. Plain SQL: inlined into its caller. On Citus another form
--- (sql/citus/200-functions.sql says why).
+-- postings. On Citus another form (sql/citus/200-functions.sql says why).
+--
+-- One plan for every call (issue 49): as plain SQL it was inlined into
+-- _bm25_search's statement and the context's anchors, and parsed and
+-- planned again inside each at every call (345 us of planning for 43 us of
+-- work in _bm25_search's statement alone; pg_stat_statements with
+-- track_planning). Its one generic plan is the lookups by the whole key
+-- whatever the arguments: the planner's other joins are off here (with
+-- arrays of unknown length it chose a scan of every term, 3 ms, on a
+-- database of 20,000 memories). A context call took 5.5 to 6.4 ms of CPU
+-- instead of 7.5 to 7.9 (docs/performance.md).
 CREATE OR REPLACE FUNCTION mneme._bm25_term_stats(conversation_ids uuid[], terms text[], expired uuid[])
 RETURNS TABLE (term text, df float8, max_tf int, min_len float8)
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
+SECURITY DEFINER
+ROWS 4
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+SET plan_cache_mode = force_generic_plan
+SET enable_hashjoin = off
+SET enable_mergejoin = off
+SET enable_seqscan = off
 AS $$
+BEGIN
+    RETURN QUERY
     SELECT d.term, d.df - CASE
                WHEN $3 IS NULL THEN 0
                WHEN cardinality($3) < d.df THEN
@@ -415,7 +434,8 @@ AS $$
                unnest($1) AS c(id), LATERAL (
                   SELECT t.df, t.max_tf, t.min_len_per_tf FROM mneme.bm25_terms t
                   WHERE t.conversation_id = c.id AND t.term = q.term) bt
-          GROUP BY q.term) d
+          GROUP BY q.term) d;
+END
 $$;
 COMMENT ON FUNCTION mneme._bm25_term_stats(uuid[], text[], uuid[]) IS
     'Internal to _bm25_search and the context: per term, its df over the conversations (expired memories left out), '
