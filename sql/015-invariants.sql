@@ -193,6 +193,8 @@ AS $$
 DECLARE
     v_added uuid[];
     v_bad   uuid[];
+    v_old   int;
+    v_tail  jsonb;
 BEGIN
     -- Only what an UPDATE added is parsed: the entries of the new list that
     -- the old one has not (retrieve appends one to a list of up to
@@ -200,7 +202,21 @@ BEGIN
     -- as it is now, at every retrieve's commit took 80 ms of a 150 ms
     -- retrieve at 110 entries, bench retrieve). An id the old list named
     -- too is checked again: it passed then.
+    -- A list that begins with the old one (retrieve's append) has its tail
+    -- parsed alone: comparing each entry of both lists (below) took 0.5 ms
+    -- of a 5 ms retrieve at 300 entries (issue 49). (Nested: an AND does
+    -- not say which operand runs first.)
     IF TG_OP = 'UPDATE' AND jsonb_typeof(NEW.pending_reviews) = 'array' AND jsonb_typeof(OLD.pending_reviews) = 'array' THEN
+        v_old := jsonb_array_length(OLD.pending_reviews);
+        IF v_old > 0 AND jsonb_array_length(NEW.pending_reviews) >= v_old THEN
+            IF jsonb_path_query_array(NEW.pending_reviews, format('$[0 to %s]', v_old - 1)::jsonpath) = OLD.pending_reviews THEN
+                v_tail := jsonb_path_query_array(NEW.pending_reviews, format('$[%s to last]', v_old)::jsonpath);
+            END IF;
+        END IF;
+    END IF;
+    IF v_tail IS NOT NULL THEN
+        v_added := mneme._named_memories(v_tail);
+    ELSIF TG_OP = 'UPDATE' AND jsonb_typeof(NEW.pending_reviews) = 'array' AND jsonb_typeof(OLD.pending_reviews) = 'array' THEN
         v_added := mneme._named_memories(coalesce(
             (SELECT jsonb_agg(e.v) FROM (SELECT v FROM jsonb_array_elements(NEW.pending_reviews) n(v)
                                          EXCEPT ALL SELECT v FROM jsonb_array_elements(OLD.pending_reviews) o(v)) e),

@@ -175,6 +175,11 @@ func TestTenantReferencesStayInTenant(t *testing.T) {
 			require.NoError(t, err, "the same entry twice")
 			_, err = w.db.Pool.Exec(ctx, appendReview, w.memB, w.convA)
 			require.Equal(t, "23503", sqlState(t, err), "a pending review appended that names another tenant's memory")
+			// Not an append (the list no longer begins with the old one): every
+			// entry that is new is checked.
+			_, err = w.db.Pool.Exec(ctx, `UPDATE mneme.message_queue SET pending_reviews = jsonb_set(pending_reviews, '{0,memory_ids}',
+				jsonb_build_array($1::text)) WHERE id = $2`, w.memB, w.convA)
+			require.Equal(t, "23503", sqlState(t, err), "an entry rewritten in place that names another tenant's memory")
 		})
 	}
 }
