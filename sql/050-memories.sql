@@ -498,7 +498,10 @@ BEGIN
     RETURN QUERY
     SELECT l.reviewed_at, l.rating, l.reviewer, l.defaulted, l.stability_before, l.stability_after,
            l.difficulty_before, l.difficulty_after, l.state_before, l.state_after, l.last_reviewed_before,
-           l.matched_queries, l.job_id, l.evidence
+           -- (the queries are rows of mneme.review_queries, goose 00310)
+           ARRAY(SELECT r.query FROM mneme.review_queries r
+                 WHERE r.conversation_id = l.conversation_id AND r.review_log_id = l.id ORDER BY r.ord),
+           l.job_id, l.evidence
     FROM mneme.review_log l
     WHERE l.memory_id = memory_reviews.memory_id AND l.conversation_id = v_conv
     ORDER BY l.reviewed_at, l.id;
