@@ -222,13 +222,17 @@ BEGIN
                'difficulty_before', l.difficulty_before, 'difficulty_after', l.difficulty_after,
                'state_before', l.state_before, 'state_after', l.state_after,
                'last_reviewed_before', mneme._export_time(l.last_reviewed_before),
-               'reviewed_at', mneme._export_time(l.reviewed_at),
-               -- (its queries: rows of mneme.review_queries, goose 00310)
-               'matched_queries', to_jsonb(ARRAY(SELECT r.query FROM mneme.review_queries r
-                                                 WHERE r.conversation_id = l.conversation_id AND r.review_log_id = l.id
-                                                 ORDER BY r.ord)),
+               'reviewed_at', mneme._export_time(l.reviewed_at), 'matched_queries', to_jsonb(coalesce(q.queries, '{}')),
                'asked_in', l.asked_in, 'evidence', l.evidence, 'created_at', mneme._export_time(l.created_at)))
     FROM mneme.review_log l
+    -- (its queries: rows of mneme.review_queries, goose 00310; joined on
+    -- the conversation, which Citus pushes down: a subquery in the target
+    -- list it refuses, 0A000)
+    LEFT JOIN (SELECT r.conversation_id, r.review_log_id, array_agg(r.query ORDER BY r.ord) AS queries
+               FROM mneme.review_queries r
+               WHERE r.conversation_id = export_lines.conversation_id AND r.tenant_id = v_tenant
+               GROUP BY r.conversation_id, r.review_log_id) q
+      ON q.conversation_id = l.conversation_id AND q.review_log_id = l.id
     WHERE l.conversation_id = export_lines.conversation_id AND l.tenant_id = v_tenant
     ORDER BY l.id;
 
