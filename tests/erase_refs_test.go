@@ -319,3 +319,49 @@ func TestEraseRewritesNoOtherReviewRow(t *testing.T) {
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM mneme.review_queries WHERE query IN ('typed in A', 'shared in B', 'own of b3')`).Scan(&n))
 	require.Zero(t, n)
 }
+
+// A review row's query rows (mneme.review_queries, goose 00310) are
+// written by the functions that write the review row, in its tenant: a
+// query row whose review row is another tenant's, or no row at all, is
+// refused (23503, sql/015-invariants.sql), and so is a key that is not
+// the md5 of the text (23514).
+func TestReviewQueriesStayInTenant(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.New(t)
+	conv := uuid.New()
+	for _, q := range []string{
+		`SELECT mneme.create_tenant('ta')`,
+		`SELECT mneme.create_tenant('tb')`,
+		`INSERT INTO mneme.message_queue (id, tenant_id) VALUES ('` + conv.String() + `', 'tb')`,
+		`INSERT INTO mneme.memories (conversation_id, tenant_id, kind, content, label)
+		 VALUES ('` + conv.String() + `', 'tb', 'semantic', 'The user keeps bees.', 'general')`,
+		`INSERT INTO mneme.review_log (memory_id, conversation_id, tenant_id, rating, reviewer, stability_before, stability_after,
+		                               difficulty_before, difficulty_after, state_before, state_after, last_reviewed_before, reviewed_at)
+		 SELECT m.id, m.conversation_id, 'tb', 'good', 'heuristic', 30, 40, 5, 5, 'review', 'review', now() - interval '2 days',
+		        now() - interval '1 day'
+		 FROM mneme.memories m`,
+	} {
+		_, err := db.Pool.Exec(ctx, q)
+		require.NoError(t, err, q)
+	}
+	insert := func(tenant, query, key string, id string) error {
+		_, err := db.Pool.Exec(ctx, `INSERT INTO mneme.review_queries (conversation_id, review_log_id, tenant_id, query_key, query, ord)
+			SELECT l.conversation_id, `+id+`, $1, md5($3)::uuid, $2, 1 FROM mneme.review_log l`, tenant, query, key)
+		return err
+	}
+	code := func(err error) string {
+		t.Helper()
+		require.Error(t, err)
+		require.NotNil(t, pgErr(err), "%v", err)
+		return pgErr(err).Code
+	}
+	require.Equal(t, "23503", code(insert("ta", "what about bees", "what about bees", "l.id")), "another tenant's review row")
+	require.Equal(t, "23503", code(insert("tb", "what about bees", "what about bees", "l.id + 1000")), "no review row")
+	require.Equal(t, "23514", code(insert("tb", "what about bees", "something else", "l.id")), "a key that is not the text's md5")
+	require.NoError(t, insert("tb", "what about bees", "what about bees", "l.id"))
+	var queries []string
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.set_tenant('tb'), (SELECT matched_queries FROM mneme.memory_reviews(m.id))
+		FROM mneme.memories m`).Scan(nil, &queries))
+	require.Equal(t, []string{"what about bees"}, queries)
+}
