@@ -360,8 +360,14 @@ func TestReviewQueriesStayInTenant(t *testing.T) {
 	require.Equal(t, "23503", code(insert("tb", "what about bees", "what about bees", "l.id + 1000")), "no review row")
 	require.Equal(t, "23514", code(insert("tb", "what about bees", "something else", "l.id")), "a key that is not the text's md5")
 	require.NoError(t, insert("tb", "what about bees", "what about bees", "l.id"))
+	var mem uuid.UUID
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT id FROM mneme.memories`).Scan(&mem))
+	tx, err := db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck
+	_, err = tx.Exec(ctx, `SELECT mneme.set_tenant('tb')`)
+	require.NoError(t, err)
 	var queries []string
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT mneme.set_tenant('tb'), (SELECT matched_queries FROM mneme.memory_reviews(m.id))
-		FROM mneme.memories m`).Scan(nil, &queries))
+	require.NoError(t, tx.QueryRow(ctx, `SELECT matched_queries FROM mneme.memory_reviews($1)`, mem).Scan(&queries))
 	require.Equal(t, []string{"what about bees"}, queries)
 }
