@@ -48,8 +48,10 @@ SELECT mneme.labels();
 SELECT * FROM mneme.initial_state('user_profile', surprise => 0.4);
 
 -- why a memory strengthened or faded
-SELECT memory_id, rating, reviewer, stability_before, stability_after, matched_queries
-FROM mneme.review_log ORDER BY reviewed_at DESC LIMIT 10;
+SELECT memory_id, rating, reviewer, stability_before, stability_after,
+       ARRAY(SELECT q.query FROM mneme.review_queries q
+             WHERE q.conversation_id = l.conversation_id AND q.review_log_id = l.id ORDER BY q.ord) AS matched_queries
+FROM mneme.review_log l ORDER BY reviewed_at DESC LIMIT 10;
 
 -- the work queue and the tunables
 SELECT mneme.segment_now(:'conv');  -- the conversation is over: segment what is queued

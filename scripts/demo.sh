@@ -100,7 +100,9 @@ drain
 echo "== review: the rating per retrieved memory and its stability change (mneme.review_log)"
 "${PSQL[@]}" -c "SELECT left(m.summary, 60) AS memory, l.rating, l.reviewer,
        round(l.stability_before::numeric, 3) AS stability_before, round(l.stability_after::numeric, 3) AS stability_after,
-       l.state_before || ' -> ' || l.state_after AS phase, l.matched_queries
+       l.state_before || ' -> ' || l.state_after AS phase,
+       ARRAY(SELECT q.query FROM mneme.review_queries q
+             WHERE q.conversation_id = l.conversation_id AND q.review_log_id = l.id ORDER BY q.ord) AS matched_queries
 FROM mneme.review_log l JOIN mneme.memories m ON m.id = l.memory_id
 WHERE l.conversation_id = '$CONV2' ORDER BY l.id"
 "${PSQL[@]}" -c "SELECT pending_reviews IS NULL AS pending_reviews_taken FROM mneme.message_queue WHERE id = '$CONV2'"

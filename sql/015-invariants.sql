@@ -2,6 +2,7 @@
 -- mneme invariants: what holds whatever the path. A row references only
 -- rows of its own tenant: a memory's conversation, source messages and
 -- lineage links; a message's conversation and episode; a review's memory;
+-- a review query's review row;
 -- an event's memory, conversation and review; a job's conversation and the
 -- memories its payload names; the memories a pending review names. One
 -- trigger function per table, here and nowhere else: the API functions,
@@ -269,6 +270,52 @@ COMMENT ON FUNCTION mneme.review_log_invariant_trg() IS
     'Invariant (before a review log row''s insert): its memory is a memory of its tenant, its conversation no '
     'conversation of another tenant (23503 otherwise).';
 
+-- A review's query (mneme.review_queries, goose 00310): its review row is
+-- a review row of its tenant, in its conversation. The writers
+-- (mneme.apply_review, import) insert it beside the review row; a moved
+-- review row takes its queries along (sql/435-erase-refs.sql).
+CREATE OR REPLACE FUNCTION mneme.review_queries_invariant_trg()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM mneme.review_log l
+                   WHERE l.conversation_id = NEW.conversation_id AND l.id = NEW.review_log_id AND l.tenant_id = NEW.tenant_id) THEN
+        PERFORM mneme._foreign_reference('review review', NEW.review_log_id::text, NEW.tenant_id);
+    END IF;
+    RETURN NEW;
+END
+$$;
+COMMENT ON FUNCTION mneme.review_queries_invariant_trg() IS
+    'Invariant (before a review query''s insert or move): its review row is a review row of its tenant and '
+    'conversation (23503 otherwise).';
+
+-- The same a statement at a time, where the tables are not distributed
+-- (an import or a review job writes many queries in one statement).
+CREATE OR REPLACE FUNCTION mneme.review_queries_invariant_stmt_trg()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v record;
+BEGIN
+    SELECT n.review_log_id::text AS id, n.tenant_id INTO v
+    FROM new_rows n
+    WHERE NOT EXISTS (SELECT 1 FROM mneme.review_log l
+                      WHERE l.conversation_id = n.conversation_id AND l.id = n.review_log_id AND l.tenant_id = n.tenant_id)
+    LIMIT 1;
+    IF FOUND THEN
+        PERFORM mneme._foreign_reference('review review', v.id, v.tenant_id);
+    END IF;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION mneme.review_queries_invariant_stmt_trg() IS
+    'Invariant (after an insert of review queries, one statement at a time where mneme is not distributed): the '
+    'check of review_queries_invariant_trg for all the statement''s rows (23503).';
+
 -- An event: a tombstone names a memory (or conversation) that is gone, so
 -- an id that is no row at all is accepted; one that is a row of another
 -- tenant is not (the sidecar sees it; inside the API it is not there to
@@ -384,6 +431,8 @@ BEGIN
     DROP TRIGGER IF EXISTS zz_invariant ON mneme.memory_events;
     DROP TRIGGER IF EXISTS "Invariant: memory_events insert" ON mneme.memory_events;
     DROP TRIGGER IF EXISTS zz_invariant ON mneme.jobs;
+    DROP TRIGGER IF EXISTS zz_invariant ON mneme.review_queries;
+    DROP TRIGGER IF EXISTS "Invariant: review_queries insert" ON mneme.review_queries;
     IF mneme._distributed('mneme.memories') THEN
         -- Citus: the checks a shard can make, within the row's conversation
         -- (the functions' 'citus' forms): a memory's conversation and
@@ -407,6 +456,8 @@ BEGIN
             FOR EACH ROW EXECUTE FUNCTION mneme.memory_events_invariant_trg('citus');
         CREATE TRIGGER zz_invariant BEFORE INSERT OR UPDATE OF conversation_id, tenant_id ON mneme.jobs
             FOR EACH ROW WHEN (NEW.conversation_id IS NOT NULL) EXECUTE FUNCTION mneme.jobs_invariant_trg();
+        CREATE TRIGGER zz_invariant BEFORE INSERT OR UPDATE OF conversation_id, review_log_id, tenant_id ON mneme.review_queries
+            FOR EACH ROW EXECUTE FUNCTION mneme.review_queries_invariant_trg();
         RETURN;
     END IF;
     CREATE CONSTRAINT TRIGGER "Invariant: memories insert" AFTER INSERT ON mneme.memories
@@ -431,6 +482,10 @@ BEGIN
         REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION mneme.memory_events_invariant_stmt_trg();
     CREATE TRIGGER zz_invariant BEFORE INSERT OR UPDATE OF conversation_id, tenant_id ON mneme.jobs
         FOR EACH ROW WHEN (NEW.conversation_id IS NOT NULL) EXECUTE FUNCTION mneme.jobs_invariant_trg();
+    CREATE TRIGGER "Invariant: review_queries insert" AFTER INSERT ON mneme.review_queries
+        REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION mneme.review_queries_invariant_stmt_trg();
+    CREATE TRIGGER zz_invariant BEFORE UPDATE OF conversation_id, review_log_id, tenant_id ON mneme.review_queries
+        FOR EACH ROW EXECUTE FUNCTION mneme.review_queries_invariant_trg();
 END
 $$;
 

@@ -486,6 +486,7 @@ AS $$
 DECLARE
     v__entered boolean := mneme._enter(NULL);  -- the caller forwarded first (Citus: mneme._enter)
     v_conv uuid;
+    v_rows bigint[];
 BEGIN
     IF memory_reviews.memory_id IS NULL THEN
         RAISE EXCEPTION 'memory_id must not be NULL' USING ERRCODE = '22004';
@@ -495,11 +496,21 @@ BEGIN
         RAISE EXCEPTION 'memory % does not exist', memory_reviews.memory_id USING ERRCODE = 'P0002',
             HINT = 'the memory is not in this tenant: check the id and mneme.set_tenant (or the login''s tenant); an erased memory leaves only its events: SELECT * FROM mneme.memory_event_log(id)';
     END IF;
+    -- (its review rows first: their queries are read by their ids)
+    v_rows := ARRAY(SELECT l.id FROM mneme.review_log l
+                    WHERE l.memory_id = memory_reviews.memory_id AND l.conversation_id = v_conv);
     RETURN QUERY
     SELECT l.reviewed_at, l.rating, l.reviewer, l.defaulted, l.stability_before, l.stability_after,
            l.difficulty_before, l.difficulty_after, l.state_before, l.state_after, l.last_reviewed_before,
-           l.matched_queries, l.job_id, l.evidence
+           coalesce(q.queries, '{}'), l.job_id, l.evidence
     FROM mneme.review_log l
+    -- (the queries are rows of mneme.review_queries, goose 00310; joined on
+    -- the conversation, which Citus pushes down: a subquery in the target
+    -- list it refuses, 0A000)
+    LEFT JOIN (SELECT r.conversation_id, r.review_log_id, array_agg(r.query ORDER BY r.ord) AS queries
+               FROM mneme.review_queries r WHERE r.conversation_id = v_conv AND r.review_log_id = ANY (v_rows)
+               GROUP BY r.conversation_id, r.review_log_id) q
+      ON q.conversation_id = l.conversation_id AND q.review_log_id = l.id
     WHERE l.memory_id = memory_reviews.memory_id AND l.conversation_id = v_conv
     ORDER BY l.reviewed_at, l.id;
 END

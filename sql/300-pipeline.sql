@@ -551,6 +551,9 @@ DECLARE
     v_job     record;
     v_asked   uuid;
     v_queries text[] := coalesce(apply_review.matched_queries, '{}');
+    v_log     bigint;
+    v_tenant  text;
+    v_n       bigint;
 BEGIN
     IF apply_review.memory_id IS NULL OR apply_review.reviewed_at IS NULL THEN
         RAISE EXCEPTION 'memory_id and reviewed_at must not be NULL' USING ERRCODE = '22004';
@@ -624,10 +627,26 @@ BEGIN
 
     INSERT INTO mneme.review_log (memory_id, conversation_id, job_id, rating, reviewer, defaulted,
         stability_before, stability_after, difficulty_before, difficulty_after,
-        state_before, state_after, last_reviewed_before, reviewed_at, matched_queries, asked_in, evidence)
+        state_before, state_after, last_reviewed_before, reviewed_at, asked_in, evidence)
     VALUES (m.id, m.conversation_id, apply_review.job_id, apply_review.rating, apply_review.reviewer, coalesce(apply_review.defaulted, false),
         m.stability, apply_review.stability, m.difficulty, apply_review.difficulty,
-        m.fsrs_state, apply_review.fsrs_state, m.last_reviewed_at, apply_review.reviewed_at, v_queries, v_asked, apply_review.evidence);
+        m.fsrs_state, apply_review.fsrs_state, m.last_reviewed_at, apply_review.reviewed_at, v_asked, apply_review.evidence)
+    RETURNING id, tenant_id INTO v_log, v_tenant;
+    -- Its queries: the distinct texts, in the order they first appear, as
+    -- rows of mneme.review_queries (goose 00310; an erase deletes them
+    -- there without rewriting the review row). (RETURNING: on Citus an
+    -- INSERT ... SELECT without it goes to the shard as COPY, which row
+    -- security refuses.)
+    IF cardinality(v_queries) > 0 THEN
+        WITH ins AS (
+            INSERT INTO mneme.review_queries (conversation_id, review_log_id, tenant_id, query_key, query, ord)
+            SELECT m.conversation_id, v_log, v_tenant, md5(u.x)::uuid, u.x, min(u.o)::int
+            FROM unnest(v_queries) WITH ORDINALITY AS u(x, o)
+            WHERE u.x IS NOT NULL
+            GROUP BY u.x
+            RETURNING 1)
+        SELECT count(*) INTO v_n FROM ins;
+    END IF;
 
     UPDATE mneme.memories
     SET stability = apply_review.stability, difficulty = apply_review.difficulty, fsrs_state = apply_review.fsrs_state,
@@ -641,7 +660,8 @@ COMMENT ON FUNCTION mneme.apply_review(uuid, text, float8, float8, text, timesta
     'Returns false, writing nothing, when the memory is gone, superseded or forgotten, or when reviewed_at is not '
     'after its last_reviewed_at (stale). A review of an inactive memory makes it active again. With job_id: the '
     'job must exist (P0002) and be of the memory''s tenant (42501); a review job''s matched_queries keep only the '
-    'queries its payload still records for the memory (an erase during the model call took the others). evidence (a JSON '
+    'queries its payload still records for the memory (an erase during the model call took the others). The queries '
+    'are stored as rows of mneme.review_queries (each distinct text once, in the order given). evidence (a JSON '
     'object, at most 4 kB) is why the reviewer rated so, shown with the review: the heuristic''s score and thresholds, or the LLM''s reason.';
 GRANT EXECUTE ON FUNCTION mneme.apply_review(uuid, text, float8, float8, text, timestamptz, text, text[], boolean, bigint, jsonb) TO mneme_worker;
 

@@ -1,7 +1,9 @@
 -- =============================================================================
 -- mneme lifecycle, erase: what a job payload and a review row name, keyed by
 -- equality (goose 00180), so that an erase finds them by index under row
--- security (mneme._remove_memories, sql/430-cleanup.sql; issue 47).
+-- security (mneme._remove_memories, sql/430-cleanup.sql; issue 47). A
+-- review row's queries live in mneme.review_queries only, text and key
+-- (goose 00310): erasing one deletes its rows there.
 -- Idempotent: re-applied on every `mneme migrate` (CREATE OR REPLACE only).
 -- =============================================================================
 
@@ -112,28 +114,29 @@ COMMENT ON FUNCTION mneme.jobs_refs_trg() IS
     'Row-level AFTER trigger on mneme.jobs: keeps mneme.job_refs (the memories, messages and queries the payload '
     'names, by key) equal to the payload (on a payload change in place, only the keys that went and came).';
 
--- A review row's queries, by their md5.
+-- A review row's queries (goose 00310: their texts, keys and places are
+-- rows of mneme.review_queries, which the writers insert with the review
+-- row: mneme.apply_review, import) go with it, and move with it if its
+-- conversation, id or tenant change.
 CREATE OR REPLACE FUNCTION mneme.review_log_queries_trg()
 RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF TG_OP <> 'INSERT' THEN
+    IF TG_OP = 'DELETE' THEN
         DELETE FROM mneme.review_queries r WHERE r.conversation_id = OLD.conversation_id AND r.review_log_id = OLD.id;
-    END IF;
-    IF TG_OP <> 'DELETE' THEN
-        INSERT INTO mneme.review_queries (conversation_id, review_log_id, tenant_id, query_key)
-        SELECT NEW.conversation_id, NEW.id, NEW.tenant_id, md5(q)::uuid
-        FROM unnest(NEW.matched_queries) q WHERE q IS NOT NULL
-        ON CONFLICT DO NOTHING;
+    ELSIF TG_OP = 'UPDATE' THEN
+        UPDATE mneme.review_queries r
+        SET conversation_id = NEW.conversation_id, review_log_id = NEW.id, tenant_id = NEW.tenant_id
+        WHERE r.conversation_id = OLD.conversation_id AND r.review_log_id = OLD.id;
     END IF;
     RETURN NULL;
 END
 $$;
 COMMENT ON FUNCTION mneme.review_log_queries_trg() IS
-    'Row-level AFTER trigger on mneme.review_log: keeps mneme.review_queries (the md5 of each matched query) '
-    'equal to matched_queries.';
+    'Row-level AFTER trigger on mneme.review_log: a deleted review row''s mneme.review_queries rows (its queries) go '
+    'with it; a review row moved to another conversation, id or tenant takes them along.';
 
 -- The same keys a statement at a time, where the tables are not
 -- distributed: an insert or delete of many jobs or review rows (import, a
@@ -171,22 +174,15 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF TG_OP = 'DELETE' THEN
-        DELETE FROM mneme.review_queries r
-        USING old_rows o
-        WHERE r.conversation_id = o.conversation_id AND r.review_log_id = o.id;
-    ELSE
-        INSERT INTO mneme.review_queries (conversation_id, review_log_id, tenant_id, query_key)
-        SELECT n.conversation_id, n.id, n.tenant_id, md5(q)::uuid
-        FROM new_rows n, unnest(n.matched_queries) q WHERE q IS NOT NULL
-        ON CONFLICT DO NOTHING;
-    END IF;
+    DELETE FROM mneme.review_queries r
+    USING old_rows o
+    WHERE r.conversation_id = o.conversation_id AND r.review_log_id = o.id;
     RETURN NULL;
 END
 $$;
 COMMENT ON FUNCTION mneme.review_log_queries_stmt_trg() IS
-    'Statement-level AFTER INSERT and AFTER DELETE trigger on mneme.review_log where it is not distributed: the keys '
-    'of review_log_queries_trg for all the statement''s rows at once.';
+    'Statement-level AFTER DELETE trigger on mneme.review_log where it is not distributed: the deleted rows'' '
+    'mneme.review_queries rows go, all at once.';
 
 DROP TRIGGER IF EXISTS jobs_refs ON mneme.jobs;
 DROP TRIGGER IF EXISTS jobs_refs_insert ON mneme.jobs;
@@ -201,42 +197,37 @@ BEGIN
     IF mneme._distributed('mneme.jobs') THEN
         CREATE TRIGGER jobs_refs AFTER INSERT OR DELETE ON mneme.jobs
             FOR EACH ROW EXECUTE FUNCTION mneme.jobs_refs_trg();
-        CREATE TRIGGER review_log_queries AFTER INSERT OR DELETE ON mneme.review_log
+        CREATE TRIGGER review_log_queries AFTER DELETE ON mneme.review_log
             FOR EACH ROW EXECUTE FUNCTION mneme.review_log_queries_trg();
     ELSE
         CREATE TRIGGER jobs_refs_insert AFTER INSERT ON mneme.jobs
             REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION mneme.jobs_refs_stmt_trg();
         CREATE TRIGGER jobs_refs_delete AFTER DELETE ON mneme.jobs
             REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION mneme.jobs_refs_stmt_trg();
-        CREATE TRIGGER review_log_queries_insert AFTER INSERT ON mneme.review_log
-            REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION mneme.review_log_queries_stmt_trg();
         CREATE TRIGGER review_log_queries_delete AFTER DELETE ON mneme.review_log
             REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION mneme.review_log_queries_stmt_trg();
     END IF;
 END
 $trg$;
 -- (an update moving a row or changing its payload is rare: a row trigger
--- on both. A review row that only loses queries, which erase does, keeps
--- its other keys: the erase deletes the lost ones itself, in one statement)
+-- on both; a review row's queries are not in the row, goose 00310)
 CREATE TRIGGER jobs_refs_update AFTER UPDATE OF payload, conversation_id, tenant_id ON mneme.jobs
     FOR EACH ROW WHEN (NEW.payload IS DISTINCT FROM OLD.payload OR NEW.conversation_id IS DISTINCT FROM OLD.conversation_id
                        OR NEW.tenant_id IS DISTINCT FROM OLD.tenant_id)
     EXECUTE FUNCTION mneme.jobs_refs_trg();
-CREATE TRIGGER review_log_queries_update AFTER UPDATE OF matched_queries, conversation_id, tenant_id ON mneme.review_log
-    FOR EACH ROW WHEN (NOT (NEW.matched_queries <@ OLD.matched_queries) OR NEW.conversation_id IS DISTINCT FROM OLD.conversation_id
+CREATE TRIGGER review_log_queries_update AFTER UPDATE OF id, conversation_id, tenant_id ON mneme.review_log
+    FOR EACH ROW WHEN (NEW.id IS DISTINCT FROM OLD.id OR NEW.conversation_id IS DISTINCT FROM OLD.conversation_id
                        OR NEW.tenant_id IS DISTINCT FROM OLD.tenant_id)
     EXECUTE FUNCTION mneme.review_log_queries_trg();
 
--- Strips queries from the review rows of the given tenants that quote one
--- (found through mneme.review_queries), except the rows of the given
--- memories, and deletes the keys of the stripped queries. Returns the
--- number of rows changed.
--- One statement for all rows (issue 47): the kept queries of every row are
--- computed in one pass, against one hash of the queries. A per-row
--- function (mneme._without_queries) built that hash again for each row:
--- erase_conversation of 10,000 memories, whose 21,000 queries are quoted
--- by 180,000 review rows, spent most of its 103 s there.
-CREATE OR REPLACE FUNCTION mneme._strip_review_queries(tenants text[], queries text[], except_memories uuid[])
+-- Erases queries from the review rows of the given tenants: deletes their
+-- rows in mneme.review_queries, found by key. Returns the number of query
+-- rows deleted.
+-- No review row is rewritten (goose 00310, issue 47): when the texts were
+-- in review_log.matched_queries, erase_conversation of 10,000 memories,
+-- whose 21,000 queries 180,000 review rows of other memories quote,
+-- spent 2.1 s of its 4.0 to 4.5 s rewriting those rows.
+CREATE OR REPLACE FUNCTION mneme._strip_review_queries(tenants text[], queries text[])
 RETURNS bigint
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -244,47 +235,18 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_keys uuid[];
-    v_rows bigint[];
-    v_convs uuid[];
     v_n    bigint;
 BEGIN
-    queries := ARRAY(SELECT DISTINCT q FROM unnest(_strip_review_queries.queries) q WHERE q IS NOT NULL);
-    IF cardinality(_strip_review_queries.queries) = 0 THEN
+    v_keys := ARRAY(SELECT DISTINCT md5(q)::uuid FROM unnest(_strip_review_queries.queries) q WHERE q IS NOT NULL);
+    IF cardinality(v_keys) = 0 THEN
         RETURN 0;
     END IF;
-    v_keys := ARRAY(SELECT DISTINCT md5(q)::uuid FROM unnest(_strip_review_queries.queries) q);
-    -- The keys go first, all of them (the rows of the excepted memories are
-    -- the caller's to delete, with their keys); what they name are the rows
-    -- to strip. (Into arrays: the planner, estimating a few, joined them
-    -- with a pass over the tenant's review log otherwise.)
-    WITH gone AS (
-        DELETE FROM mneme.review_queries r
-        WHERE r.query_key = ANY (v_keys) AND r.tenant_id = ANY (_strip_review_queries.tenants)
-        RETURNING r.conversation_id, r.review_log_id)
-    SELECT array_agg(DISTINCT g.review_log_id), array_agg(DISTINCT g.conversation_id) INTO v_rows, v_convs
-    FROM gone g;
-    IF v_rows IS NULL THEN
-        RETURN 0;
-    END IF;
-    -- (a subquery grouped by the distribution column and joined on it: Citus
-    -- pushes the whole statement down to each shard)
-    UPDATE mneme.review_log l
-    SET matched_queries = s.kept
-    FROM (SELECT l2.conversation_id, l2.id,
-                 coalesce(array_agg(u.x ORDER BY u.o) FILTER (WHERE u.x IS NULL OR u.x NOT IN (SELECT unnest(_strip_review_queries.queries))),
-                          '{}') AS kept
-          FROM mneme.review_log l2, unnest(l2.matched_queries) WITH ORDINALITY AS u(x, o)
-          WHERE l2.id = ANY (v_rows) AND l2.conversation_id = ANY (v_convs)
-            AND l2.tenant_id = ANY (_strip_review_queries.tenants)
-            AND l2.memory_id NOT IN (SELECT unnest(coalesce(except_memories, '{}')))
-          GROUP BY l2.conversation_id, l2.id) s
-    WHERE l.conversation_id = s.conversation_id AND l.id = s.id
-      AND l.matched_queries IS DISTINCT FROM s.kept;
+    DELETE FROM mneme.review_queries r
+    WHERE r.query_key = ANY (v_keys) AND r.tenant_id = ANY (_strip_review_queries.tenants);
     GET DIAGNOSTICS v_n = ROW_COUNT;
     RETURN v_n;
 END
 $$;
-COMMENT ON FUNCTION mneme._strip_review_queries(text[], text[], uuid[]) IS
-    'Internal (erase): removes the given queries from the matched_queries of the review rows of the given tenants '
-    'that quote one (found by key in mneme.review_queries, whose keys of them go), except the rows of the given '
-    'memories (the caller deletes those); returns the number of rows changed.';
+COMMENT ON FUNCTION mneme._strip_review_queries(text[], text[]) IS
+    'Internal (erase): erases the given queries from the review rows of the given tenants by deleting their rows in '
+    'mneme.review_queries (found by key); no review row is rewritten. Returns the number of query rows deleted.';

@@ -133,10 +133,12 @@ BEGIN
         UNION
         -- (asked_in is indexed; goose 00070 filled it for the rows written
         -- before it whose review job was still kept)
-        SELECT unnest(l.matched_queries) FROM mneme.review_log l
+        -- (the queries are rows of mneme.review_queries, goose 00310)
+        SELECT r.query FROM mneme.review_log l
+        JOIN mneme.review_queries r ON r.conversation_id = l.conversation_id AND r.review_log_id = l.id
         WHERE l.asked_in = erase_conversation.conversation_id);
-    -- (by key, mneme.review_queries)
-    PERFORM mneme._strip_review_queries(ARRAY[v_tenant], v_queries, NULL);
+    -- (by key, mneme.review_queries: their rows go; no review row is rewritten)
+    PERFORM mneme._strip_review_queries(ARRAY[v_tenant], v_queries);
     UPDATE mneme.review_log l SET asked_in = NULL
     WHERE l.asked_in = erase_conversation.conversation_id AND l.tenant_id = v_tenant;
 
@@ -381,9 +383,11 @@ BEGIN
               AND jsonb_typeof(e -> 'memory_ids') = 'array' AND e ->> 'query' IS NOT NULL
               AND jsonb_typeof(i) = 'string' AND (i #>> '{}') = ANY (v_keys)
             UNION
-            SELECT unnest(l.matched_queries) FROM mneme.review_log l WHERE l.memory_id = ANY (ids));
-        -- (by key, mneme.review_queries)
-        PERFORM mneme._strip_review_queries(v_tenants, v_queries, ids);
+            SELECT r.query FROM mneme.review_log l
+            JOIN mneme.review_queries r ON r.conversation_id = l.conversation_id AND r.review_log_id = l.id
+            WHERE l.memory_id = ANY (ids));
+        -- (by key, mneme.review_queries: their rows go; no review row is rewritten)
+        PERFORM mneme._strip_review_queries(v_tenants, v_queries);
     END IF;
 
     -- A retrieval that returned one of them is not reviewed any more: its

@@ -222,9 +222,17 @@ BEGIN
                'difficulty_before', l.difficulty_before, 'difficulty_after', l.difficulty_after,
                'state_before', l.state_before, 'state_after', l.state_after,
                'last_reviewed_before', mneme._export_time(l.last_reviewed_before),
-               'reviewed_at', mneme._export_time(l.reviewed_at), 'matched_queries', to_jsonb(l.matched_queries),
+               'reviewed_at', mneme._export_time(l.reviewed_at), 'matched_queries', to_jsonb(coalesce(q.queries, '{}')),
                'asked_in', l.asked_in, 'evidence', l.evidence, 'created_at', mneme._export_time(l.created_at)))
     FROM mneme.review_log l
+    -- (its queries: rows of mneme.review_queries, goose 00310; joined on
+    -- the conversation, which Citus pushes down: a subquery in the target
+    -- list it refuses, 0A000)
+    LEFT JOIN (SELECT r.conversation_id, r.review_log_id, array_agg(r.query ORDER BY r.ord) AS queries
+               FROM mneme.review_queries r
+               WHERE r.conversation_id = export_lines.conversation_id AND r.tenant_id = v_tenant
+               GROUP BY r.conversation_id, r.review_log_id) q
+      ON q.conversation_id = l.conversation_id AND q.review_log_id = l.id
     WHERE l.conversation_id = export_lines.conversation_id AND l.tenant_id = v_tenant
     ORDER BY l.id;
 
@@ -727,6 +735,9 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
+DECLARE
+    v_ids bigint[];
+    v_n   bigint;
 BEGIN
     PERFORM mneme._enter(import_reviews.conversation_id);  -- the caller forwarded first (Citus: mneme._enter)
     IF import_reviews.conversation_id IS NULL OR import_reviews.lines IS NULL THEN
@@ -736,15 +747,14 @@ BEGIN
         RAISE EXCEPTION 'lines must be an array of lines' USING ERRCODE = '22023';
     END IF;
     PERFORM mneme._mark('importing', 'on');
-    RETURN QUERY
     WITH ins AS (
         INSERT INTO mneme.review_log (memory_id, conversation_id, tenant_id, rating, reviewer, defaulted,
                                       stability_before, stability_after, difficulty_before, difficulty_after,
-                                      state_before, state_after, last_reviewed_before, reviewed_at, matched_queries, asked_in,
+                                      state_before, state_after, last_reviewed_before, reviewed_at, asked_in,
                                       evidence, created_at)
         SELECT r.memory, import_reviews.conversation_id, mneme._tenant(), r.rating, r.reviewer, r.defaulted,
                r.stability_before, r.stability_after, r.difficulty_before, r.difficulty_after, r.state_before,
-               r.state_after, r.last_reviewed_before, r.reviewed_at, coalesce(r.matched_queries, '{}'), r.asked_in,
+               r.state_after, r.last_reviewed_before, r.reviewed_at, r.asked_in,
                r.evidence, r.created_at
         FROM ROWS FROM (jsonb_to_recordset(import_reviews.lines)
                         AS (memory uuid, rating text, reviewer text, defaulted boolean, stability_before float8,
@@ -757,12 +767,29 @@ BEGIN
         ORDER BY r.ord
         RETURNING id
     )
-    SELECT ins.id FROM ins ORDER BY ins.id;
+    SELECT array_agg(ins.id ORDER BY ins.id) INTO v_ids FROM ins;
+    -- The lines' queries, as rows of mneme.review_queries (goose 00310):
+    -- each line's distinct texts in the order they first appear, with the
+    -- id its row got (the ids follow the lines' order). (RETURNING: on
+    -- Citus an INSERT ... SELECT without it goes to the shards as COPY,
+    -- which row security refuses.)
+    WITH ins AS (
+        INSERT INTO mneme.review_queries (conversation_id, review_log_id, tenant_id, query_key, query, ord)
+        SELECT import_reviews.conversation_id, v_ids[r.ord], mneme._tenant(), md5(u.x)::uuid, u.x, min(u.o)::int
+        FROM ROWS FROM (jsonb_to_recordset(import_reviews.lines) AS (matched_queries text[])) WITH ORDINALITY
+             AS r(matched_queries, ord),
+             unnest(r.matched_queries) WITH ORDINALITY AS u(x, o)
+        WHERE u.x IS NOT NULL
+        GROUP BY r.ord, u.x
+        RETURNING 1)
+    SELECT count(*) INTO v_n FROM ins;
     PERFORM mneme._mark('importing', '');
+    RETURN QUERY SELECT i.id FROM unnest(v_ids) WITH ORDINALITY AS i(id, o) ORDER BY i.o;
 END
 $$;
 COMMENT ON FUNCTION mneme.import_reviews(uuid, jsonb) IS
-    'Import: inserts review log lines (no events: the file''s follow); returns the new ids in order.';
+    'Import: inserts review log lines (no events: the file''s follow) and their queries (mneme.review_queries); '
+    'returns the new ids in order.';
 GRANT EXECUTE ON FUNCTION mneme.import_reviews(uuid, jsonb) TO mneme_admin;
 
 CREATE OR REPLACE FUNCTION mneme.import_events(conversation_id uuid, lines jsonb)

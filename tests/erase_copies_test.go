@@ -122,7 +122,7 @@ func TestEraseConversationTakesItsQueriesEverywhere(t *testing.T) {
 			_, err = e.db.Pool.Exec(ctx, `SELECT mneme.segment_now($1)`, f.conv)
 			require.NoError(t, err)
 			f.drain()
-			require.Positive(t, e.count(`SELECT count(*) FROM mneme.review_log WHERE memory_id = $1 AND 'Qmark goats farm Pip' = ANY (matched_queries)`, goats),
+			require.Positive(t, e.count(`SELECT count(*) FROM mneme.review_log l WHERE memory_id = $1 AND 'Qmark goats farm Pip' = ANY (`+reviewQueries+`)`, goats),
 				"E's memory was reviewed with F's query")
 			reviews := e.count(`SELECT count(*) FROM mneme.review_log WHERE memory_id = $1`, goats)
 			// A pending one too, and one in a review job not run yet.

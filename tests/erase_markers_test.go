@@ -198,9 +198,9 @@ func TestEraseLeavesNoTrace(t *testing.T) {
 			e1.session(day4, [][2]string{{"user", "Another day, another walk."}})
 			f.session(day4, [][2]string{{"user", "Another day at the bank."}})
 			e1.drain()
-			require.Positive(t, e1.count(`SELECT count(*) FROM mneme.review_log WHERE array_to_string(matched_queries, ' ') LIKE '%' || $1 || '%'`, q3),
+			require.Positive(t, e1.count(`SELECT count(*) FROM mneme.review_log l WHERE array_to_string(`+reviewQueries+`, ' ') LIKE '%' || $1 || '%'`, q3),
 				"a review in F quotes the tenant-scope query")
-			require.Positive(t, e1.count(`SELECT count(*) FROM mneme.review_log WHERE memory_id = $1 AND array_to_string(matched_queries, ' ') LIKE '%' || $2 || '%'`,
+			require.Positive(t, e1.count(`SELECT count(*) FROM mneme.review_log l WHERE memory_id = $1 AND array_to_string(`+reviewQueries+`, ' ') LIKE '%' || $2 || '%'`,
 				fMemory, qg), "F's memory was reviewed with G's query")
 			// Pending again: a tenant-scope retrieval and a context, and a
 			// review job not run yet.
@@ -218,7 +218,8 @@ func TestEraseLeavesNoTrace(t *testing.T) {
 			exec(`SELECT mneme.forget($1, $2)`, codeID, fmt.Sprintf("the user regrets saying %s", code))
 
 			before := markerHits(t, e1.db, markers)
-			for _, tbl := range []string{"memories", "messages", "jobs", "memory_events", "review_log", "message_queue"} {
+			// (a review row's queries are rows of review_queries, goose 00310)
+			for _, tbl := range []string{"memories", "messages", "jobs", "memory_events", "review_queries", "message_queue"} {
 				require.True(t, strings.Contains(strings.Join(before, "\n"), tbl+": "), "before erase a marker is in %s (the scan finds it)", tbl)
 			}
 			fReviews := e1.count(`SELECT count(*) FROM mneme.review_log WHERE memory_id = $1`, fMemory)

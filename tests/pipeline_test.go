@@ -300,8 +300,8 @@ func seedExample(t *testing.T, withLLM bool, variant string) {
 	require.Equal(t, day3.Add(5*time.Minute), r2.LastReview.UTC(), "last_reviewed_at = reviewed_at")
 
 	rows, err := e.db.Pool.Query(ctx, `
-		SELECT memory_id, rating, reviewer, stability_before, stability_after, matched_queries, evidence
-		FROM mneme.review_log WHERE conversation_id = $1 ORDER BY id`, e.conv)
+		SELECT memory_id, rating, reviewer, stability_before, stability_after, `+reviewQueries+`, evidence
+		FROM mneme.review_log l WHERE conversation_id = $1 ORDER BY id`, e.conv)
 	require.NoError(t, err)
 	type logRow struct {
 		ID               uuid.UUID
@@ -714,7 +714,7 @@ func TestPipelineRetrievalNeverReviews(t *testing.T) {
 	e.say(day4.Format(time.RFC3339), "user", "Today: traits.")
 	e.drain()
 	require.Equal(t, 1, e.memory(rust.ID).Reviews)
-	require.Equal(t, 1000, e.count(`SELECT cardinality(matched_queries) FROM mneme.review_log WHERE memory_id = $1`, rust.ID))
+	require.Equal(t, 1000, e.count(`SELECT cardinality(`+reviewQueries+`) FROM mneme.review_log l WHERE memory_id = $1`, rust.ID))
 }
 
 // With an external embedder the sidecar embeds new memories itself (SQL

@@ -152,10 +152,17 @@ func loadErase(ctx context.Context, db *scratch.DB, o EraseOptions, big uuid.UUI
 			k AS (SELECT count(*) AS n FROM m)
 			INSERT INTO mneme.review_log (memory_id, conversation_id, tenant_id, rating, reviewer, stability_before, stability_after,
 			                              difficulty_before, difficulty_after, state_before, state_after, last_reviewed_before,
-			                              reviewed_at, matched_queries)
+			                              reviewed_at)
 			SELECT m.id, m.conversation_id, 'bench', 'good', 'heuristic', 30, 40, 5, 5, 'review', 'review', now() - interval '2 days',
-			       now() - interval '1 day', ARRAY['what about item ' || g, 'and item ' || (g % 1000)]
+			       now() - interval '1 day'
 			FROM generate_series(1, $4) g JOIN m ON m.n = 1 + g % (SELECT k.n FROM k)`},
+		// two queries per review row, as a review job writes them (rows of
+		// mneme.review_queries, goose 00310): one of its own, one that
+		// about 200 rows share
+		{"review queries", `INSERT INTO mneme.review_queries (conversation_id, review_log_id, tenant_id, query_key, query, ord)
+			SELECT l.conversation_id, l.id, l.tenant_id, md5(q.x)::uuid, q.x, q.o
+			FROM (SELECT l.conversation_id, l.id, l.tenant_id, row_number() OVER (ORDER BY l.id) AS g FROM mneme.review_log l) l,
+			     unnest(ARRAY['what about item ' || l.g, 'and item ' || (l.g % 1000)]) WITH ORDINALITY AS q(x, o)`},
 		{"jobs", `WITH m AS (SELECT id, conversation_id, row_number() OVER (ORDER BY id) AS n FROM mneme.memories),
 			k AS (SELECT count(*) AS n FROM m)
 			INSERT INTO mneme.jobs (kind, conversation_id, tenant_id, state, payload, finished_at)

@@ -42,6 +42,39 @@ var citusGoose = map[int64][]string{
 		`ALTER TABLE mneme.jobs FORCE ROW LEVEL SECURITY`,
 		`CREATE INDEX review_log_asked_in_idx ON mneme.review_log (asked_in) WHERE asked_in IS NOT NULL`,
 	},
+	// 00310_review_query_texts.sql drops review_log's query triggers
+	// before it drops matched_queries, which Citus refuses on a distributed
+	// table ("triggers are not supported on distributed tables") unless
+	// citus.enable_unsafe_triggers is on, as the SQL layer sets it
+	// (applySQL). The rest is the file's: the fill is an INSERT ... SELECT
+	// grouped by the conversation, which Citus pushes down when
+	// review_queries is distributed (a database distributed after goose
+	// 00180) and runs through the coordinator when it is still local (goose
+	// 00180 made it in this same run; citusNewTables distributes it after).
+	310: {
+		`SET LOCAL citus.enable_unsafe_triggers = on`,
+		`DROP TRIGGER IF EXISTS review_log_queries_update ON mneme.review_log`,
+		`DROP TRIGGER IF EXISTS review_log_queries_insert ON mneme.review_log`,
+		`DROP TRIGGER IF EXISTS review_log_queries ON mneme.review_log`,
+		`DROP FUNCTION IF EXISTS mneme._strip_review_queries(text[], text[], uuid[])`,
+		`ALTER TABLE mneme.review_queries ADD COLUMN query text`,
+		`ALTER TABLE mneme.review_queries ADD COLUMN ord int`,
+		`ALTER TABLE mneme.review_queries NO FORCE ROW LEVEL SECURITY`,
+		`ALTER TABLE mneme.review_log NO FORCE ROW LEVEL SECURITY`,
+		`DELETE FROM mneme.review_queries`,
+		`INSERT INTO mneme.review_queries (conversation_id, review_log_id, tenant_id, query_key, query, ord)
+		 SELECT l.conversation_id, l.id, l.tenant_id, md5(u.q)::uuid, u.q, min(u.o)::int
+		 FROM mneme.review_log l, unnest(l.matched_queries) WITH ORDINALITY AS u(q, o)
+		 WHERE u.q IS NOT NULL
+		 GROUP BY l.conversation_id, l.id, l.tenant_id, u.q`,
+		`ALTER TABLE mneme.review_queries ALTER COLUMN query SET NOT NULL`,
+		`ALTER TABLE mneme.review_queries ALTER COLUMN ord SET NOT NULL`,
+		`ALTER TABLE mneme.review_queries ADD CONSTRAINT review_queries_key_is_md5 CHECK (query_key = md5(query)::uuid)`,
+		`ALTER TABLE mneme.review_queries ADD CONSTRAINT review_queries_ord_positive CHECK (ord > 0)`,
+		`ALTER TABLE mneme.review_log DROP COLUMN matched_queries`,
+		`ALTER TABLE mneme.review_queries FORCE ROW LEVEL SECURITY`,
+		`ALTER TABLE mneme.review_log FORCE ROW LEVEL SECURITY`,
+	},
 }
 
 // citusGooseMigrations are citusGoose as goose migrations (up only: a

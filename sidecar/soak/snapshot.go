@@ -132,7 +132,7 @@ func readSnapshot(ctx context.Context, pool *pgxpool.Pool, erasedConvs []uuid.UU
 	if err := s.scanMarkers(ctx, pool); err != nil {
 		return nil, err
 	}
-	for _, tbl := range []string{"messages", "message_queue", "jobs", "memories", "review_log"} {
+	for _, tbl := range []string{"messages", "message_queue", "jobs", "memories", "review_log", "review_queries"} {
 		col := "conversation_id"
 		if tbl == "message_queue" {
 			col = "id"

@@ -54,16 +54,16 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF TG_OP <> 'INSERT' THEN
+    -- (a review row's queries go with it, or move with its id or tenant:
+    -- Citus refuses a change of its conversation, the distribution column)
+    IF TG_OP = 'DELETE' THEN
         EXECUTE format('DELETE FROM %s r WHERE r.conversation_id = $1 AND r.review_log_id = $2',
                        mneme._shard('mneme.review_queries', OLD.conversation_id))
             USING OLD.conversation_id, OLD.id;
-    END IF;
-    IF TG_OP <> 'DELETE' THEN
-        EXECUTE format('INSERT INTO %s (conversation_id, review_log_id, tenant_id, query_key) '
-                       'SELECT $1, $2, $3, md5(q)::uuid FROM unnest($4::text[]) q WHERE q IS NOT NULL ON CONFLICT DO NOTHING',
-                       mneme._shard('mneme.review_queries', NEW.conversation_id))
-            USING NEW.conversation_id, NEW.id, NEW.tenant_id, NEW.matched_queries;
+    ELSIF TG_OP = 'UPDATE' THEN
+        EXECUTE format('UPDATE %s r SET review_log_id = $3, tenant_id = $4 WHERE r.conversation_id = $1 AND r.review_log_id = $2',
+                       mneme._shard('mneme.review_queries', OLD.conversation_id))
+            USING OLD.conversation_id, OLD.id, NEW.id, NEW.tenant_id;
     END IF;
     RETURN NULL;
 END
