@@ -499,11 +499,11 @@ DECLARE
     v_split   int;       -- terms 1 .. v_split are summed, the rest set aside
     v_kept    float8;    -- the summed terms' postings
     v_aside   float8;    -- the set-aside terms' bounds together
-    v_pc      uuid[];    -- (Citus) the partial sums: conversation, memory, sum
+    v_pc      uuid[];    -- the partial sums: conversation, memory, sum
     v_pm      uuid[];
     v_ps      float8[];
     v_theta   float8;
-    v_cc      uuid[];    -- (Citus) the candidates: conversation, memory, partial sum
+    v_cc      uuid[];    -- the candidates: conversation, memory, partial sum
     v_cm      uuid[];
     v_cp      float8[];
 BEGIN
@@ -563,18 +563,20 @@ BEGIN
             EXIT;
         END IF;
     END LOOP;
-    -- (On Citus the one skipping statement below fails, "cannot handle
-    -- unplanned sub-select": there the same steps run as statements of
-    -- their own, further down.)
-    IF v_split IS NOT NULL AND v_postings >= mneme.setting('bm25_skip_min_postings')::float8
-       AND mneme._distributed('mneme.bm25_postings') THEN
-        -- The partial sums of the summed terms, theta (their k-th best),
-        -- the candidates that can still reach it, as arrays: then only the
-        -- candidates' postings of the set-aside terms are read (by
-        -- conversation, term and memory: one read on each shard, each
-        -- term's weight by its position), when they are few; else every
-        -- posting is summed below. The same rounding as the statement on
-        -- one server, so the same top k, scores and ranks.
+    -- The partial sums of the summed terms, theta (their k-th best), the
+    -- candidates that can still reach it, as arrays; then, when theta is
+    -- above the set-aside terms' bounds and the candidates are few, only
+    -- the candidates' postings of the set-aside terms are read (one lookup
+    -- of the whole key per candidate and term), else every posting is
+    -- summed below. Separate statements: theta is known before anything
+    -- else is read, so a split that cannot skip costs its partial sums (at
+    -- most a third of the postings) and nothing more (one statement that
+    -- summed the rest and joined it to the partial sums cost up to 1.8
+    -- times summing everything: docs/performance.md, "The BM25 leg, fifth
+    -- session"); and on Citus one statement fails ("cannot handle unplanned
+    -- sub-select"). The same rounding as summing everything, so the same
+    -- top k, scores and ranks.
+    IF v_split IS NOT NULL AND v_postings >= mneme.setting('bm25_skip_min_postings')::float8 THEN
         SELECT array_agg(s.conversation_id), array_agg(s.memory_id), array_agg(s.score)
           INTO v_pc, v_pm, v_ps
           FROM mneme._bm25_sums(v_ids, v_terms[:v_split], v_wts[:v_split], v_k1, v_b, v_avgdl,
@@ -583,7 +585,10 @@ BEGIN
         IF v_theta > v_aside + 1e-6 THEN
             SELECT array_agg(u.c), array_agg(u.m), array_agg(u.ps) INTO v_cc, v_cm, v_cp
               FROM unnest(v_pc, v_pm, v_ps) AS u(c, m, ps) WHERE u.ps + v_aside + 1e-6 >= v_theta;
-            IF cardinality(v_cm) * 4 * (v_last - v_split) <= v_postings - v_kept THEN
+            IF cardinality(v_cm) * 4 * (v_last - v_split) <= v_postings - v_kept
+               AND mneme._distributed('mneme.bm25_postings') THEN
+                -- (Citus: one read on each shard, by conversation, term and
+                -- memory, each term's weight by its position.)
                 RETURN QUERY
                 WITH lp AS MATERIALIZED (
                     SELECT p.memory_id,
@@ -601,11 +606,28 @@ BEGIN
                 FROM (SELECT scored.id, scored.score FROM scored ORDER BY 2 DESC, 1 LIMIT v_k) top
                 ORDER BY top.score DESC, top.id;
                 RETURN;
+            ELSIF cardinality(v_cm) * 4 * (v_last - v_split) <= v_postings - v_kept THEN
+                -- (One server: each candidate's key with its own
+                -- conversation, not every conversation's.)
+                RETURN QUERY
+                WITH lp AS MATERIALIZED (
+                    SELECT p.memory_id, sum(t.wt * mneme._bm25_tf(p.tf, p.doclen, v_k1, v_b, v_avgdl)) AS s
+                    FROM unnest(v_cc, v_cm) AS c(conv, id)
+                    CROSS JOIN unnest(v_terms[v_split + 1:], v_wts[v_split + 1:]) AS t(term, wt)
+                    JOIN mneme.bm25_postings p ON p.conversation_id = c.conv AND p.term = t.term AND p.memory_id = c.id
+                    GROUP BY p.memory_id
+                ), scored AS (
+                    SELECT c.id, round((c.ps + coalesce(lp.s, 0)) * 1e9) / 1e9 AS score
+                    FROM unnest(v_cm, v_cp) AS c(id, ps) LEFT JOIN lp ON lp.memory_id = c.id
+                )
+                SELECT top.id, top.score, (rank() OVER (ORDER BY top.score DESC))::int
+                FROM (SELECT scored.id, scored.score FROM scored ORDER BY 2 DESC, 1 LIMIT v_k) top
+                ORDER BY top.score DESC, top.id;
+                RETURN;
             END IF;
         END IF;
     END IF;
-    IF v_split IS NULL OR v_postings < mneme.setting('bm25_skip_min_postings')::float8
-       OR mneme._distributed('mneme.bm25_postings') THEN
+    IF mneme._distributed('mneme.bm25_postings') THEN
         RETURN QUERY
         SELECT top.memory_id, top.score, (rank() OVER (ORDER BY top.score DESC))::int  -- equal scores share a rank
         FROM (SELECT s.memory_id, round(s.score * 1e9) / 1e9 AS score
@@ -614,47 +636,24 @@ BEGIN
         ORDER BY top.score DESC, top.memory_id;
         RETURN;
     END IF;
-
-    -- One statement: the partial sums of the summed terms (part), theta
-    -- (their k-th best), the candidates that can still reach it, and the
-    -- set-aside terms' contributions by key lookups for the candidates when
-    -- they are few, else by summing their postings (each branch runs only
-    -- when its one-time condition holds).
+    -- Every posting summed, grouped by memory alone (a memory is in one
+    -- conversation; _bm25_sums groups by conversation and memory for the
+    -- lookups above, and hashing both ids cost about a tenth more here).
+    -- The lookups of _bm25_sums: by the whole key, one conversation and
+    -- term at a time (TestSmallConversationCostIgnoresTheRest).
     RETURN QUERY
-    WITH part AS MATERIALIZED (
-        SELECT s.conversation_id AS conv, s.memory_id AS id, s.score AS ps
-        FROM mneme._bm25_sums(v_ids, v_terms[:v_split], v_wts[:v_split], v_k1, v_b, v_avgdl,
-                              v_expired, v_since, v_until) s
-    ), th AS MATERIALIZED (
-        SELECT x.theta, x.theta > v_aside + 1e-6 AS skips
-        FROM (SELECT (SELECT part.ps FROM part ORDER BY part.ps DESC OFFSET v_k - 1 LIMIT 1) AS theta) x
-    ), cand AS MATERIALIZED (
-        SELECT part.conv, part.id, part.ps FROM part, th WHERE th.skips AND part.ps + v_aside + 1e-6 >= th.theta
-    ), lookups AS MATERIALIZED (
-        SELECT coalesce((SELECT th.skips FROM th), false)
-               AND (SELECT count(*) FROM cand) * 4 * (v_last - v_split) <= v_postings - v_kept AS yes
-    ), scored AS (
-        -- (Joins, not a subquery correlated with cand: Citus refuses those
-        -- when the FROM holds a CTE. The candidates as arrays keep the
-        -- lookups by the whole key, one per candidate and term; an IN over
-        -- cand let the planner read every posting of the terms.)
-        SELECT cand.id, round((cand.ps + coalesce(lp.s, 0)) * 1e9) / 1e9 AS score
-        FROM cand LEFT JOIN (
-            SELECT p.memory_id, sum(t.wt * mneme._bm25_tf(p.tf, p.doclen, v_k1, v_b, v_avgdl)) AS s
-            FROM unnest(ARRAY(SELECT cand.conv FROM cand), ARRAY(SELECT cand.id FROM cand)) AS c(conv, id)
-            CROSS JOIN unnest(v_terms[v_split + 1:], v_wts[v_split + 1:]) AS t(term, wt)
-            JOIN mneme.bm25_postings p ON p.conversation_id = c.conv AND p.term = t.term AND p.memory_id = c.id
-            GROUP BY p.memory_id) lp ON lp.memory_id = cand.id
-        WHERE (SELECT l.yes FROM lookups l)
-        UNION ALL
-        SELECT coalesce(part.id, l.memory_id), round((coalesce(part.ps, 0) + coalesce(l.score, 0)) * 1e9) / 1e9
-        FROM part FULL JOIN mneme._bm25_sums(v_ids, v_terms[v_split + 1:], v_wts[v_split + 1:], v_k1, v_b, v_avgdl,
-                                             v_expired, v_since, v_until) l ON l.memory_id = part.id
-        WHERE NOT (SELECT l.yes FROM lookups l)
-    )
-    SELECT top.id, top.score, (rank() OVER (ORDER BY top.score DESC))::int
-    FROM (SELECT scored.id, scored.score FROM scored ORDER BY 2 DESC, 1 LIMIT v_k) top
-    ORDER BY top.score DESC, top.id;
+    SELECT top.memory_id, top.score, (rank() OVER (ORDER BY top.score DESC))::int  -- equal scores share a rank
+    FROM (SELECT p.memory_id, round(sum(t.wt * mneme._bm25_tf(p.tf, p.doclen, v_k1, v_b, v_avgdl)) * 1e9) / 1e9 AS score
+          FROM unnest(v_terms, v_wts) AS t(term, wt), unnest(v_ids) AS c(id), LATERAL (
+              SELECT p.memory_id, p.tf, p.doclen FROM mneme.bm25_postings p
+              WHERE p.conversation_id = c.id AND p.term = t.term) p
+          WHERE (v_expired IS NULL OR p.memory_id <> ALL (v_expired))
+            AND ((v_since IS NULL AND v_until IS NULL)
+                 OR EXISTS (SELECT 1 FROM mneme.memories m WHERE m.id = p.memory_id
+                            AND (v_since IS NULL OR m.created_at >= v_since) AND (v_until IS NULL OR m.created_at < v_until)))
+          GROUP BY p.memory_id
+          ORDER BY 2 DESC, 1 LIMIT v_k) top
+    ORDER BY top.score DESC, top.memory_id;
 END
 $$;
 COMMENT ON FUNCTION mneme._bm25_search(uuid[], text, int, timestamptz, timestamptz) IS
