@@ -506,6 +506,8 @@ DECLARE
     v_cc      uuid[];    -- the candidates: conversation, memory, partial sum
     v_cm      uuid[];
     v_cp      float8[];
+    v_lm      uuid[];    -- the candidates' sums of the set-aside terms: memory, sum
+    v_ls      float8[];
 BEGIN
     SELECT sum(s.n), sum(s.total_len) INTO v_n, v_total FROM mneme.bm25_stats s WHERE s.conversation_id = ANY (v_ids);
     IF v_n IS NULL THEN
@@ -585,40 +587,34 @@ BEGIN
         IF v_theta > v_aside + 1e-6 THEN
             SELECT array_agg(u.c), array_agg(u.m), array_agg(u.ps) INTO v_cc, v_cm, v_cp
               FROM unnest(v_pc, v_pm, v_ps) AS u(c, m, ps) WHERE u.ps + v_aside + 1e-6 >= v_theta;
-            IF cardinality(v_cm) * 4 * (v_last - v_split) <= v_postings - v_kept
-               AND mneme._distributed('mneme.bm25_postings') THEN
-                -- (Citus: one read on each shard, by conversation, term and
-                -- memory, each term's weight by its position.)
+            IF cardinality(v_cm) * 4 * (v_last - v_split) <= v_postings - v_kept THEN
+                -- The candidates' sums of the set-aside terms (lm, ls), by
+                -- the whole key: on Citus one read on each shard, by
+                -- conversation, term and memory, each term's weight by its
+                -- position; on one server each candidate's key with its own
+                -- conversation, not every conversation's.
+                IF mneme._distributed('mneme.bm25_postings') THEN
+                    SELECT array_agg(x.memory_id), array_agg(x.s) INTO v_lm, v_ls
+                    FROM (SELECT p.memory_id,
+                                 sum(v_wts[v_split + array_position(v_terms[v_split + 1:], p.term)]
+                                     * mneme._bm25_tf(p.tf, p.doclen, v_k1, v_b, v_avgdl)) AS s
+                          FROM mneme.bm25_postings p
+                          WHERE p.conversation_id = ANY (v_cc) AND p.term = ANY (v_terms[v_split + 1:])
+                            AND p.memory_id = ANY (v_cm)
+                          GROUP BY p.memory_id) x;
+                ELSE
+                    SELECT array_agg(x.memory_id), array_agg(x.s) INTO v_lm, v_ls
+                    FROM (SELECT p.memory_id, sum(t.wt * mneme._bm25_tf(p.tf, p.doclen, v_k1, v_b, v_avgdl)) AS s
+                          FROM unnest(v_cc, v_cm) AS c(conv, id)
+                          CROSS JOIN unnest(v_terms[v_split + 1:], v_wts[v_split + 1:]) AS t(term, wt)
+                          JOIN mneme.bm25_postings p ON p.conversation_id = c.conv AND p.term = t.term AND p.memory_id = c.id
+                          GROUP BY p.memory_id) x;
+                END IF;
                 RETURN QUERY
-                WITH lp AS MATERIALIZED (
-                    SELECT p.memory_id,
-                           sum(v_wts[v_split + array_position(v_terms[v_split + 1:], p.term)]
-                               * mneme._bm25_tf(p.tf, p.doclen, v_k1, v_b, v_avgdl)) AS s
-                    FROM mneme.bm25_postings p
-                    WHERE p.conversation_id = ANY (v_cc) AND p.term = ANY (v_terms[v_split + 1:])
-                      AND p.memory_id = ANY (v_cm)
-                    GROUP BY p.memory_id
-                ), scored AS (
+                WITH scored AS (
                     SELECT c.id, round((c.ps + coalesce(lp.s, 0)) * 1e9) / 1e9 AS score
-                    FROM unnest(v_cm, v_cp) AS c(id, ps) LEFT JOIN lp ON lp.memory_id = c.id
-                )
-                SELECT top.id, top.score, (rank() OVER (ORDER BY top.score DESC))::int
-                FROM (SELECT scored.id, scored.score FROM scored ORDER BY 2 DESC, 1 LIMIT v_k) top
-                ORDER BY top.score DESC, top.id;
-                RETURN;
-            ELSIF cardinality(v_cm) * 4 * (v_last - v_split) <= v_postings - v_kept THEN
-                -- (One server: each candidate's key with its own
-                -- conversation, not every conversation's.)
-                RETURN QUERY
-                WITH lp AS MATERIALIZED (
-                    SELECT p.memory_id, sum(t.wt * mneme._bm25_tf(p.tf, p.doclen, v_k1, v_b, v_avgdl)) AS s
-                    FROM unnest(v_cc, v_cm) AS c(conv, id)
-                    CROSS JOIN unnest(v_terms[v_split + 1:], v_wts[v_split + 1:]) AS t(term, wt)
-                    JOIN mneme.bm25_postings p ON p.conversation_id = c.conv AND p.term = t.term AND p.memory_id = c.id
-                    GROUP BY p.memory_id
-                ), scored AS (
-                    SELECT c.id, round((c.ps + coalesce(lp.s, 0)) * 1e9) / 1e9 AS score
-                    FROM unnest(v_cm, v_cp) AS c(id, ps) LEFT JOIN lp ON lp.memory_id = c.id
+                    FROM unnest(v_cm, v_cp) AS c(id, ps)
+                    LEFT JOIN unnest(v_lm, v_ls) AS lp(memory_id, s) ON lp.memory_id = c.id
                 )
                 SELECT top.id, top.score, (rank() OVER (ORDER BY top.score DESC))::int
                 FROM (SELECT scored.id, scored.score FROM scored ORDER BY 2 DESC, 1 LIMIT v_k) top
