@@ -195,7 +195,6 @@ DECLARE
     v_added uuid[];
     v_bad   uuid[];
     v_old   int;
-    v_tail  jsonb;
 BEGIN
     -- Only what an UPDATE added is parsed: the entries of the new list that
     -- the old one has not (retrieve appends one to a list of up to
@@ -211,17 +210,16 @@ BEGIN
         v_old := jsonb_array_length(OLD.pending_reviews);
         IF v_old > 0 AND jsonb_array_length(NEW.pending_reviews) >= v_old THEN
             IF jsonb_path_query_array(NEW.pending_reviews, format('$[0 to %s]', v_old - 1)::jsonpath) = OLD.pending_reviews THEN
-                v_tail := jsonb_path_query_array(NEW.pending_reviews, format('$[%s to last]', v_old)::jsonpath);
+                v_added := mneme._named_memories(
+                    jsonb_path_query_array(NEW.pending_reviews, format('$[%s to last]', v_old)::jsonpath));
             END IF;
         END IF;
-    END IF;
-    IF v_tail IS NOT NULL THEN
-        v_added := mneme._named_memories(v_tail);
-    ELSIF TG_OP = 'UPDATE' AND jsonb_typeof(NEW.pending_reviews) = 'array' AND jsonb_typeof(OLD.pending_reviews) = 'array' THEN
-        v_added := mneme._named_memories(coalesce(
-            (SELECT jsonb_agg(e.v) FROM (SELECT v FROM jsonb_array_elements(NEW.pending_reviews) n(v)
-                                         EXCEPT ALL SELECT v FROM jsonb_array_elements(OLD.pending_reviews) o(v)) e),
-            '[]'));
+        IF v_added IS NULL THEN  -- (_named_memories never returns NULL: not an append)
+            v_added := mneme._named_memories(coalesce(
+                (SELECT jsonb_agg(e.v) FROM (SELECT v FROM jsonb_array_elements(NEW.pending_reviews) n(v)
+                                             EXCEPT ALL SELECT v FROM jsonb_array_elements(OLD.pending_reviews) o(v)) e),
+                '[]'));
+        END IF;
     ELSE
         v_added := mneme._named_memories(NEW.pending_reviews);
     END IF;
