@@ -368,14 +368,26 @@ BEGIN
     -- of every multi-memory writer (mneme._lock_memories: conversation,
     -- then id): in the order a scan met them, a retrieve deadlocked with a
     -- review job locking the same memories (TestRecordingLocksInTheOneOrder).
-    FOR v_conv IN SELECT DISTINCT m.conversation_id FROM mneme.memories m
-                  WHERE m.id = ANY (add_pending_review.memory_ids) ORDER BY 1 LOOP
-        v_live := v_live + (SELECT count(*) FROM (
+    -- On one server one statement, read through the primary key alone: the
+    -- per-conversation statement's generic plan ANDed a bitmap of the whole
+    -- conversation (1.5 ms of a 50,000-memory conversation's retrieve,
+    -- docs/performance.md "The lock before the append").
+    IF mneme._distributed('mneme.memories') THEN
+        FOR v_conv IN SELECT DISTINCT m.conversation_id FROM mneme.memories m
+                      WHERE m.id = ANY (add_pending_review.memory_ids) ORDER BY 1 LOOP
+            v_live := v_live + (SELECT count(*) FROM (
+                SELECT 1 FROM mneme.memories m
+                WHERE m.conversation_id = v_conv AND m.id = ANY (add_pending_review.memory_ids)
+                ORDER BY m.id
+                FOR KEY SHARE) x);
+        END LOOP;
+    ELSE
+        v_live := (SELECT count(*) FROM (
             SELECT 1 FROM mneme.memories m
-            WHERE m.conversation_id = v_conv AND m.id = ANY (add_pending_review.memory_ids)
-            ORDER BY m.id
+            WHERE m.id = ANY (add_pending_review.memory_ids)
+            ORDER BY m.conversation_id, m.id
             FOR KEY SHARE) x);
-    END LOOP;
+    END IF;
     IF v_live < (SELECT count(DISTINCT i) FROM unnest(add_pending_review.memory_ids) i)
        AND EXISTS (SELECT 1 FROM mneme.memory_events e
                    WHERE e.memory_id = ANY (add_pending_review.memory_ids) AND e.event = 'erased') THEN

@@ -42,9 +42,16 @@ AS $$
 DECLARE
     c uuid;
 BEGIN
-    FOR c IN SELECT DISTINCT m.conversation_id FROM mneme.memories m WHERE m.id = ANY (_lock_memories.ids) ORDER BY 1 LOOP
-        PERFORM 1 FROM mneme.memories m WHERE m.conversation_id = c AND m.id = ANY (_lock_memories.ids) ORDER BY m.id FOR UPDATE;
-    END LOOP;
+    -- Citus: each locking read on one conversation's shard. One server: one
+    -- read through the primary key alone (a generic plan of the
+    -- per-conversation read ANDed a bitmap of the whole conversation).
+    IF mneme._distributed('mneme.memories') THEN
+        FOR c IN SELECT DISTINCT m.conversation_id FROM mneme.memories m WHERE m.id = ANY (_lock_memories.ids) ORDER BY 1 LOOP
+            PERFORM 1 FROM mneme.memories m WHERE m.conversation_id = c AND m.id = ANY (_lock_memories.ids) ORDER BY m.id FOR UPDATE;
+        END LOOP;
+    ELSE
+        PERFORM 1 FROM mneme.memories m WHERE m.id = ANY (_lock_memories.ids) ORDER BY m.conversation_id, m.id FOR UPDATE;
+    END IF;
 END
 $$;
 COMMENT ON FUNCTION mneme._lock_memories(uuid[]) IS

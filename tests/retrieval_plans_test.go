@@ -103,3 +103,49 @@ func TestSmallConversationCostIgnoresTheRest(t *testing.T) {
 		require.LessOrEqual(t, b, limit, "%s touched %d buffers for a conversation of 300 episodes", q, b)
 	}
 }
+
+// Locking a retrieval's memories (add_pending_review, and _lock_memories
+// for the review and revision writers) reads them by their key, whatever
+// the planner believes of their conversation. Statistics taken while every
+// conversation was small, then one grown to 30,000 memories: the planner
+// estimates it at a handful of rows, and a lock read by conversation and id
+// ANDed a bitmap of the whole conversation (1.5 ms a retrieve on a
+// 50,000-memory conversation at 1,000,000 memories, docs/performance.md).
+func TestLockingReadsByKeyAlone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.New(t, dbtest.WithVector("array"))
+	exec := func(q string, args ...any) {
+		t.Helper()
+		_, err := db.Pool.Exec(ctx, q, args...)
+		require.NoError(t, err, q)
+	}
+	for _, tbl := range []string{"memories", "bm25_postings", "bm25_terms", "bm25_docs", "bm25_stats", "message_queue"} {
+		exec(fmt.Sprintf(`ALTER TABLE mneme.%s SET (autovacuum_enabled = off)`, tbl))
+	}
+	exec(`INSERT INTO mneme.memories (conversation_id, content, created_at, last_reviewed_at)
+		SELECT ('00000000-0000-0000-0000-' || lpad((g % 500)::text, 12, '0'))::uuid, 'small ' || g, now(), now()
+		FROM generate_series(1, 5000) g`)
+	exec(`ANALYZE mneme.memories`)
+	huge := uuid.New()
+	exec(`INSERT INTO mneme.memories (conversation_id, content, created_at, last_reviewed_at)
+		SELECT $1, 'huge ' || g, now(), now() FROM generate_series(1, 30000) g`, huge)
+	var ids []uuid.UUID
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT array_agg(id) FROM (SELECT id FROM mneme.memories
+		WHERE conversation_id = $1 ORDER BY content LIMIT 10) x`, huge).Scan(&ids))
+	// Past the plan cache's five custom plans, so the generic plan is the
+	// one measured.
+	for i := 0; i < 8; i++ {
+		exec(`SELECT mneme.add_pending_review($1, $2, 'q')`, huge, ids)
+		exec(`UPDATE mneme.message_queue SET pending_reviews = NULL`)
+		exec(`SELECT mneme._lock_memories($1)`, ids)
+	}
+	for q, limit := range map[string]int{
+		`SELECT mneme.add_pending_review($1, $2, 'q')`:             75,
+		`SELECT mneme._lock_memories($2) FROM (SELECT $1::uuid) x`: 60,
+	} {
+		b := buffersOf(t, db, q, huge, ids)
+		t.Logf("%s: %d buffers", q, b)
+		require.LessOrEqual(t, b, limit, "%s touched %d buffers to lock 10 memories of a 30,000-memory conversation", q, b)
+	}
+}
