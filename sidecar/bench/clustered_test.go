@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -70,4 +71,48 @@ func TestClusteredEmbedder(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, v, 384)
 	require.InDelta(t, 1, math.Sqrt(cosine(v, v)), 1e-5)
+}
+
+// The timed statements: with hash vectors as before --vectors (the query
+// embedded in SQL, two arguments); with clustered vectors none embeds in
+// SQL, each that needs the query's vector gets it as a parameter, and the
+// bare lookups and the vector leg (which read no text) as $2.
+func TestScaleVectorsStatements(t *testing.T) {
+	for _, embedder := range []string{"hash", "external"} {
+		v := newScaleVectors(ScaleOptions{Embedder: embedder, Vectors: "hash"}, 256)
+		for _, c := range scaleCalls {
+			sql, args, err := v.statement(c.sql, "conv", "three query words")
+			require.NoError(t, err)
+			require.Len(t, args, 2, c.name)
+			require.NotContains(t, sql, "@q", c.name)
+			if strings.HasPrefix(c.name, "bare ") {
+				require.Contains(t, sql, "(SELECT mneme.hash_embed($2)::mneme.embedding)", c.name)
+			}
+			require.Equal(t, embedder == "external" && strings.Contains(c.sql, "@qe@"), strings.Contains(sql, "query_embedding => mneme.hash_embed($2)"), c.name)
+		}
+	}
+	v := newScaleVectors(ScaleOptions{Embedder: "external", Vectors: "clustered"}, 256)
+	want, err := v.clustered.EmbedOne("three query words")
+	require.NoError(t, err)
+	for _, c := range scaleCalls {
+		if c.sql == "" {
+			continue // the hybrid baseline: SearchEmbedding
+		}
+		sql, args, err := v.statement(c.sql, "conv", "three query words")
+		require.NoError(t, err)
+		require.NotContains(t, sql, "hash_embed", c.name)
+		switch {
+		case c.name == "BM25 leg":
+			require.Equal(t, []any{"conv", "three query words"}, args)
+		case c.name == "vector leg":
+			require.Equal(t, "SELECT count(*) FROM mneme.vector_search($1, $2::real[], 100)", sql)
+			require.Equal(t, []any{"conv", want}, args)
+		case strings.HasPrefix(c.name, "bare "):
+			require.Contains(t, sql, "(SELECT $2::real[]::mneme.embedding)", c.name)
+			require.Equal(t, []any{"conv", want}, args, c.name)
+		default:
+			require.Contains(t, sql, "$3::real[]", c.name)
+			require.Equal(t, []any{"conv", "three query words", want}, args, c.name)
+		}
+	}
 }

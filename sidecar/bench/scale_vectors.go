@@ -65,8 +65,8 @@ func (v scaleVectors) sql(s string) string {
 // statement is a call's statement (filled by sql) and its arguments: the
 // scope and the query's text, and the query's vector where the statement
 // takes it as $3. A statement that reads the vector but not the text (the
-// bare lookups) takes the vector as $2: PostgreSQL cannot type a
-// parameter no statement reads.
+// bare lookups, the vector leg) takes the vector as $2: PostgreSQL cannot
+// type a parameter the statement does not read.
 func (v scaleVectors) statement(call string, scope any, q string) (string, []any, error) {
 	sql := v.sql(call)
 	if !strings.Contains(sql, "$3") {
