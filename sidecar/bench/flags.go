@@ -134,7 +134,8 @@ func (o *ScaleOptions) Bind(fs *flag.FlagSet) (*string, *bool) {
 	fs.BoolVar(&o.Citus, "citus", false, "DATABASE_URL is a Citus coordinator: the benchmark database is a scratch database on every node, distributed (migrate --citus) and dropped afterwards (--db and --fresh do not apply)")
 	fs.StringVar(&o.Plot, "plot", "", "write an SVG plot of p50 against the database's size to this file")
 	fs.StringVar(&o.Vector, "vector", "auto", "embedding variant of a new benchmark database: auto, pgvector or array (a kept database keeps its own)")
-	fs.StringVar(&o.Embedder, "embedder", "hash", "the database's embedder for the run: hash, or external (every call passes the query's embedding, the hash embedder's computed in SQL; pgvector then searches large scopes through their own HNSW indexes, whose recall with these vectors is not an external model's)")
+	fs.StringVar(&o.Embedder, "embedder", "hash", "the database's embedder for the run: hash, or external (every call passes the query's embedding, made as --vectors says; pgvector then searches large scopes through their own HNSW indexes)")
+	fs.StringVar(&o.Vectors, "vectors", "hash", "the vectors stored and queried with: hash (the hash embedder's, a query's computed in SQL; sparse and near-orthogonal, so HNSW's recall on them is not a model's) or clustered (with --embedder external only: made in Go, shaped like a model's as in docs/experiments/ann-recall.sql, each passed as a parameter); a kept database keeps its own")
 	fs.IntVar(&o.IngestRate, "ingest-rate", 2000, "the ingest row: messages/s the writers aim at (bench ingest on a scratch database of the same server, 2 sidecars x 2 jobs, after the sizes); 0 skips it (its goals n/a)")
 	fs.DurationVar(&o.IngestDuration, "ingest-duration", 60*time.Second, "the ingest row: how long the writers write")
 	fs.IntVar(&o.IngestConversations, "ingest-conversations", 200, "the ingest row: conversations written at once")
@@ -154,6 +155,12 @@ func (o *ScaleOptions) Validate(sizes string) error {
 	}
 	if o.Embedder != "hash" && o.Embedder != "external" {
 		return fmt.Errorf("--embedder %q: want hash or external", o.Embedder)
+	}
+	if o.Vectors != "hash" && o.Vectors != "clustered" {
+		return fmt.Errorf("--vectors %q: want hash or clustered", o.Vectors)
+	}
+	if o.Vectors == "clustered" && o.Embedder != "external" {
+		return errors.New("--vectors clustered needs --embedder external (the hash embedder embeds every query itself, with hash vectors)")
 	}
 	prev := 0
 	for _, s := range strings.Split(sizes, ",") {

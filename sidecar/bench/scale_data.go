@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mneme-memory/mneme/sidecar/config"
-	"github.com/mneme-memory/mneme/sidecar/embed"
 	"github.com/mneme-memory/mneme/sidecar/progress"
 	"github.com/mneme-memory/mneme/sidecar/scratch"
 )
@@ -48,8 +47,8 @@ func scaleDatabase(ctx context.Context, o ScaleOptions, log *slog.Logger) (strin
 }
 
 // scaleSetup creates the tenants, the conversations' queue rows and the
-// timed conversations, once.
-func scaleSetup(ctx context.Context, conn *pgx.Conn, o ScaleOptions, hash embed.Hash) error {
+// timed conversations, once (their vectors the run's: scaleVectors).
+func scaleSetup(ctx context.Context, conn *pgx.Conn, o ScaleOptions, vec scaleVectors) error {
 	var have int
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM mneme.message_queue WHERE id = $1`, probeContext).Scan(&have); err != nil {
 		return err
@@ -89,7 +88,7 @@ func scaleSetup(ctx context.Context, conn *pgx.Conn, o ScaleOptions, hash embed.
 	}{{probeSmall, probeSmallN}, {probeTypical, probeTypicalN}} {
 		for i := 0; i < p.n; i++ {
 			t := text(12 + r.IntN(29))
-			v, err := hash.EmbedOne(t)
+			v, err := vec.EmbedOne(t)
 			if err != nil {
 				return err
 			}
@@ -114,8 +113,17 @@ func scaleSetup(ctx context.Context, conn *pgx.Conn, o ScaleOptions, hash embed.
 				lines = append(lines, role+": "+t)
 			}
 			content := strings.Join(lines, "\n")
-			_, err := tx.Exec(ctx, `SELECT mneme.create_episode($1, $2, $3, $4, mneme.hash_embed($3), 0, 'general', false, 900, 5)`,
-				probeContext, ids, content, lines[0])
+			if vec.clustered == nil {
+				_, err := tx.Exec(ctx, `SELECT mneme.create_episode($1, $2, $3, $4, mneme.hash_embed($3), 0, 'general', false, 900, 5)`,
+					probeContext, ids, content, lines[0])
+				return err
+			}
+			emb, err := vec.EmbedOne(content)
+			if err != nil {
+				return err
+			}
+			_, err = tx.Exec(ctx, `SELECT mneme.create_episode($1, $2, $3, $4, $5::real[], 0, 'general', false, 900, 5)`,
+				probeContext, ids, content, lines[0], emb)
 			return err
 		})
 		if err != nil {
@@ -129,7 +137,7 @@ func scaleSetup(ctx context.Context, conn *pgx.Conn, o ScaleOptions, hash embed.
 // scaleGrow adds bulk memories until the database holds n (the timed
 // conversations included), in chunks: COPY into a staging table, then one
 // INSERT per chunk (the BM25 statistics by their statement trigger).
-func scaleGrow(ctx context.Context, conn *pgx.Conn, o ScaleOptions, hash embed.Hash, cum []float64, n int) (bool, error) {
+func scaleGrow(ctx context.Context, conn *pgx.Conn, o ScaleOptions, vec scaleVectors, cum []float64, n int) (bool, error) {
 	var have int
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM mneme.memories`).Scan(&have); err != nil {
 		return false, err
@@ -175,7 +183,7 @@ func scaleGrow(ctx context.Context, conn *pgx.Conn, o ScaleOptions, hash embed.H
 				w[i] = vocab[zipf.Uint64()]
 			}
 			t := strings.Join(w, " ")
-			v, err := hash.EmbedOne(t)
+			v, err := vec.EmbedOne(t)
 			if err != nil {
 				return false, err
 			}

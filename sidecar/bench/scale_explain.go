@@ -24,10 +24,11 @@ type SlowStep struct {
 
 var autoExplainRE = regexp.MustCompile(`(?s)duration: ([0-9.]+) ms\s+plan:\s*\nQuery Text:(.*?)\n([A-Z].*)`)
 
-// explainCall runs a call ($1 the conversation, $2 three of its words) as
-// the owner, with auto_explain reporting every nested statement: where
-// the call's time goes.
-func explainCall(ctx context.Context, dsn string, conv uuid.UUID, call string) ([]SlowStep, error) {
+// explainCall runs a call ($1 the conversation, $2 three of its words,
+// its placeholders filled and its query's vector passed as the run's
+// calls are: scaleVectors) as the owner, with auto_explain reporting every
+// nested statement: where the call's time goes.
+func explainCall(ctx context.Context, dsn string, conv uuid.UUID, vec scaleVectors, call string) ([]SlowStep, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return nil, err
@@ -48,7 +49,11 @@ func explainCall(ctx context.Context, dsn string, conv uuid.UUID, call string) (
 		return nil, err
 	}
 	q := strings.Join(strings.Fields(words)[:min(3, len(strings.Fields(words)))], " ")
-	return e.steps(ctx, call, conv, q)
+	sql, args, err := vec.statement(call, conv, q)
+	if err != nil {
+		return nil, err
+	}
+	return e.steps(ctx, sql, args...)
 }
 
 // explainer is a connection whose statements auto_explain reports as

@@ -11,9 +11,9 @@ import (
 
 // WriteTable prints the result for a person.
 func (r *ScaleResult) WriteTable(w io.Writer) {
-	fmt.Fprintf(w, "mneme bench scale: database %s, variant %s, embedder %s, %d conversations over %d tenants, %d queries per call; "+
+	fmt.Fprintf(w, "mneme bench scale: database %s, variant %s, embedder %s, %s vectors, %d conversations over %d tenants, %d queries per call; "+
 		"timed conversations: small %d memories, typical %d, context %d episodes (fixed), huge (the largest, grows)\n",
-		r.DB, r.Variant, r.Embedder, r.Conversations, r.Tenants, r.Queries, r.Probes["small"], r.Probes["typical"], r.Probes["context"])
+		r.DB, r.Variant, r.Embedder, r.Vectors, r.Conversations, r.Tenants, r.Queries, r.Probes["small"], r.Probes["typical"], r.Probes["context"])
 	fmt.Fprintf(w, "command: %s\nload average (1 minute, 2-core machine shared with other work): %s\n", r.Command, r.Load)
 	if r.Citus {
 		fmt.Fprintln(w, "on Citus: a scratch database distributed by conversation; each call in a transaction (set_tenant), so Citus runs it on the coordinator, every statement routed to the conversation's shard; "+
@@ -60,6 +60,13 @@ func (r *ScaleResult) WriteTable(w io.Writer) {
 		for _, s := range r.Scopes {
 			fmt.Fprintf(w, "  %-34s %9.2f %9.2f %9.2f %11s %11s %7.2f  %s\n", s.Scope, s.Search.P50, s.Search.P99, s.Retrieve.P50,
 				orDash(s.BareHNSW), orDash(s.BareExact), s.Goal.Measured, goalMark(s.Goal))
+		}
+	}
+	if len(r.Recall) > 0 {
+		fmt.Fprintf(w, "\nrecall@10 against exact at %d memories (%s vectors, %d queries per scope)\n", r.Steps[len(r.Steps)-1].Memories, r.Vectors, r.Recall[0].Queries)
+		fmt.Fprintf(w, "  %-34s %11s %11s\n", "scope", "vector leg", "bare HNSW")
+		for _, rc := range r.Recall {
+			fmt.Fprintf(w, "  %-34s %11.3f %11.3f\n", rc.Scope, rc.Leg, rc.BareHNSW)
 		}
 	}
 	if r.Ingest != nil {

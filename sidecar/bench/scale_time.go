@@ -9,7 +9,6 @@ import (
 	mrand "math/rand/v2"
 	"net/url"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -83,7 +82,9 @@ func scaleBound(ctx context.Context, conn *pgx.Conn, dsn string) (*pgx.Conn, fun
 	return bound, func() { bound.Close(context.Background()); unbind() }, nil
 }
 
-// The calls timed on each conversation. $1 conversation, $2 query text.
+// The calls timed on each conversation. $1 conversation, $2 query text;
+// @qv@, @qa@ and @qe@ the query's vector, filled by scaleVectors.sql ($3
+// with --vectors clustered).
 var scaleCalls = []struct {
 	name, sql string
 	owner     bool     // run as the database owner (the bare index lookup: mneme_app reads no table)
@@ -107,28 +108,28 @@ var scaleCalls = []struct {
 	// a sort and embedded the query once per row: 16.6 s on the
 	// 50,000-memory conversation, not pgvector's time.
 	{"bare vector top-10", `SELECT count(*) FROM (SELECT m.id FROM mneme.memories m WHERE m.conversation_id = $1 AND m.status = 'active'
-		ORDER BY m.embedding <=> (SELECT mneme.hash_embed($2)::mneme.embedding) LIMIT 10) x`, true, []string{"small", "typical", "huge"}, false, bareIterative, false},
+		ORDER BY m.embedding <=> @qv@ LIMIT 10) x`, true, []string{"small", "typical", "huge"}, false, bareIterative, false},
 	// The same top 10, exact: the conversation's rows through the btree on
 	// conversation_id, every distance computed (the query embedded once, in
 	// a subquery), sorted (OFFSET 0 keeps the
 	// planner from walking the HNSW index and filtering after the fact,
 	// which it prefers above; with many conversations that is the slower
 	// plan and loses rows to the filter).
-	{"bare exact top-10", `SELECT count(*) FROM (SELECT x.id FROM (SELECT m.id, m.embedding <=> (SELECT mneme.hash_embed($2)::mneme.embedding) AS d
+	{"bare exact top-10", `SELECT count(*) FROM (SELECT x.id FROM (SELECT m.id, m.embedding <=> @qv@ AS d
 		FROM mneme.memories m WHERE m.conversation_id = $1 AND m.status = 'active' OFFSET 0) x ORDER BY x.d LIMIT 10) y`,
 		true, []string{"small", "typical", "huge"}, false, "", false},
 	// The bare top 10 of the conversation's tenant (scope tenant's
 	// reference; $1 the tenant): every memory of the tenant, by HNSW with
 	// iterative scans and exactly through the btree on tenant_id.
 	{"bare vector top-10, tenant", `SELECT count(*) FROM (SELECT m.id FROM mneme.memories m WHERE m.tenant_id = $1 AND m.status = 'active'
-		ORDER BY m.embedding <=> (SELECT mneme.hash_embed($2)::mneme.embedding) LIMIT 10) x`, true, []string{"huge"}, false, bareIterative, true},
-	{"bare exact top-10, tenant", `SELECT count(*) FROM (SELECT x.id FROM (SELECT m.id, m.embedding <=> (SELECT mneme.hash_embed($2)::mneme.embedding) AS d
+		ORDER BY m.embedding <=> @qv@ LIMIT 10) x`, true, []string{"huge"}, false, bareIterative, true},
+	{"bare exact top-10, tenant", `SELECT count(*) FROM (SELECT x.id FROM (SELECT m.id, m.embedding <=> @qv@ AS d
 		FROM mneme.memories m WHERE m.tenant_id = $1 AND m.status = 'active' OFFSET 0) x ORDER BY x.d LIMIT 10) y`,
 		true, []string{"huge"}, false, "", true},
 	// (array variant: not on huge, where evaluating <=> per row takes seconds
 	// a query; see scaleTime)
 	{"BM25 leg", `SELECT count(*) FROM mneme.bm25_search($1, $2, 100)`, false, []string{"small", "typical", "huge"}, false, "", false},
-	{"vector leg", `SELECT count(*) FROM mneme.vector_search($1, mneme.hash_embed($2), 100)`, false, []string{"small", "typical", "huge"}, false, "", false},
+	{"vector leg", `SELECT count(*) FROM mneme.vector_search($1, @qa@, 100)`, false, []string{"small", "typical", "huge"}, false, "", false},
 	{"search", `SELECT count(*) FROM mneme.search($1, $2, 10@qe@)`, false, []string{"small", "typical", "huge"}, false, "", false},
 	{"retrieve", `SELECT count(*) FROM mneme.retrieve($1, $2, 10@qe@)`, false, []string{"small", "typical", "huge"}, false, "", false},
 	// Scope tenant on the typical conversation's tenant, and on the huge
@@ -152,24 +153,13 @@ var scaleCalls = []struct {
 // (a placeholder setting where pgvector is not installed, harmless).
 const bareIterative = `SET LOCAL hnsw.iterative_scan = relaxed_order; SET LOCAL plan_cache_mode = force_custom_plan`
 
-// callSQL is a call's statement for the run's embedder: with an external
-// one, every API call passes the query's embedding (the hash embedder's,
-// computed in SQL), as an application with an external embedder does.
-func callSQL(sql, embedder string) string {
-	qe := ""
-	if embedder == "external" {
-		qe = ", query_embedding => mneme.hash_embed($2)"
-	}
-	return strings.ReplaceAll(sql, "@qe@", qe)
-}
-
 // hybridCall is the hybrid baseline's line (pghybrid.Search, not SQL here).
 const hybridCall = "PostgreSQL hybrid_search, top 10"
 
 // scaleTime times every call on every conversation, interleaved (each round
 // runs each call once), as the owner for the bare lookup and as the
 // application login in the conversation's tenant for the API.
-func scaleTime(ctx context.Context, conn, app, bound *pgx.Conn, hybrid *pghybrid.Baseline, o ScaleOptions, variant string) (map[string]map[string]Latencies, error) {
+func scaleTime(ctx context.Context, conn, app, bound *pgx.Conn, hybrid *pghybrid.Baseline, o ScaleOptions, vec scaleVectors, variant string) (map[string]map[string]Latencies, error) {
 	convs := map[string]uuid.UUID{"small": probeSmall, "typical": probeTypical, "huge": bulkConv(0), "context": probeContext}
 	tenant := map[string]string{"small": probeTenant, "typical": probeTenant, "context": probeTenant, "huge": tenantOf(0, o.Tenants)}
 	words := map[string][]string{}
@@ -204,9 +194,19 @@ func scaleTime(ctx context.Context, conn, app, bound *pgx.Conn, hybrid *pghybrid
 				if c.byTenant {
 					arg = tenant[name]
 				}
+				// The statement and its arguments, the query's vector made
+				// before the clock starts (--vectors clustered).
+				sql, args, err := vec.statement(c.sql, arg, q)
+				if err != nil {
+					return nil, fmt.Errorf("%s on %s: %w", c.name, name, err)
+				}
 				if c.name == hybridCall {
+					var qemb []float32 // nil: mneme.hash_embed in SQL
+					if vec.clustered != nil {
+						qemb, _ = vec.clustered.EmbedOne(q)
+					}
 					t0 := time.Now()
-					if _, err := hybrid.Search(ctx, convs[name].String(), q, 10); err != nil {
+					if _, err := hybrid.SearchEmbedding(ctx, convs[name].String(), q, qemb, 10); err != nil {
 						return nil, fmt.Errorf("%s on %s: %w", c.name, name, err)
 					}
 					took = time.Since(t0)
@@ -216,7 +216,7 @@ func scaleTime(ctx context.Context, conn, app, bound *pgx.Conn, hybrid *pghybrid
 							return err
 						}
 						t0 := time.Now()
-						_, err := tx.Exec(ctx, callSQL(c.sql, o.Embedder), arg, q)
+						_, err := tx.Exec(ctx, sql, args...)
 						took = time.Since(t0)
 						return err
 					})
@@ -229,7 +229,7 @@ func scaleTime(ctx context.Context, conn, app, bound *pgx.Conn, hybrid *pghybrid
 						on = bound
 					}
 					t0 := time.Now()
-					if _, err := on.Exec(ctx, callSQL(c.sql, o.Embedder), arg, q); err != nil {
+					if _, err := on.Exec(ctx, sql, args...); err != nil {
 						return nil, fmt.Errorf("%s on %s: %w", c.name, name, err)
 					}
 					took = time.Since(t0)
@@ -239,7 +239,7 @@ func scaleTime(ctx context.Context, conn, app, bound *pgx.Conn, hybrid *pghybrid
 							return err
 						}
 						t0 := time.Now()
-						_, err := tx.Exec(ctx, callSQL(c.sql, o.Embedder), convs[name], q)
+						_, err := tx.Exec(ctx, sql, args...)
 						took = time.Since(t0)
 						return err
 					})

@@ -190,13 +190,25 @@ func (h *Baseline) AddRows(ctx context.Context, query string, args ...any) (int6
 // Search is hybrid_search(question, match_count) over one conversation's
 // turns, best first.
 func (h *Baseline) Search(ctx context.Context, conv, question string, matchCount int) ([]Turn, error) {
-	var qemb any
+	var qemb []float32
 	if h.embed != nil {
 		v, err := h.embed.Embed(ctx, []string{question})
 		if err != nil {
 			return nil, fmt.Errorf("%s: embed question: %w", name, err)
 		}
 		qemb = v[0]
+	}
+	return h.SearchEmbedding(ctx, conv, question, qemb, matchCount)
+}
+
+// SearchEmbedding is Search with the question's embedding given (nil:
+// mneme.hash_embed of the question in SQL), for a caller that embeds the
+// question itself (mneme bench scale --vectors clustered passes each call
+// the same vector).
+func (h *Baseline) SearchEmbedding(ctx context.Context, conv, question string, embedding []float32, matchCount int) ([]Turn, error) {
+	var qemb any // a nil slice would be sent as an empty array, not NULL
+	if embedding != nil {
+		qemb = embedding
 	}
 	rows, err := h.db.Query(ctx, h.query, conv, question, matchCount, qemb)
 	if err != nil {
