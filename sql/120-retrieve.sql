@@ -233,10 +233,12 @@ COMMENT ON FUNCTION mneme.vector_index_plan() IS
 GRANT EXECUTE ON FUNCTION mneme.vector_index_plan() TO mneme_admin;
 
 -- The candidate list (hnsw.ef_search) of a walk through a scope's own
--- index for the top k: twice the rows asked for, at least pgvector's
--- default 40, at most setting vector_ef_search. The walk's cost follows
--- ef_search; its recall@10 against the exact top 10 on clustered vectors
--- was 0.96 to 1.00 from ef_search 40 up (docs/performance.md).
+-- index for the top k: the rows asked for, at least pgvector's default
+-- 40 (the bare top 10's), at most setting vector_ef_search. The walk's
+-- cost follows ef_search: at 40 for the 40 rows of search's top 10 the
+-- leg took 0.4 ms less than at 80 on the 1,000,000-memory benchmark's
+-- tenant, and its recall@10 against the exact top 10 on clustered
+-- vectors stayed 1.000 there (docs/performance.md, "Sixth session").
 CREATE OR REPLACE FUNCTION mneme._vector_scope_ef(k int)
 RETURNS int
 LANGUAGE plpgsql STABLE
@@ -244,11 +246,11 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    RETURN least(mneme.setting('vector_ef_search')::int, greatest(40, 2 * coalesce(_vector_scope_ef.k, 100)));
+    RETURN least(mneme.setting('vector_ef_search')::int, greatest(40, coalesce(_vector_scope_ef.k, 100)));
 END
 $$;
 COMMENT ON FUNCTION mneme._vector_scope_ef(int) IS
-    'Internal: hnsw.ef_search for the top k through a scope''s own HNSW index: 2 k, at least 40, at most setting vector_ef_search.';
+    'Internal: hnsw.ef_search for the top k through a scope''s own HNSW index: k, at least 40, at most setting vector_ef_search.';
 
 -- -----------------------------------------------------------------------------
 -- The vector leg. The one place where the variants differ: the pgvector

@@ -367,7 +367,7 @@ BEGIN
     RETURN QUERY
     WITH f AS MATERIALIZED (
         -- The vector leg takes k * vector_candidates_per_k (an HNSW walk
-        -- costs its ef_search, 2 per row asked for), at most
+        -- costs its ef_search, 1 per row asked for, at least 40), at most
         -- retrieve_candidates, the BM25 leg retrieve_candidates (exact, and
         -- cheaper per row). Its top 10 through a scope's index had recall
         -- 1.000 at 40 rows on clustered vectors, and its ranks past 10 are
