@@ -30,7 +30,8 @@ type RetrieveResult struct {
 	Dim           int             `json:"dim"`
 	Queries       int             `json:"queries"`
 	K             int             `json:"k"`
-	Candidates    int             `json:"candidates"` // setting retrieve_candidates: each leg's top n
+	Candidates    int             `json:"candidates"`        // setting retrieve_candidates: the BM25 leg's top n
+	VectorCands   int             `json:"vector_candidates"` // the vector leg's top n as search runs it for k 10: 10 * vector_candidates_per_k, at most Candidates
 	LoadSeconds   float64         `json:"load_seconds"`
 	Retrieve      Latencies       `json:"retrieve"`           // mneme.retrieve with the query embedding passed in
 	RetrieveSQL   Latencies       `json:"retrieve_sql_embed"` // mneme.retrieve embedding the query in SQL
@@ -38,7 +39,7 @@ type RetrieveResult struct {
 	Vector        Latencies       `json:"vector"`             // bare ORDER BY embedding <=> q LIMIT 10
 	BM25          Latencies       `json:"bm25"`               // bare mneme.bm25_search top 10
 	BM25Leg       Latencies       `json:"bm25_leg"`           // mneme.bm25_search top retrieve_candidates (the BM25 leg)
-	VectorLeg     Latencies       `json:"vector_leg"`         // mneme.vector_search top retrieve_candidates (the vector leg)
+	VectorLeg     Latencies       `json:"vector_leg"`         // mneme.vector_search top VectorCands (the vector leg)
 	Recall        *RetrieveRecall `json:"recall,omitempty"`   // each leg's top 10 against exact
 	RLS           *RLSResult      `json:"rls,omitempty"`      // with --tenants
 	Context       *ContextResult  `json:"context,omitempty"`  // with --context-episodes
@@ -132,8 +133,9 @@ func Retrieve(ctx context.Context, o RetrieveOptions) (RetrieveResult, error) {
 		log.Info("built", "seconds", out.LoadSeconds)
 	}
 
-	if err := conn.QueryRow(ctx, `SELECT mneme.setting('retrieve_candidates')::int`).Scan(&out.Candidates); err != nil {
-		return out, fmt.Errorf("read setting retrieve_candidates: %w", err)
+	if err := conn.QueryRow(ctx, `SELECT mneme.setting('retrieve_candidates')::int,
+		least(mneme.setting('retrieve_candidates')::int, 10 * mneme.setting('vector_candidates_per_k')::int)`).Scan(&out.Candidates, &out.VectorCands); err != nil {
+		return out, fmt.Errorf("read settings retrieve_candidates and vector_candidates_per_k: %w", err)
 	}
 	if err := runRetrieveBench(ctx, conn, corpus, &out); err != nil {
 		return out, err
@@ -325,7 +327,7 @@ func runRetrieveBench(ctx context.Context, conn *pgx.Conn, c *benchCorpus, out *
 		{`SELECT count(*) FROM mneme.bm25_search($1, $2, $3)`,
 			func(q query) []any { return []any{q.conv, q.text, out.Candidates} }, &out.BM25Leg},
 		{`SELECT count(*) FROM mneme.vector_search($1, $2, $3)`,
-			func(q query) []any { return []any{q.conv, q.emb, out.Candidates} }, &out.VectorLeg},
+			func(q query) []any { return []any{q.conv, q.emb, out.VectorCands} }, &out.VectorLeg},
 	}
 	samples := make([][]float64, len(ops))
 	for i := range qs {

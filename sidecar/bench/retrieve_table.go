@@ -20,7 +20,7 @@ func (out RetrieveResult) WriteTable(w io.Writer) {
 		{"bare ORDER BY embedding <=> q LIMIT 10", out.Vector},
 		{"bare BM25 top 10 (mneme.bm25_search)", out.BM25},
 		{fmt.Sprintf("its BM25 leg (bm25_search top %d)", out.Candidates), out.BM25Leg},
-		{fmt.Sprintf("its vector leg (vector_search top %d)", out.Candidates), out.VectorLeg},
+		{fmt.Sprintf("its vector leg (vector_search top %d)", out.VectorCands), out.VectorLeg},
 	} {
 		fmt.Fprintf(w, "  %-44s %9.2f %9.2f %9.2f\n", r.name, r.l.P50, r.l.P95, r.l.P99)
 	}

@@ -52,6 +52,7 @@ func TestBenchRetrieve(t *testing.T) {
 	require.Equal(t, 300, res.Memories)
 	require.Equal(t, 3, res.Conversations)
 	require.Equal(t, 100, res.Candidates)
+	require.Equal(t, 40, res.VectorCands, "the vector leg row times the rows search asks for: 10 * vector_candidates_per_k")
 	require.Greater(t, res.LoadSeconds, 0.0)
 	require.NotNil(t, res.RLS, "--tenants times retrieve under row-level security")
 	require.Equal(t, 3, res.RLS.Tenants)
