@@ -684,3 +684,29 @@ func TestCitusReembedRefused(t *testing.T) {
 	require.ErrorContains(t, err, "does not run on a distributed mneme (Citus)")
 	require.Equal(t, before, state())
 }
+
+// Databases of one Citus cluster migrated at once: each migrate changes
+// rows of catalogs every database shares (distribute.sql makes
+// mneme_owner a login; the SQL layer grants the group roles), and two at
+// the same moment failed one of them with "tuple concurrently updated"
+// (XX000; the citus deployment's run of 2026-11-28, TestRetrieveRanking).
+// The migrate runs such a step again (migrate.retryCatalog): every one
+// succeeds.
+func TestCitusMigratesSeveralDatabasesAtOnce(t *testing.T) {
+	ctx := context.Background()
+	const n = 4
+	urls := make([]string, n)
+	for i := range urls {
+		urls[i], _ = citusDatabase(t)
+	}
+	errs := make(chan error, n)
+	for _, u := range urls {
+		go func(u string) {
+			_, err := migrate.Run(ctx, u, migrate.Options{Vector: "array", Citus: true})
+			errs <- err
+		}(u)
+	}
+	for range urls {
+		require.NoError(t, <-errs)
+	}
+}

@@ -135,7 +135,7 @@ func Run(ctx context.Context, dsn string, opts Options) (Result, error) {
 			"(a superuser runs CREATE EXTENSION citus in it on the coordinator, with the workers added; docs/scale.md)")
 	}
 	if opts.Citus && !res.Distributed {
-		if err := distribute(ctx, conn); err != nil {
+		if err := retryCatalog(ctx, func() error { return distribute(ctx, conn) }); err != nil {
 			return res, err
 		}
 		res.Distributed = true
@@ -147,7 +147,12 @@ func Run(ctx context.Context, dsn string, opts Options) (Result, error) {
 			return res, fmt.Errorf("citus: distribute the tables made since --citus: %w", err)
 		}
 	}
-	if res.SQLFiles, err = applySQL(ctx, conn, res.Variant, res.Distributed); err != nil {
+	err = retryCatalog(ctx, func() error {
+		var err error
+		res.SQLFiles, err = applySQL(ctx, conn, res.Variant, res.Distributed)
+		return err
+	})
+	if err != nil {
 		return res, err
 	}
 	if res.Distributed {
