@@ -65,11 +65,7 @@ func TestCitusEveryFunction(t *testing.T) {
 		require.NoError(t, err)
 		logins[g] = cfg.User
 	}
-	exec := func(q string, args ...any) {
-		t.Helper()
-		_, err := db.Pool.Exec(ctx, q, args...)
-		require.NoError(t, err, q)
-	}
+	exec := execer(t, db.Pool)
 	scan := func(dst any, q string, args ...any) {
 		t.Helper()
 		require.NoError(t, db.Pool.QueryRow(ctx, q, args...).Scan(dst), q)

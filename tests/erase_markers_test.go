@@ -87,11 +87,7 @@ func TestEraseLeavesNoTrace(t *testing.T) {
 				markers = append(markers, m)
 				return m
 			}
-			exec := func(q string, args ...any) {
-				t.Helper()
-				_, err := e1.db.Pool.Exec(ctx, q, args...)
-				require.NoError(t, err, q)
-			}
+			exec := execer(t, e1.db.Pool)
 			retrieve := func(c uuid.UUID, query, scope string) []uuid.UUID {
 				t.Helper()
 				rows, err := e1.db.Pool.Query(ctx, `SELECT memory_id FROM mneme.retrieve($1, $2, 5, scope => $3)`, c, query, scope)

@@ -21,11 +21,7 @@ func TestFindMemoriesPlans(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := dbtest.New(t, dbtest.WithVector("array"))
-	exec := func(q string, args ...any) {
-		t.Helper()
-		_, err := db.Pool.Exec(ctx, q, args...)
-		require.NoError(t, err, q)
-	}
+	exec := execer(t, db.Pool)
 	exec(`ALTER TABLE mneme.memories SET (autovacuum_enabled = off)`)
 	exec(`SELECT mneme.create_tenant('big')`)
 	huge, a, b := uuid.New(), uuid.New(), uuid.New()

@@ -95,3 +95,15 @@ func slicesWithout(env []string, prefix string) []string {
 	}
 	return out
 }
+
+// execer returns exec(q, args...): the statement run on pool, the test
+// failing (with the statement) if it errs.
+func execer(t *testing.T, pool interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+}) func(q string, args ...any) {
+	return func(q string, args ...any) {
+		t.Helper()
+		_, err := pool.Exec(context.Background(), q, args...)
+		require.NoError(t, err, q)
+	}
+}

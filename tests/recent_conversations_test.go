@@ -22,11 +22,7 @@ func TestRecentConversations(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := dbtest.New(t, dbtest.WithVector("array"))
-	exec := func(q string, args ...any) {
-		t.Helper()
-		_, err := db.Pool.Exec(ctx, q, args...)
-		require.NoError(t, err, q)
-	}
+	exec := execer(t, db.Pool)
 	big, small, other := uuid.New(), uuid.New(), uuid.New()
 	exec(`SELECT mneme.add_message($1, 'user', 'message 1', now() - interval '2 days')`, big)
 	exec(`INSERT INTO mneme.messages (conversation_id, role, content, created_at, tenant_id)

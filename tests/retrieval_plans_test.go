@@ -54,11 +54,7 @@ func TestSmallConversationCostIgnoresTheRest(t *testing.T) {
 	defer func() { _ = hold.Rollback(ctx) }()
 	var xid int64
 	require.NoError(t, hold.QueryRow(ctx, `SELECT txid_current()`).Scan(&xid))
-	exec := func(q string, args ...any) {
-		t.Helper()
-		_, err := db.Pool.Exec(ctx, q, args...)
-		require.NoError(t, err, q)
-	}
+	exec := execer(t, db.Pool)
 	// (every table the calls read or the writes below fill: an autovacuum
 	// ANALYZE of one of them in the middle changed the plans, once in a
 	// loaded CI run)
@@ -115,11 +111,7 @@ func TestLockingReadsByKeyAlone(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := dbtest.New(t, dbtest.WithVector("array"))
-	exec := func(q string, args ...any) {
-		t.Helper()
-		_, err := db.Pool.Exec(ctx, q, args...)
-		require.NoError(t, err, q)
-	}
+	exec := execer(t, db.Pool)
 	for _, tbl := range []string{"memories", "bm25_postings", "bm25_terms", "bm25_docs", "bm25_stats", "message_queue"} {
 		exec(fmt.Sprintf(`ALTER TABLE mneme.%s SET (autovacuum_enabled = off)`, tbl))
 	}

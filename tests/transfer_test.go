@@ -35,11 +35,7 @@ func transferSource(t *testing.T, variant string) (*pipelineEnv, []uuid.UUID) {
 	t.Helper()
 	ctx := context.Background()
 	e := newPipelineEnv(t, false, dbtest.WithVector(variant))
-	exec := func(q string, args ...any) {
-		t.Helper()
-		_, err := e.db.Pool.Exec(ctx, q, args...)
-		require.NoError(t, err, q)
-	}
+	exec := execer(t, e.db.Pool)
 	exec(`SELECT mneme.set_setting('segment_shift_similarity', '-1')`)
 	exec(`SELECT mneme.set_setting('rrf_k', '50')`)
 	e2, gone := *e, *e

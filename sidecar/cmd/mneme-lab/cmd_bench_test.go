@@ -157,15 +157,7 @@ func TestBenchIngestLLM(t *testing.T) {
 // bench scale at a tiny size: two steps on a database it creates, reuses
 // on a second run (nothing rebuilt), every call timed, the goals checked.
 func TestBenchScale(t *testing.T) {
-	server := dbtest.ServerURL(t)
-	name := "mneme_bench_scale_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
-	t.Cleanup(func() {
-		conn, err := pgx.Connect(context.Background(), server)
-		if err == nil {
-			_, _ = conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-			conn.Close(context.Background())
-		}
-	})
+	server, name := benchScaleDatabase(t)
 	ingest := []string{"--ingest-rate", "40", "--ingest-duration", "3s", "--ingest-conversations", "4"}
 	run := func() bench.ScaleResult {
 		out, stderr, code := labCmd(t, server, append([]string{"bench", "scale", "--sizes", "2000,4000", "--conversations", "40",
@@ -351,15 +343,7 @@ func TestBenchScale(t *testing.T) {
 // recall beside the leg's. A kept database refuses the other vectors;
 // --vectors needs --embedder external and a known value.
 func TestBenchScaleClustered(t *testing.T) {
-	server := dbtest.ServerURL(t)
-	name := "mneme_bench_scale_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
-	t.Cleanup(func() {
-		conn, err := pgx.Connect(context.Background(), server)
-		if err == nil {
-			_, _ = conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-			conn.Close(context.Background())
-		}
-	})
+	server, name := benchScaleDatabase(t)
 	args := []string{"bench", "scale", "--sizes", "2000", "--conversations", "40", "--tenants", "4", "--queries", "2",
 		"--ingest-rate", "0", "--db", name, "--embedder", "external", "--vectors", "clustered"}
 	out, stderr, code := labCmd(t, server, append(args, "--json")...)
@@ -486,4 +470,20 @@ func TestBenchSoak(t *testing.T) {
 	_, stderr, code = labCmd(t, server, "bench", "soak", "--vector", "faiss")
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, `--vector "faiss"`)
+}
+
+// benchScaleDatabase is the test server and a new name for bench scale's
+// database (--db), dropped after the test.
+func benchScaleDatabase(t *testing.T) (server, name string) {
+	t.Helper()
+	server = dbtest.ServerURL(t)
+	name = "mneme_bench_scale_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(context.Background(), server)
+		if err == nil {
+			_, _ = conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+			conn.Close(context.Background())
+		}
+	})
+	return server, name
 }
