@@ -371,7 +371,7 @@ BEGIN
     -- On one server one statement, read through the primary key alone: the
     -- per-conversation statement's generic plan ANDed a bitmap of the whole
     -- conversation (1.5 ms of a 50,000-memory conversation's retrieve,
-    -- docs/performance.md "The lock before the append").
+    -- docs/performance.md, "Sixth session").
     IF mneme._distributed('mneme.memories') THEN
         FOR v_conv IN SELECT DISTINCT m.conversation_id FROM mneme.memories m
                       WHERE m.id = ANY (add_pending_review.memory_ids) ORDER BY 1 LOOP

@@ -236,9 +236,9 @@ GRANT EXECUTE ON FUNCTION mneme.vector_index_plan() TO mneme_admin;
 -- index for the top k: the rows asked for, at least pgvector's default
 -- 40 (the bare top 10's), at most setting vector_ef_search. The walk's
 -- cost follows ef_search: at 40 for the 40 rows of search's top 10 the
--- leg took 0.4 ms less than at 80 on the 1,000,000-memory benchmark's
--- tenant, and its recall@10 against the exact top 10 on clustered
--- vectors stayed 1.000 there (docs/performance.md, "Sixth session").
+-- leg took 1.33 ms of CPU against 2.51 at 80 on the 1,000,000-memory
+-- benchmark's tenant (clustered vectors), and its recall@10 against the
+-- exact top 10 stayed 1.000 there (docs/performance.md, "Sixth session").
 CREATE OR REPLACE FUNCTION mneme._vector_scope_ef(k int)
 RETURNS int
 LANGUAGE plpgsql STABLE
