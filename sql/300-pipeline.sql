@@ -525,6 +525,23 @@ COMMENT ON FUNCTION mneme.review_targets(uuid[], boolean) IS
     'The memories a review rates, with their FSRS state; lock locks them (in id order) for the update.';
 GRANT EXECUTE ON FUNCTION mneme.review_targets(uuid[], boolean) TO mneme_worker;
 
+-- A review row's queries as rows of mneme.review_queries (goose 00310):
+-- each distinct text once, at the place it first appears, keyed by its
+-- md5. The one rule of apply_review and import_reviews; SQL, so that it
+-- is inlined into their INSERT ... SELECT.
+CREATE OR REPLACE FUNCTION mneme._review_query_rows(queries text[])
+RETURNS TABLE (query_key uuid, query text, ord int)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT pg_catalog.md5(u.x)::pg_catalog.uuid, u.x, pg_catalog.min(u.o)::pg_catalog.int4
+    FROM pg_catalog.unnest($1) WITH ORDINALITY AS u(x, o)
+    WHERE u.x IS NOT NULL
+    GROUP BY u.x
+$$;
+COMMENT ON FUNCTION mneme._review_query_rows(text[]) IS
+    'Internal: a review''s queries as mneme.review_queries rows: each distinct non-NULL text once, its key md5, its '
+    'ord where it first appears.';
+
 CREATE OR REPLACE FUNCTION mneme.apply_review(
     memory_id uuid,
     rating text,
@@ -640,10 +657,8 @@ BEGIN
     IF cardinality(v_queries) > 0 THEN
         WITH ins AS (
             INSERT INTO mneme.review_queries (conversation_id, review_log_id, tenant_id, query_key, query, ord)
-            SELECT m.conversation_id, v_log, v_tenant, md5(u.x)::uuid, u.x, min(u.o)::int
-            FROM unnest(v_queries) WITH ORDINALITY AS u(x, o)
-            WHERE u.x IS NOT NULL
-            GROUP BY u.x
+            SELECT m.conversation_id, v_log, v_tenant, q.query_key, q.query, q.ord
+            FROM mneme._review_query_rows(v_queries) AS q
             RETURNING 1)
         SELECT count(*) INTO v_n FROM ins;
     END IF;

@@ -769,18 +769,17 @@ BEGIN
     )
     SELECT array_agg(ins.id ORDER BY ins.id) INTO v_ids FROM ins;
     -- The lines' queries, as rows of mneme.review_queries (goose 00310):
-    -- each line's distinct texts in the order they first appear, with the
-    -- id its row got (the ids follow the lines' order). (RETURNING: on
-    -- Citus an INSERT ... SELECT without it goes to the shards as COPY,
-    -- which row security refuses.)
+    -- each line's distinct texts in the order they first appear
+    -- (mneme._review_query_rows, as apply_review's), with the id its row
+    -- got (the ids follow the lines' order). (RETURNING: on Citus an
+    -- INSERT ... SELECT without it goes to the shards as COPY, which row
+    -- security refuses.)
     WITH ins AS (
         INSERT INTO mneme.review_queries (conversation_id, review_log_id, tenant_id, query_key, query, ord)
-        SELECT import_reviews.conversation_id, v_ids[r.ord], mneme._tenant(), md5(u.x)::uuid, u.x, min(u.o)::int
+        SELECT import_reviews.conversation_id, v_ids[r.ord], mneme._tenant(), q.query_key, q.query, q.ord
         FROM ROWS FROM (jsonb_to_recordset(import_reviews.lines) AS (matched_queries text[])) WITH ORDINALITY
              AS r(matched_queries, ord),
-             unnest(r.matched_queries) WITH ORDINALITY AS u(x, o)
-        WHERE u.x IS NOT NULL
-        GROUP BY r.ord, u.x
+             mneme._review_query_rows(r.matched_queries) AS q
         RETURNING 1)
     SELECT count(*) INTO v_n FROM ins;
     PERFORM mneme._mark('importing', '');
